@@ -1,0 +1,1 @@
+//! Capsules: content-addressed code distribution.

@@ -1,0 +1,1 @@
+//! Kubernetes + KubeRay emulator (see the crate README section).

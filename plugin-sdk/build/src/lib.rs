@@ -1,0 +1,1 @@
+//! Plugin build tool.
