@@ -1,0 +1,3 @@
+//! `forge-kubesim` binary: starts the emulator and prints its kubeconfig.
+
+fn main() {}
