@@ -1,1 +1,4 @@
 //! Forge gateway library.
+
+pub mod config;
+pub mod jobspec;
