@@ -1,4 +1,10 @@
-//! Forge gateway library.
+//! Forge gateway: admits GPU training jobs through a chain of sandboxed WebAssembly
+//! policy plugins, distributes their code as content-addressed capsules and runs them
+//! as ephemeral KubeRay RayJobs.
+//!
+//! The crate is a library so that tests drive the real application; the
+//! `forge-gateway` binary is a thin wrapper (config → build → run).
 
+pub mod policy;
 pub mod config;
 pub mod jobspec;

@@ -1,1 +1,3 @@
 //! Shared helpers for the integration tests in this directory.
+
+pub mod plugins;

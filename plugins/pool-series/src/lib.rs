@@ -1,1 +1,213 @@
-//! pool-series
+//! `pool-series`: choose the GPU series every pool runs on and pin it there.
+//!
+//! For each pool: its requested series wins if it is allowed; otherwise the pool's
+//! mapping from the settings, otherwise the default series. An unresolved, disallowed,
+//! unknown or unavailable series rejects the job, naming the pool's field. The
+//! placement gets the node selector `<gpu-node-label>=<series>` and Ray custom
+//! resources that pin the pool's worker group: `forge-series-<series>` and
+//! `forge-pool-<pool>`, one unit per GPU (at least one per node).
+//!
+//! Settings:
+//! ```json
+//! { "pools": { "rollout": "h100" }, "default_series": "h200", "allowed": ["h100", "h200"] }
+//! ```
+
+use std::collections::BTreeMap;
+
+use forge_plugin_sdk::prelude::*;
+
+/// Settings of `pool-series`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Pool name → series for pools that request none.
+    #[serde(default)]
+    pub pools: BTreeMap<String, String>,
+    /// Series for pools that request none and have no mapping.
+    #[serde(default)]
+    pub default_series: Option<String>,
+    /// If non-empty, the only series jobs may use.
+    #[serde(default)]
+    pub allowed: Vec<String>,
+}
+
+/// The policy.
+pub struct PoolSeries;
+
+impl Policy for PoolSeries {
+    type Settings = Settings;
+
+    fn validate(s: &Settings) -> Result<(), String> {
+        let named = s
+            .pools
+            .iter()
+            .map(|(pool, series)| (format!("pools.{pool}"), series))
+            .chain(s.default_series.iter().map(|d| ("default_series".to_string(), d)));
+        for (field, series) in named {
+            if series.trim().is_empty() {
+                return Err(format!("{field}: series must not be empty"));
+            }
+            if !s.allowed.is_empty() && !s.allowed.contains(series) {
+                return Err(format!(
+                    "{field}: series `{series}` is not in `allowed` ({})",
+                    s.allowed.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn evaluate(s: &Settings, req: &Request) -> Decision {
+        let mut placement = req.placement.clone();
+        for (i, pool) in req.job.pools.iter().enumerate() {
+            let field = format!("pools[{i}].series");
+            let requested = pool.series.as_ref();
+            if let Some(r) = requested
+                && !s.allowed.is_empty()
+                && !s.allowed.contains(r)
+            {
+                return Decision::reject(
+                    "series.not-allowed",
+                    format!(
+                        "pool `{}` asks for series `{r}`, which is not allowed here; allowed: {}",
+                        pool.name,
+                        s.allowed.join(", ")
+                    ),
+                    Some(&field),
+                );
+            }
+            let Some(series) = requested
+                .or_else(|| s.pools.get(&pool.name))
+                .or(s.default_series.as_ref())
+            else {
+                return Decision::reject(
+                    "series.unresolved",
+                    format!(
+                        "pool `{}` names no series and the policy has no mapping or default for it; set `series`",
+                        pool.name
+                    ),
+                    Some(&field),
+                );
+            };
+            let Some(cap) = req.series(series) else {
+                let known: Vec<&str> = req.cluster.series.iter().map(|c| c.series.as_str()).collect();
+                return Decision::reject(
+                    "series.unknown",
+                    format!(
+                        "no node carries series `{series}` (label {}); known series: {}",
+                        req.cluster.gpu_node_label,
+                        if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                    ),
+                    Some(&field),
+                );
+            };
+            if cap.allocatable == 0 {
+                return Decision::reject(
+                    "series.unavailable",
+                    format!(
+                        "series `{series}` has no schedulable GPUs ({} of {} blocked: nodes cordoned or NotReady)",
+                        cap.blocked, cap.total
+                    ),
+                    Some(&field),
+                );
+            }
+            let Some(pp) = placement.pool_mut(&pool.name) else {
+                return Decision::reject(
+                    "placement.missing-pool",
+                    format!("the placement so far has no entry for pool `{}`", pool.name),
+                    Some(&format!("pools[{i}]")),
+                );
+            };
+            pp.series = Some(series.clone());
+            pp.select(&req.cluster.gpu_node_label, series);
+            let units = f64::from(pool.gpus_per_node.max(1));
+            pp.ray_resource(&format!("forge-series-{series}"), units);
+            pp.ray_resource(&format!("forge-pool-{}", pool.name), units);
+        }
+        Decision::Admit(placement)
+    }
+}
+
+export_policy!(PoolSeries);
+
+#[cfg(test)]
+mod tests {
+    use forge_plugin_sdk::harness::{Harness, RequestBuilder, validate};
+
+    use super::*;
+
+    const SETTINGS: &str =
+        r#"{"pools": {"rollout": "h100"}, "default_series": "h200", "allowed": ["h100", "h200"]}"#;
+
+    fn cluster() -> RequestBuilder {
+        RequestBuilder::new().series("h100", 32, 16, 4).series("h200", 64, 64, 8)
+    }
+
+    #[test]
+    fn maps_pools_and_pins_them() {
+        let h = Harness::<PoolSeries>::new(SETTINGS).unwrap();
+        let req = cluster()
+            .pool("train", 2, 8, None)
+            .pool("rollout", 1, 4, None)
+            .build();
+        let Decision::Admit(p) = h.evaluate(&req) else { panic!("expected admit") };
+        assert_eq!(p.pools[0].series.as_deref(), Some("h200"));
+        assert_eq!(p.pools[1].series.as_deref(), Some("h100"));
+        assert_eq!(
+            p.pools[1].node_selector,
+            vec![("starforge/gpu-series".to_string(), "h100".to_string())]
+        );
+        assert!(p.pools[1].ray_resources.contains(&("forge-series-h100".to_string(), 4.0)));
+        assert!(p.pools[1].ray_resources.contains(&("forge-pool-rollout".to_string(), 4.0)));
+    }
+
+    #[test]
+    fn requested_series_wins_when_allowed() {
+        let h = Harness::<PoolSeries>::new(SETTINGS).unwrap();
+        let req = cluster().pool("rollout", 1, 8, Some("h200")).build();
+        let Decision::Admit(p) = h.evaluate(&req) else { panic!("expected admit") };
+        assert_eq!(p.pools[0].series.as_deref(), Some("h200"));
+    }
+
+    #[test]
+    fn rejects_disallowed_unknown_unavailable_and_unresolved() {
+        let h = Harness::<PoolSeries>::new(SETTINGS).unwrap();
+        let code = |d: Decision| match d {
+            Decision::Reject(r) => (r.code, r.field),
+            other => panic!("expected reject, got {other:?}"),
+        };
+        let req = cluster().pool("a", 1, 8, None).pool("b", 1, 8, Some("a100")).build();
+        assert_eq!(code(h.evaluate(&req)), ("series.not-allowed".into(), Some("pools[1].series".into())));
+
+        let open = Harness::<PoolSeries>::new("{}").unwrap();
+        let req = cluster().pool("a", 1, 8, Some("b200")).build();
+        assert_eq!(code(open.evaluate(&req)).0, "series.unknown");
+        let req = cluster().pool("a", 1, 8, None).build();
+        assert_eq!(code(open.evaluate(&req)).0, "series.unresolved");
+
+        let blocked = SeriesCapacity {
+            series: "h200".into(),
+            total: 16,
+            allocatable: 0,
+            in_use: 0,
+            blocked: 16,
+            free: 0,
+            largest_free_block: 0,
+            nodes: 2,
+        };
+        let req = RequestBuilder::new().capacity(blocked).pool("a", 1, 8, None).build();
+        assert_eq!(code(h.evaluate(&req)).0, "series.unavailable");
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        assert!(validate::<PoolSeries>(SETTINGS).is_ok());
+        assert!(validate::<PoolSeries>("").is_ok());
+        let err = validate::<PoolSeries>(r#"{"default_series": "a100", "allowed": ["h100"]}"#).unwrap_err();
+        assert!(err.contains("default_series") && err.contains("a100"), "{err}");
+        let err = validate::<PoolSeries>(r#"{"pools": {"x": ""}}"#).unwrap_err();
+        assert!(err.contains("pools.x"), "{err}");
+        let err = validate::<PoolSeries>(r#"{"defaults": "h100"}"#).unwrap_err();
+        assert!(err.contains("unknown field"), "{err}");
+    }
+}

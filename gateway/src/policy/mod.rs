@@ -1,0 +1,26 @@
+//! The WebAssembly policy host.
+//!
+//! Admission asks a chain of sandboxed policy plugins (components targeting
+//! `forge:policy/policy@0.1.0`, see `wit/`) whether and where a job may run.
+//!
+//! - [`PolicyEngine`]: the shared wasmtime engine (pooling allocator, epoch deadline,
+//!   memory cap, precompile cache).
+//! - [`Plugin`]: a checked, compiled component; instantiated fresh for every call.
+//! - [`Chain`]: ordered (plugin, settings) links and the chain semantics.
+//! - [`PolicyRunner`]: runs evaluations off the async workers behind a semaphore.
+//! - [`model`]: the host's version-independent request and decision types.
+
+pub mod chain;
+pub mod engine;
+pub mod error;
+pub mod model;
+pub mod plugin;
+pub mod runner;
+mod sandbox;
+mod wit_v0_1_0;
+
+pub use chain::{Chain, ChainLink, ChainOutcome, TraceEntry};
+pub use engine::{EngineLimits, PolicyEngine};
+pub use error::{ChainError, LoadError, PluginError};
+pub use plugin::{Plugin, digest_of};
+pub use runner::{PolicyRunner, RunError};

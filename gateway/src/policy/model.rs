@@ -1,0 +1,157 @@
+//! The host's own view of policy inputs and decisions.
+//!
+//! These types are independent of any WIT version: every supported contract version
+//! (`wit_v0_1_0`, later ones) converts to and from them, so the rest of the gateway
+//! never depends on generated bindings. They serialize to stable camelCase JSON for
+//! the API (decision traces, dry-run reviews) and the job store.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Whether the job's storage claim can be mounted by many nodes at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StorageMode {
+    /// ReadWriteMany.
+    Shared,
+    /// ReadWriteOnce: one node at a time.
+    ReadWriteOnce,
+}
+
+/// One pool of identical machines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolView {
+    pub name: String,
+    pub nodes: u32,
+    pub gpus_per_node: u32,
+    pub series: Option<String>,
+}
+
+/// The job as policy sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    pub id: String,
+    pub team: String,
+    pub name: String,
+    pub framework: String,
+    pub priority: i32,
+    pub pools: Vec<PoolView>,
+    pub storage: StorageMode,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl JobView {
+    /// Total machines over all pools.
+    pub fn total_nodes(&self) -> u64 {
+        self.pools.iter().map(|p| u64::from(p.nodes)).sum()
+    }
+}
+
+/// Live capacity of one GPU series.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeriesCapacity {
+    pub series: String,
+    pub total: u32,
+    pub allocatable: u32,
+    pub in_use: u32,
+    pub blocked: u32,
+    pub free: u32,
+    pub largest_free_block: u32,
+    pub nodes: u32,
+}
+
+/// The cluster as the scheduler sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub gpu_node_label: String,
+    pub series: Vec<SeriesCapacity>,
+}
+
+/// A team's usage of one series.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeriesUsage {
+    pub series: String,
+    pub running: u32,
+    pub queued: u32,
+}
+
+/// Everything the chain is asked about one job. The initial placement is derived
+/// from the job (see [`Placement::initial`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRequest {
+    pub job: JobView,
+    pub cluster: ClusterView,
+    pub usage: Vec<SeriesUsage>,
+}
+
+/// Where one pool runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolPlacement {
+    pub pool: String,
+    pub series: Option<String>,
+    pub node_selector: BTreeMap<String, String>,
+    pub ray_resources: BTreeMap<String, f64>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Placement of every pool, in the order of the job's pools.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    pub pools: Vec<PoolPlacement>,
+}
+
+impl Placement {
+    /// The placement the first plugin sees: one entry per pool carrying its
+    /// requested series (if any) and nothing else.
+    pub fn initial(job: &JobView) -> Self {
+        Placement {
+            pools: job
+                .pools
+                .iter()
+                .map(|p| PoolPlacement {
+                    pool: p.name.clone(),
+                    series: p.series.clone(),
+                    ..PoolPlacement::default()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A policy's (or the chain's) decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Decision {
+    /// The job may run with this placement.
+    Admit { placement: Placement },
+    /// The job waits; re-evaluated when capacity or usage changes.
+    Queue { code: String, message: String },
+    /// The job is refused.
+    Reject {
+        code: String,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        field: Option<String>,
+    },
+}
+
+impl Decision {
+    /// Short name of the decision kind, for metrics and traces.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Decision::Admit { .. } => "admit",
+            Decision::Queue { .. } => "queue",
+            Decision::Reject { .. } => "reject",
+        }
+    }
+}

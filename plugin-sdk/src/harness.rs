@@ -1,0 +1,205 @@
+//! Native test harness: run a policy's logic in ordinary `cargo test`, with the same
+//! settings parsing and chain-visible placement as in the host, and capture its logs.
+//!
+//! ```
+//! # use forge_plugin_sdk::prelude::*;
+//! # use forge_plugin_sdk::harness::{Harness, RequestBuilder};
+//! # struct Allow;
+//! # impl Policy for Allow { type Settings = serde_json::Value;
+//! #   fn evaluate(_: &serde_json::Value, r: &Request) -> Decision { Decision::Admit(r.placement.clone()) } }
+//! let h = Harness::<Allow>::new("{}").unwrap();
+//! let req = RequestBuilder::new()
+//!     .team("vision")
+//!     .pool("train", 2, 8, Some("h100"))
+//!     .series("h100", 64, 48, 4)
+//!     .build();
+//! assert!(matches!(h.evaluate(&req), Decision::Admit(_)));
+//! ```
+
+use std::cell::RefCell;
+
+use crate::log::Level;
+use crate::{
+    Cluster, Decision, Job, Placement, Policy, Pool, PoolPlacement, Request, SeriesCapacity,
+    SeriesUsage, StorageMode,
+};
+
+thread_local! {
+    static LOGS: RefCell<Vec<(Level, String)>> = const { RefCell::new(Vec::new()) };
+}
+
+pub(crate) fn capture_log(level: Level, message: &str) {
+    LOGS.with(|l| l.borrow_mut().push((level, message.to_string())));
+}
+
+/// Take the log lines this thread's plugin calls emitted so far.
+pub fn take_logs() -> Vec<(Level, String)> {
+    LOGS.with(|l| std::mem::take(&mut *l.borrow_mut()))
+}
+
+/// A policy with validated settings, run natively.
+pub struct Harness<P: Policy> {
+    settings: P::Settings,
+}
+
+impl<P: Policy> Harness<P> {
+    /// Parse and validate settings exactly as `validate-settings` does in the host.
+    pub fn new(settings_json: &str) -> Result<Self, String> {
+        let settings = crate::parse_settings::<P>(settings_json)?;
+        P::validate(&settings)?;
+        Ok(Harness { settings })
+    }
+
+    /// Evaluate one request.
+    pub fn evaluate(&self, request: &Request) -> Decision {
+        P::evaluate(&self.settings, request)
+    }
+}
+
+/// Run `validate-settings` natively.
+pub fn validate<P: Policy>(settings_json: &str) -> Result<(), String> {
+    crate::__validate::<P>(settings_json)
+}
+
+/// Builds a [`Request`] with sensible defaults: team `team-a`, framework `nemo-rl`,
+/// shared storage, node label `starforge/gpu-series`, and the initial placement the
+/// host gives the first plugin.
+#[derive(Debug, Clone)]
+pub struct RequestBuilder {
+    job: Job,
+    cluster: Cluster,
+    usage: Vec<SeriesUsage>,
+    placement: Option<Placement>,
+}
+
+impl Default for RequestBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RequestBuilder {
+    pub fn new() -> Self {
+        RequestBuilder {
+            job: Job {
+                id: "job-1".into(),
+                team: "team-a".into(),
+                name: "train".into(),
+                framework: "nemo-rl".into(),
+                priority: 0,
+                pools: Vec::new(),
+                storage: StorageMode::Shared,
+                labels: Vec::new(),
+            },
+            cluster: Cluster {
+                gpu_node_label: "starforge/gpu-series".into(),
+                series: Vec::new(),
+            },
+            usage: Vec::new(),
+            placement: None,
+        }
+    }
+
+    pub fn team(mut self, team: &str) -> Self {
+        self.job.team = team.into();
+        self
+    }
+
+    pub fn job_id(mut self, id: &str) -> Self {
+        self.job.id = id.into();
+        self
+    }
+
+    pub fn name(mut self, name: &str) -> Self {
+        self.job.name = name.into();
+        self
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.job.labels.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn storage(mut self, storage: StorageMode) -> Self {
+        self.job.storage = storage;
+        self
+    }
+
+    /// Add a pool (`nodes` machines with `gpus` GPUs each, optional requested series).
+    pub fn pool(mut self, name: &str, nodes: u32, gpus: u32, series: Option<&str>) -> Self {
+        self.job.pools.push(Pool {
+            name: name.into(),
+            nodes,
+            gpus_per_node: gpus,
+            series: series.map(str::to_string),
+        });
+        self
+    }
+
+    pub fn gpu_node_label(mut self, key: &str) -> Self {
+        self.cluster.gpu_node_label = key.into();
+        self
+    }
+
+    /// Add a series with `total` GPUs, `free` of them free, on `nodes` nodes (8 GPUs
+    /// each is assumed for the largest free block unless set with [`Self::capacity`]).
+    pub fn series(self, name: &str, total: u32, free: u32, nodes: u32) -> Self {
+        let largest = free.min(total.checked_div(nodes).unwrap_or(0));
+        self.capacity(SeriesCapacity {
+            series: name.into(),
+            total,
+            allocatable: total,
+            in_use: total - free.min(total),
+            blocked: 0,
+            free,
+            largest_free_block: largest,
+            nodes,
+        })
+    }
+
+    /// Add a series with every field given.
+    pub fn capacity(mut self, c: SeriesCapacity) -> Self {
+        self.cluster.series.push(c);
+        self
+    }
+
+    /// The team's usage of a series.
+    pub fn usage(mut self, series: &str, running: u32, queued: u32) -> Self {
+        self.usage.push(SeriesUsage {
+            series: series.into(),
+            running,
+            queued,
+        });
+        self
+    }
+
+    /// Override the placement so far (as if earlier plugins had run).
+    pub fn placement(mut self, placement: Placement) -> Self {
+        self.placement = Some(placement);
+        self
+    }
+
+    pub fn build(self) -> Request {
+        let placement = self.placement.unwrap_or_else(|| Placement {
+            pools: self
+                .job
+                .pools
+                .iter()
+                .map(|p| PoolPlacement {
+                    pool: p.name.clone(),
+                    series: p.series.clone(),
+                    node_selector: Vec::new(),
+                    ray_resources: Vec::new(),
+                    labels: Vec::new(),
+                    annotations: Vec::new(),
+                })
+                .collect(),
+        });
+        Request {
+            job: self.job,
+            cluster: self.cluster,
+            usage: self.usage,
+            placement,
+        }
+    }
+}

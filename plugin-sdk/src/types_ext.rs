@@ -1,0 +1,108 @@
+//! Convenience methods on the generated contract types, so policies read like the
+//! rules they implement.
+
+use crate::{Decision, Hold, Job, Placement, PoolPlacement, Rejection, Request, SeriesCapacity};
+
+impl Decision {
+    /// `reject` with a stable code, a message saying what to change, and the field.
+    pub fn reject(code: &str, message: impl Into<String>, field: Option<&str>) -> Decision {
+        Decision::Reject(Rejection {
+            code: code.to_string(),
+            message: message.into(),
+            field: field.map(str::to_string),
+        })
+    }
+
+    /// `queue` with a stable code and a message.
+    pub fn queue(code: &str, message: impl Into<String>) -> Decision {
+        Decision::Queue(Hold {
+            code: code.to_string(),
+            message: message.into(),
+        })
+    }
+}
+
+impl Job {
+    /// Machines over all pools.
+    pub fn total_nodes(&self) -> u64 {
+        self.pools.iter().map(|p| u64::from(p.nodes)).sum()
+    }
+
+    /// Value of a job label.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Request {
+    /// Capacity of one series, if any node carries it.
+    pub fn series(&self, name: &str) -> Option<&SeriesCapacity> {
+        self.cluster.series.iter().find(|s| s.series == name)
+    }
+
+    /// GPUs the team has running on a series.
+    pub fn running_gpus(&self, series: &str) -> u32 {
+        self.usage
+            .iter()
+            .filter(|u| u.series == series)
+            .map(|u| u.running)
+            .sum()
+    }
+
+    /// GPUs this job needs per series, as placed so far (pools without a series are
+    /// counted under their requested series, or `None`).
+    pub fn gpus_by_series(&self) -> Vec<(Option<String>, u64)> {
+        let mut out: Vec<(Option<String>, u64)> = Vec::new();
+        for (i, pool) in self.job.pools.iter().enumerate() {
+            let series = self
+                .placement
+                .pools
+                .get(i)
+                .and_then(|p| p.series.clone())
+                .or_else(|| pool.series.clone());
+            let gpus = u64::from(pool.nodes) * u64::from(pool.gpus_per_node);
+            match out.iter_mut().find(|(s, _)| *s == series) {
+                Some((_, n)) => *n += gpus,
+                None => out.push((series, gpus)),
+            }
+        }
+        out
+    }
+}
+
+impl Placement {
+    /// The placement of the pool named `pool`.
+    pub fn pool_mut(&mut self, pool: &str) -> Option<&mut PoolPlacement> {
+        self.pools.iter_mut().find(|p| p.pool == pool)
+    }
+}
+
+impl PoolPlacement {
+    /// Set (or replace) a node-selector entry.
+    pub fn select(&mut self, key: &str, value: &str) {
+        upsert(&mut self.node_selector, key, value.to_string());
+    }
+
+    /// Set (or replace) a Ray custom resource.
+    pub fn ray_resource(&mut self, name: &str, amount: f64) {
+        match self.ray_resources.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) => *v = amount,
+            None => self.ray_resources.push((name.to_string(), amount)),
+        }
+    }
+
+    /// Set (or replace) a pod label.
+    pub fn label(&mut self, key: &str, value: &str) {
+        upsert(&mut self.labels, key, value.to_string());
+    }
+}
+
+fn upsert(map: &mut Vec<(String, String)>, key: &str, value: String) {
+    match map.iter_mut().find(|(k, _)| k == key) {
+        Some((_, v)) => *v = value,
+        None => map.push((key.to_string(), value)),
+    }
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The project's test command (see README). Works on a fresh machine of this kind:
+# installs what the tests need (WebAssembly toolchain for plugins, the s3s-fs
+# S3-compatible test server) inside the clone or from the distribution, then runs
+# formatting and lint checks and every unit and integration test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+log() { printf '\n==> %s\n' "$*"; }
+
+log "WebAssembly toolchain for policy plugins"
+if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  echo "rustup target wasm32-unknown-unknown is installed"
+elif [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] && [ -d /usr/lib/rustlib/src/rust/library ]; then
+  echo "using Debian rustc-web with -Zbuild-std"
+else
+  echo "installing Debian rustc-web, cargo-web, rust-web-src (std sources for -Zbuild-std)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc-web cargo-web rust-web-src >/dev/null
+fi
+
+log "s3s-fs (S3-compatible test server) in target/tools"
+if [ ! -x "$root/target/tools/bin/s3s-fs" ]; then
+  cargo install --quiet --locked s3s-fs@0.14.1 --features binary --root "$root/target/tools"
+fi
+export FORGE_S3S_FS="$root/target/tools/bin/s3s-fs"
+
+log "format and lints"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+log "policy plugins -> WebAssembly components"
+cargo run --quiet -p forge-plugin-build --bin forge-plugin -- build \
+  plugins/pool-series plugins/team-quota plugins/rwo-guard tests/fixtures/plugins/hostile
+
+log "unit and integration tests"
+cargo test --workspace --no-fail-fast
