@@ -1,39 +1,89 @@
-//! PLACEHOLDER written by the API-server half of issue 3 so the crate builds; the
-//! controllers teammate owns this directory and replaces this file with the simulated
-//! KubeRay operator, scheduler and kubelet.
+//! The simulated cluster-side controllers: KubeRay operator (RayJob + RayCluster
+//! controllers, K8sJobMode), the batch/v1 Job controller, the default scheduler and a
+//! kubelet for every node.
 //!
-//! Contract the API server relies on (keep these names and shapes):
-//! - `ControllerConfig: Clone + Debug + Default`, with a pub field `mode: RunMode`;
-//! - `RunMode::{Process, Timed(TimedModel)}`, `TimedModel: Default`;
-//! - `ControllerError: std::error::Error + Send + Sync + 'static`;
-//! - `run(client, cfg, logs, shutdown)` below, spawned by `Sim::start` as a task; it
-//!   should return when `shutdown` is cancelled.
+//! They are real Kubernetes controllers: they only talk to the API server over REST
+//! through a `kube::Client` (watchers, reflectors, `kube::runtime::Controller`), exactly
+//! like the real binaries do. The only in-process state shared between them is the
+//! simulated Ray *dashboard* ([`dashboard::Dashboard`]): in a real cluster that is the
+//! Ray head's HTTP API, which is not a Kubernetes resource.
+//!
+//! Requeue semantics: reconciles are watch-driven (the primary resource and the
+//! children it owns, mapped through `ownerReferences`) plus periodic resyncs: 3 s for
+//! RayJobs (`ctrl` "requeue every 3 s"), 300 s for RayClusters
+//! (`RAYCLUSTER_DEFAULT_REQUEUE_SECONDS`), and a short resync for Jobs. See
+//! `SEMANTICS.md` §3 and §4.
 
+pub mod dashboard;
+pub mod events;
+pub mod fit;
+pub mod job;
+pub mod kubelet;
+pub mod names;
+pub mod quantity;
+pub mod raycluster;
+pub mod rayjob;
+pub mod raystart;
+pub mod runner;
+pub mod scheduler;
+pub mod timed;
+pub mod validation;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
+use kube::core::{ApiResource, GroupVersionKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::logs::LogStore;
 
-/// Parameters of the timed (no-process) run model.
-#[derive(Clone, Debug, Default)]
-pub struct TimedModel {}
+pub use dashboard::{Dashboard, RayJobInfo};
+pub use timed::{RunSecs, TimedModel};
 
-/// How the simulated kubelet runs submitter pods.
+/// How the simulated kubelet runs the submitter pods (and init containers).
 #[derive(Clone, Debug, Default)]
 pub enum RunMode {
-    /// Really run the entrypoint.
+    /// Really run the job: fetch and unpack `working_dir`, run the entrypoint with
+    /// `sh -c`, and run init containers' commands on the host.
     #[default]
     Process,
-    /// No process: duration and outcome from a model.
+    /// No process: run time and outcome come from a [`TimedModel`] (scale tests).
     Timed(TimedModel),
 }
 
 /// Configuration of the simulated controllers.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ControllerConfig {
     /// Run mode of the kubelet.
     pub mode: RunMode,
+    /// Images whose pulls fail (`ErrImagePull` then `ImagePullBackOff`). Matched against
+    /// the image string as written in the pod spec.
+    pub failing_images: BTreeSet<String>,
+    /// Root of the kubelet's host scratch space: emptyDir volumes live in
+    /// `<root>/pods/<pod uid>/volumes/<volume>`, unpacked jobs in `<root>/jobs/…`.
+    pub scratch_root: PathBuf,
+    /// Simulated image pull time (per image, first pull on a node).
+    pub image_pull: Duration,
+    /// Base of the kubelet back-off (image pulls, crashing init containers); doubles up
+    /// to 300 s like the real kubelet (which starts at 10 s).
+    pub backoff_base: Duration,
+    /// Number of RayJob / RayCluster / Job reconciles run concurrently (0 = unbounded).
+    pub concurrency: u16,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            mode: RunMode::Process,
+            failing_images: BTreeSet::new(),
+            scratch_root: std::env::temp_dir().join(format!("forge-kubesim-{}", std::process::id())),
+            image_pull: Duration::from_millis(200),
+            backoff_base: Duration::from_secs(10),
+            concurrency: 0,
+        }
+    }
 }
 
 /// Errors of the controllers.
@@ -42,16 +92,84 @@ pub enum ControllerError {
     /// Kubernetes API error.
     #[error("kubernetes api: {0}")]
     Kube(#[from] kube::Error),
+    /// An object did not have the shape the controller needs.
+    #[error("malformed {kind} {name}: {reason}")]
+    Malformed {
+        /// Kind of the object.
+        kind: &'static str,
+        /// namespace/name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// (De)serialising an object failed.
+    #[error("serialization: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A controller task panicked or was aborted.
+    #[error("controller task failed: {0}")]
+    Task(String),
 }
 
-/// Runs the operator, scheduler and kubelet until `shutdown` is cancelled.
+/// State shared by all controllers of one simulated cluster.
+pub struct Shared {
+    /// API client.
+    pub client: kube::Client,
+    /// Configuration.
+    pub cfg: ControllerConfig,
+    /// Pod logs written by the kubelet.
+    pub logs: Arc<LogStore>,
+    /// The simulated Ray dashboards (job table per cluster).
+    pub dashboard: Arc<Dashboard>,
+    /// Cancelled on shutdown.
+    pub shutdown: CancellationToken,
+}
+
+/// `ray.io/v1` RayJob.
+pub fn rayjob_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ray.io", "v1", "RayJob"), "rayjobs")
+}
+
+/// `ray.io/v1` RayCluster.
+pub fn raycluster_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ray.io", "v1", "RayCluster"), "rayclusters")
+}
+
+/// Runs the operator, job controller, scheduler and kubelet until `shutdown` is
+/// cancelled. Each controller is its own task; the first one to fail ends the run.
 pub async fn run(
     client: kube::Client,
     cfg: ControllerConfig,
     logs: Arc<LogStore>,
     shutdown: CancellationToken,
 ) -> Result<(), ControllerError> {
-    let _ = (client, cfg, logs);
-    shutdown.cancelled().await;
-    Ok(())
+    // A child token: a failing controller stops its siblings, not the API server.
+    let internal = shutdown.child_token();
+    let shared = Arc::new(Shared {
+        client,
+        cfg,
+        logs,
+        dashboard: Arc::new(Dashboard::default()),
+        shutdown: internal.clone(),
+    });
+    let mut set = tokio::task::JoinSet::new();
+    set.spawn(rayjob::run(shared.clone()));
+    set.spawn(raycluster::run(shared.clone()));
+    set.spawn(job::run(shared.clone()));
+    set.spawn(scheduler::run(shared.clone()));
+    set.spawn(kubelet::run(shared.clone()));
+    let mut result = Ok(());
+    while let Some(joined) = set.join_next().await {
+        let r = match joined {
+            Ok(r) => r,
+            Err(e) => Err(ControllerError::Task(e.to_string())),
+        };
+        if let Err(e) = r {
+            tracing::error!(error = %e, "simulated controller stopped");
+            if result.is_ok() {
+                result = Err(e);
+            }
+            internal.cancel();
+        }
+    }
+    result
 }

@@ -1,0 +1,170 @@
+//! The simulated Ray dashboards' Jobs API (`GET /api/jobs/<id>`, submit, stop).
+//!
+//! In a real cluster this is HTTP on the Ray head, not a Kubernetes resource, so it is
+//! the one piece of state the simulated controllers share in-process: the kubelet
+//! running the submitter pod submits and updates jobs here (what `ray job submit`
+//! does), and the RayJob controller reads it (what the operator's dashboard client
+//! does). Keyed by (namespace, cluster, submission id); deleting a RayCluster drops its
+//! jobs like deleting the head would.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio_util::sync::CancellationToken;
+
+/// What `GET /api/jobs/<id>` returns (the fields the operator copies).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RayJobInfo {
+    /// PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED.
+    pub status: String,
+    /// Human-readable message.
+    pub message: String,
+    /// Start, milliseconds since the epoch (0 = not started).
+    pub start_ms: i64,
+    /// End, milliseconds since the epoch (0 = not ended).
+    pub end_ms: i64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    info: RayJobInfo,
+    stop: CancellationToken,
+}
+
+type Key = (String, String, String);
+
+/// Job tables of all simulated Ray clusters.
+#[derive(Debug, Default)]
+pub struct Dashboard {
+    jobs: Mutex<HashMap<Key, Entry>>,
+}
+
+/// Terminal Ray job states (`IsJobTerminal`).
+pub fn is_terminal(status: &str) -> bool {
+    matches!(status, "STOPPED" | "SUCCEEDED" | "FAILED")
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn key(ns: &str, cluster: &str, id: &str) -> Key {
+    (ns.to_owned(), cluster.to_owned(), id.to_owned())
+}
+
+impl Dashboard {
+    /// `ray job submit`: registers a PENDING job. Returns its stop token, or `None` if
+    /// the submission id is already in use ("Please use a different submission_id").
+    pub fn submit(&self, ns: &str, cluster: &str, id: &str) -> Option<CancellationToken> {
+        let mut jobs = self.jobs.lock().expect("dashboard lock poisoned");
+        if jobs.contains_key(&key(ns, cluster, id)) {
+            return None;
+        }
+        let stop = CancellationToken::new();
+        jobs.insert(
+            key(ns, cluster, id),
+            Entry {
+                info: RayJobInfo {
+                    status: "PENDING".into(),
+                    message: "Job has not started yet. It may be waiting for the runtime environment to be set up."
+                        .into(),
+                    start_ms: 0,
+                    end_ms: 0,
+                },
+                stop: stop.clone(),
+            },
+        );
+        Some(stop)
+    }
+
+    /// Moves a job to RUNNING.
+    pub fn set_running(&self, ns: &str, cluster: &str, id: &str) {
+        let mut jobs = self.jobs.lock().expect("dashboard lock poisoned");
+        if let Some(e) = jobs.get_mut(&key(ns, cluster, id))
+            && !is_terminal(&e.info.status)
+        {
+            e.info.status = "RUNNING".into();
+            e.info.message = "Job is currently running.".into();
+            e.info.start_ms = now_ms();
+        }
+    }
+
+    /// Records a terminal state (ignored if the job is already terminal, e.g. STOPPED).
+    pub fn finish(&self, ns: &str, cluster: &str, id: &str, status: &str, message: &str) {
+        let mut jobs = self.jobs.lock().expect("dashboard lock poisoned");
+        if let Some(e) = jobs.get_mut(&key(ns, cluster, id))
+            && !is_terminal(&e.info.status)
+        {
+            e.info.status = status.into();
+            e.info.message = message.into();
+            if e.info.start_ms == 0 {
+                e.info.start_ms = now_ms();
+            }
+            e.info.end_ms = now_ms();
+        }
+    }
+
+    /// `GET /api/jobs/<id>`; `None` is the 404.
+    pub fn get(&self, ns: &str, cluster: &str, id: &str) -> Option<RayJobInfo> {
+        let jobs = self.jobs.lock().expect("dashboard lock poisoned");
+        jobs.get(&key(ns, cluster, id)).map(|e| e.info.clone())
+    }
+
+    /// The stop token of a job (the running driver watches it).
+    pub fn stop_token(&self, ns: &str, cluster: &str, id: &str) -> Option<CancellationToken> {
+        let jobs = self.jobs.lock().expect("dashboard lock poisoned");
+        jobs.get(&key(ns, cluster, id)).map(|e| e.stop.clone())
+    }
+
+    /// `POST /api/jobs/<id>/stop`: STOPPED and the driver is killed.
+    pub fn stop(&self, ns: &str, cluster: &str, id: &str) -> bool {
+        let mut jobs = self.jobs.lock().expect("dashboard lock poisoned");
+        match jobs.get_mut(&key(ns, cluster, id)) {
+            Some(e) if !is_terminal(&e.info.status) => {
+                e.info.status = "STOPPED".into();
+                e.info.message = "Job was intentionally stopped.".into();
+                e.info.end_ms = now_ms();
+                e.stop.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The head of `cluster` is gone: its jobs disappear (running drivers are killed).
+    pub fn drop_cluster(&self, ns: &str, cluster: &str) {
+        let mut jobs = self.jobs.lock().expect("dashboard lock poisoned");
+        jobs.retain(|(n, c, _), e| {
+            let keep = !(n == ns && c == cluster);
+            if !keep {
+                e.stop.cancel();
+            }
+            keep
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_and_stop() {
+        let d = Dashboard::default();
+        let stop = d.submit("ns", "c", "j").expect("first submit");
+        assert!(d.submit("ns", "c", "j").is_none(), "submission id reuse is refused");
+        assert_eq!(d.get("ns", "c", "j").map(|i| i.status), Some("PENDING".into()));
+        d.set_running("ns", "c", "j");
+        assert!(d.stop("ns", "c", "j"));
+        assert!(stop.is_cancelled());
+        d.finish("ns", "c", "j", "FAILED", "killed");
+        let info = d.get("ns", "c", "j").expect("exists");
+        assert_eq!(info.status, "STOPPED", "terminal state is sticky");
+        assert!(info.end_ms >= info.start_ms);
+        d.drop_cluster("ns", "c");
+        assert!(d.get("ns", "c", "j").is_none());
+    }
+}

@@ -1,0 +1,227 @@
+//! The batch/v1 Job controller (`kube-controller-manager` job-controller), enough for
+//! KubeRay's submitter Jobs: one pod at a time (`completions`/`parallelism` 1), a new
+//! pod per failure until `backoffLimit` failures are exceeded, then the conditions
+//! `FailureTarget` + `Failed` (`BackoffLimitExceeded`); a succeeded pod gives
+//! `SuccessCriteriaMet` + `Complete`, like Kubernetes ≥ 1.31.
+//!
+//! Simplifications (documented): no pod-recreation back-off delay (the real controller
+//! waits 10 s × 2ⁿ), no `activeDeadlineSeconds` for the Job itself, no pod failure
+//! policy, no `batch.kubernetes.io/job-tracking` finalizer on pods.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::events::{Kind, emit};
+use super::names::{CONTROLLER_UID, CONTROLLER_UID_LEGACY, JOB_NAME, JOB_NAME_LEGACY};
+use super::{ControllerError, Shared};
+
+const REPORTER: &str = "job-controller";
+
+/// Runs the Job controller until shutdown.
+pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
+    let client = shared.client.clone();
+    let jobs: Api<Job> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::all(client);
+    let token = shared.shutdown.clone();
+    Controller::new(jobs, watcher::Config::default())
+        .watches(pods, watcher::Config::default(), |pod: Pod| owner_of(&pod, "Job"))
+        .with_config(kube::runtime::controller::Config::default().concurrency(shared.cfg.concurrency))
+        .graceful_shutdown_on(async move { token.cancelled().await })
+        .run(reconcile, error_policy, shared)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+    Ok(())
+}
+
+/// Maps a child to its controller owner of `kind` (same namespace).
+pub fn owner_of<K>(child: &impl ResourceExt, kind: &str) -> Option<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let ns = child.namespace()?;
+    let owner = child.owner_references().iter().find(|o| o.kind == kind && o.controller == Some(true))?;
+    Some(ObjectRef::new(&owner.name).within(&ns))
+}
+
+fn error_policy(_job: Arc<Job>, err: &ControllerError, _ctx: Arc<Shared>) -> Action {
+    tracing::warn!(error = %err, "job reconcile failed");
+    Action::requeue(Duration::from_secs(1))
+}
+
+fn has_condition(status: Option<&JobStatus>, type_: &str) -> bool {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+fn condition(type_: &str, reason: &str, message: &str) -> JobCondition {
+    let now = Time(Timestamp::now());
+    JobCondition {
+        type_: type_.into(),
+        status: "True".into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        last_probe_time: Some(now.clone()),
+        last_transition_time: Some(now),
+    }
+}
+
+async fn reconcile(job: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, ControllerError> {
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let uid = job.uid().unwrap_or_default();
+    if job.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let status = job.status.as_ref();
+    if has_condition(status, "Complete") || has_condition(status, "Failed") {
+        return Ok(Action::await_change());
+    }
+    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let pods = pods_api.list(&ListParams::default().labels(&format!("{CONTROLLER_UID}={uid}"))).await?;
+    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let succeeded = pods.items.iter().filter(|p| phase(p) == "Succeeded").count() as i32;
+    let failed = pods.items.iter().filter(|p| phase(p) == "Failed").count() as i32;
+    let active: Vec<&Pod> = pods
+        .items
+        .iter()
+        .filter(|p| !matches!(phase(p).as_str(), "Succeeded" | "Failed") && p.metadata.deletion_timestamp.is_none())
+        .collect();
+    let ready = active
+        .iter()
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+        .count() as i32;
+    let backoff_limit = job.spec.as_ref().and_then(|s| s.backoff_limit).unwrap_or(6);
+    let start_time = status.and_then(|s| s.start_time.clone()).unwrap_or(Time(Timestamp::now()));
+    let job_ref = job.object_ref(&());
+    let mut new_status = JobStatus {
+        start_time: Some(start_time),
+        active: Some(active.len() as i32),
+        ready: Some(ready),
+        succeeded: Some(succeeded),
+        failed: Some(failed),
+        terminating: Some(0),
+        conditions: status.and_then(|s| s.conditions.clone()),
+        uncounted_terminated_pods: Some(Default::default()),
+        ..Default::default()
+    };
+    if succeeded >= 1 {
+        new_status.active = Some(0);
+        new_status.completion_time = Some(Time(Timestamp::now()));
+        new_status.conditions = Some(vec![
+            condition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods"),
+            condition("Complete", "CompletionsReached", "Reached expected number of succeeded pods"),
+        ]);
+        patch_status(&ctx, &ns, &name, &new_status).await?;
+        emit(&ctx.client, REPORTER, &job_ref, Kind::Normal, "Completed", "Completed", "Job completed").await;
+        return Ok(Action::await_change());
+    }
+    if failed > backoff_limit {
+        new_status.active = Some(0);
+        new_status.conditions = Some(vec![
+            condition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit"),
+            condition("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit"),
+        ]);
+        patch_status(&ctx, &ns, &name, &new_status).await?;
+        emit(
+            &ctx.client,
+            REPORTER,
+            &job_ref,
+            Kind::Warning,
+            "BackoffLimitExceeded",
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+        )
+        .await;
+        return Ok(Action::await_change());
+    }
+    if active.is_empty() && !job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false) {
+        let pod = pod_for(&job, &uid)?;
+        let created = pods_api.create(&PostParams::default(), &pod).await?;
+        new_status.active = Some(1);
+        emit(
+            &ctx.client,
+            REPORTER,
+            &job_ref,
+            Kind::Normal,
+            "SuccessfulCreate",
+            "Create",
+            &format!("Created pod: {}", created.name_any()),
+        )
+        .await;
+    }
+    let old = serde_json::to_value(status)?;
+    let mut cmp = new_status.clone();
+    if let Some(s) = status {
+        cmp.start_time.clone_from(&s.start_time);
+    }
+    if serde_json::to_value(&cmp)? != old {
+        patch_status(&ctx, &ns, &name, &new_status).await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(30)))
+}
+
+async fn patch_status(ctx: &Shared, ns: &str, name: &str, status: &JobStatus) -> Result<(), ControllerError> {
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+        .await?;
+    Ok(())
+}
+
+/// The pod the job controller creates from the Job's template.
+fn pod_for(job: &Job, uid: &str) -> Result<Pod, ControllerError> {
+    let name = job.name_any();
+    let template = job.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let meta = template.metadata.unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = meta.labels.unwrap_or_default();
+    labels.insert(CONTROLLER_UID.into(), uid.into());
+    labels.insert(CONTROLLER_UID_LEGACY.into(), uid.into());
+    labels.insert(JOB_NAME.into(), name.clone());
+    labels.insert(JOB_NAME_LEGACY.into(), name.clone());
+    let spec = template.spec.ok_or_else(|| ControllerError::Malformed {
+        kind: "Job",
+        name: name.clone(),
+        reason: "spec.template.spec is missing".into(),
+    })?;
+    Ok(Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{name}-")),
+            namespace: job.namespace(),
+            labels: Some(labels),
+            annotations: meta.annotations,
+            owner_references: Some(vec![OwnerReference {
+                api_version: "batch/v1".into(),
+                kind: "Job".into(),
+                name,
+                uid: uid.into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
+}

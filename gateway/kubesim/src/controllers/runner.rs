@@ -1,0 +1,449 @@
+//! Process mode of the simulated kubelet: what really runs on the host.
+//!
+//! * Init containers: `command` + `args` run with `sh`, after every volumeMount path
+//!   of the container (in command, args and env values) is replaced by the pod's
+//!   host directory for that volume (`<scratch>/pods/<uid>/volumes/<volume>`; emptyDir
+//!   only), so a capsule-fetch init container really downloads and checks its file.
+//! * The Ray driver of a submitted job: `runtimeEnvYAML` `working_dir` is fetched
+//!   (`http(s)://`, or `file://` mapped through the HEAD pod's volumeMounts), its
+//!   SHA-256 is checked against the `forge.dev/capsule-sha256` annotation when present,
+//!   it is unpacked as Ray does (a single top-level directory is stripped, `__MACOSX`
+//!   ignored), and the entrypoint runs there with `sh -c`, env = head container env +
+//!   `env_vars` (+ `PYTHONPATH`), on top of the host environment (for `PATH`).
+
+use std::collections::BTreeMap;
+use std::io::{Cursor, Read};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
+use kube::ResourceExt;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use crate::logs::LogStore;
+
+/// Errors of the process runner; the message is what the driver/container log shows.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// The working_dir URI scheme is not one the emulator can fetch.
+    #[error("unsupported working_dir URI {0:?} (the emulator fetches http://, https:// and file:// zips)")]
+    Unsupported(String),
+    /// A `file://` path is not under an emptyDir volumeMount of the head container.
+    #[error("{0} is not on an emptyDir volume mounted in the head container")]
+    NotMounted(String),
+    /// Download failed.
+    #[error("failed to download {url}: {reason}")]
+    Fetch {
+        /// URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The capsule does not have the published SHA-256.
+    #[error("capsule sha256 mismatch: expected {expected} got {got}")]
+    Checksum {
+        /// Published digest.
+        expected: String,
+        /// Digest of the fetched bytes.
+        got: String,
+    },
+    /// The archive is not a valid zip.
+    #[error("invalid zip archive: {0}")]
+    Zip(#[from] zip::result::ZipError),
+    /// Local I/O.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// runtimeEnvYAML did not parse.
+    #[error("invalid runtimeEnvYAML: {0}")]
+    RuntimeEnv(String),
+}
+
+/// Host directory of a pod volume.
+pub fn volume_dir(root: &Path, pod_uid: &str, volume: &str) -> PathBuf {
+    root.join("pods").join(pod_uid).join("volumes").join(volume)
+}
+
+/// Creates the host directories of a pod's emptyDir volumes.
+pub fn prepare_volumes(root: &Path, pod: &Pod) -> std::io::Result<()> {
+    let uid = pod.uid().unwrap_or_default();
+    for v in pod.spec.as_ref().and_then(|s| s.volumes.as_ref()).into_iter().flatten() {
+        if v.empty_dir.is_some() {
+            std::fs::create_dir_all(volume_dir(root, &uid, &v.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Maps a container path to its host path through the container's volumeMounts
+/// (longest mountPath wins; `subPath` honoured; only emptyDir volumes).
+pub fn map_path(root: &Path, pod: &Pod, mounts: &[VolumeMount], path: &str) -> Option<PathBuf> {
+    let uid = pod.uid().unwrap_or_default();
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    let m = mounts
+        .iter()
+        .filter(|m| {
+            let mp = m.mount_path.trim_end_matches('/');
+            path == mp || path.starts_with(&format!("{mp}/"))
+        })
+        .max_by_key(|m| m.mount_path.len())?;
+    let is_empty_dir = volumes.into_iter().flatten().any(|v| v.name == m.name && v.empty_dir.is_some());
+    if !is_empty_dir {
+        return None;
+    }
+    let mut host = volume_dir(root, &uid, &m.name);
+    if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+        host = host.join(sub);
+    }
+    let rest = path[m.mount_path.trim_end_matches('/').len()..].trim_start_matches('/');
+    Some(if rest.is_empty() { host } else { host.join(rest) })
+}
+
+/// Replaces every mount path of `mounts` in `s` by its host directory (longest first).
+pub fn rewrite_mounts(root: &Path, pod: &Pod, mounts: &[VolumeMount], s: &str) -> String {
+    let mut sorted: Vec<&VolumeMount> = mounts.iter().collect();
+    sorted.sort_by_key(|m| std::cmp::Reverse(m.mount_path.len()));
+    let mut out = s.to_owned();
+    for m in sorted {
+        let mp = m.mount_path.trim_end_matches('/');
+        if mp.is_empty() {
+            continue;
+        }
+        if let Some(host) = map_path(root, pod, std::slice::from_ref(m), mp) {
+            out = out.replace(mp, &host.to_string_lossy());
+        }
+    }
+    out
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Streams a child's stdout+stderr into a container log, line by line; returns the
+/// exit code (`None` if it was killed because `cancel` fired).
+pub async fn run_logged(
+    mut cmd: Command,
+    logs: &Arc<LogStore>,
+    (ns, pod, container): (&str, &str, &str),
+    cancel: &CancellationToken,
+    mut tee: Option<&mut Vec<u8>>,
+) -> std::io::Result<Option<i32>> {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let mut child = cmd.spawn()?;
+    let pid = child.id();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    fn pump(r: impl AsyncRead + Unpin + Send + 'static, tx: tokio::sync::mpsc::UnboundedSender<Vec<u8>>) {
+        tokio::spawn(async move {
+            let mut r = BufReader::new(r);
+            loop {
+                let mut line = Vec::new();
+                match r.read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    if let Some(out) = child.stdout.take() {
+        pump(out, tx.clone());
+    }
+    if let Some(err) = child.stderr.take() {
+        pump(err, tx.clone());
+    }
+    drop(tx);
+    let mut killed = false;
+    loop {
+        tokio::select! {
+            line = rx.recv() => match line {
+                Some(mut l) => {
+                    if !l.ends_with(b"\n") { l.push(b'\n'); }
+                    logs.append(ns, pod, container, &l);
+                    if let Some(t) = tee.as_deref_mut() { t.extend_from_slice(&l); }
+                }
+                None => break,
+            },
+            () = cancel.cancelled(), if !killed => {
+                killed = true;
+                kill_group(pid);
+                let _ = child.start_kill();
+            }
+        }
+    }
+    let status = child.wait().await?;
+    Ok(if killed { None } else { Some(status.code().unwrap_or(137)) })
+}
+
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        // The child leads its own process group; kill the whole group (sh + children).
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Runs an init container's command on the host (process mode) and returns its exit
+/// code (`None` when cancelled). Output goes to the container's log.
+pub async fn run_init_container(
+    root: &Path,
+    logs: &Arc<LogStore>,
+    pod: &Pod,
+    c: &Container,
+    cancel: &CancellationToken,
+) -> std::io::Result<Option<i32>> {
+    let ns = pod.namespace().unwrap_or_default();
+    let name = pod.name_any();
+    let mounts = c.volume_mounts.clone().unwrap_or_default();
+    let rw = |s: &str| rewrite_mounts(root, pod, &mounts, s);
+    let argv: Vec<String> =
+        c.command.iter().flatten().chain(c.args.iter().flatten()).map(|s| rw(s)).collect();
+    let workdir = root.join("pods").join(pod.uid().unwrap_or_default()).join("containers").join(&c.name);
+    std::fs::create_dir_all(&workdir)?;
+    let mut cmd = Command::new("sh");
+    match argv.first().map(|a| Path::new(a).file_name().and_then(|f| f.to_str()).unwrap_or("")) {
+        Some("sh" | "bash" | "dash" | "ash") => {
+            cmd.args(&argv[1..]);
+        }
+        Some(_) => {
+            let joined: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
+            cmd.arg("-c").arg(joined.join(" "));
+        }
+        None => {
+            cmd.arg("-c").arg("true");
+        }
+    }
+    cmd.current_dir(&workdir);
+    for e in c.env.iter().flatten() {
+        if let Some(v) = &e.value {
+            cmd.env(&e.name, rw(v));
+        }
+    }
+    run_logged(cmd, logs, (&ns, &name, &c.name), cancel, None).await
+}
+
+/// Fetches `working_dir` bytes: `http(s)://` over the network, `file://` through the
+/// head pod's volumeMounts (container 0).
+pub async fn fetch_working_dir(root: &Path, head: Option<&Pod>, uri: &str) -> Result<Vec<u8>, RunnerError> {
+    if uri.starts_with("http://") || uri.starts_with("https://") {
+        let fetch_err = |e: reqwest::Error| RunnerError::Fetch { url: uri.to_owned(), reason: e.to_string() };
+        let resp = reqwest::get(uri).await.map_err(fetch_err)?.error_for_status().map_err(fetch_err)?;
+        return Ok(resp.bytes().await.map_err(fetch_err)?.to_vec());
+    }
+    if let Some(path) = uri.strip_prefix("file://") {
+        let head = head.ok_or_else(|| RunnerError::NotMounted(path.to_owned()))?;
+        let mounts = head
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.volume_mounts.clone())
+            .unwrap_or_default();
+        let host = map_path(root, head, &mounts, path).ok_or_else(|| RunnerError::NotMounted(path.to_owned()))?;
+        return Ok(tokio::fs::read(&host).await?);
+    }
+    Err(RunnerError::Unsupported(uri.to_owned()))
+}
+
+/// Checks `bytes` against a hex SHA-256.
+pub fn verify_sha256(bytes: &[u8], expected: &str) -> Result<(), RunnerError> {
+    let got = hex::encode(Sha256::digest(bytes));
+    if got.eq_ignore_ascii_case(expected.trim()) {
+        Ok(())
+    } else {
+        Err(RunnerError::Checksum { expected: expected.trim().to_owned(), got })
+    }
+}
+
+/// Unpacks a zip like Ray's `unzip_package`: if the archive has a single top-level
+/// directory (ignoring `__MACOSX`), its contents become the working dir.
+pub fn unpack_zip(bytes: &[u8], dest: &Path) -> Result<(), RunnerError> {
+    let mut archive = zip::ZipArchive::new(Cursor::new(bytes))?;
+    let mut names: Vec<(PathBuf, bool)> = Vec::new();
+    for i in 0..archive.len() {
+        let f = archive.by_index(i)?;
+        if let Some(p) = f.enclosed_name() {
+            names.push((p, f.is_dir()));
+        }
+    }
+    let top: std::collections::BTreeSet<String> = names
+        .iter()
+        .filter_map(|(p, _)| p.components().next().map(|c| c.as_os_str().to_string_lossy().into_owned()))
+        .filter(|c| c != "__MACOSX")
+        .collect();
+    let strip = top.len() == 1
+        && names.iter().any(|(p, dir)| {
+            let first = p.components().next().map(|c| c.as_os_str().to_string_lossy().into_owned());
+            first.as_ref() == top.iter().next() && (p.components().count() > 1 || *dir)
+        });
+    std::fs::create_dir_all(dest)?;
+    for i in 0..archive.len() {
+        let mut f = archive.by_index(i)?;
+        let Some(p) = f.enclosed_name() else { continue };
+        if p.components().next().is_some_and(|c| c.as_os_str() == "__MACOSX") {
+            continue;
+        }
+        let rel: PathBuf = if strip { p.components().skip(1).collect() } else { p.clone() };
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        let out = dest.join(&rel);
+        if f.is_dir() {
+            std::fs::create_dir_all(&out)?;
+            continue;
+        }
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        std::fs::write(&out, buf)?;
+        #[cfg(unix)]
+        if let Some(mode) = f.unix_mode() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&out, std::fs::Permissions::from_mode(mode & 0o777))?;
+        }
+    }
+    Ok(())
+}
+
+/// The parts of `runtimeEnvYAML` the emulator uses.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct RuntimeEnv {
+    /// `working_dir`.
+    pub working_dir: Option<String>,
+    /// `env_vars`.
+    pub env_vars: BTreeMap<String, String>,
+}
+
+/// Parses `runtimeEnvYAML`.
+pub fn parse_runtime_env(yaml: Option<&str>) -> Result<RuntimeEnv, RunnerError> {
+    let Some(yaml) = yaml.filter(|y| !y.trim().is_empty()) else { return Ok(RuntimeEnv::default()) };
+    let v: serde_yaml::Value = serde_yaml::from_str(yaml).map_err(|e| RunnerError::RuntimeEnv(e.to_string()))?;
+    let working_dir = v.get("working_dir").and_then(serde_yaml::Value::as_str).map(str::to_owned);
+    let env_vars = v
+        .get("env_vars")
+        .and_then(serde_yaml::Value::as_mapping)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, val)| {
+                    let k = k.as_str()?.to_owned();
+                    let val = match val {
+                        serde_yaml::Value::String(s) => s.clone(),
+                        other => serde_yaml::to_string(other).ok()?.trim().to_owned(),
+                    };
+                    Some((k, val))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(RuntimeEnv { working_dir, env_vars })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn zip_of(entries: &[(&str, &str)]) -> Vec<u8> {
+        let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        for (name, body) in entries {
+            if name.ends_with('/') {
+                w.add_directory(*name, zip::write::SimpleFileOptions::default()).expect("dir");
+            } else {
+                w.start_file(*name, zip::write::SimpleFileOptions::default()).expect("file");
+                w.write_all(body.as_bytes()).expect("write");
+            }
+        }
+        w.finish().expect("finish").into_inner()
+    }
+
+    #[test]
+    fn single_top_level_dir_is_stripped() {
+        let dir = std::env::temp_dir().join(format!("kubesim-unzip-{}", std::process::id()));
+        let bytes = zip_of(&[("proj/", ""), ("proj/main.py", "print(1)"), ("__MACOSX/._main.py", "x")]);
+        unpack_zip(&bytes, &dir.join("a")).expect("unpack");
+        assert!(dir.join("a/main.py").exists());
+        assert!(!dir.join("a/__MACOSX").exists());
+        let bytes = zip_of(&[("a.py", "1"), ("b/c.py", "2")]);
+        unpack_zip(&bytes, &dir.join("b")).expect("unpack");
+        assert!(dir.join("b/a.py").exists() && dir.join("b/b/c.py").exists());
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn checksum_mismatch_reads_clearly() {
+        let e = verify_sha256(b"abc", "00").expect_err("mismatch");
+        assert_eq!(
+            e.to_string(),
+            "capsule sha256 mismatch: expected 00 got ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(verify_sha256(b"abc", "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD").is_ok());
+    }
+
+    #[test]
+    fn paths_map_through_empty_dir_mounts() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "h", "uid": "u1"},
+            "spec": {"volumes": [{"name": "forge-capsule", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "x"}}],
+                     "containers": [{"name": "c"}]}
+        }))
+        .expect("pod");
+        let mounts: Vec<VolumeMount> = serde_json::from_value(serde_json::json!([
+            {"name": "forge-capsule", "mountPath": "/forge/capsule"}, {"name": "cfg", "mountPath": "/etc/cfg"}]))
+        .expect("mounts");
+        let root = Path::new("/scratch");
+        assert_eq!(
+            map_path(root, &pod, &mounts, "/forge/capsule/abc.zip"),
+            Some(PathBuf::from("/scratch/pods/u1/volumes/forge-capsule/abc.zip"))
+        );
+        assert_eq!(map_path(root, &pod, &mounts, "/etc/cfg/a"), None, "not an emptyDir");
+        assert_eq!(map_path(root, &pod, &mounts, "/forge/capsulex"), None);
+        assert_eq!(
+            rewrite_mounts(root, &pod, &mounts, "mv /tmp/x /forge/capsule/abc.zip"),
+            "mv /tmp/x /scratch/pods/u1/volumes/forge-capsule/abc.zip"
+        );
+    }
+
+    #[test]
+    fn runtime_env_parses() {
+        let env = parse_runtime_env(Some("working_dir: file:///forge/capsule/x.zip\nenv_vars:\n  A: b\n  N: 3\n"))
+            .expect("parse");
+        assert_eq!(env.working_dir.as_deref(), Some("file:///forge/capsule/x.zip"));
+        assert_eq!(env.env_vars.get("A").map(String::as_str), Some("b"));
+        assert_eq!(env.env_vars.get("N").map(String::as_str), Some("3"));
+        assert!(parse_runtime_env(Some("a: [")).is_err());
+    }
+
+    #[tokio::test]
+    async fn run_logged_streams_and_reports_exit() {
+        let logs = Arc::new(LogStore::new());
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg("echo out; echo err >&2; exit 3");
+        let code = run_logged(cmd, &logs, ("ns", "p", "c"), &CancellationToken::new(), None).await.expect("spawn");
+        assert_eq!(code, Some(3));
+        let log = String::from_utf8(logs.read("ns", "p", "c", None).expect("log")).expect("utf8");
+        assert!(log.contains("out\n") && log.contains("err\n"), "{log}");
+        let cancel = CancellationToken::new();
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg("sleep 30");
+        let c2 = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            c2.cancel();
+        });
+        let start = std::time::Instant::now();
+        assert_eq!(run_logged(cmd, &logs, ("ns", "p", "d"), &cancel, None).await.expect("spawn"), None);
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,228 @@
+//! The simulated default scheduler: binds pending pods (no `spec.nodeName`,
+//! `schedulerName` unset or `default-scheduler`) one at a time, oldest first, through
+//! the `pods/binding` subresource, using the filters and LeastAllocated score in
+//! [`super::fit`]. An unbindable pod gets `PodScheduled=False` (`Unschedulable`) and a
+//! `FailedScheduling` Warning event with the real `FitError` wording, and is retried
+//! when nodes or pods change (the real scheduler's unschedulable queue flush); a
+//! message is re-emitted only when it changes or after 60 s. No gang logic, no
+//! preemption, no priorities.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::Notify;
+
+use super::events::{Kind, emit};
+use super::fit::{NodeInfo, Reject, Resources, filter, fit_message, pod_requests, score};
+use super::{ControllerError, Shared};
+
+const REPORTER: &str = "default-scheduler";
+
+/// Bookkeeping of one pod that did not fit.
+#[derive(Debug)]
+struct Unschedulable {
+    message: String,
+    at: Instant,
+    generation: u64,
+}
+
+/// Runs the scheduler until shutdown.
+pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
+    let notify = Arc::new(Notify::new());
+    let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (pods, pods_writer) = reflector::store::<Pod>();
+    let (nodes, nodes_writer) = reflector::store::<Node>();
+    let client = shared.client.clone();
+    {
+        let n = notify.clone();
+        let g = generation.clone();
+        let stream = reflector::reflector(pods_writer, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()))
+            .default_backoff()
+            .for_each(move |ev| {
+                // A pod finishing or going away frees resources: retry unschedulable pods.
+                if let Ok(watcher::Event::Delete(_) | watcher::Event::InitDone) = &ev {
+                    g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                if let Ok(watcher::Event::Apply(p)) = &ev
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
+                {
+                    g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                n.notify_one();
+                futures::future::ready(())
+            });
+        let token = shared.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! { () = stream => {}, () = token.cancelled() => {} }
+        });
+    }
+    {
+        let n = notify.clone();
+        let g = generation.clone();
+        let stream = reflector::reflector(nodes_writer, watcher(Api::<Node>::all(client.clone()), watcher::Config::default()))
+            .default_backoff()
+            .for_each(move |_| {
+                g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                n.notify_one();
+                futures::future::ready(())
+            });
+        let token = shared.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! { () = stream => {}, () = token.cancelled() => {} }
+        });
+    }
+    let mut failed: HashMap<String, Unschedulable> = HashMap::new();
+    // Pods bound by us that the store has not caught up with yet ("assumed" pods).
+    let mut assumed: HashMap<String, (String, Resources)> = HashMap::new();
+    loop {
+        tokio::select! {
+            () = shared.shutdown.cancelled() => return Ok(()),
+            () = notify.notified() => {},
+            () = tokio::time::sleep(Duration::from_secs(5)) => {},
+        }
+        let gen_now = generation.load(std::sync::atomic::Ordering::Relaxed);
+        schedule_pass(&shared, &pods, &nodes, &mut failed, &mut assumed, gen_now).await;
+    }
+}
+
+fn is_pending_for_us(p: &Pod) -> bool {
+    let spec = p.spec.as_ref();
+    spec.is_some_and(|s| s.node_name.as_deref().unwrap_or("").is_empty())
+        && spec.and_then(|s| s.scheduler_name.as_deref()).is_none_or(|n| n.is_empty() || n == REPORTER)
+        && p.metadata.deletion_timestamp.is_none()
+        && p.status.as_ref().and_then(|s| s.phase.as_deref()).is_none_or(|ph| ph == "Pending")
+}
+
+fn key(p: &Pod) -> String {
+    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())
+}
+
+async fn schedule_pass(
+    shared: &Shared,
+    pods: &Store<Pod>,
+    nodes: &Store<Node>,
+    failed: &mut HashMap<String, Unschedulable>,
+    assumed: &mut HashMap<String, (String, Resources)>,
+    generation: u64,
+) {
+    let all_pods = pods.state();
+    let mut infos: BTreeMap<String, NodeInfo> = nodes
+        .state()
+        .iter()
+        .map(|n| {
+            let i = NodeInfo::from_node(n);
+            (i.name.clone(), i)
+        })
+        .collect();
+    let mut pending: Vec<Arc<Pod>> = Vec::new();
+    for p in &all_pods {
+        let k = key(p);
+        let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+        match node {
+            Some(node) => {
+                assumed.remove(&k);
+                let done = p.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+                if !done && let Some(info) = infos.get_mut(&node) {
+                    info.add(&pod_requests(p));
+                }
+            }
+            None if is_pending_for_us(p) && !assumed.contains_key(&k) => pending.push(p.clone()),
+            None => {}
+        }
+    }
+    for (node, req) in assumed.values() {
+        if let Some(info) = infos.get_mut(node) {
+            info.add(req);
+        }
+    }
+    let live: std::collections::HashSet<String> = all_pods.iter().map(|p| key(p)).collect();
+    failed.retain(|k, _| live.contains(k));
+    assumed.retain(|k, _| live.contains(k));
+    pending.sort_by_key(|p| (p.metadata.creation_timestamp.as_ref().map(|t| t.0), p.name_any()));
+    for pod in pending {
+        if shared.shutdown.is_cancelled() {
+            return;
+        }
+        let k = key(&pod);
+        if let Some(f) = failed.get(&k)
+            && f.generation == generation
+            && f.at.elapsed() < Duration::from_secs(60)
+        {
+            continue;
+        }
+        let req = pod_requests(&pod);
+        let mut best: Option<(i128, &str)> = None;
+        let mut rejects: Vec<Reject> = Vec::new();
+        for info in infos.values() {
+            match filter(info, &pod, &req) {
+                None => {
+                    let sc = score(info, &req);
+                    if best.is_none_or(|(b, _)| sc > b) {
+                        best = Some((sc, &info.name));
+                    }
+                }
+                Some(r) => rejects.push(r),
+            }
+        }
+        let ns = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        let pod_ref = pod.object_ref(&());
+        match best.map(|(_, n)| n.to_owned()) {
+            Some(node) => {
+                if bind(shared, &ns, &name, &node).await {
+                    failed.remove(&k);
+                    if let Some(info) = infos.get_mut(&node) {
+                        info.add(&req);
+                    }
+                    assumed.insert(k, (node.clone(), req));
+                    let note = format!("Successfully assigned {ns}/{name} to {node}");
+                    emit(&shared.client, REPORTER, &pod_ref, Kind::Normal, "Scheduled", "Binding", &note).await;
+                }
+            }
+            None => {
+                let message = fit_message(infos.len(), &rejects);
+                let repeat = failed.get(&k).is_some_and(|f| f.message == message && f.at.elapsed() < Duration::from_secs(60));
+                failed.insert(k, Unschedulable { message: message.clone(), at: Instant::now(), generation });
+                if !repeat {
+                    mark_unschedulable(shared, &ns, &name, &message).await;
+                    emit(&shared.client, REPORTER, &pod_ref, Kind::Warning, "FailedScheduling", "Scheduling", &message).await;
+                }
+            }
+        }
+    }
+}
+
+async fn bind(shared: &Shared, ns: &str, name: &str, node: &str) -> bool {
+    let api: Api<Pod> = Api::namespaced(shared.client.clone(), ns);
+    let binding = Binding {
+        metadata: kube::api::ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() },
+        target: ObjectReference { api_version: Some("v1".into()), kind: Some("Node".into()), name: Some(node.into()), ..Default::default() },
+    };
+    match api.create_subresource::<Binding, serde_json::Value>("binding", name, &PostParams::default(), &binding).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::debug!(error = %e, pod = name, node, "binding failed");
+            false
+        }
+    }
+}
+
+async fn mark_unschedulable(shared: &Shared, ns: &str, name: &str, message: &str) {
+    let api: Api<Pod> = Api::namespaced(shared.client.clone(), ns);
+    let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let patch = json!({"status": {"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+        "lastProbeTime": null, "lastTransitionTime": now}]}});
+    if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch)).await {
+        tracing::debug!(error = %e, pod = name, "could not set PodScheduled=False");
+    }
+}
