@@ -452,7 +452,10 @@ pub fn framework_of_image_var(var: &str) -> Option<String> {
 pub fn dev_defaults() -> HashMap<String, String> {
     HashMap::from([
         ("FORGE_DEFAULT_FLEET_KIND".to_string(), "local".to_string()),
-        ("FORGE_KUBERAY_RAY_VERSION".to_string(), "2.55.1".to_string()),
+        (
+            "FORGE_KUBERAY_RAY_VERSION".to_string(),
+            "2.55.1".to_string(),
+        ),
     ])
 }
 
@@ -518,7 +521,10 @@ impl Config {
     pub fn from_env_map(env: HashMap<String, String>) -> Result<Self, ConfigErrors> {
         let mut merged = HashMap::new();
         let mut errors = Vec::new();
-        if let Some(file) = env.get("FORGE_CONFIG_FILE").filter(|f| !f.trim().is_empty()) {
+        if let Some(file) = env
+            .get("FORGE_CONFIG_FILE")
+            .filter(|f| !f.trim().is_empty())
+        {
             match read_file(Path::new(file.trim())) {
                 Ok(vars) => merged.extend(vars),
                 Err(mut e) => errors.append(&mut e),
@@ -738,9 +744,17 @@ impl Config {
             invalid("FORGE_KUBERAY_TTL_SECONDS", "must be ≥ 0".to_string());
         }
         if self.kuberay.prerunning_deadline_s <= 0 {
-            invalid("FORGE_KUBERAY_PRERUNNING_DEADLINE_S", "must be > 0".to_string());
+            invalid(
+                "FORGE_KUBERAY_PRERUNNING_DEADLINE_S",
+                "must be > 0".to_string(),
+            );
         }
-        if self.gateway.capsule_init_image.chars().any(char::is_whitespace) {
+        if self
+            .gateway
+            .capsule_init_image
+            .chars()
+            .any(char::is_whitespace)
+        {
             invalid(
                 "FORGE_CAPSULE_INIT_IMAGE",
                 "image reference contains whitespace".to_string(),
@@ -785,7 +799,10 @@ mod tests {
                 "FORGE_IMAGE_NEMO_RL".to_string(),
                 "registry.internal/starforge/nemo-rl:v0.7.0".to_string(),
             ),
-            ("FORGE_KUBERAY_RAY_VERSION".to_string(), "2.55.1".to_string()),
+            (
+                "FORGE_KUBERAY_RAY_VERSION".to_string(),
+                "2.55.1".to_string(),
+            ),
         ])
     }
 
@@ -827,9 +844,15 @@ mod tests {
         assert_eq!(c.gateway.policy_deadline_ms, 50);
         assert_eq!(c.gateway.policy_memory_mib, 32);
         assert!(c.gateway.policy_concurrency >= 1);
-        assert_eq!(c.gateway.tokens_path(), PathBuf::from("./forge-data/tokens.yaml"));
+        assert_eq!(
+            c.gateway.tokens_path(),
+            PathBuf::from("./forge-data/tokens.yaml")
+        );
         assert!(c.s3.is_none());
-        assert_eq!(c.image_for("nemo-rl"), Some("registry.internal/starforge/nemo-rl:v0.7.0"));
+        assert_eq!(
+            c.image_for("nemo-rl"),
+            Some("registry.internal/starforge/nemo-rl:v0.7.0")
+        );
     }
 
     #[test]
@@ -875,7 +898,10 @@ mod tests {
 
     #[test]
     fn image_var_maps_to_framework_name() {
-        assert_eq!(framework_of_image_var("FORGE_IMAGE_NEMO_RL").as_deref(), Some("nemo-rl"));
+        assert_eq!(
+            framework_of_image_var("FORGE_IMAGE_NEMO_RL").as_deref(),
+            Some("nemo-rl")
+        );
         assert_eq!(framework_of_image_var("FORGE_LISTEN"), None);
     }
 
@@ -911,7 +937,10 @@ mod tests {
             e,
             vec![ConfigError::Partial {
                 group: "FORGE_S3_*".to_string(),
-                missing: vec!["FORGE_S3_BUCKET".to_string(), "FORGE_S3_ACCESS_KEY".to_string()],
+                missing: vec![
+                    "FORGE_S3_BUCKET".to_string(),
+                    "FORGE_S3_ACCESS_KEY".to_string()
+                ],
             }]
         );
         assert!(!format!("{e:?}").contains("hunter2"));
@@ -942,26 +971,36 @@ mod tests {
     #[test]
     fn rejects_token_without_api_server() {
         let e = errors(&[("FORGE_K8S_TOKEN", "secret-token")]);
-        assert!(matches!(&e[..], [ConfigError::Requires { var, requires, .. }]
-            if var == "FORGE_K8S_TOKEN" && requires == "FORGE_K8S_API_SERVER"));
+        assert!(
+            matches!(&e[..], [ConfigError::Requires { var, requires, .. }]
+            if var == "FORGE_K8S_TOKEN" && requires == "FORGE_K8S_API_SERVER")
+        );
         assert!(!e[0].to_string().contains("secret-token"));
     }
 
     #[test]
     fn rejects_api_server_that_is_not_a_url() {
-        assert_eq!(only_error_var(&[("FORGE_K8S_API_SERVER", "10.0.0.1:6443")]), "FORGE_K8S_API_SERVER");
+        assert_eq!(
+            only_error_var(&[("FORGE_K8S_API_SERVER", "10.0.0.1:6443")]),
+            "FORGE_K8S_API_SERVER"
+        );
     }
 
     #[test]
     fn rejects_storage_mount_without_pvc() {
         let e = errors(&[("FORGE_K8S_STORAGE_MOUNT", "/storage")]);
-        assert!(matches!(&e[..], [ConfigError::Requires { var, requires, .. }]
-            if var == "FORGE_K8S_STORAGE_MOUNT" && requires == "FORGE_K8S_STORAGE_PVC"));
+        assert!(
+            matches!(&e[..], [ConfigError::Requires { var, requires, .. }]
+            if var == "FORGE_K8S_STORAGE_MOUNT" && requires == "FORGE_K8S_STORAGE_PVC")
+        );
     }
 
     #[test]
     fn rejects_relative_storage_paths() {
-        assert_eq!(only_error_var(&[("FORGE_STORAGE_ROOT", "starforge")]), "FORGE_STORAGE_ROOT");
+        assert_eq!(
+            only_error_var(&[("FORGE_STORAGE_ROOT", "starforge")]),
+            "FORGE_STORAGE_ROOT"
+        );
         assert_eq!(
             only_error_var(&[
                 ("FORGE_K8S_STORAGE_PVC", "claim"),
@@ -969,19 +1008,34 @@ mod tests {
             ]),
             "FORGE_K8S_STORAGE_MOUNT"
         );
-        assert_eq!(only_error_var(&[("FORGE_NEMO_RL_DIR", "opt/nemo")]), "FORGE_NEMO_RL_DIR");
+        assert_eq!(
+            only_error_var(&[("FORGE_NEMO_RL_DIR", "opt/nemo")]),
+            "FORGE_NEMO_RL_DIR"
+        );
     }
 
     #[test]
     fn rejects_bad_claim_names() {
-        assert_eq!(only_error_var(&[("FORGE_K8S_STORAGE_PVC", "Bad_Claim")]), "FORGE_K8S_STORAGE_PVC");
-        assert_eq!(only_error_var(&[("FORGE_K8S_CORPUS_PVC", "-corpus")]), "FORGE_K8S_CORPUS_PVC");
+        assert_eq!(
+            only_error_var(&[("FORGE_K8S_STORAGE_PVC", "Bad_Claim")]),
+            "FORGE_K8S_STORAGE_PVC"
+        );
+        assert_eq!(
+            only_error_var(&[("FORGE_K8S_CORPUS_PVC", "-corpus")]),
+            "FORGE_K8S_CORPUS_PVC"
+        );
     }
 
     #[test]
     fn rejects_non_numeric_and_zero_deadlines() {
-        assert_eq!(only_error_var(&[("FORGE_POLICY_DEADLINE_MS", "fast")]), "FORGE_POLICY_DEADLINE_MS");
-        assert_eq!(only_error_var(&[("FORGE_POLICY_DEADLINE_MS", "0")]), "FORGE_POLICY_DEADLINE_MS");
+        assert_eq!(
+            only_error_var(&[("FORGE_POLICY_DEADLINE_MS", "fast")]),
+            "FORGE_POLICY_DEADLINE_MS"
+        );
+        assert_eq!(
+            only_error_var(&[("FORGE_POLICY_DEADLINE_MS", "0")]),
+            "FORGE_POLICY_DEADLINE_MS"
+        );
         assert_eq!(
             only_error_var(&[("FORGE_KUBERAY_PRERUNNING_DEADLINE_S", "0")]),
             "FORGE_KUBERAY_PRERUNNING_DEADLINE_S"
@@ -994,7 +1048,10 @@ mod tests {
 
     #[test]
     fn rejects_negative_or_huge_ttl() {
-        assert_eq!(only_error_var(&[("FORGE_KUBERAY_TTL_SECONDS", "-1")]), "FORGE_KUBERAY_TTL_SECONDS");
+        assert_eq!(
+            only_error_var(&[("FORGE_KUBERAY_TTL_SECONDS", "-1")]),
+            "FORGE_KUBERAY_TTL_SECONDS"
+        );
         assert_eq!(
             only_error_var(&[("FORGE_KUBERAY_TTL_SECONDS", "99999999999")]),
             "FORGE_KUBERAY_TTL_SECONDS"
@@ -1003,15 +1060,25 @@ mod tests {
 
     #[test]
     fn rejects_zero_policy_limits_and_body() {
-        for var in ["FORGE_POLICY_MEMORY_MIB", "FORGE_POLICY_CONCURRENCY", "FORGE_MAX_BODY_MIB"] {
+        for var in [
+            "FORGE_POLICY_MEMORY_MIB",
+            "FORGE_POLICY_CONCURRENCY",
+            "FORGE_MAX_BODY_MIB",
+        ] {
             assert_eq!(only_error_var(&[(var, "0")]), var);
         }
     }
 
     #[test]
     fn rejects_shm_size_that_is_not_a_quantity() {
-        assert_eq!(only_error_var(&[("FORGE_K8S_SHM_SIZE", "64GB")]), "FORGE_K8S_SHM_SIZE");
-        assert_eq!(only_error_var(&[("FORGE_K8S_SHM_SIZE", "0")]), "FORGE_K8S_SHM_SIZE");
+        assert_eq!(
+            only_error_var(&[("FORGE_K8S_SHM_SIZE", "64GB")]),
+            "FORGE_K8S_SHM_SIZE"
+        );
+        assert_eq!(
+            only_error_var(&[("FORGE_K8S_SHM_SIZE", "0")]),
+            "FORGE_K8S_SHM_SIZE"
+        );
     }
 
     #[test]
@@ -1024,7 +1091,10 @@ mod tests {
 
     #[test]
     fn rejects_invalid_namespace() {
-        assert_eq!(only_error_var(&[("FORGE_K8S_NAMESPACE", "Star_Forge")]), "FORGE_K8S_NAMESPACE");
+        assert_eq!(
+            only_error_var(&[("FORGE_K8S_NAMESPACE", "Star_Forge")]),
+            "FORGE_K8S_NAMESPACE"
+        );
     }
 
     #[test]
@@ -1034,7 +1104,9 @@ mod tests {
         let Err(ConfigErrors(e)) = Config::from_env_map(env) else {
             panic!("expected an error");
         };
-        assert!(matches!(&e[..], [ConfigError::Missing { var, .. }] if var == "FORGE_KUBERAY_RAY_VERSION"));
+        assert!(
+            matches!(&e[..], [ConfigError::Missing { var, .. }] if var == "FORGE_KUBERAY_RAY_VERSION")
+        );
     }
 
     #[test]
@@ -1042,37 +1114,64 @@ mod tests {
         let mut env = base();
         env.remove("FORGE_KUBERAY_RAY_VERSION");
         env.insert("FORGE_DEFAULT_FLEET_KIND".into(), "local".into());
-        assert_eq!(Config::from_env_map(env).expect("valid").fleet_kind, FleetKind::Local);
+        assert_eq!(
+            Config::from_env_map(env).expect("valid").fleet_kind,
+            FleetKind::Local
+        );
         assert!(Config::from_env_map(dev_defaults()).is_ok());
     }
 
     #[test]
     fn rejects_bad_ray_version() {
-        assert_eq!(only_error_var(&[("FORGE_KUBERAY_RAY_VERSION", "latest")]), "FORGE_KUBERAY_RAY_VERSION");
+        assert_eq!(
+            only_error_var(&[("FORGE_KUBERAY_RAY_VERSION", "latest")]),
+            "FORGE_KUBERAY_RAY_VERSION"
+        );
     }
 
     #[test]
     fn rejects_unknown_fleet_kind() {
-        assert_eq!(only_error_var(&[("FORGE_DEFAULT_FLEET_KIND", "slurm")]), "FORGE_DEFAULT_FLEET_KIND");
+        assert_eq!(
+            only_error_var(&[("FORGE_DEFAULT_FLEET_KIND", "slurm")]),
+            "FORGE_DEFAULT_FLEET_KIND"
+        );
     }
 
     #[test]
     fn rejects_bad_booleans() {
-        assert_eq!(only_error_var(&[("FORGE_K8S_GPU_PASSTHROUGH", "maybe")]), "FORGE_K8S_GPU_PASSTHROUGH");
-        assert_eq!(only_error_var(&[("FORGE_K8S_STORAGE_SHARED", "rwx")]), "FORGE_K8S_STORAGE_SHARED");
+        assert_eq!(
+            only_error_var(&[("FORGE_K8S_GPU_PASSTHROUGH", "maybe")]),
+            "FORGE_K8S_GPU_PASSTHROUGH"
+        );
+        assert_eq!(
+            only_error_var(&[("FORGE_K8S_STORAGE_SHARED", "rwx")]),
+            "FORGE_K8S_STORAGE_SHARED"
+        );
     }
 
     #[test]
     fn rejects_bad_listen_and_public_url() {
-        assert_eq!(only_error_var(&[("FORGE_LISTEN", "localhost")]), "FORGE_LISTEN");
-        assert_eq!(only_error_var(&[("FORGE_PUBLIC_URL", "forge.example")]), "FORGE_PUBLIC_URL");
+        assert_eq!(
+            only_error_var(&[("FORGE_LISTEN", "localhost")]),
+            "FORGE_LISTEN"
+        );
+        assert_eq!(
+            only_error_var(&[("FORGE_PUBLIC_URL", "forge.example")]),
+            "FORGE_PUBLIC_URL"
+        );
     }
 
     #[test]
     fn rejects_bad_image_vars() {
-        assert_eq!(only_error_var(&[("FORGE_IMAGE_VERL", "  ")]), "FORGE_IMAGE_VERL");
+        assert_eq!(
+            only_error_var(&[("FORGE_IMAGE_VERL", "  ")]),
+            "FORGE_IMAGE_VERL"
+        );
         assert_eq!(only_error_var(&[("FORGE_IMAGE_", "x:1")]), "FORGE_IMAGE_");
-        assert_eq!(only_error_var(&[("FORGE_IMAGE_VERL", "a b")]), "FORGE_IMAGE_VERL");
+        assert_eq!(
+            only_error_var(&[("FORGE_IMAGE_VERL", "a b")]),
+            "FORGE_IMAGE_VERL"
+        );
         assert_eq!(
             only_error_var(&[("FORGE_CAPSULE_INIT_IMAGE", "busy box")]),
             "FORGE_CAPSULE_INIT_IMAGE"
@@ -1098,8 +1197,11 @@ mod tests {
         assert!(!c.k8s.gpu_passthrough);
 
         let yaml_path = dir.path().join("forge.yaml");
-        std::fs::write(&yaml_path, "FORGE_K8S_SHM_SIZE: 8Gi\nFORGE_IMAGE_VERL: verl:2\n")
-            .expect("write");
+        std::fs::write(
+            &yaml_path,
+            "FORGE_K8S_SHM_SIZE: 8Gi\nFORGE_IMAGE_VERL: verl:2\n",
+        )
+        .expect("write");
         let c = Config::from_env_map(with(&[(
             "FORGE_CONFIG_FILE",
             yaml_path.to_str().expect("utf-8"),
@@ -1115,7 +1217,9 @@ mod tests {
         let unknown = dir.path().join("forge.toml");
         std::fs::write(&unknown, "FORGE_K8S_NAMESPAEC = \"typo\"\n").expect("write");
         let e = errors(&[("FORGE_CONFIG_FILE", unknown.to_str().expect("utf-8"))]);
-        assert!(matches!(&e[..], [ConfigError::UnknownKey { key, .. }] if key == "FORGE_K8S_NAMESPAEC"));
+        assert!(
+            matches!(&e[..], [ConfigError::UnknownKey { key, .. }] if key == "FORGE_K8S_NAMESPAEC")
+        );
 
         let json = dir.path().join("forge.json");
         std::fs::write(&json, "{}").expect("write");
@@ -1134,6 +1238,8 @@ mod tests {
         let nested = dir.path().join("nested.yaml");
         std::fs::write(&nested, "FORGE_K8S_NAMESPACE: {a: 1}\n").expect("write");
         let e = errors(&[("FORGE_CONFIG_FILE", nested.to_str().expect("utf-8"))]);
-        assert!(matches!(&e[..], [ConfigError::Invalid { var, .. }] if var == "FORGE_K8S_NAMESPACE"));
+        assert!(
+            matches!(&e[..], [ConfigError::Invalid { var, .. }] if var == "FORGE_K8S_NAMESPACE")
+        );
     }
 }

@@ -8,3 +8,4 @@
 pub mod policy;
 pub mod config;
 pub mod jobspec;
+pub mod rayjob;

@@ -361,7 +361,8 @@ pub fn from_value_and_validate(
         errors.extend(spec.validate(cfg));
     }
     if errors.is_empty() {
-        return typed.map_err(|e| SpecErrors(vec![FieldError::new("", FieldCode::Type, e.to_string())]));
+        return typed
+            .map_err(|e| SpecErrors(vec![FieldError::new("", FieldCode::Type, e.to_string())]));
     }
     // A missing field is reported once as `required`, not also as a range/format
     // problem of its default value.
@@ -395,7 +396,11 @@ impl JobSpec {
         }
 
         if self.framework.is_empty() {
-            push("framework".into(), FieldCode::Required, "is required".into());
+            push(
+                "framework".into(),
+                FieldCode::Required,
+                "is required".into(),
+            );
         } else if cfg.image_for(&self.framework).is_none() {
             let known: Vec<&str> = cfg.images.keys().map(String::as_str).collect();
             push(
@@ -404,13 +409,21 @@ impl JobSpec {
                 format!(
                     "no image is configured for framework `{}` (known: {})",
                     self.framework,
-                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
                 ),
             );
         }
 
         if self.entrypoint.trim().is_empty() {
-            push("entrypoint".into(), FieldCode::Required, "is required".into());
+            push(
+                "entrypoint".into(),
+                FieldCode::Required,
+                "is required".into(),
+            );
         } else if self.entrypoint.len() > MAX_ENTRYPOINT_BYTES {
             push(
                 "entrypoint".into(),
@@ -420,7 +433,11 @@ impl JobSpec {
         }
 
         if self.pools.is_empty() {
-            push("pools".into(), FieldCode::Required, "at least one pool is required".into());
+            push(
+                "pools".into(),
+                FieldCode::Required,
+                "at least one pool is required".into(),
+            );
         } else if self.pools.len() > MAX_POOLS {
             push(
                 "pools".into(),
@@ -471,7 +488,11 @@ impl JobSpec {
         }
 
         if self.env.len() > MAX_ENV {
-            push("env".into(), FieldCode::Range, format!("at most {MAX_ENV} variables"));
+            push(
+                "env".into(),
+                FieldCode::Range,
+                format!("at most {MAX_ENV} variables"),
+            );
         }
         for (key, value) in &self.env {
             let at = format!("env[{}]", serde_json::Value::String(key.clone()));
@@ -501,15 +522,26 @@ impl JobSpec {
         for (key, value) in &self.labels {
             let at = format!("labels[{}]", serde_json::Value::String(key.clone()));
             if !names::is_qualified_name(key) {
-                push(at, FieldCode::Format, "key is not a valid Kubernetes label key".into());
+                push(
+                    at,
+                    FieldCode::Format,
+                    "key is not a valid Kubernetes label key".into(),
+                );
             } else if RESERVED_LABEL_PREFIXES.iter().any(|p| key.starts_with(p)) {
                 push(
                     at,
                     FieldCode::Reserved,
-                    format!("label keys under {} are reserved", RESERVED_LABEL_PREFIXES.join(", ")),
+                    format!(
+                        "label keys under {} are reserved",
+                        RESERVED_LABEL_PREFIXES.join(", ")
+                    ),
                 );
             } else if !names::is_label_value(value) {
-                push(at, FieldCode::Format, "value is not a valid Kubernetes label value".into());
+                push(
+                    at,
+                    FieldCode::Format,
+                    "value is not a valid Kubernetes label value".into(),
+                );
             }
         }
 
@@ -569,8 +601,14 @@ mod tests {
     fn cfg() -> Config {
         Config::from_env_map(HashMap::from([
             ("FORGE_IMAGE_NEMO_RL".to_string(), "nemo:1".to_string()),
-            ("FORGE_KUBERAY_RAY_VERSION".to_string(), "2.55.1".to_string()),
-            ("FORGE_K8S_STORAGE_PVC".to_string(), "starforge-storage".to_string()),
+            (
+                "FORGE_KUBERAY_RAY_VERSION".to_string(),
+                "2.55.1".to_string(),
+            ),
+            (
+                "FORGE_K8S_STORAGE_PVC".to_string(),
+                "starforge-storage".to_string(),
+            ),
         ]))
         .expect("valid config")
     }
@@ -657,7 +695,13 @@ mod tests {
     #[test]
     fn missing_fields_are_required_once() {
         let e = errors_of(r#"{"pools": [{"gpusPerNode": 1}]}"#);
-        for field in ["name", "framework", "entrypoint", "pools[0].name", "pools[0].nodes"] {
+        for field in [
+            "name",
+            "framework",
+            "entrypoint",
+            "pools[0].name",
+            "pools[0].nodes",
+        ] {
             let n = e.iter().filter(|x| x.field == field).count();
             assert_eq!(n, 1, "{field}: {e:#?}");
             assert!(has(&e, field, FieldCode::Required), "{field}: {e:#?}");
@@ -667,7 +711,10 @@ mod tests {
     #[test]
     fn empty_pools_and_zero_nodes() {
         let e = errors_of(&patched(|v| v["pools"] = serde_json::json!([])));
-        assert!(has(&e, "pools", FieldCode::Required) || has(&e, "pools", FieldCode::Range), "{e:?}");
+        assert!(
+            has(&e, "pools", FieldCode::Required) || has(&e, "pools", FieldCode::Range),
+            "{e:?}"
+        );
         let e = errors_of(&patched(|v| v["pools"][0]["nodes"] = 0.into()));
         assert!(has(&e, "pools[0].nodes", FieldCode::Range), "{e:?}");
     }
@@ -702,7 +749,10 @@ mod tests {
             v["name"] = "a".repeat(64).into();
             v["pools"][0]["series"] = "h200 sxm".into();
         }));
-        assert!(has(&e, "name", FieldCode::Format) || has(&e, "name", FieldCode::Range), "{e:?}");
+        assert!(
+            has(&e, "name", FieldCode::Format) || has(&e, "name", FieldCode::Range),
+            "{e:?}"
+        );
         assert!(has(&e, "pools[0].series", FieldCode::Format), "{e:?}");
     }
 
@@ -710,7 +760,10 @@ mod tests {
     fn storage_not_offered() {
         let cfg = Config::from_env_map(HashMap::from([
             ("FORGE_IMAGE_NEMO_RL".to_string(), "nemo:1".to_string()),
-            ("FORGE_KUBERAY_RAY_VERSION".to_string(), "2.55.1".to_string()),
+            (
+                "FORGE_KUBERAY_RAY_VERSION".to_string(),
+                "2.55.1".to_string(),
+            ),
         ]))
         .expect("valid config");
         let doc = patched(|v| v["corpus"] = true.into());
@@ -729,7 +782,11 @@ mod tests {
             v["labels"]["bad key!"] = "x".into();
             v["labels"]["ok"] = "-bad-value".into();
         }));
-        assert!(has(&e, "env[\"CUDA_VISIBLE_DEVICES\"]", FieldCode::Reserved));
+        assert!(has(
+            &e,
+            "env[\"CUDA_VISIBLE_DEVICES\"]",
+            FieldCode::Reserved
+        ));
         assert!(has(&e, "env[\"FORGE_CAPSULE_URL\"]", FieldCode::Reserved));
         assert!(has(&e, "labels[\"bad key!\"]", FieldCode::Format));
         assert!(has(&e, "labels[\"ok\"]", FieldCode::Format));
@@ -738,7 +795,10 @@ mod tests {
     #[test]
     fn schema_is_exported_and_strict() {
         let schema = json_schema();
-        assert_eq!(schema["additionalProperties"], serde_json::Value::Bool(false));
+        assert_eq!(
+            schema["additionalProperties"],
+            serde_json::Value::Bool(false)
+        );
         let required = schema["required"].as_array().expect("required list");
         for f in ["name", "framework", "entrypoint", "pools"] {
             assert!(required.contains(&f.into()), "{f} not required: {schema}");
@@ -748,9 +808,18 @@ mod tests {
 
     #[test]
     fn content_types() {
-        assert_eq!(SpecFormat::from_content_type("application/yaml"), SpecFormat::Yaml);
-        assert_eq!(SpecFormat::from_content_type("text/x-yaml; charset=utf-8"), SpecFormat::Yaml);
-        assert_eq!(SpecFormat::from_content_type("application/json"), SpecFormat::Json);
+        assert_eq!(
+            SpecFormat::from_content_type("application/yaml"),
+            SpecFormat::Yaml
+        );
+        assert_eq!(
+            SpecFormat::from_content_type("text/x-yaml; charset=utf-8"),
+            SpecFormat::Yaml
+        );
+        assert_eq!(
+            SpecFormat::from_content_type("application/json"),
+            SpecFormat::Json
+        );
     }
 
     #[test]

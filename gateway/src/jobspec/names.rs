@@ -44,7 +44,8 @@ fn is_label_name_part(s: &str, allow_empty: bool) -> bool {
         return allow_empty;
     }
     s.len() <= DNS_LABEL_MAX
-        && s.chars().all(|c| is_alnum(c) || matches!(c, '-' | '_' | '.'))
+        && s.chars()
+            .all(|c| is_alnum(c) || matches!(c, '-' | '_' | '.'))
         && s.starts_with(is_alnum)
         && s.ends_with(is_alnum)
 }

@@ -1,0 +1,543 @@
+//! The RayJob builder: a pure function from an admitted job (id, team, spec), its
+//! placement, its capsule and the configuration to the `ray.io/v1` RayJob manifest
+//! (issue 5 §6).
+//!
+//! Shape (decisions where the issue is silent are marked *decision*):
+//! - name `forge-<job id>` (≤ 47 characters, DNS-1035; a job id that does not fit is
+//!   shortened to a prefix plus 8 hex digits of its SHA-256), so a re-create after a
+//!   crash hits AlreadyExists and can be adopted;
+//! - labels `app.kubernetes.io/managed-by: forge-gateway`, `forge.dev/job-id`,
+//!   `forge.dev/team` (+ the spec's labels on the RayJob), annotation
+//!   `forge.dev/capsule-sha256`;
+//! - head = machine zero of the primary pool (it carries that machine's GPUs, node
+//!   selector and Ray resources); one worker group per pool, named after the pool; the
+//!   primary pool's group has `nodes − 1` replicas and is *omitted when that is 0*
+//!   (*decision*: KubeRay accepts zero-replica groups, but an empty group only adds
+//!   noise); `minReplicas = maxReplicas = replicas`;
+//! - every pod has `nodeSelector {<FORGE_K8S_GPU_NODE_LABEL>: <series>}` plus the
+//!   placement's selector; Ray resources go in `rayStartParams` only (`num-gpus` and a
+//!   `resources` JSON), never in the group `resources` map, so the two never conflict
+//!   (SEMANTICS §1). Each group advertises `forge.pool.<pool>: 1` per machine
+//!   (*decision*: lets the entrypoint pin actors to a pool) merged with the placement's
+//!   resources (placement wins);
+//! - `nvidia.com/gpu` limits unless `FORGE_K8S_GPU_PASSTHROUGH=0`;
+//! - `/dev/shm` memory emptyDir of `FORGE_K8S_SHM_SIZE`; the storage claim at
+//!   `FORGE_STORAGE_ROOT` (or `FORGE_K8S_STORAGE_MOUNT`) *only for jobs with
+//!   `sharedStorage: true`* (*decision*: a job that did not ask for storage must not be
+//!   bound to an RWO claim); the corpus claim read-only at `<mount>/corpus` for jobs
+//!   with `corpus: true`;
+//! - `shutdownAfterJobFinishes: true`, `backoffLimit: 0`, `ttlSecondsAfterFinished`,
+//!   `rayVersion`, `submissionMode: K8sJobMode`, pre-running deadline from the spec or
+//!   `FORGE_KUBERAY_PRERUNNING_DEADLINE_S`, active deadline from the spec;
+//! - the head container declares `gcs-server` 6379, `dashboard` 8265, `client` 10001;
+//! - `runtimeEnvYAML` with `working_dir` and `env_vars` (the spec's env plus
+//!   `FORGE_JOB_ID`, `FORGE_TEAM`, `FORGE_STORAGE_ROOT` when storage is mounted,
+//!   `FORGE_NEMO_RL_DIR` when configured), written with `serde_yaml`;
+//! - with an init container (HTTP-only storage): the `forge-capsule` emptyDir is
+//!   mounted at `/forge/capsule` in the init container and the Ray container of every
+//!   pod, and `working_dir` is `file:///forge/capsule/<sha256>.zip`.
+
+pub mod placement;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+pub use placement::{Placement, PoolPlacement};
+
+use crate::config::Config;
+use crate::jobspec::{JobSpec, PoolSpec, names};
+
+/// Longest RayJob name KubeRay accepts (`MaxRayJobNameLength`).
+pub const MAX_RAYJOB_NAME: usize = 47;
+/// `app.kubernetes.io/managed-by` value of every object Forge creates.
+pub const MANAGED_BY: &str = "forge-gateway";
+/// Label: the job id.
+pub const LABEL_JOB_ID: &str = "forge.dev/job-id";
+/// Label: the team.
+pub const LABEL_TEAM: &str = "forge.dev/team";
+/// Label: managed-by.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Annotation: the capsule digest.
+pub const ANNOTATION_CAPSULE: &str = "forge.dev/capsule-sha256";
+/// Name of the capsule volume (init-container mode).
+pub const CAPSULE_VOLUME: &str = "forge-capsule";
+/// Mount path of the capsule volume.
+pub const CAPSULE_DIR: &str = "/forge/capsule";
+/// Name of the capsule fetch init container.
+pub const CAPSULE_INIT_NAME: &str = "forge-capsule-fetch";
+/// Ray dashboard port (named `dashboard` on the head).
+pub const DASHBOARD_PORT: u16 = 8265;
+
+/// The job being built (a view of the stored job record).
+#[derive(Debug, Clone, Copy)]
+pub struct JobView<'a> {
+    /// Gateway-assigned job id (a label value).
+    pub id: &'a str,
+    /// The submitting team (from authentication).
+    pub team: &'a str,
+    /// The validated spec.
+    pub spec: &'a JobSpec,
+}
+
+/// The job's code archive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapsuleRef {
+    /// Hex SHA-256 of the capsule zip.
+    pub sha256: String,
+    /// URL Ray downloads (`https://…zip`) — ignored in init-container mode.
+    pub working_dir_url: String,
+    /// The `forge-capsule-fetch` init container (HTTP-only storage), if used.
+    pub init_container: Option<Value>,
+}
+
+/// Why a manifest cannot be built (the job cannot be dispatched as is).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    /// The spec has no pools.
+    #[error("the job has no pools")]
+    NoPools,
+    /// The placement does not list the spec's pools in order.
+    #[error("placement does not match the job's pools (expected {expected:?}, got {got:?})")]
+    PlacementMismatch {
+        /// Pools of the spec.
+        expected: Vec<String>,
+        /// Pools of the placement.
+        got: Vec<String>,
+    },
+    /// No series was chosen for a pool.
+    #[error("pool {pool}: no GPU series chosen")]
+    NoSeries {
+        /// The pool.
+        pool: String,
+    },
+    /// A placement entry is not valid Kubernetes / Ray input.
+    #[error("pool {pool}: invalid placement {field}: {reason}")]
+    InvalidPlacement {
+        /// The pool.
+        pool: String,
+        /// Which part (`series`, `nodeSelector`, `rayResources`, `labels`, `annotations`).
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// No image is configured for the framework.
+    #[error("no image configured for framework {0}")]
+    NoImage(String),
+    /// `FORGE_KUBERAY_RAY_VERSION` is not set.
+    #[error("FORGE_KUBERAY_RAY_VERSION is not set")]
+    NoRayVersion,
+    /// The job id or team cannot be used as a label value.
+    #[error("{what} `{value}` is not a valid label value")]
+    BadIdentity {
+        /// `job id` or `team`.
+        what: &'static str,
+        /// The value.
+        value: String,
+    },
+    /// The capsule digest is not 64 lowercase hex digits.
+    #[error("capsule digest is not a hex SHA-256")]
+    BadDigest,
+    /// The runtime env could not be serialized.
+    #[error("runtime env: {0}")]
+    RuntimeEnv(String),
+}
+
+/// The RayJob name for a job id: `forge-<id>` when that is a DNS-1035 label of at most
+/// 47 characters, otherwise `forge-<sanitized prefix>-<8 hex of sha256(id)>`.
+pub fn rayjob_name(job_id: &str) -> String {
+    let direct = format!("forge-{job_id}");
+    if direct.len() <= MAX_RAYJOB_NAME && names::is_dns1035_label(&direct) {
+        return direct;
+    }
+    let digest = hex::encode(Sha256::digest(job_id.as_bytes()));
+    let sanitized: String = job_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    // forge- (6) + prefix (≤ 32) + - (1) + 8 = ≤ 47.
+    let prefix: String = sanitized.chars().take(32).collect();
+    let prefix = prefix.trim_matches('-');
+    if prefix.is_empty() {
+        format!("forge-{}", &digest[..8])
+    } else {
+        format!("forge-{prefix}-{}", &digest[..8])
+    }
+}
+
+/// The labels on every object Forge creates for a job.
+pub fn forge_labels(job_id: &str, team: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(LABEL_MANAGED_BY.into(), MANAGED_BY.into());
+    m.insert(LABEL_JOB_ID.into(), job_id.into());
+    m.insert(LABEL_TEAM.into(), team.into());
+    m
+}
+
+/// The capsule path inside the capsule volume.
+pub fn capsule_path(sha256: &str) -> String {
+    format!("{CAPSULE_DIR}/{sha256}.zip")
+}
+
+/// The `forge-capsule-fetch` init container of the shared conventions: downloads the
+/// capsule with `wget` (or `curl`) to a temporary file, checks its SHA-256 and renames
+/// it to `/forge/capsule/<sha256>.zip`.
+pub fn capsule_init_container(image: &str, url: &str, sha256: &str) -> Value {
+    let script = r#"set -eu
+tmp="$FORGE_CAPSULE_PATH.part"
+if command -v wget >/dev/null 2>&1; then wget -q -O "$tmp" "$FORGE_CAPSULE_URL"; else curl -fsSL -o "$tmp" "$FORGE_CAPSULE_URL"; fi
+got=$(sha256sum "$tmp" | cut -d' ' -f1)
+if [ "$got" != "$FORGE_CAPSULE_SHA256" ]; then echo "capsule sha256 mismatch: expected $FORGE_CAPSULE_SHA256 got $got"; exit 1; fi
+mv "$tmp" "$FORGE_CAPSULE_PATH"
+echo "capsule $FORGE_CAPSULE_SHA256 ready""#;
+    json!({
+        "name": CAPSULE_INIT_NAME,
+        "image": image,
+        "command": ["sh", "-c", script],
+        "env": [
+            {"name": "FORGE_CAPSULE_URL", "value": url},
+            {"name": "FORGE_CAPSULE_SHA256", "value": sha256},
+            {"name": "FORGE_CAPSULE_PATH", "value": capsule_path(sha256)},
+        ],
+        "volumeMounts": [{"name": CAPSULE_VOLUME, "mountPath": CAPSULE_DIR}],
+    })
+}
+
+/// Checks a `(key, value)` list as Kubernetes labels / node selector / annotations.
+fn check_pairs(
+    pool: &str,
+    field: &'static str,
+    pairs: &[(String, String)],
+    value_is_label: bool,
+) -> Result<(), BuildError> {
+    for (k, v) in pairs {
+        let bad_value = value_is_label && !names::is_label_value(v);
+        if !names::is_qualified_name(k) || bad_value {
+            return Err(BuildError::InvalidPlacement {
+                pool: pool.to_string(),
+                field,
+                reason: format!("`{k}`: `{v}` is not a valid key/value"),
+            });
+        }
+        if field != "nodeSelector" && k.starts_with("forge.dev/") {
+            return Err(BuildError::InvalidPlacement {
+                pool: pool.to_string(),
+                field,
+                reason: format!("`{k}` is reserved for Forge"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Everything the builder needs to know about one pod group.
+struct Group<'a> {
+    pool: &'a PoolSpec,
+    placement: &'a PoolPlacement,
+    series: &'a str,
+}
+
+fn ray_start_params(group: &Group<'_>) -> Result<Map<String, Value>, BuildError> {
+    let mut resources: BTreeMap<String, f64> = BTreeMap::new();
+    resources.insert(format!("forge.pool.{}", group.pool.name), 1.0);
+    for (name, amount) in &group.placement.ray_resources {
+        let valid_name = !name.is_empty()
+            && name.len() <= 128
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/'));
+        if !valid_name
+            || !amount.is_finite()
+            || *amount < 0.0
+            || matches!(
+                name.as_str(),
+                "CPU" | "GPU" | "memory" | "object_store_memory"
+            )
+        {
+            return Err(BuildError::InvalidPlacement {
+                pool: group.pool.name.clone(),
+                field: "rayResources",
+                reason: format!("`{name}` = {amount} is not a valid Ray custom resource"),
+            });
+        }
+        resources.insert(name.clone(), *amount);
+    }
+    let resources_json =
+        serde_json::to_string(&resources).map_err(|e| BuildError::RuntimeEnv(e.to_string()))?;
+    let mut params = Map::new();
+    params.insert(
+        "num-gpus".into(),
+        group.pool.gpus_per_node.to_string().into(),
+    );
+    // KubeRay pastes the value into a bash command line: quote it for the shell. Names
+    // are restricted above, so the JSON contains no single quote.
+    params.insert("resources".into(), format!("'{resources_json}'").into());
+    Ok(params)
+}
+
+fn pod_template(
+    group: &Group<'_>,
+    is_head: bool,
+    job: &JobView<'_>,
+    capsule: &CapsuleRef,
+    cfg: &Config,
+    image: &str,
+) -> Value {
+    let spec = job.spec;
+    let mut labels = Map::new();
+    for (k, v) in &group.placement.labels {
+        labels.insert(k.clone(), v.clone().into());
+    }
+    labels.extend(forge_labels(job.id, job.team));
+    let mut annotations = Map::new();
+    for (k, v) in &group.placement.annotations {
+        annotations.insert(k.clone(), v.clone().into());
+    }
+    annotations.insert(ANNOTATION_CAPSULE.into(), capsule.sha256.clone().into());
+
+    let mut node_selector = Map::new();
+    for (k, v) in &group.placement.node_selector {
+        node_selector.insert(k.clone(), v.clone().into());
+    }
+    node_selector.insert(cfg.k8s.gpu_node_label.clone(), group.series.into());
+
+    let mut volumes = vec![json!({
+        "name": "dshm",
+        "emptyDir": {"medium": "Memory", "sizeLimit": cfg.k8s.shm_size},
+    })];
+    let mut mounts = vec![json!({"name": "dshm", "mountPath": "/dev/shm"})];
+    if spec.shared_storage
+        && let Some(pvc) = &cfg.storage.pvc
+    {
+        volumes.push(json!({"name": "forge-storage", "persistentVolumeClaim": {"claimName": pvc}}));
+        mounts.push(json!({"name": "forge-storage", "mountPath": cfg.storage.mount_path()}));
+    }
+    if spec.corpus
+        && let Some(pvc) = &cfg.storage.corpus_pvc
+    {
+        volumes.push(json!({
+            "name": "forge-corpus",
+            "persistentVolumeClaim": {"claimName": pvc, "readOnly": true},
+        }));
+        mounts.push(json!({
+            "name": "forge-corpus",
+            "mountPath": cfg.storage.corpus_mount_path(),
+            "readOnly": true,
+        }));
+    }
+    let mut init_containers = Vec::new();
+    if let Some(init) = &capsule.init_container {
+        volumes.push(json!({"name": CAPSULE_VOLUME, "emptyDir": {}}));
+        mounts.push(json!({"name": CAPSULE_VOLUME, "mountPath": CAPSULE_DIR}));
+        let mut init = init.clone();
+        let has_mount = init
+            .get("volumeMounts")
+            .and_then(Value::as_array)
+            .is_some_and(|m| m.iter().any(|v| v["name"] == CAPSULE_VOLUME));
+        if !has_mount && let Some(obj) = init.as_object_mut() {
+            let list = obj.entry("volumeMounts").or_insert_with(|| json!([]));
+            if let Some(list) = list.as_array_mut() {
+                list.push(json!({"name": CAPSULE_VOLUME, "mountPath": CAPSULE_DIR}));
+            }
+        }
+        init_containers.push(init);
+    }
+
+    let mut container = json!({
+        "name": if is_head { "ray-head" } else { "ray-worker" },
+        "image": image,
+        "volumeMounts": mounts,
+    });
+    if is_head {
+        container["ports"] = json!([
+            {"containerPort": 6379, "name": "gcs-server"},
+            {"containerPort": DASHBOARD_PORT, "name": "dashboard"},
+            {"containerPort": 10001, "name": "client"},
+        ]);
+    }
+    if cfg.k8s.gpu_passthrough && group.pool.gpus_per_node > 0 {
+        let gpus = group.pool.gpus_per_node.to_string();
+        container["resources"] = json!({
+            "limits": {"nvidia.com/gpu": gpus},
+            "requests": {"nvidia.com/gpu": gpus},
+        });
+    }
+
+    let mut pod_spec = json!({
+        "nodeSelector": node_selector,
+        "containers": [container],
+        "volumes": volumes,
+    });
+    if !init_containers.is_empty() {
+        pod_spec["initContainers"] = Value::Array(init_containers);
+    }
+    json!({
+        "metadata": {"labels": labels, "annotations": annotations},
+        "spec": pod_spec,
+    })
+}
+
+fn runtime_env_yaml(
+    job: &JobView<'_>,
+    capsule: &CapsuleRef,
+    cfg: &Config,
+) -> Result<String, BuildError> {
+    let working_dir = if capsule.init_container.is_some() {
+        format!("file://{}", capsule_path(&capsule.sha256))
+    } else {
+        capsule.working_dir_url.clone()
+    };
+    let mut env: BTreeMap<String, String> = job.spec.env.clone();
+    env.insert("FORGE_JOB_ID".into(), job.id.into());
+    env.insert("FORGE_TEAM".into(), job.team.into());
+    if job.spec.shared_storage && cfg.storage.pvc.is_some() {
+        env.insert("FORGE_STORAGE_ROOT".into(), cfg.storage.mount_path().into());
+    }
+    if let Some(dir) = &cfg.nemo_rl_dir {
+        env.insert("FORGE_NEMO_RL_DIR".into(), dir.clone());
+    }
+    let doc = json!({"working_dir": working_dir, "env_vars": env});
+    serde_yaml::to_string(&doc).map_err(|e| BuildError::RuntimeEnv(e.to_string()))
+}
+
+/// Builds the RayJob manifest for an admitted job.
+pub fn build_rayjob(
+    job: &JobView<'_>,
+    placement: &Placement,
+    capsule: &CapsuleRef,
+    cfg: &Config,
+) -> Result<Value, BuildError> {
+    let spec = job.spec;
+    if spec.pools.is_empty() {
+        return Err(BuildError::NoPools);
+    }
+    let expected: Vec<String> = spec.pools.iter().map(|p| p.name.clone()).collect();
+    let got: Vec<String> = placement.pools.iter().map(|p| p.pool.clone()).collect();
+    if expected != got {
+        return Err(BuildError::PlacementMismatch { expected, got });
+    }
+    for (what, value) in [("job id", job.id), ("team", job.team)] {
+        if value.is_empty() || !names::is_label_value(value) {
+            return Err(BuildError::BadIdentity {
+                what,
+                value: value.to_string(),
+            });
+        }
+    }
+    if capsule.sha256.len() != 64
+        || !capsule
+            .sha256
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    {
+        return Err(BuildError::BadDigest);
+    }
+    let image = cfg
+        .image_for(&spec.framework)
+        .ok_or_else(|| BuildError::NoImage(spec.framework.clone()))?;
+    let ray_version = cfg
+        .kuberay
+        .ray_version
+        .as_deref()
+        .ok_or(BuildError::NoRayVersion)?;
+
+    let mut groups = Vec::with_capacity(spec.pools.len());
+    for (pool, pp) in spec.pools.iter().zip(&placement.pools) {
+        let series = pp
+            .series
+            .as_deref()
+            .or(pool.series.as_deref())
+            .ok_or_else(|| BuildError::NoSeries {
+                pool: pool.name.clone(),
+            })?;
+        if series.is_empty() || !names::is_label_value(series) {
+            return Err(BuildError::InvalidPlacement {
+                pool: pool.name.clone(),
+                field: "series",
+                reason: format!("`{series}` is not a label value"),
+            });
+        }
+        check_pairs(&pool.name, "nodeSelector", &pp.node_selector, true)?;
+        check_pairs(&pool.name, "labels", &pp.labels, true)?;
+        check_pairs(&pool.name, "annotations", &pp.annotations, false)?;
+        groups.push(Group {
+            pool,
+            placement: pp,
+            series,
+        });
+    }
+
+    let head_group = &groups[0];
+    let head = json!({
+        "rayStartParams": ray_start_params(head_group)?,
+        "template": pod_template(head_group, true, job, capsule, cfg, image),
+    });
+    let mut workers = Vec::new();
+    for (i, group) in groups.iter().enumerate() {
+        let replicas = if i == 0 {
+            group.pool.nodes.saturating_sub(1)
+        } else {
+            group.pool.nodes
+        };
+        if replicas == 0 {
+            continue;
+        }
+        workers.push(json!({
+            "groupName": group.pool.name,
+            "replicas": replicas,
+            "minReplicas": replicas,
+            "maxReplicas": replicas,
+            "rayStartParams": ray_start_params(group)?,
+            "template": pod_template(group, false, job, capsule, cfg, image),
+        }));
+    }
+
+    let mut labels = Map::new();
+    for (k, v) in &spec.labels {
+        labels.insert(k.clone(), v.clone().into());
+    }
+    labels.extend(forge_labels(job.id, job.team));
+
+    let mut rayjob_spec = json!({
+        "entrypoint": spec.entrypoint,
+        "runtimeEnvYAML": runtime_env_yaml(job, capsule, cfg)?,
+        "submissionMode": "K8sJobMode",
+        "shutdownAfterJobFinishes": true,
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": cfg.kuberay.ttl_seconds,
+        "preRunningDeadlineSeconds": spec
+            .deadlines
+            .pre_running_seconds
+            .unwrap_or(i64::from(cfg.kuberay.prerunning_deadline_s)),
+        "rayClusterSpec": {
+            "rayVersion": ray_version,
+            "headGroupSpec": head,
+            "workerGroupSpecs": workers,
+        },
+    });
+    if let Some(active) = spec.deadlines.active_seconds {
+        rayjob_spec["activeDeadlineSeconds"] = active.into();
+    }
+
+    Ok(json!({
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {
+            "name": rayjob_name(job.id),
+            "namespace": cfg.k8s.namespace,
+            "labels": labels,
+            "annotations": {ANNOTATION_CAPSULE: capsule.sha256},
+        },
+        "spec": rayjob_spec,
+    }))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,735 @@
+//! Tests of the RayJob builder: exact shape on hand-written jobs, failure paths, and
+//! property tests validating every generated manifest against the real KubeRay v1.7.0
+//! RayJob CRD (made strict: unknown fields, which the API server would silently prune,
+//! are rejected) plus the operator-side rules the CRD cannot express.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::jobspec::Deadlines;
+
+const CRD: &str = include_str!("../../kubesim/crds/ray.io_rayjobs.yaml");
+
+/// Adds `additionalProperties: false` to every object schema that lists properties
+/// and does not preserve unknown fields.
+fn strictify(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let preserve =
+                map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            if map.contains_key("properties")
+                && !map.contains_key("additionalProperties")
+                && !preserve
+            {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            for v in map.values_mut() {
+                strictify(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strictify),
+        _ => {}
+    }
+}
+
+fn crd_validator() -> &'static jsonschema::Validator {
+    static V: OnceLock<jsonschema::Validator> = OnceLock::new();
+    V.get_or_init(|| {
+        let crd: Value = serde_yaml::from_str(CRD).expect("CRD parses");
+        let versions = crd["spec"]["versions"].as_array().expect("versions");
+        let v1 = versions.iter().find(|v| v["name"] == "v1").expect("v1");
+        let mut schema = v1["schema"]["openAPIV3Schema"].clone();
+        strictify(&mut schema);
+        jsonschema::validator_for(&schema).expect("CRD schema compiles")
+    })
+}
+
+fn crd_errors(manifest: &Value) -> Vec<String> {
+    crd_validator()
+        .iter_errors(manifest)
+        .map(|e| format!("{}: {e}", e.instance_path().as_str()))
+        .collect()
+}
+
+/// KubeRay's operator-side validation (SEMANTICS §1) and Forge's own invariants.
+fn operator_violations(m: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let name = m["metadata"]["name"].as_str().unwrap_or_default();
+    if name.len() > MAX_RAYJOB_NAME || !names::is_dns1035_label(name) {
+        out.push(format!("bad name {name}"));
+    }
+    let cluster = &m["spec"]["rayClusterSpec"];
+    let mut groups = vec![&cluster["headGroupSpec"]];
+    groups.extend(cluster["workerGroupSpecs"].as_array().into_iter().flatten());
+    for (i, g) in groups.iter().enumerate() {
+        let params = g["rayStartParams"].as_object().cloned().unwrap_or_default();
+        if g.get("resources").is_some()
+            && ["num-cpus", "num-gpus", "memory", "resources"]
+                .iter()
+                .any(|k| params.contains_key(*k))
+        {
+            out.push(format!(
+                "group {i}: rayStartParams resources with group resources"
+            ));
+        }
+        if params.contains_key("labels") {
+            out.push(format!("group {i}: rayStartParams.labels"));
+        }
+        if i > 0 {
+            let (min, max, rep) = (&g["minReplicas"], &g["maxReplicas"], &g["replicas"]);
+            if !min.is_u64() || min != max || min != rep {
+                out.push(format!("group {i}: min/max/replicas {min} {max} {rep}"));
+            }
+        }
+    }
+    let ports = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"].as_array();
+    if !ports
+        .into_iter()
+        .flatten()
+        .any(|p| p["name"] == "dashboard" && p["containerPort"] == 8265)
+    {
+        out.push("no dashboard port".into());
+    }
+    if m["spec"]["shutdownAfterJobFinishes"] != true || m["spec"]["backoffLimit"] != 0 {
+        out.push("shutdown/backoff".into());
+    }
+    if serde_yaml::from_str::<Value>(m["spec"]["runtimeEnvYAML"].as_str().unwrap_or("")).is_err() {
+        out.push("runtimeEnvYAML does not parse".into());
+    }
+    out
+}
+
+fn cfg_with(extra: &[(&str, &str)]) -> Config {
+    let mut env = HashMap::from([
+        (
+            "FORGE_IMAGE_NEMO_RL".to_string(),
+            "registry.internal/nemo-rl:v0.7.0".to_string(),
+        ),
+        (
+            "FORGE_KUBERAY_RAY_VERSION".to_string(),
+            "2.55.1".to_string(),
+        ),
+    ]);
+    for (k, v) in extra {
+        env.insert(k.to_string(), v.to_string());
+    }
+    Config::from_env_map(env).expect("valid config")
+}
+
+fn pool(name: &str, nodes: u32, gpus: u32, series: Option<&str>) -> PoolSpec {
+    PoolSpec {
+        name: name.into(),
+        nodes,
+        gpus_per_node: gpus,
+        series: series.map(Into::into),
+    }
+}
+
+fn spec(pools: Vec<PoolSpec>) -> JobSpec {
+    JobSpec {
+        name: "grpo".into(),
+        framework: "nemo-rl".into(),
+        entrypoint: "python train.py --steps 10".into(),
+        pools,
+        env: BTreeMap::from([("WANDB_MODE".into(), "offline".into())]),
+        shared_storage: false,
+        corpus: false,
+        deadlines: Deadlines::default(),
+        priority: 0,
+        labels: BTreeMap::new(),
+    }
+}
+
+const SHA: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn capsule(init: bool) -> CapsuleRef {
+    let url = format!("https://objects.example/capsules/{SHA}.zip");
+    CapsuleRef {
+        sha256: SHA.into(),
+        init_container: init.then(|| capsule_init_container("busybox:1.37", &url, SHA)),
+        working_dir_url: url,
+    }
+}
+
+fn build(s: &JobSpec, cfg: &Config, init: bool) -> Value {
+    let job = JobView {
+        id: "0193ab45cd67ef0123",
+        team: "team-a",
+        spec: s,
+    };
+    build_rayjob(&job, &Placement::initial(s), &capsule(init), cfg).expect("builds")
+}
+
+#[test]
+fn exact_shape_of_a_two_pool_job() {
+    let cfg = cfg_with(&[
+        ("FORGE_K8S_STORAGE_PVC", "starforge-storage"),
+        ("FORGE_K8S_CORPUS_PVC", "starforge-corpus"),
+        ("FORGE_K8S_SHM_SIZE", "32Gi"),
+    ]);
+    let mut s = spec(vec![
+        pool("trainer", 2, 8, Some("h200")),
+        pool("rollout", 3, 4, Some("h100")),
+    ]);
+    s.shared_storage = true;
+    s.corpus = true;
+    s.deadlines.active_seconds = Some(7200);
+    s.labels.insert("project".into(), "rl".into());
+    let m = build(&s, &cfg, false);
+    assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
+    assert!(
+        operator_violations(&m).is_empty(),
+        "{:?}",
+        operator_violations(&m)
+    );
+
+    assert_eq!(m["metadata"]["name"], "forge-0193ab45cd67ef0123");
+    assert_eq!(m["metadata"]["namespace"], "starforge");
+    assert_eq!(m["metadata"]["labels"][LABEL_MANAGED_BY], "forge-gateway");
+    assert_eq!(m["metadata"]["labels"][LABEL_JOB_ID], "0193ab45cd67ef0123");
+    assert_eq!(m["metadata"]["labels"][LABEL_TEAM], "team-a");
+    assert_eq!(m["metadata"]["labels"]["project"], "rl");
+    assert_eq!(m["metadata"]["annotations"][ANNOTATION_CAPSULE], SHA);
+    let sp = &m["spec"];
+    assert_eq!(sp["shutdownAfterJobFinishes"], true);
+    assert_eq!(sp["backoffLimit"], 0);
+    assert_eq!(sp["ttlSecondsAfterFinished"], 600);
+    assert_eq!(sp["preRunningDeadlineSeconds"], 1800);
+    assert_eq!(sp["activeDeadlineSeconds"], 7200);
+    assert_eq!(sp["submissionMode"], "K8sJobMode");
+    assert_eq!(sp["entrypoint"], "python train.py --steps 10");
+    assert_eq!(sp["rayClusterSpec"]["rayVersion"], "2.55.1");
+
+    let env: Value =
+        serde_yaml::from_str(sp["runtimeEnvYAML"].as_str().expect("yaml")).expect("parses");
+    assert_eq!(
+        env["working_dir"],
+        format!("https://objects.example/capsules/{SHA}.zip")
+    );
+    assert_eq!(env["env_vars"]["WANDB_MODE"], "offline");
+    assert_eq!(env["env_vars"]["FORGE_JOB_ID"], "0193ab45cd67ef0123");
+    assert_eq!(env["env_vars"]["FORGE_STORAGE_ROOT"], "/starforge");
+
+    let head = &sp["rayClusterSpec"]["headGroupSpec"];
+    let hc = &head["template"]["spec"]["containers"][0];
+    assert_eq!(hc["image"], "registry.internal/nemo-rl:v0.7.0");
+    assert_eq!(hc["resources"]["limits"]["nvidia.com/gpu"], "8");
+    assert_eq!(head["rayStartParams"]["num-gpus"], "8");
+    assert_eq!(
+        head["rayStartParams"]["resources"],
+        "'{\"forge.pool.trainer\":1.0}'"
+    );
+    assert_eq!(
+        head["template"]["spec"]["nodeSelector"]["starforge/gpu-series"],
+        "h200"
+    );
+    assert_eq!(
+        head["template"]["metadata"]["labels"][LABEL_JOB_ID],
+        "0193ab45cd67ef0123"
+    );
+    let mounts = hc["volumeMounts"].as_array().expect("mounts");
+    assert!(mounts.contains(&json!({"name": "dshm", "mountPath": "/dev/shm"})));
+    assert!(mounts.contains(&json!({"name": "forge-storage", "mountPath": "/starforge"})));
+    assert!(mounts.contains(
+        &json!({"name": "forge-corpus", "mountPath": "/starforge/corpus", "readOnly": true})
+    ));
+    let vols = head["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes");
+    assert!(
+        vols.contains(
+            &json!({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}})
+        )
+    );
+    assert!(vols.contains(&json!({"name": "forge-corpus", "persistentVolumeClaim": {"claimName": "starforge-corpus", "readOnly": true}})));
+
+    let workers = sp["rayClusterSpec"]["workerGroupSpecs"]
+        .as_array()
+        .expect("workers");
+    assert_eq!(workers.len(), 2);
+    assert_eq!(workers[0]["groupName"], "trainer");
+    assert_eq!(workers[0]["replicas"], 1, "primary pool: nodes - 1");
+    assert_eq!(workers[1]["groupName"], "rollout");
+    assert_eq!(workers[1]["replicas"], 3);
+    assert_eq!(workers[1]["minReplicas"], 3);
+    assert_eq!(workers[1]["maxReplicas"], 3);
+    assert_eq!(
+        workers[1]["template"]["spec"]["nodeSelector"]["starforge/gpu-series"],
+        "h100"
+    );
+    assert_eq!(
+        workers[1]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        "4"
+    );
+    assert!(
+        workers[1]["template"]["spec"]["containers"][0]
+            .get("ports")
+            .is_none()
+    );
+}
+
+#[test]
+fn single_node_job_has_no_worker_groups() {
+    let m = build(
+        &spec(vec![pool("main", 1, 8, Some("h200"))]),
+        &cfg_with(&[]),
+        false,
+    );
+    assert_eq!(m["spec"]["rayClusterSpec"]["workerGroupSpecs"], json!([]));
+    assert!(crd_errors(&m).is_empty());
+}
+
+#[test]
+fn storage_is_mounted_only_when_asked_and_at_the_mount_override() {
+    let cfg = cfg_with(&[
+        ("FORGE_K8S_STORAGE_PVC", "claim"),
+        ("FORGE_K8S_STORAGE_MOUNT", "/storage"),
+    ]);
+    let mut s = spec(vec![pool("main", 1, 1, Some("h200"))]);
+    let m = build(&s, &cfg, false);
+    let text = m.to_string();
+    assert!(!text.contains("forge-storage"), "not asked: {text}");
+    s.shared_storage = true;
+    let m = build(&s, &cfg, false);
+    let mounts = &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+        ["volumeMounts"];
+    assert!(
+        mounts
+            .as_array()
+            .expect("mounts")
+            .contains(&json!({"name": "forge-storage", "mountPath": "/storage"}))
+    );
+}
+
+#[test]
+fn no_gpu_passthrough_means_ray_logical_gpus_only() {
+    let cfg = cfg_with(&[("FORGE_K8S_GPU_PASSTHROUGH", "0")]);
+    let m = build(&spec(vec![pool("main", 2, 8, Some("h200"))]), &cfg, false);
+    assert!(!m.to_string().contains("nvidia.com/gpu"));
+    assert_eq!(
+        m["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]["num-gpus"],
+        "8"
+    );
+    assert_eq!(
+        m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["rayStartParams"]["num-gpus"],
+        "8"
+    );
+    assert!(crd_errors(&m).is_empty());
+}
+
+#[test]
+fn init_container_mode_uses_file_working_dir_and_capsule_volume() {
+    let m = build(
+        &spec(vec![pool("main", 2, 1, Some("h200"))]),
+        &cfg_with(&[]),
+        true,
+    );
+    assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
+    let env: Value =
+        serde_yaml::from_str(m["spec"]["runtimeEnvYAML"].as_str().expect("yaml")).expect("parses");
+    assert_eq!(
+        env["working_dir"],
+        format!("file:///forge/capsule/{SHA}.zip")
+    );
+    for tpl in [
+        &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
+        &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+    ] {
+        let init = &tpl["spec"]["initContainers"][0];
+        assert_eq!(init["name"], CAPSULE_INIT_NAME);
+        assert_eq!(init["volumeMounts"][0]["mountPath"], CAPSULE_DIR);
+        let script = init["command"][2].as_str().expect("script");
+        assert!(script.contains("capsule sha256 mismatch: expected"));
+        assert!(script.contains("sha256sum") && script.contains("mv "));
+        let mounts = tpl["spec"]["containers"][0]["volumeMounts"]
+            .as_array()
+            .expect("mounts");
+        assert!(mounts.contains(&json!({"name": CAPSULE_VOLUME, "mountPath": CAPSULE_DIR})));
+        let vols = tpl["spec"]["volumes"].as_array().expect("volumes");
+        assert!(vols.contains(&json!({"name": CAPSULE_VOLUME, "emptyDir": {}})));
+    }
+}
+
+#[test]
+fn placement_overrides_series_and_adds_selector_resources_labels() {
+    let s = spec(vec![pool("main", 1, 8, None)]);
+    let placement = Placement {
+        pools: vec![PoolPlacement {
+            pool: "main".into(),
+            series: Some("b200".into()),
+            node_selector: vec![("topology.kubernetes.io/zone".into(), "z1".into())],
+            ray_resources: vec![("series.b200".into(), 8.0)],
+            labels: vec![("queue".into(), "gold".into())],
+            annotations: vec![("note".into(), "any text at all".into())],
+        }],
+    };
+    let job = JobView {
+        id: "abc",
+        team: "t",
+        spec: &s,
+    };
+    let m = build_rayjob(&job, &placement, &capsule(false), &cfg_with(&[])).expect("builds");
+    let head = &m["spec"]["rayClusterSpec"]["headGroupSpec"];
+    assert_eq!(
+        head["template"]["spec"]["nodeSelector"]["starforge/gpu-series"],
+        "b200"
+    );
+    assert_eq!(
+        head["template"]["spec"]["nodeSelector"]["topology.kubernetes.io/zone"],
+        "z1"
+    );
+    assert_eq!(
+        head["rayStartParams"]["resources"],
+        "'{\"forge.pool.main\":1.0,\"series.b200\":8.0}'"
+    );
+    assert_eq!(head["template"]["metadata"]["labels"]["queue"], "gold");
+    assert_eq!(
+        head["template"]["metadata"]["annotations"]["note"],
+        "any text at all"
+    );
+}
+
+#[test]
+fn failure_paths() {
+    let cfg = cfg_with(&[]);
+    let s = spec(vec![pool("main", 1, 8, None)]);
+    let job = JobView {
+        id: "abc",
+        team: "t",
+        spec: &s,
+    };
+    let err =
+        build_rayjob(&job, &Placement::initial(&s), &capsule(false), &cfg).expect_err("no series");
+    assert_eq!(
+        err,
+        BuildError::NoSeries {
+            pool: "main".into()
+        }
+    );
+
+    let s = spec(vec![pool("main", 1, 8, Some("h200"))]);
+    let job = JobView {
+        id: "abc",
+        team: "t",
+        spec: &s,
+    };
+    let wrong = Placement { pools: vec![] };
+    assert!(matches!(
+        build_rayjob(&job, &wrong, &capsule(false), &cfg),
+        Err(BuildError::PlacementMismatch { .. })
+    ));
+
+    let mut bad = Placement::initial(&s);
+    bad.pools[0]
+        .ray_resources
+        .push(("x'; rm -rf /".into(), 1.0));
+    assert!(matches!(
+        build_rayjob(&job, &bad, &capsule(false), &cfg),
+        Err(BuildError::InvalidPlacement {
+            field: "rayResources",
+            ..
+        })
+    ));
+    let mut bad = Placement::initial(&s);
+    bad.pools[0].ray_resources.push(("ok".into(), f64::NAN));
+    assert!(build_rayjob(&job, &bad, &capsule(false), &cfg).is_err());
+    let mut bad = Placement::initial(&s);
+    bad.pools[0]
+        .labels
+        .push(("forge.dev/team".into(), "other".into()));
+    assert!(matches!(
+        build_rayjob(&job, &bad, &capsule(false), &cfg),
+        Err(BuildError::InvalidPlacement {
+            field: "labels",
+            ..
+        })
+    ));
+    let mut bad = Placement::initial(&s);
+    bad.pools[0]
+        .node_selector
+        .push(("bad key".into(), "v".into()));
+    assert!(build_rayjob(&job, &bad, &capsule(false), &cfg).is_err());
+
+    let mut bad_capsule = capsule(false);
+    bad_capsule.sha256 = "XYZ".into();
+    assert_eq!(
+        build_rayjob(&job, &Placement::initial(&s), &bad_capsule, &cfg),
+        Err(BuildError::BadDigest)
+    );
+
+    let mut other = s.clone();
+    other.framework = "verl".into();
+    let job2 = JobView {
+        id: "abc",
+        team: "t",
+        spec: &other,
+    };
+    assert_eq!(
+        build_rayjob(&job2, &Placement::initial(&other), &capsule(false), &cfg),
+        Err(BuildError::NoImage("verl".into()))
+    );
+    let job3 = JobView {
+        id: "abc",
+        team: "Team A",
+        spec: &s,
+    };
+    assert!(matches!(
+        build_rayjob(&job3, &Placement::initial(&s), &capsule(false), &cfg),
+        Err(BuildError::BadIdentity { what: "team", .. })
+    ));
+
+    let local = Config {
+        kuberay: crate::config::KubeRayConfig {
+            ray_version: None,
+            ..cfg.kuberay.clone()
+        },
+        ..cfg.clone()
+    };
+    assert_eq!(
+        build_rayjob(&job, &Placement::initial(&s), &capsule(false), &local),
+        Err(BuildError::NoRayVersion)
+    );
+}
+
+#[test]
+fn names_are_deterministic_short_and_dns1035() {
+    assert_eq!(rayjob_name("abc"), "forge-abc");
+    assert_eq!(rayjob_name("abc"), rayjob_name("abc"));
+    let long = "A".repeat(80);
+    let n = rayjob_name(&long);
+    assert!(
+        n.len() <= MAX_RAYJOB_NAME && names::is_dns1035_label(&n),
+        "{n}"
+    );
+    assert_ne!(
+        rayjob_name("Job_1"),
+        rayjob_name("job-1"),
+        "hash keeps distinct ids distinct"
+    );
+    assert!(names::is_dns1035_label(&rayjob_name("___")));
+}
+
+#[test]
+fn the_crd_check_itself_rejects_bad_manifests() {
+    let mut m = build(
+        &spec(vec![pool("main", 2, 1, Some("h200"))]),
+        &cfg_with(&[]),
+        false,
+    );
+    m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["minReplicas"] = json!("one");
+    m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] =
+        json!("x");
+    assert!(crd_errors(&m).len() >= 2, "{:?}", crd_errors(&m));
+    m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"] =
+        json!([]);
+    m["metadata"]["name"] = json!("x".repeat(48));
+    // Bad name, no dashboard port, and the non-numeric minReplicas from above.
+    assert_eq!(
+        operator_violations(&m).len(),
+        3,
+        "{:?}",
+        operator_violations(&m)
+    );
+}
+
+// ---------------------------------------------------------------- property tests
+
+fn label_value() -> impl Strategy<Value = String> {
+    "[a-z0-9]([a-z0-9._-]{0,20}[a-z0-9])?"
+}
+
+fn arb_pools() -> impl Strategy<Value = Vec<PoolSpec>> {
+    prop::collection::vec(
+        (
+            1u32..=6,
+            0u32..=16,
+            prop::option::of(prop::sample::select(vec![
+                "h200", "h100", "a100-80g", "l40s",
+            ])),
+        ),
+        1..=7,
+    )
+    .prop_map(|v| {
+        v.into_iter()
+            .enumerate()
+            .map(|(i, (nodes, gpus, series))| pool(&format!("p{i}"), nodes, gpus, series))
+            .collect()
+    })
+}
+
+fn arb_pairs() -> impl Strategy<Value = Vec<(String, String)>> {
+    prop::collection::vec(("[a-z]{1,8}(\\.example/[a-z]{1,6})?", label_value()), 0..3)
+}
+
+fn arb_pool_placement(p: &PoolSpec) -> impl Strategy<Value = PoolPlacement> + use<> {
+    let name = p.name.clone();
+    let requested = p.series.clone();
+    (
+        prop::option::of(label_value()),
+        arb_pairs(),
+        prop::collection::vec(("[a-z][a-z0-9_.:/-]{0,15}", 0.0f64..1.0e6), 0..3),
+        arb_pairs(),
+        prop::collection::vec(("[a-z]{1,8}", ".{0,40}"), 0..3),
+    )
+        .prop_map(
+            move |(series, node_selector, ray_resources, labels, annotations)| PoolPlacement {
+                pool: name.clone(),
+                series: series
+                    .or_else(|| requested.clone())
+                    .or_else(|| Some("h200".into())),
+                node_selector,
+                ray_resources,
+                labels: labels
+                    .into_iter()
+                    .filter(|(k, _)| !k.starts_with("forge.dev/"))
+                    .collect(),
+                annotations,
+            },
+        )
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    spec: JobSpec,
+    placement: Placement,
+    cfg: Config,
+    job_id: String,
+    team: String,
+    init: bool,
+}
+
+fn arb_case() -> impl Strategy<Value = Case> {
+    let cfg = (
+        any::<bool>(),
+        prop::option::of("[a-z][a-z0-9-]{0,20}[a-z0-9]"),
+        prop::option::of("[a-z]([a-z0-9-]{0,20}[a-z0-9])?"),
+        prop::option::of("/[a-z]{1,10}"),
+        prop::sample::select(vec!["64Gi", "1Gi", "512Mi", "1.5Gi", "1e9"]),
+        0u32..100_000,
+        1u32..100_000,
+    )
+        .prop_map(|(passthrough, pvc, corpus, mount, shm, ttl, pre)| {
+            let mut extra: Vec<(&str, String)> = vec![
+                (
+                    "FORGE_K8S_GPU_PASSTHROUGH",
+                    if passthrough { "1" } else { "0" }.into(),
+                ),
+                ("FORGE_K8S_SHM_SIZE", shm.into()),
+                ("FORGE_KUBERAY_TTL_SECONDS", ttl.to_string()),
+                ("FORGE_KUBERAY_PRERUNNING_DEADLINE_S", pre.to_string()),
+            ];
+            if let Some(pvc) = pvc {
+                extra.push(("FORGE_K8S_STORAGE_PVC", pvc));
+                if let Some(m) = mount {
+                    extra.push(("FORGE_K8S_STORAGE_MOUNT", m));
+                }
+            }
+            if let Some(c) = corpus {
+                extra.push(("FORGE_K8S_CORPUS_PVC", c));
+            }
+            let pairs: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            cfg_with(&pairs)
+        });
+    let spec = (
+        arb_pools(),
+        prop::collection::btree_map("[A-Z][A-Z0-9_]{0,10}", ".{0,30}", 0..4),
+        prop::collection::btree_map("[a-z]{1,10}", label_value(), 0..3),
+        any::<bool>(),
+        any::<bool>(),
+        prop::option::of(1i64..=2_147_483_647),
+        prop::option::of(1i64..=2_147_483_647),
+        "[ -~]{1,80}",
+    );
+    (
+        cfg,
+        spec,
+        prop::sample::select(vec![
+            "0193ab45cd67ef0123456789",
+            "x",
+            "Job.ID_with-Mixed.Case",
+        ]),
+        "[a-z][a-z0-9-]{0,30}[a-z0-9]",
+        any::<bool>(),
+    )
+        .prop_flat_map(
+            |(cfg, (pools, env, labels, shared, corpus, pre, active, entry), id, team, init)| {
+                let env: BTreeMap<String, String> = env
+                    .into_iter()
+                    .filter(|(k, _)| {
+                        !k.starts_with("RAY_")
+                            && !k.starts_with("FORGE_")
+                            && !k.ends_with("VISIBLE_DEVICES")
+                    })
+                    .collect();
+                let spec = JobSpec {
+                    name: "job".into(),
+                    framework: "nemo-rl".into(),
+                    entrypoint: entry,
+                    shared_storage: shared && cfg.storage.pvc.is_some(),
+                    corpus: corpus && cfg.storage.corpus_pvc.is_some(),
+                    deadlines: Deadlines {
+                        pre_running_seconds: pre,
+                        active_seconds: active,
+                    },
+                    priority: 0,
+                    env,
+                    labels,
+                    pools,
+                };
+                let placements: Vec<_> = spec.pools.iter().map(arb_pool_placement).collect();
+                (
+                    Just(spec),
+                    placements,
+                    Just(cfg),
+                    Just(id.to_string()),
+                    Just(team),
+                    Just(init),
+                )
+            },
+        )
+        .prop_map(|(spec, pools, cfg, job_id, team, init)| Case {
+            spec,
+            placement: Placement { pools },
+            cfg,
+            job_id,
+            team,
+            init,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn every_generated_manifest_is_valid(case in arb_case()) {
+        prop_assert!(case.spec.validate(&case.cfg).is_empty(), "generator made an invalid spec: {:?}", case.spec.validate(&case.cfg));
+        let job = JobView { id: &case.job_id, team: &case.team, spec: &case.spec };
+        let m = build_rayjob(&job, &case.placement, &capsule(case.init), &case.cfg)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let errors = crd_errors(&m);
+        prop_assert!(errors.is_empty(), "CRD violations: {errors:#?}");
+        let violations = operator_violations(&m);
+        prop_assert!(violations.is_empty(), "operator rules: {violations:?}");
+
+        // Shape invariants.
+        let workers = m["spec"]["rayClusterSpec"]["workerGroupSpecs"].as_array().cloned().unwrap_or_default();
+        let pods: u64 = 1 + workers.iter().map(|w| w["replicas"].as_u64().unwrap_or(0)).sum::<u64>();
+        let nodes: u64 = case.spec.pools.iter().map(|p| u64::from(p.nodes)).sum();
+        prop_assert_eq!(pods, nodes, "one pod per machine");
+        let label = case.cfg.k8s.gpu_node_label.clone();
+        let head_series = &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"][&label];
+        prop_assert_eq!(head_series.as_str(), case.placement.pools[0].series.as_deref());
+        let gpu_text = m.to_string().contains("nvidia.com/gpu");
+        let any_gpu = case.spec.pools.iter().any(|p| p.gpus_per_node > 0);
+        prop_assert_eq!(gpu_text, case.cfg.k8s.gpu_passthrough && any_gpu);
+        prop_assert_eq!(&m["metadata"]["name"], &json!(rayjob_name(&case.job_id)));
+        let env: Value = serde_yaml::from_str(m["spec"]["runtimeEnvYAML"].as_str().unwrap_or("")).expect("yaml");
+        for (k, v) in &case.spec.env {
+            prop_assert_eq!(&env["env_vars"][k], &json!(v));
+        }
+    }
+}
