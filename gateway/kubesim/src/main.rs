@@ -1,3 +1,60 @@
-//! `forge-kubesim` binary: starts the emulator and prints its kubeconfig.
+//! `forge-kubesim` binary: starts the emulator, prints its kubeconfig and writes it to
+//! a file, then serves until Ctrl-C.
 
-fn main() {}
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use forge_kubesim::{NodeSpec, RunMode, Sim, SimConfig, TimedModel};
+
+/// Kubernetes + KubeRay emulator.
+#[derive(Debug, Parser)]
+#[command(name = "forge-kubesim", version)]
+struct Args {
+    /// Listen address (port 0 = ephemeral).
+    #[arg(long, env = "KUBESIM_LISTEN", default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Node layout: `series=COUNTxGPUS,...` (e.g. `h100=4x8,a100=2x8`).
+    #[arg(long, env = "KUBESIM_NODES", default_value = "h100=4x8,a100=2x8")]
+    nodes: String,
+    /// Node label key holding the GPU series.
+    #[arg(long, env = "FORGE_K8S_GPU_NODE_LABEL", default_value = "starforge/gpu-series")]
+    gpu_node_label: String,
+    /// Namespaces to create (comma separated; the first is the kubeconfig default).
+    #[arg(long, env = "FORGE_K8S_NAMESPACE", default_value = "starforge")]
+    namespaces: String,
+    /// Kubelet run mode: `process` (really run entrypoints) or `timed` (model only).
+    #[arg(long, env = "KUBESIM_MODE", default_value = "process")]
+    mode: String,
+    /// Where to write the kubeconfig.
+    #[arg(long, env = "KUBESIM_KUBECONFIG", default_value = "kubesim.kubeconfig")]
+    kubeconfig: PathBuf,
+    /// Serve the API only, without the simulated operator, scheduler and kubelet.
+    #[arg(long)]
+    no_controllers: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let mut cfg = SimConfig { listen: args.listen, gpu_node_label: args.gpu_node_label, run_controllers: !args.no_controllers, ..SimConfig::default() };
+    cfg.nodes = NodeSpec::parse_layout(&args.nodes)?;
+    cfg.namespaces = args.namespaces.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    cfg.controllers.mode = match args.mode.as_str() {
+        "process" => RunMode::Process,
+        "timed" => RunMode::Timed(TimedModel::default()),
+        other => anyhow::bail!("unknown --mode {other:?} (process|timed)"),
+    };
+    let sim = Sim::start(cfg).await?;
+    sim.write_kubeconfig(&args.kubeconfig).with_context(|| format!("writing {}", args.kubeconfig.display()))?;
+    println!("{}", sim.kubeconfig_yaml());
+    eprintln!("forge-kubesim serving {} (kubeconfig written to {})", sim.url(), args.kubeconfig.display());
+    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    sim.shutdown().await;
+    Ok(())
+}
