@@ -19,6 +19,11 @@ pub fn runtime_env_yaml(working_dir: &str, env_vars: &BTreeMap<String, String>) 
     serde_yaml::to_string(&RuntimeEnv { working_dir: working_dir.to_owned(), env_vars: env_vars.clone() })
 }
 
+/// Parse a `runtimeEnvYAML` string back (emulator, tests).
+pub fn parse(yaml: &str) -> Result<RuntimeEnv, serde_yaml::Error> {
+    serde_yaml::from_str(yaml)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

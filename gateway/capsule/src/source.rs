@@ -13,7 +13,7 @@
 //! same capsule.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -409,7 +409,7 @@ fn stage_tar(
         .prefix(".staging-")
         .tempdir_in(staging_parent)
         .map_err(|e| CapsuleError::io(staging_parent, e))?;
-    let mut seen: BTreeMap<String, ()> = BTreeMap::new();
+    let mut seen: HashSet<String> = HashSet::new();
     let mut entries = Vec::new();
     let mut buf = vec![0u8; 1 << 20];
     let ratio_err = |e: &io::Error| {
@@ -454,14 +454,13 @@ fn stage_tar(
             T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink => continue,
             _ => return Err(CapsuleError::SpecialFile { path: name, kind: "unknown tar entry type" }),
         }
-        if seen.insert(name.clone(), ()).is_some() {
+        if !seen.insert(name.clone()) {
             return Err(CapsuleError::DuplicatePath { path: name });
         }
         if seen.len() as u64 > limits.max_files {
             return Err(CapsuleError::TooManyFiles { limit: limits.max_files });
         }
         let executable = item.header().mode().map(|m| m & 0o111 != 0).unwrap_or(false);
-        let declared = item.header().size().unwrap_or(0);
         // Staged under a numbered name: no directory structure is created from
         // untrusted names, so file/dir conflicts cannot fail half-way.
         let staged = staging.path().join(format!("{:08}", entries.len()));
@@ -477,7 +476,6 @@ fn stage_tar(
             Err(StreamError::Write(e)) => return Err(CapsuleError::io(&staged, e)),
         };
         io::Write::flush(&mut out).map_err(|e| CapsuleError::io(&staged, e))?;
-        let _ = declared;
         entries.push(Entry { path: name, declared_size: size, executable, origin: Origin::Fs(staged), compressed_size: None });
     }
     Ok((entries, staging))
