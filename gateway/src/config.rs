@@ -50,7 +50,7 @@
 //! | `FORGE_POLICY_MEMORY_MIB` | `32` | memory cap of one plugin instance (> 0) |
 //! | `FORGE_POLICY_CONCURRENCY` | number of CPUs | concurrent policy evaluations (> 0) |
 //! | `FORGE_MAX_BODY_MIB` | `256` | maximum request body (spec + code archive) (> 0) |
-//! | `FORGE_CAPSULE_INIT_IMAGE` | `busybox:1.37` | image of the `forge-capsule-fetch` init container (needs `sh`, `wget`, `sha256sum`) |
+//! | `FORGE_CAPSULE_INIT_IMAGE` | `busybox:1.36` | image of the `forge-capsule-fetch` init container (needs `sh`, `wget`, `sha256sum`) |
 //! | `FORGE_PUBLIC_URL` | — | external base URL of the gateway (`http(s)://…`), used in capsule URLs |
 
 use std::collections::{BTreeMap, HashMap};
@@ -640,7 +640,7 @@ impl Config {
             policy_concurrency: r.integer("FORGE_POLICY_CONCURRENCY", cpus as i64, 1, 4096)
                 as usize,
             max_body_mib: r.integer("FORGE_MAX_BODY_MIB", 256, 1, 1_048_576) as u64,
-            capsule_init_image: r.string("FORGE_CAPSULE_INIT_IMAGE", "busybox:1.37"),
+            capsule_init_image: r.string("FORGE_CAPSULE_INIT_IMAGE", "busybox:1.36"),
             public_url: r.url("FORGE_PUBLIC_URL"),
         };
 

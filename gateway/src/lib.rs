@@ -9,3 +9,5 @@ pub mod policy;
 pub mod config;
 pub mod jobspec;
 pub mod rayjob;
+pub mod store;
+pub mod auth;

@@ -32,10 +32,11 @@
 //! - the head container declares `gcs-server` 6379, `dashboard` 8265, `client` 10001;
 //! - `runtimeEnvYAML` with `working_dir` and `env_vars` (the spec's env plus
 //!   `FORGE_JOB_ID`, `FORGE_TEAM`, `FORGE_STORAGE_ROOT` when storage is mounted,
-//!   `FORGE_NEMO_RL_DIR` when configured), written with `serde_yaml`;
-//! - with an init container (HTTP-only storage): the `forge-capsule` emptyDir is
-//!   mounted at `/forge/capsule` in the init container and the Ray container of every
-//!   pod, and `working_dir` is `file:///forge/capsule/<sha256>.zip`.
+//!   `FORGE_NEMO_RL_DIR` when configured), written by `forge_capsule::runtime_env_yaml`;
+//! - with a [`forge_capsule::CapsuleInit`] (HTTP-only storage): its init container and
+//!   `forge-capsule` emptyDir are added to every pod (mounted at `/forge/capsule` in the
+//!   init container and the Ray container), and `working_dir` is its
+//!   `file:///forge/capsule/<sha256>.zip`.
 
 pub mod placement;
 
@@ -45,6 +46,8 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 pub use placement::{Placement, PoolPlacement};
+
+use forge_capsule::CapsuleInit;
 
 use crate::config::Config;
 use crate::jobspec::{JobSpec, PoolSpec, names};
@@ -61,12 +64,6 @@ pub const LABEL_TEAM: &str = "forge.dev/team";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Annotation: the capsule digest.
 pub const ANNOTATION_CAPSULE: &str = "forge.dev/capsule-sha256";
-/// Name of the capsule volume (init-container mode).
-pub const CAPSULE_VOLUME: &str = "forge-capsule";
-/// Mount path of the capsule volume.
-pub const CAPSULE_DIR: &str = "/forge/capsule";
-/// Name of the capsule fetch init container.
-pub const CAPSULE_INIT_NAME: &str = "forge-capsule-fetch";
 /// Ray dashboard port (named `dashboard` on the head).
 pub const DASHBOARD_PORT: u16 = 8265;
 
@@ -88,8 +85,9 @@ pub struct CapsuleRef {
     pub sha256: String,
     /// URL Ray downloads (`https://…zip`) — ignored in init-container mode.
     pub working_dir_url: String,
-    /// The `forge-capsule-fetch` init container (HTTP-only storage), if used.
-    pub init_container: Option<Value>,
+    /// HTTP-only storage: the `forge-capsule-fetch` init container, volume and `file://`
+    /// working dir, from [`forge_capsule::init_container`].
+    pub init: Option<CapsuleInit>,
 }
 
 /// Why a manifest cannot be built (the job cannot be dispatched as is).
@@ -179,35 +177,6 @@ pub fn forge_labels(job_id: &str, team: &str) -> Map<String, Value> {
     m.insert(LABEL_JOB_ID.into(), job_id.into());
     m.insert(LABEL_TEAM.into(), team.into());
     m
-}
-
-/// The capsule path inside the capsule volume.
-pub fn capsule_path(sha256: &str) -> String {
-    format!("{CAPSULE_DIR}/{sha256}.zip")
-}
-
-/// The `forge-capsule-fetch` init container of the shared conventions: downloads the
-/// capsule with `wget` (or `curl`) to a temporary file, checks its SHA-256 and renames
-/// it to `/forge/capsule/<sha256>.zip`.
-pub fn capsule_init_container(image: &str, url: &str, sha256: &str) -> Value {
-    let script = r#"set -eu
-tmp="$FORGE_CAPSULE_PATH.part"
-if command -v wget >/dev/null 2>&1; then wget -q -O "$tmp" "$FORGE_CAPSULE_URL"; else curl -fsSL -o "$tmp" "$FORGE_CAPSULE_URL"; fi
-got=$(sha256sum "$tmp" | cut -d' ' -f1)
-if [ "$got" != "$FORGE_CAPSULE_SHA256" ]; then echo "capsule sha256 mismatch: expected $FORGE_CAPSULE_SHA256 got $got"; exit 1; fi
-mv "$tmp" "$FORGE_CAPSULE_PATH"
-echo "capsule $FORGE_CAPSULE_SHA256 ready""#;
-    json!({
-        "name": CAPSULE_INIT_NAME,
-        "image": image,
-        "command": ["sh", "-c", script],
-        "env": [
-            {"name": "FORGE_CAPSULE_URL", "value": url},
-            {"name": "FORGE_CAPSULE_SHA256", "value": sha256},
-            {"name": "FORGE_CAPSULE_PATH", "value": capsule_path(sha256)},
-        ],
-        "volumeMounts": [{"name": CAPSULE_VOLUME, "mountPath": CAPSULE_DIR}],
-    })
 }
 
 /// Checks a `(key, value)` list as Kubernetes labels / node selector / annotations.
@@ -332,24 +301,6 @@ fn pod_template(
             "readOnly": true,
         }));
     }
-    let mut init_containers = Vec::new();
-    if let Some(init) = &capsule.init_container {
-        volumes.push(json!({"name": CAPSULE_VOLUME, "emptyDir": {}}));
-        mounts.push(json!({"name": CAPSULE_VOLUME, "mountPath": CAPSULE_DIR}));
-        let mut init = init.clone();
-        let has_mount = init
-            .get("volumeMounts")
-            .and_then(Value::as_array)
-            .is_some_and(|m| m.iter().any(|v| v["name"] == CAPSULE_VOLUME));
-        if !has_mount && let Some(obj) = init.as_object_mut() {
-            let list = obj.entry("volumeMounts").or_insert_with(|| json!([]));
-            if let Some(list) = list.as_array_mut() {
-                list.push(json!({"name": CAPSULE_VOLUME, "mountPath": CAPSULE_DIR}));
-            }
-        }
-        init_containers.push(init);
-    }
-
     let mut container = json!({
         "name": if is_head { "ray-head" } else { "ray-worker" },
         "image": image,
@@ -375,8 +326,8 @@ fn pod_template(
         "containers": [container],
         "volumes": volumes,
     });
-    if !init_containers.is_empty() {
-        pod_spec["initContainers"] = Value::Array(init_containers);
+    if let Some(init) = &capsule.init {
+        init.apply_to_pod_spec(&mut pod_spec);
     }
     json!({
         "metadata": {"labels": labels, "annotations": annotations},
@@ -389,10 +340,9 @@ fn runtime_env_yaml(
     capsule: &CapsuleRef,
     cfg: &Config,
 ) -> Result<String, BuildError> {
-    let working_dir = if capsule.init_container.is_some() {
-        format!("file://{}", capsule_path(&capsule.sha256))
-    } else {
-        capsule.working_dir_url.clone()
+    let working_dir = match &capsule.init {
+        Some(init) => init.working_dir.clone(),
+        None => capsule.working_dir_url.clone(),
     };
     let mut env: BTreeMap<String, String> = job.spec.env.clone();
     env.insert("FORGE_JOB_ID".into(), job.id.into());
@@ -403,8 +353,8 @@ fn runtime_env_yaml(
     if let Some(dir) = &cfg.nemo_rl_dir {
         env.insert("FORGE_NEMO_RL_DIR".into(), dir.clone());
     }
-    let doc = json!({"working_dir": working_dir, "env_vars": env});
-    serde_yaml::to_string(&doc).map_err(|e| BuildError::RuntimeEnv(e.to_string()))
+    forge_capsule::runtime_env_yaml(&working_dir, &env)
+        .map_err(|e| BuildError::RuntimeEnv(e.to_string()))
 }
 
 /// Builds the RayJob manifest for an admitted job.

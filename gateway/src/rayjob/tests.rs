@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use forge_capsule::init_container::{INIT_CONTAINER_NAME, MOUNT_PATH, VOLUME_NAME};
+
 use super::*;
 use crate::jobspec::Deadlines;
 
@@ -150,7 +152,10 @@ fn capsule(init: bool) -> CapsuleRef {
     let url = format!("https://objects.example/capsules/{SHA}.zip");
     CapsuleRef {
         sha256: SHA.into(),
-        init_container: init.then(|| capsule_init_container("busybox:1.37", &url, SHA)),
+        init: init.then(|| {
+            let parsed = url::Url::parse(&url).expect("url");
+            forge_capsule::init_container(&parsed, SHA, Some("busybox:1.36")).expect("init")
+        }),
         working_dir_url: url,
     }
 }
@@ -340,17 +345,17 @@ fn init_container_mode_uses_file_working_dir_and_capsule_volume() {
         &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
     ] {
         let init = &tpl["spec"]["initContainers"][0];
-        assert_eq!(init["name"], CAPSULE_INIT_NAME);
-        assert_eq!(init["volumeMounts"][0]["mountPath"], CAPSULE_DIR);
+        assert_eq!(init["name"], INIT_CONTAINER_NAME);
+        assert_eq!(init["volumeMounts"][0]["mountPath"], MOUNT_PATH);
         let script = init["command"][2].as_str().expect("script");
         assert!(script.contains("capsule sha256 mismatch: expected"));
         assert!(script.contains("sha256sum") && script.contains("mv "));
         let mounts = tpl["spec"]["containers"][0]["volumeMounts"]
             .as_array()
             .expect("mounts");
-        assert!(mounts.contains(&json!({"name": CAPSULE_VOLUME, "mountPath": CAPSULE_DIR})));
+        assert!(mounts.contains(&json!({"name": VOLUME_NAME, "mountPath": MOUNT_PATH})));
         let vols = tpl["spec"]["volumes"].as_array().expect("volumes");
-        assert!(vols.contains(&json!({"name": CAPSULE_VOLUME, "emptyDir": {}})));
+        assert!(vols.contains(&json!({"name": VOLUME_NAME, "emptyDir": {}})));
     }
 }
 

@@ -1,0 +1,511 @@
+//! Bearer-token authentication and tenancy: a tokens file maps SHA-256 hashes of
+//! tokens to a team and a role; the [`Caller`] axum extractor authenticates a request.
+//!
+//! # Tokens file (`FORGE_TOKENS_FILE`, YAML or TOML by extension)
+//!
+//! ```yaml
+//! tokens:
+//!   - name: alice-laptop          # optional, for humans and logs
+//!     team: team-a                # DNS-1123 label
+//!     role: member                # member | admin
+//!     token_sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+//! ```
+//!
+//! Only hashes are stored, never tokens: compute one with [`hash_token`] (or
+//! `printf %s "$TOKEN" | sha256sum`). A presented token is hashed and compared with
+//! every entry in constant time. Members see and cancel only their team's jobs; admins
+//! see all.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::jobspec::names;
+
+/// What a caller may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Sees and cancels its own team's jobs.
+    Member,
+    /// Sees and cancels every team's jobs.
+    Admin,
+}
+
+/// One entry of the tokens file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenEntry {
+    /// Hex SHA-256 of the token.
+    pub token_sha256: String,
+    /// The team the token acts for.
+    pub team: String,
+    /// The role.
+    pub role: Role,
+    /// Optional human name.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensDoc {
+    tokens: Vec<TokenEntry>,
+}
+
+/// Problems loading the tokens file.
+#[derive(Debug, thiserror::Error)]
+pub enum TokensFileError {
+    /// Cannot read the file.
+    #[error("tokens file {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not valid YAML/TOML of the documented shape.
+    #[error("tokens file {path}: {reason}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// One entry is invalid.
+    #[error("tokens file entry {index}: {reason}")]
+    Entry {
+        /// 0-based entry index.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Caller {
+    /// The caller's team.
+    pub team: String,
+    /// The caller's role.
+    pub role: Role,
+    /// The token's name, if the file gives one.
+    pub name: Option<String>,
+}
+
+impl Caller {
+    /// Whether the caller may see / cancel a job of `team`.
+    pub fn can_access(&self, team: &str) -> bool {
+        self.role == Role::Admin || self.team == team
+    }
+
+    /// `Ok` for admins, [`AuthError::Forbidden`] otherwise.
+    pub fn require_admin(&self) -> Result<(), AuthError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Member => Err(AuthError::Forbidden("admin role required".into())),
+        }
+    }
+}
+
+/// Authentication / authorization failures.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No `Authorization: Bearer …` header.
+    #[error("missing bearer token")]
+    Missing,
+    /// The header is malformed or the token is unknown.
+    #[error("invalid bearer token")]
+    Invalid,
+    /// Authenticated but not allowed.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+}
+
+impl AuthError {
+    /// The stable error code of the API body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Missing | Self::Invalid => "unauthenticated",
+            Self::Forbidden(_) => "forbidden",
+        }
+    }
+}
+
+impl IntoResponse for AuthError {
+    fn into_response(self) -> Response {
+        let (status, challenge) = match &self {
+            Self::Missing => (StatusCode::UNAUTHORIZED, Some("Bearer")),
+            Self::Invalid => (
+                StatusCode::UNAUTHORIZED,
+                Some("Bearer error=\"invalid_token\""),
+            ),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, None),
+        };
+        let body = serde_json::json!({"error": {"code": self.code(), "message": self.to_string()}});
+        let mut response = (status, axum::Json(body)).into_response();
+        if let Some(challenge) = challenge {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
+        }
+        response
+    }
+}
+
+/// Hex SHA-256 of a token, as stored in the tokens file.
+pub fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// The loaded tokens.
+#[derive(Clone, Default)]
+pub struct Tokens {
+    entries: Vec<([u8; 32], Caller)>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tokens({} entries)", self.entries.len())
+    }
+}
+
+impl Tokens {
+    /// Builds from entries, checking each (hash format, team name, uniqueness).
+    pub fn from_entries(entries: Vec<TokenEntry>) -> Result<Self, TokensFileError> {
+        let mut out: Vec<([u8; 32], Caller)> = Vec::with_capacity(entries.len());
+        for (index, e) in entries.into_iter().enumerate() {
+            let err = |reason: String| TokensFileError::Entry { index, reason };
+            let mut hash = [0u8; 32];
+            if e.token_sha256.len() != 64
+                || hex::decode_to_slice(&e.token_sha256, &mut hash).is_err()
+            {
+                return Err(err(
+                    "token_sha256 must be 64 hex digits (a SHA-256, never the token)".into(),
+                ));
+            }
+            if !names::is_dns1123_label(&e.team) {
+                return Err(err(format!("team `{}` is not a DNS-1123 label", e.team)));
+            }
+            if out.iter().any(|(h, _)| *h == hash) {
+                return Err(err("duplicate token_sha256".into()));
+            }
+            out.push((
+                hash,
+                Caller {
+                    team: e.team,
+                    role: e.role,
+                    name: e.name,
+                },
+            ));
+        }
+        Ok(Self { entries: out })
+    }
+
+    /// Loads a YAML (`.yaml`/`.yml`) or TOML (`.toml`) tokens file.
+    pub fn load(path: &Path) -> Result<Self, TokensFileError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| TokensFileError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        let parse = |reason: String| TokensFileError::Parse {
+            path: shown.clone(),
+            reason,
+        };
+        let doc: TokensDoc = match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => toml::from_str(&text).map_err(|e| parse(e.to_string()))?,
+            Some("yaml" | "yml") => {
+                serde_yaml::from_str(&text).map_err(|e| parse(e.to_string()))?
+            }
+            _ => return Err(parse("the name must end in .yaml, .yml or .toml".into())),
+        };
+        Self::from_entries(doc.tokens)
+    }
+
+    /// Number of tokens.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The caller a token belongs to. Compares against every entry in constant time.
+    pub fn lookup(&self, token: &str) -> Result<Caller, AuthError> {
+        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for (hash, caller) in &self.entries {
+            if bool::from(hash.ct_eq(&presented)) {
+                found = Some(caller);
+            }
+        }
+        found.cloned().ok_or(AuthError::Invalid)
+    }
+
+    /// Authenticates an `Authorization` header value.
+    pub fn authenticate(&self, authorization: Option<&HeaderValue>) -> Result<Caller, AuthError> {
+        let value = authorization.ok_or(AuthError::Missing)?;
+        let value = value.to_str().map_err(|_| AuthError::Invalid)?;
+        let (scheme, token) = value.split_once(' ').ok_or(AuthError::Invalid)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(AuthError::Invalid);
+        }
+        let token = token.trim();
+        if token.is_empty() {
+            return Err(AuthError::Invalid);
+        }
+        self.lookup(token)
+    }
+}
+
+impl<S> FromRequestParts<S> for Caller
+where
+    Arc<Tokens>: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = AuthError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let tokens = Arc::<Tokens>::from_ref(state);
+        let caller = tokens.authenticate(parts.headers.get(header::AUTHORIZATION))?;
+        Ok(caller)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::Request;
+
+    use super::*;
+
+    fn tokens() -> Tokens {
+        Tokens::from_entries(vec![
+            TokenEntry {
+                token_sha256: hash_token("alice-secret"),
+                team: "team-a".into(),
+                role: Role::Member,
+                name: Some("alice".into()),
+            },
+            TokenEntry {
+                token_sha256: hash_token("root-secret"),
+                team: "ops".into(),
+                role: Role::Admin,
+                name: None,
+            },
+        ])
+        .expect("valid")
+    }
+
+    #[test]
+    fn hash_matches_sha256sum() {
+        // printf %s test | sha256sum
+        assert_eq!(
+            hash_token("test"),
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+        );
+    }
+
+    #[test]
+    fn lookup_and_roles() {
+        let t = tokens();
+        let alice = t.lookup("alice-secret").expect("alice");
+        assert_eq!(alice.team, "team-a");
+        assert!(alice.can_access("team-a"));
+        assert!(!alice.can_access("team-b"));
+        assert_eq!(
+            alice.require_admin(),
+            Err(AuthError::Forbidden("admin role required".into()))
+        );
+        let root = t.lookup("root-secret").expect("root");
+        assert!(root.can_access("team-b"));
+        assert!(root.require_admin().is_ok());
+        assert_eq!(t.lookup("alice-secre"), Err(AuthError::Invalid));
+        assert_eq!(t.lookup(""), Err(AuthError::Invalid));
+        assert!(!format!("{t:?}").contains("alice"));
+    }
+
+    #[test]
+    fn header_parsing() {
+        let t = tokens();
+        assert_eq!(t.authenticate(None), Err(AuthError::Missing));
+        let h = |s: &str| HeaderValue::from_str(s).expect("header");
+        assert!(t.authenticate(Some(&h("Bearer alice-secret"))).is_ok());
+        assert!(t.authenticate(Some(&h("bearer  alice-secret "))).is_ok());
+        assert_eq!(
+            t.authenticate(Some(&h("Basic YWxpY2U="))),
+            Err(AuthError::Invalid)
+        );
+        assert_eq!(t.authenticate(Some(&h("Bearer"))), Err(AuthError::Invalid));
+        assert_eq!(
+            t.authenticate(Some(&h("Bearer   "))),
+            Err(AuthError::Invalid)
+        );
+        assert_eq!(
+            t.authenticate(Some(&h("Bearer wrong"))),
+            Err(AuthError::Invalid)
+        );
+    }
+
+    #[test]
+    fn bad_entries_are_rejected() {
+        let entry = |hash: &str, team: &str| TokenEntry {
+            token_sha256: hash.into(),
+            team: team.into(),
+            role: Role::Member,
+            name: None,
+        };
+        let plain = Tokens::from_entries(vec![entry("alice-secret", "team-a")]);
+        assert!(matches!(
+            plain,
+            Err(TokensFileError::Entry { index: 0, .. })
+        ));
+        let bad_team = Tokens::from_entries(vec![entry(&hash_token("x"), "Team A")]);
+        assert!(matches!(
+            bad_team,
+            Err(TokensFileError::Entry { index: 0, .. })
+        ));
+        let dup = Tokens::from_entries(vec![
+            entry(&hash_token("x"), "a"),
+            entry(&hash_token("x"), "b"),
+        ]);
+        assert!(matches!(dup, Err(TokensFileError::Entry { index: 1, .. })));
+    }
+
+    #[test]
+    fn loads_yaml_and_toml_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let yaml = dir.path().join("tokens.yaml");
+        std::fs::write(
+            &yaml,
+            format!(
+                "tokens:\n  - name: alice\n    team: team-a\n    role: member\n    token_sha256: {}\n",
+                hash_token("alice-secret")
+            ),
+        )
+        .expect("write");
+        let t = Tokens::load(&yaml).expect("yaml");
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.lookup("alice-secret").expect("alice").team, "team-a");
+
+        let toml_path = dir.path().join("tokens.toml");
+        std::fs::write(
+            &toml_path,
+            format!(
+                "[[tokens]]\nteam = \"ops\"\nrole = \"admin\"\ntoken_sha256 = \"{}\"\n",
+                hash_token("root")
+            ),
+        )
+        .expect("write");
+        assert_eq!(
+            Tokens::load(&toml_path)
+                .expect("toml")
+                .lookup("root")
+                .expect("root")
+                .role,
+            Role::Admin
+        );
+
+        let bad_role = dir.path().join("bad.yaml");
+        std::fs::write(
+            &bad_role,
+            "tokens:\n  - team: a\n    role: owner\n    token_sha256: x\n",
+        )
+        .expect("write");
+        assert!(matches!(
+            Tokens::load(&bad_role),
+            Err(TokensFileError::Parse { .. })
+        ));
+        let plaintext = dir.path().join("plain.yaml");
+        std::fs::write(
+            &plaintext,
+            "tokens:\n  - team: a\n    role: member\n    token: hunter2\n",
+        )
+        .expect("write");
+        assert!(matches!(
+            Tokens::load(&plaintext),
+            Err(TokensFileError::Parse { .. })
+        ));
+        assert!(matches!(
+            Tokens::load(&dir.path().join("missing.yaml")),
+            Err(TokensFileError::Io { .. })
+        ));
+        assert!(matches!(
+            Tokens::load(&dir.path().join("tokens.json")),
+            Err(TokensFileError::Io { .. } | TokensFileError::Parse { .. })
+        ));
+    }
+
+    #[derive(Clone)]
+    struct State {
+        tokens: Arc<Tokens>,
+    }
+
+    impl FromRef<State> for Arc<Tokens> {
+        fn from_ref(s: &State) -> Self {
+            Arc::clone(&s.tokens)
+        }
+    }
+
+    async fn extract(auth: Option<&str>) -> Result<Caller, AuthError> {
+        let state = State {
+            tokens: Arc::new(tokens()),
+        };
+        let mut req = Request::builder().uri("/v1/jobs");
+        if let Some(a) = auth {
+            req = req.header(header::AUTHORIZATION, a);
+        }
+        let (mut parts, ()) = req.body(()).expect("request").into_parts();
+        Caller::from_request_parts(&mut parts, &state).await
+    }
+
+    #[tokio::test]
+    async fn extractor_and_error_responses() {
+        assert_eq!(
+            extract(Some("Bearer alice-secret")).await.expect("ok").team,
+            "team-a"
+        );
+
+        let missing = extract(None).await.expect_err("missing");
+        let response = missing.into_response();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
+        let body = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .expect("body");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(body["error"]["code"], "unauthenticated");
+        assert_eq!(body["error"]["message"], "missing bearer token");
+
+        let invalid = extract(Some("Bearer nope"))
+            .await
+            .expect_err("invalid")
+            .into_response();
+        assert_eq!(invalid.status(), StatusCode::UNAUTHORIZED);
+        assert!(
+            invalid.headers()[header::WWW_AUTHENTICATE]
+                .to_str()
+                .expect("ascii")
+                .starts_with("Bearer")
+        );
+
+        let forbidden = AuthError::Forbidden("admin role required".into()).into_response();
+        assert_eq!(forbidden.status(), StatusCode::FORBIDDEN);
+        assert!(forbidden.headers().get(header::WWW_AUTHENTICATE).is_none());
+        let body = axum::body::to_bytes(forbidden.into_body(), 4096)
+            .await
+            .expect("body");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(body["error"]["code"], "forbidden");
+    }
+}

@@ -1,0 +1,64 @@
+//! SQLite schema migrations, applied in order at open and tracked in
+//! `PRAGMA user_version` (migration *n* brings the schema to version *n*). Released
+//! migrations are never edited: a change is a new entry at the end.
+
+use rusqlite::Connection;
+
+/// The migrations, oldest first.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: jobs, state history, decisions; the queue is the jobs table ordered by seq.
+    r#"
+    CREATE TABLE jobs (
+        seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+        id             TEXT    NOT NULL UNIQUE,
+        team           TEXT    NOT NULL,
+        name           TEXT    NOT NULL,
+        spec           TEXT    NOT NULL,
+        state          TEXT    NOT NULL,
+        reason         TEXT,
+        capsule_sha256 TEXT,
+        rayjob_name    TEXT,
+        queue_series   TEXT,
+        created_at_ms  INTEGER NOT NULL,
+        updated_at_ms  INTEGER NOT NULL
+    );
+    CREATE INDEX jobs_team_seq  ON jobs (team, seq);
+    CREATE INDEX jobs_state_seq ON jobs (state, seq);
+    CREATE INDEX jobs_queue     ON jobs (state, queue_series, seq);
+
+    CREATE TABLE job_history (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id     TEXT    NOT NULL REFERENCES jobs (id),
+        from_state TEXT,
+        to_state   TEXT    NOT NULL,
+        reason     TEXT,
+        at_ms      INTEGER NOT NULL
+    );
+    CREATE INDEX job_history_job ON job_history (job_id, id);
+
+    CREATE TABLE decisions (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id        TEXT    NOT NULL,
+        kind          TEXT    NOT NULL,
+        code          TEXT,
+        message       TEXT,
+        field         TEXT,
+        plugins       TEXT    NOT NULL,
+        chain_version TEXT    NOT NULL,
+        at_ms         INTEGER NOT NULL
+    );
+    CREATE INDEX decisions_job ON decisions (job_id, id);
+    "#,
+];
+
+/// Brings the database to the newest schema; returns the version reached.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<usize> {
+    let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+        tx.commit()?;
+    }
+    Ok(MIGRATIONS.len().max(current))
+}
