@@ -81,8 +81,11 @@ fn condition(type_: &str, reason: &str, message: &str) -> JobCondition {
     }
 }
 
-async fn reconcile(job: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, ControllerError> {
-    let ns = job.namespace().unwrap_or_default();
+async fn reconcile(cached: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, ControllerError> {
+    let ns = cached.namespace().unwrap_or_default();
+    // Live read: the cache may not show our last status write yet.
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(job) = jobs.get_opt(&cached.name_any()).await? else { return Ok(Action::await_change()) };
     let name = job.name_any();
     let uid = job.uid().unwrap_or_default();
     if job.metadata.deletion_timestamp.is_some() {

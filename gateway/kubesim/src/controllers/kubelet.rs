@@ -485,10 +485,8 @@ impl Worker {
             let head = self.pod.labels().get(NODE_TYPE).map(String::as_str) == Some("head");
             self.shared.logs.append(&self.ns(), &self.name(), &c.name, ray_start_log(head, &st.pod_ip).as_bytes());
         }
+        // Runs until the pod is deleted (its logs go with it).
         self.cancel.cancelled().await;
-        for c in &main_cs {
-            self.shared.logs.close(&self.ns(), &self.name(), &c.name);
-        }
     }
 }
 

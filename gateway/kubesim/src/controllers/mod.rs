@@ -13,6 +13,23 @@
 //! RayJobs (`ctrl` "requeue every 3 s"), 300 s for RayClusters
 //! (`RAYCLUSTER_DEFAULT_REQUEUE_SECONDS`), and a short resync for Jobs. See
 //! `SEMANTICS.md` §3 and §4.
+//!
+//! Configuration: [`ControllerConfig`] (run mode, failing images, scratch root, pull
+//! time, back-off base, reconcile concurrency) and [`TimedModel`] for the timed mode.
+//!
+//! Simplifications, per controller (each file's header has the details):
+//! - operator: K8sJobMode only (HTTP/Interactive/Sidecar modes wait in Initializing);
+//!   no `deletionStrategy`, no autoscaler sidecar/RBAC, no injected worker init
+//!   container, no batch schedulers; `pip`/`conda` in `runtimeEnvYAML` are ignored;
+//! - job controller: one pod at a time, no re-creation back-off delay, no pod failure
+//!   policy, no Job `activeDeadlineSeconds`;
+//! - scheduler: no preemption, priorities, pod (anti-)affinity, topology spread,
+//!   ports or volumes; NotReady nodes are treated as carrying the `not-ready`
+//!   NoSchedule taint the node lifecycle controller would add;
+//! - kubelet: no probes (containers are Ready once started), no resource
+//!   enforcement; only emptyDir volumes exist on the host; non-Ray, non-submitter
+//!   containers just stay Running; in process mode the host's tools run the commands
+//!   (no image filesystem).
 
 pub mod dashboard;
 pub mod events;

@@ -179,16 +179,20 @@ impl View<'_> {
     }
 }
 
-async fn reconcile(rj: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, ControllerError> {
+async fn reconcile(cached: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, ControllerError> {
     let ar = rayjob_resource();
-    let ns = rj.namespace().unwrap_or_default();
+    let ns = cached.namespace().unwrap_or_default();
+    // Read the live object: the reflector may lag behind our own status writes, and
+    // acting twice on a stale "New" would mint a second jobId / cluster name.
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
+    let Some(rj) = api.get_opt(&cached.name_any()).await? else { return Ok(Action::await_change()) };
     let v = View {
         ctx: &ctx,
         rj: &rj,
         name: rj.name_any(),
         spec: rj.data.get("spec").cloned().unwrap_or_else(|| json!({})),
         status: rj.data.get("status").cloned().unwrap_or_else(|| json!({})),
-        api: Api::namespaced_with(ctx.client.clone(), &ns, &ar),
+        api,
         ns,
     };
     if s(&v.spec, "/managedBy") == "kueue.x-k8s.io/multikueue" {
