@@ -11,3 +11,7 @@ pub mod jobspec;
 pub mod rayjob;
 pub mod store;
 pub mod auth;
+pub mod api_error;
+pub mod app;
+pub mod capacity;
+pub mod dev;

@@ -64,7 +64,7 @@ pub fn tar_gz_raw(path: &Path, entries: &[TarEntry<'_>]) {
             gnu.linkname[..t.len()].copy_from_slice(t.as_bytes());
         }
         h.set_cksum();
-        b.append(&h, *data).expect("append");
+        b.append(&h, data).expect("append");
     }
     b.into_inner().expect("finish tar").finish().expect("finish gz");
 }

@@ -16,6 +16,7 @@ pub mod error;
 pub mod model;
 pub mod plugin;
 pub mod runner;
+pub mod chain_file;
 mod sandbox;
 mod wit_v0_1_0;
 

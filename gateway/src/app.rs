@@ -1,0 +1,168 @@
+//! The HTTP application: shared state and `router(state)`, so tests drive the real app.
+//!
+//! Every `/v1` endpoint is authenticated (bearer tokens, see [`crate::auth`]);
+//! `/healthz` and `/readyz` are open for the kubelet's probes and reveal nothing.
+//! Middleware: request ids (`x-request-id`, generated when absent and echoed back),
+//! tracing, a body-size limit (413) and a request timeout.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use axum::body::Bytes;
+use axum::extract::{FromRef, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Serialize;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::api_error::ApiError;
+use crate::auth::{Caller, Tokens};
+use crate::capacity::Capacity;
+use crate::config::Config;
+use crate::jobspec::{self, JobSpec, SpecFormat};
+use crate::policy::model::{JobView, PolicyRequest, PoolView, StorageMode};
+use crate::policy::{Chain, ChainOutcome, PolicyRunner};
+
+/// The active policy chain and its version (hot-swapped as a whole).
+#[derive(Debug)]
+pub struct ActivePolicy {
+    /// Monotonic version of the global chain; recorded with every decision.
+    pub version: u64,
+    pub chain: Arc<Chain>,
+}
+
+/// State shared by all handlers. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub tokens: Arc<Tokens>,
+    pub capacity: Capacity,
+    pub policy: Arc<ArcSwap<ActivePolicy>>,
+    pub runner: PolicyRunner,
+}
+
+impl FromRef<AppState> for Arc<Tokens> {
+    fn from_ref(state: &AppState) -> Self {
+        state.tokens.clone()
+    }
+}
+
+/// The gateway's HTTP API.
+pub fn router(state: AppState) -> Router {
+    let max_body = state.config.gateway.max_body_bytes();
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ready" }))
+        .route("/v1/capacity", get(capacity))
+        .route("/v1/admission/review", post(review))
+        .route("/v1/schemas/jobspec", get(jobspec_schema))
+        .with_state(state)
+        .layer(RequestBodyLimitLayer::new(max_body))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(60),
+        ))
+        .layer(TraceLayer::new_for_http())
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CapacityResponse {
+    gpu_node_label: String,
+    series: Vec<crate::policy::model::SeriesCapacity>,
+    team: TeamUsage,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TeamUsage {
+    name: String,
+    usage: Vec<crate::policy::model::SeriesUsage>,
+}
+
+/// `GET /v1/capacity`: live per-series capacity and the caller's team usage.
+async fn capacity(State(state): State<AppState>, caller: Caller) -> Json<CapacityResponse> {
+    let view = state.capacity.snapshot();
+    Json(CapacityResponse {
+        gpu_node_label: view.gpu_node_label,
+        series: view.series,
+        team: TeamUsage {
+            usage: state.capacity.team_usage(&caller.team),
+            name: caller.team,
+        },
+    })
+}
+
+/// `GET /v1/schemas/jobspec`: the JobSpec JSON Schema.
+async fn jobspec_schema(_caller: Caller) -> Json<serde_json::Value> {
+    Json(jobspec::json_schema())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewResponse {
+    /// Version of the policy chain that decided.
+    policy_version: u64,
+    #[serde(flatten)]
+    outcome: ChainOutcome,
+}
+
+/// `POST /v1/admission/review`: the decision the active policy would make now for a
+/// JobSpec (JSON or YAML), with a per-plugin trace. Changes nothing.
+async fn review(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<ReviewResponse>, ApiError> {
+    let format = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map_or(SpecFormat::Json, SpecFormat::from_content_type);
+    let spec = jobspec::parse_and_validate(&body, format, &state.config)?;
+    let request = policy_request(&state, &caller, "dry-run", &spec);
+    let active = state.policy.load_full();
+    let outcome = state.runner.evaluate(active.chain.clone(), Arc::new(request)).await?;
+    Ok(Json(ReviewResponse {
+        policy_version: active.version,
+        outcome,
+    }))
+}
+
+/// The policy's view of a job, with the live cluster snapshot and the team's usage.
+pub fn policy_request(state: &AppState, caller: &Caller, job_id: &str, spec: &JobSpec) -> PolicyRequest {
+    PolicyRequest {
+        job: JobView {
+            id: job_id.to_string(),
+            team: caller.team.clone(),
+            name: spec.name.clone(),
+            framework: spec.framework.clone(),
+            priority: spec.priority,
+            pools: spec
+                .pools
+                .iter()
+                .map(|p| PoolView {
+                    name: p.name.clone(),
+                    nodes: p.nodes,
+                    gpus_per_node: p.gpus_per_node,
+                    series: p.series.clone(),
+                })
+                .collect(),
+            storage: if state.config.storage.shared {
+                StorageMode::Shared
+            } else {
+                StorageMode::ReadWriteOnce
+            },
+            labels: spec.labels.clone(),
+        },
+        cluster: state.capacity.snapshot(),
+        usage: state.capacity.team_usage(&caller.team),
+    }
+}

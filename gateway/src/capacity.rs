@@ -1,0 +1,280 @@
+//! Live GPU capacity per series, from Node and Pod reflectors.
+//!
+//! The same caches feed `GET /v1/capacity` and the cluster snapshot every policy
+//! evaluation sees, so the capacity users are shown and the capacity admission decides
+//! on come from one source (the one the scheduler uses: Node objects and bound pods).
+//! Nothing is listed per request: kube-runtime watchers keep the caches current and
+//! relist after 410 Gone or a dropped watch.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+
+use crate::policy::model::{ClusterView, SeriesCapacity, SeriesUsage};
+
+/// Resource name of NVIDIA GPUs in node capacity and container limits.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// Label carrying the owning team on every pod Forge creates.
+pub const TEAM_LABEL: &str = "forge.dev/team";
+
+/// Why the capacity caches could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CapacityError {
+    #[error("the {0} cache did not become ready within {1:?} (is the API server reachable?)")]
+    NotReady(&'static str, Duration),
+}
+
+/// Reader side of the Node and Pod caches.
+#[derive(Clone)]
+pub struct Capacity {
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    gpu_label: Arc<str>,
+}
+
+impl std::fmt::Debug for Capacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capacity").field("gpu_label", &self.gpu_label).finish()
+    }
+}
+
+impl Capacity {
+    /// Start cluster-wide Node and Pod reflectors and wait until both have listed.
+    pub async fn start(client: Client, gpu_label: &str, ready_within: Duration) -> Result<Self, CapacityError> {
+        let nodes = spawn_reflector(Api::<Node>::all(client.clone()));
+        let pods = spawn_reflector(Api::<Pod>::all(client));
+        for (kind, ready) in [
+            ("node", tokio::time::timeout(ready_within, nodes.wait_until_ready()).await.is_ok()),
+            ("pod", tokio::time::timeout(ready_within, pods.wait_until_ready()).await.is_ok()),
+        ] {
+            if !ready {
+                return Err(CapacityError::NotReady(kind, ready_within));
+            }
+        }
+        Ok(Capacity {
+            nodes,
+            pods,
+            gpu_label: gpu_label.into(),
+        })
+    }
+
+    /// The cluster snapshot policies and users see.
+    pub fn snapshot(&self) -> ClusterView {
+        compute(&self.gpu_label, &self.nodes.state(), &self.pods.state())
+    }
+
+    /// GPUs the team's pods hold per series (bound, unfinished pods labelled with the team).
+    pub fn team_usage(&self, team: &str) -> Vec<SeriesUsage> {
+        team_usage(&self.gpu_label, &self.nodes.state(), &self.pods.state(), team)
+    }
+}
+
+fn spawn_reflector<K>(api: Api<K>) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .applied_objects();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            if let Err(e) = event {
+                tracing::warn!("capacity watch error (retrying with backoff): {e}");
+            }
+        }
+    });
+    reader
+}
+
+/// GPUs requested by a pod: the sum of its containers' `nvidia.com/gpu` limits.
+pub fn pod_gpus(pod: &Pod) -> u32 {
+    let Some(spec) = &pod.spec else { return 0 };
+    spec.containers
+        .iter()
+        .filter_map(|c| c.resources.as_ref()?.limits.as_ref()?.get(GPU_RESOURCE))
+        .map(|q| quantity_u32(&q.0))
+        .sum()
+}
+
+/// A pod that holds node resources: bound and not finished.
+fn holds_resources(pod: &Pod) -> bool {
+    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    bound && !matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+fn quantity_u32(q: &str) -> u32 {
+    q.trim().parse::<u32>().unwrap_or_else(|_| {
+        tracing::warn!(quantity = q, "ignoring a non-integer GPU quantity");
+        0
+    })
+}
+
+fn node_gpus(node: &Node, allocatable: bool) -> u32 {
+    let status = node.status.as_ref();
+    let map = if allocatable {
+        status.and_then(|s| s.allocatable.as_ref())
+    } else {
+        status.and_then(|s| s.capacity.as_ref())
+    };
+    map.and_then(|m| m.get(GPU_RESOURCE)).map(|q| quantity_u32(&q.0)).unwrap_or(0)
+}
+
+fn node_schedulable(node: &Node) -> bool {
+    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    ready && !cordoned
+}
+
+fn node_series<'a>(node: &'a Node, label: &str) -> Option<&'a str> {
+    node.metadata.labels.as_ref()?.get(label).map(String::as_str)
+}
+
+/// GPUs held per node name.
+fn used_by_node(pods: &[Arc<Pod>]) -> BTreeMap<&str, u32> {
+    let mut used: BTreeMap<&str, u32> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| holds_resources(p)) {
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            *used.entry(node).or_default() += pod_gpus(pod);
+        }
+    }
+    used
+}
+
+/// Aggregate nodes and pods into the per-series snapshot (pure; unit-tested).
+pub fn compute(gpu_label: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> ClusterView {
+    let used = used_by_node(pods);
+    let mut by_series: BTreeMap<&str, SeriesCapacity> = BTreeMap::new();
+    for node in nodes {
+        let Some(series) = node_series(node, gpu_label) else { continue };
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let entry = by_series.entry(series).or_insert_with(|| SeriesCapacity {
+            series: series.to_string(),
+            ..SeriesCapacity::default()
+        });
+        let capacity = node_gpus(node, false);
+        let allocatable = node_gpus(node, true);
+        let in_use = used.get(name).copied().unwrap_or(0);
+        entry.nodes += 1;
+        entry.total += capacity;
+        if node_schedulable(node) {
+            entry.allocatable += allocatable;
+            entry.in_use += in_use;
+            let free = allocatable.saturating_sub(in_use);
+            entry.free += free;
+            entry.largest_free_block = entry.largest_free_block.max(free);
+        } else {
+            entry.blocked += capacity;
+        }
+    }
+    ClusterView {
+        gpu_node_label: gpu_label.to_string(),
+        series: by_series.into_values().collect(),
+    }
+}
+
+/// GPUs a team holds per series (pure; unit-tested).
+pub fn team_usage(gpu_label: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>], team: &str) -> Vec<SeriesUsage> {
+    let series_of: BTreeMap<&str, &str> = nodes
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, node_series(n, gpu_label)?)))
+        .collect();
+    let mut usage: BTreeMap<&str, u32> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| holds_resources(p)) {
+        let of_team = pod.metadata.labels.as_ref().and_then(|l| l.get(TEAM_LABEL)).is_some_and(|t| t == team);
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        if let (true, Some(series)) = (of_team, node.and_then(|n| series_of.get(n))) {
+            *usage.entry(series).or_default() += pod_gpus(pod);
+        }
+    }
+    usage
+        .into_iter()
+        .map(|(series, running)| SeriesUsage {
+            series: series.to_string(),
+            running,
+            queued: 0,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, series: &str, gpus: u32, ready: bool, cordoned: bool) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "labels": {"starforge/gpu-series": series}},
+                "spec": {"unschedulable": cordoned},
+                "status": {
+                    "capacity": {"nvidia.com/gpu": gpus.to_string()},
+                    "allocatable": {"nvidia.com/gpu": gpus.to_string()},
+                    "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]
+                }
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn pod(node: &str, gpus: u32, phase: &str, team: &str) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("p-{node}-{gpus}"), "labels": {"forge.dev/team": team}},
+                "spec": {"nodeName": node, "containers": [
+                    {"name": "ray", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}},
+                    {"name": "sidecar"}
+                ]},
+                "status": {"phase": phase}
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn aggregates_per_series_with_blocked_and_largest_block() {
+        let nodes = vec![
+            node("a1", "h100", 8, true, false),
+            node("a2", "h100", 8, true, false),
+            node("a3", "h100", 8, false, false),
+            node("b1", "h200", 8, true, true),
+        ];
+        let pods = vec![
+            pod("a1", 6, "Running", "t"),
+            pod("a2", 2, "Pending", "t"),
+            pod("a2", 8, "Succeeded", "t"),
+        ];
+        let view = compute("starforge/gpu-series", &nodes, &pods);
+        let h100 = &view.series[0];
+        assert_eq!(
+            (h100.series.as_str(), h100.total, h100.allocatable, h100.in_use, h100.blocked, h100.free),
+            ("h100", 24, 16, 8, 8, 8)
+        );
+        assert_eq!((h100.largest_free_block, h100.nodes), (6, 3));
+        let h200 = &view.series[1];
+        assert_eq!((h200.total, h200.allocatable, h200.blocked, h200.free), (8, 0, 8, 0));
+    }
+
+    #[test]
+    fn team_usage_counts_only_the_teams_live_pods() {
+        let nodes = vec![node("a1", "h100", 8, true, false), node("b1", "h200", 8, true, false)];
+        let pods = vec![
+            pod("a1", 4, "Running", "vision"),
+            pod("b1", 8, "Running", "nlp"),
+            pod("b1", 2, "Failed", "vision"),
+        ];
+        let usage = team_usage("starforge/gpu-series", &nodes, &pods, "vision");
+        assert_eq!(usage, vec![SeriesUsage { series: "h100".into(), running: 4, queued: 0 }]);
+    }
+}

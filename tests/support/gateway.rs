@@ -1,0 +1,60 @@
+//! Start the real gateway app (the `dev` composition: emulator + reference chain) on a
+//! port-0 listener with a temporary data directory.
+
+use std::collections::HashMap;
+
+use forge_gateway::app::router;
+use forge_gateway::dev::{self, DevOptions};
+
+use crate::plugins;
+
+/// A running gateway for tests.
+pub struct TestGateway {
+    pub url: String,
+    pub token: String,
+    pub sim: forge_kubesim::Sim,
+    pub http: reqwest::Client,
+    _data: tempfile::TempDir,
+}
+
+impl TestGateway {
+    /// Start with a node layout (e.g. `h100=2x8,h200=2x8`) and extra `FORGE_*` settings.
+    pub async fn start(nodes: &str, env: &[(&str, &str)]) -> TestGateway {
+        for name in ["pool-series", "team-quota", "rwo-guard"] {
+            plugins::component(name);
+        }
+        let data = tempfile::tempdir().expect("temp dir");
+        let mut vars: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        vars.insert("FORGE_DATA_DIR".into(), data.path().display().to_string());
+        let dev = dev::start(&DevOptions {
+            nodes: nodes.into(),
+            plugins_dir: plugins::workspace_root().join("target/plugins/components"),
+            env: vars,
+        })
+        .await
+        .expect("dev gateway");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let app = router(dev.state);
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("serve");
+        });
+        TestGateway {
+            url,
+            token: dev.token,
+            sim: dev.sim,
+            http: reqwest::Client::new(),
+            _data: data,
+        }
+    }
+
+    /// An authenticated request builder.
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(format!("{}{path}", self.url)).bearer_auth(&self.token)
+    }
+
+    /// An authenticated POST with a JSON body.
+    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> reqwest::RequestBuilder {
+        self.http.post(format!("{}{path}", self.url)).bearer_auth(&self.token).json(body)
+    }
+}
