@@ -80,28 +80,41 @@ pub async fn raw(
         req = req.header("content-type", ct);
     }
     let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-    let req = req.body(kube::client::Body::from(bytes)).expect("valid request");
+    let req = req
+        .body(kube::client::Body::from(bytes))
+        .expect("valid request");
     let resp = client.send(req).await.expect("request sent");
     let code = resp.status().as_u16();
     let headers = resp.headers().clone();
     let data = resp.into_body().collect_bytes().await.expect("body read");
-    let v = serde_json::from_slice(&data).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&data).into_owned()));
+    let v = serde_json::from_slice(&data)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&data).into_owned()));
     (code, headers, v)
 }
 
 /// A raw HTTP/1.1 exchange over TCP with no client-side retries (the `kube` client
 /// retries 429s by itself): (status code, lower-cased headers, body).
-pub async fn raw_http(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, Vec<(String, String)>, String) {
+pub async fn raw_http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+) -> (u16, Vec<(String, String)>, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    );
     s.write_all(req.as_bytes()).await.expect("write");
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).await.expect("read");
     let text = String::from_utf8_lossy(&buf).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").expect("http response");
     let mut lines = head.lines();
-    let code = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|c| c.parse().ok()).expect("status line");
+    let code = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))

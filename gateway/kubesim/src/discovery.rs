@@ -55,11 +55,15 @@ pub fn group_list() -> Value {
 pub fn group(name: &str) -> Option<Value> {
     let (g, v) = groups().into_iter().find(|(g, _)| *g == name)?;
     let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
-    Some(json!({"kind": "APIGroup", "apiVersion": "v1", "name": g, "versions": [gv.clone()], "preferredVersion": gv}))
+    Some(
+        json!({"kind": "APIGroup", "apiVersion": "v1", "name": g, "versions": [gv.clone()], "preferredVersion": gv}),
+    )
 }
 
 fn main_verbs(r: &Resource) -> Vec<&'static str> {
-    let mut v = vec!["create", "delete", "get", "list", "patch", "update", "watch"];
+    let mut v = vec![
+        "create", "delete", "get", "list", "patch", "update", "watch",
+    ];
     if r.namespaced {
         v.insert(1, "deletecollection");
     }
@@ -69,7 +73,10 @@ fn main_verbs(r: &Resource) -> Vec<&'static str> {
 /// `/api/v1` or `/apis/<group>/<version>`.
 pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
-    for r in RESOURCES.iter().filter(|r| r.group == group && r.version == version) {
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
         let mut main = json!({
             "name": r.plural,
             "singularName": r.singular,
@@ -95,6 +102,12 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     if resources.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }

@@ -73,7 +73,9 @@ pub enum ApiError {
     #[error("{0}")]
     Expired(String),
     /// 415 UnsupportedMediaType.
-    #[error("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json")]
+    #[error(
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json"
+    )]
     UnsupportedMediaType,
     /// 500 InternalError (also used by fault injection).
     #[error("{0}")]
@@ -92,9 +94,19 @@ pub enum ApiError {
 fn summarize(causes: &[Cause]) -> String {
     let parts: Vec<String> = causes
         .iter()
-        .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
+        .map(|c| {
+            if c.field.is_empty() {
+                c.message.clone()
+            } else {
+                format!("{}: {}", c.field, c.message)
+            }
+        })
         .collect();
-    if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) }
+    if parts.len() == 1 {
+        parts[0].clone()
+    } else {
+        format!("[{}]", parts.join(", "))
+    }
 }
 
 impl ApiError {
@@ -143,16 +155,34 @@ impl ApiError {
             "code": self.code(),
         });
         let details = match self {
-            Self::NotFound { resource, group, name }
-            | Self::AlreadyExists { resource, group, name }
-            | Self::Conflict { resource, group, name, .. } => {
+            Self::NotFound {
+                resource,
+                group,
+                name,
+            }
+            | Self::AlreadyExists {
+                resource,
+                group,
+                name,
+            }
+            | Self::Conflict {
+                resource,
+                group,
+                name,
+                ..
+            } => {
                 let mut d = json!({"name": name, "kind": resource});
                 if !group.is_empty() {
                     d["group"] = json!(group);
                 }
                 Some(d)
             }
-            Self::Invalid { kind, group, name, causes } => {
+            Self::Invalid {
+                kind,
+                group,
+                name,
+                causes,
+            } => {
                 let mut d = json!({
                     "name": name,
                     "kind": kind,
@@ -163,7 +193,9 @@ impl ApiError {
                 }
                 Some(d)
             }
-            Self::TooManyRequests { retry_after } => Some(json!({"retryAfterSeconds": retry_after})),
+            Self::TooManyRequests { retry_after } => {
+                Some(json!({"retryAfterSeconds": retry_after}))
+            }
             Self::Internal(_) => Some(json!({"causes": [{"message": self.to_string()}]})),
             _ => None,
         };
@@ -178,9 +210,15 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = self.status().to_string();
-        let mut resp = (code, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response();
+        let mut resp = (
+            code,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
         if let Self::TooManyRequests { retry_after } = self {
-            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, retry_after.into());
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, retry_after.into());
         }
         resp
     }

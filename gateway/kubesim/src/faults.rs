@@ -70,22 +70,35 @@ pub struct Faults {
 
 impl Faults {
     pub(crate) fn new(store: Arc<Store>) -> Self {
-        Self { state: Mutex::new(FaultState::default()), drop_tx: watch::channel(0).0, store }
+        Self {
+            state: Mutex::new(FaultState::default()),
+            drop_tx: watch::channel(0).0,
+            store,
+        }
     }
 
     /// Fails the next `count` requests with HTTP `code` (500 or 429).
     pub fn fail_next(&self, count: u32, code: u16) {
-        self.add_rule(FailRule { count, code, ..FailRule::default() });
+        self.add_rule(FailRule {
+            count,
+            code,
+            ..FailRule::default()
+        });
     }
 
     /// Adds a failure rule.
     pub fn add_rule(&self, rule: FailRule) {
-        self.state.lock().expect("faults lock poisoned").rules.push(rule);
+        self.state
+            .lock()
+            .expect("faults lock poisoned")
+            .rules
+            .push(rule);
     }
 
     /// Delays every API response by `delay` (zero disables).
     pub fn set_delay(&self, delay: Duration) {
-        self.state.lock().expect("faults lock poisoned").delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.state.lock().expect("faults lock poisoned").delay_ms =
+            u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
     }
 
     /// Closes every open watch connection now (clients see a clean end of stream).
@@ -139,12 +152,16 @@ impl Faults {
         let idx = st.rules.iter().position(|r| {
             r.count > 0
                 && r.path_contains.as_deref().is_none_or(|p| path.contains(p))
-                && r.verb.as_deref().is_none_or(|v| v.eq_ignore_ascii_case(verb))
+                && r.verb
+                    .as_deref()
+                    .is_none_or(|v| v.eq_ignore_ascii_case(verb))
         })?;
         let rule = &mut st.rules[idx];
         rule.count -= 1;
         let err = if rule.code == 429 {
-            ApiError::TooManyRequests { retry_after: rule.retry_after_seconds.unwrap_or(1) }
+            ApiError::TooManyRequests {
+                retry_after: rule.retry_after_seconds.unwrap_or(1),
+            }
         } else {
             ApiError::Internal(format!("injected fault for {verb} {path}"))
         };

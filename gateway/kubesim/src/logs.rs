@@ -40,7 +40,12 @@ struct Entry {
 
 impl Entry {
     fn new() -> Self {
-        Self { data: Vec::new(), closed: false, notify: watch::channel(0).0, removed: false }
+        Self {
+            data: Vec::new(),
+            closed: false,
+            notify: watch::channel(0).0,
+            removed: false,
+        }
     }
     fn bump(&self) {
         self.notify.send_modify(|v| *v += 1);
@@ -154,11 +159,13 @@ impl LogStore {
         container: &str,
         tail: Option<usize>,
     ) -> Result<Vec<u8>, LogError> {
-        let entry = self.existing(namespace, pod, container).ok_or_else(|| LogError::NotFound {
-            namespace: namespace.to_owned(),
-            pod: pod.to_owned(),
-            container: container.to_owned(),
-        })?;
+        let entry = self
+            .existing(namespace, pod, container)
+            .ok_or_else(|| LogError::NotFound {
+                namespace: namespace.to_owned(),
+                pod: pod.to_owned(),
+                container: container.to_owned(),
+            })?;
         let e = entry.lock().expect("log entry lock poisoned");
         Ok(match tail {
             Some(n) => tail_lines(&e.data, n).to_vec(),
@@ -177,7 +184,11 @@ impl LogStore {
         tail: Option<usize>,
     ) -> impl Stream<Item = Bytes> + Send + 'static {
         let entry = self.entry(namespace, pod, container);
-        let rx = entry.lock().expect("log entry lock poisoned").notify.subscribe();
+        let rx = entry
+            .lock()
+            .expect("log entry lock poisoned")
+            .notify
+            .subscribe();
         let start = {
             let e = entry.lock().expect("log entry lock poisoned");
             match tail {
@@ -195,7 +206,8 @@ impl LogStore {
                     rx.mark_unchanged();
                     let (chunk, finished) = {
                         let e = entry.lock().expect("log entry lock poisoned");
-                        let chunk = (e.data.len() > offset).then(|| Bytes::copy_from_slice(&e.data[offset..]));
+                        let chunk = (e.data.len() > offset)
+                            .then(|| Bytes::copy_from_slice(&e.data[offset..]));
                         (chunk, e.closed || e.removed)
                     };
                     if let Some(chunk) = chunk {
@@ -232,7 +244,10 @@ mod tests {
         let store = Arc::new(LogStore::new());
         store.append("ns", "p", "c", b"one\n");
         let mut s = Box::pin(store.follow("ns", "p", "c", None));
-        assert_eq!(s.next().await.expect("first chunk"), Bytes::from_static(b"one\n"));
+        assert_eq!(
+            s.next().await.expect("first chunk"),
+            Bytes::from_static(b"one\n")
+        );
         let writer = store.clone();
         tokio::spawn(async move {
             writer.append("ns", "p", "c", b"two\n");

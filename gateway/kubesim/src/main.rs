@@ -19,7 +19,11 @@ struct Args {
     #[arg(long, env = "KUBESIM_NODES", default_value = "h100=4x8,a100=2x8")]
     nodes: String,
     /// Node label key holding the GPU series.
-    #[arg(long, env = "FORGE_K8S_GPU_NODE_LABEL", default_value = "starforge/gpu-series")]
+    #[arg(
+        long,
+        env = "FORGE_K8S_GPU_NODE_LABEL",
+        default_value = "starforge/gpu-series"
+    )]
     gpu_node_label: String,
     /// Namespaces to create (comma separated; the first is the kubeconfig default).
     #[arg(long, env = "FORGE_K8S_NAMESPACE", default_value = "starforge")]
@@ -38,23 +42,43 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let mut cfg = SimConfig { listen: args.listen, gpu_node_label: args.gpu_node_label, run_controllers: !args.no_controllers, ..SimConfig::default() };
+    let mut cfg = SimConfig {
+        listen: args.listen,
+        gpu_node_label: args.gpu_node_label,
+        run_controllers: !args.no_controllers,
+        ..SimConfig::default()
+    };
     cfg.nodes = NodeSpec::parse_layout(&args.nodes)?;
-    cfg.namespaces = args.namespaces.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    cfg.namespaces = args
+        .namespaces
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
     cfg.controllers.mode = match args.mode.as_str() {
         "process" => RunMode::Process,
         "timed" => RunMode::Timed(TimedModel::default()),
         other => anyhow::bail!("unknown --mode {other:?} (process|timed)"),
     };
     let sim = Sim::start(cfg).await?;
-    sim.write_kubeconfig(&args.kubeconfig).with_context(|| format!("writing {}", args.kubeconfig.display()))?;
+    sim.write_kubeconfig(&args.kubeconfig)
+        .with_context(|| format!("writing {}", args.kubeconfig.display()))?;
     println!("{}", sim.kubeconfig_yaml());
-    eprintln!("forge-kubesim serving {} (kubeconfig written to {})", sim.url(), args.kubeconfig.display());
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    eprintln!(
+        "forge-kubesim serving {} (kubeconfig written to {})",
+        sim.url(),
+        args.kubeconfig.display()
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     sim.shutdown().await;
     Ok(())
 }

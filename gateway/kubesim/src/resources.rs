@@ -31,7 +31,11 @@ pub struct Resource {
 impl Resource {
     /// `apiVersion` string (`v1`, `batch/v1`).
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.to_owned() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// `<Kind>List`.
@@ -201,7 +205,9 @@ pub type ResId = usize;
 
 /// Finds a resource by group, version and plural.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<ResId> {
-    RESOURCES.iter().position(|r| r.group == group && r.version == version && r.plural == plural)
+    RESOURCES
+        .iter()
+        .position(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// The resource with this index.
@@ -211,7 +217,9 @@ pub fn res(id: ResId) -> &'static Resource {
 
 /// Index of a resource by kind and apiVersion (used for ownerReferences).
 pub fn by_kind(api_version: &str, kind: &str) -> Option<ResId> {
-    RESOURCES.iter().position(|r| r.kind == kind && r.api_version() == api_version)
+    RESOURCES
+        .iter()
+        .position(|r| r.kind == kind && r.api_version() == api_version)
 }
 
 /// Well-known index of namespaces.

@@ -49,7 +49,10 @@ fn load(yaml: &str) -> Result<CrdSchema, SchemaError> {
     let openapi = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
-        .and_then(|vs| vs.iter().find(|v| v.get("name").and_then(Value::as_str) == Some("v1")))
+        .and_then(|vs| {
+            vs.iter()
+                .find(|v| v.get("name").and_then(Value::as_str) == Some("v1"))
+        })
         .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
         .cloned()
         .ok_or(SchemaError::NoSchema)?;
@@ -63,7 +66,8 @@ fn load(yaml: &str) -> Result<CrdSchema, SchemaError> {
 }
 
 static RAYJOB: LazyLock<Result<CrdSchema, SchemaError>> = LazyLock::new(|| load(RAYJOB_CRD));
-static RAYCLUSTER: LazyLock<Result<CrdSchema, SchemaError>> = LazyLock::new(|| load(RAYCLUSTER_CRD));
+static RAYCLUSTER: LazyLock<Result<CrdSchema, SchemaError>> =
+    LazyLock::new(|| load(RAYCLUSTER_CRD));
 
 /// The compiled schema for a ray.io kind (`RayJob` / `RayCluster`).
 pub fn schema_for(kind: &str) -> Option<&'static Result<CrdSchema, SchemaError>> {
@@ -76,22 +80,38 @@ pub fn schema_for(kind: &str) -> Option<&'static Result<CrdSchema, SchemaError>>
 
 /// Converts an OpenAPI v3 structural schema to JSON Schema (draft 4 keywords).
 pub fn to_json_schema(s: &Value) -> Value {
-    let Value::Object(m) = s else { return s.clone() };
+    let Value::Object(m) = s else {
+        return s.clone();
+    };
     let mut out = Map::new();
     for (k, v) in m {
         match k.as_str() {
             "properties" | "patternProperties" | "definitions" => {
                 let props = v
                     .as_object()
-                    .map(|p| p.iter().map(|(pk, pv)| (pk.clone(), to_json_schema(pv))).collect())
+                    .map(|p| {
+                        p.iter()
+                            .map(|(pk, pv)| (pk.clone(), to_json_schema(pv)))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 out.insert(k.clone(), Value::Object(props));
             }
             "items" | "additionalProperties" | "not" => {
-                out.insert(k.clone(), if v.is_object() { to_json_schema(v) } else { v.clone() });
+                out.insert(
+                    k.clone(),
+                    if v.is_object() {
+                        to_json_schema(v)
+                    } else {
+                        v.clone()
+                    },
+                );
             }
             "allOf" | "anyOf" | "oneOf" => {
-                let arr = v.as_array().map(|a| a.iter().map(to_json_schema).collect()).unwrap_or_default();
+                let arr = v
+                    .as_array()
+                    .map(|a| a.iter().map(to_json_schema).collect())
+                    .unwrap_or_default();
                 out.insert(k.clone(), Value::Array(arr));
             }
             // OpenAPI-only keywords: handled below or irrelevant to validation.
@@ -201,28 +221,43 @@ pub fn validate(schema: &CrdSchema, obj: &Value) -> Vec<Cause> {
         let instance = err.instance();
         let cause = match err.kind() {
             K::Required { property } => {
-                let prop = property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string());
+                let prop = property
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| property.to_string());
                 Cause {
                     reason: "FieldValueRequired".into(),
                     message: "Required value".into(),
-                    field: if field.is_empty() { prop } else { format!("{field}.{prop}") },
+                    field: if field.is_empty() {
+                        prop
+                    } else {
+                        format!("{field}.{prop}")
+                    },
                 }
             }
             K::Enum { options } => {
-                let supported: Vec<String> =
-                    options.as_array().map(|a| a.iter().map(render).collect()).unwrap_or_default();
+                let supported: Vec<String> = options
+                    .as_array()
+                    .map(|a| a.iter().map(render).collect())
+                    .unwrap_or_default();
                 Cause {
                     reason: "FieldValueNotSupported".into(),
-                    message: format!("Unsupported value: {}: supported values: {}", render(instance), supported.join(", ")),
+                    message: format!(
+                        "Unsupported value: {}: supported values: {}",
+                        render(instance),
+                        supported.join(", ")
+                    ),
                     field,
                 }
             }
             K::Type { kind } => {
                 let want = match kind {
                     jsonschema::error::TypeKind::Single(t) => t.to_string(),
-                    jsonschema::error::TypeKind::Multiple(ts) => {
-                        ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
-                    }
+                    jsonschema::error::TypeKind::Multiple(ts) => ts
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 };
                 Cause {
                     reason: "FieldValueTypeInvalid".into(),
@@ -254,13 +289,19 @@ mod tests {
 
     #[test]
     fn pointer_paths_render_like_the_api_server() {
-        assert_eq!(pointer_to_field("/spec/rayClusterSpec/workerGroupSpecs/0/groupName"), "spec.rayClusterSpec.workerGroupSpecs[0].groupName");
+        assert_eq!(
+            pointer_to_field("/spec/rayClusterSpec/workerGroupSpecs/0/groupName"),
+            "spec.rayClusterSpec.workerGroupSpecs[0].groupName"
+        );
         assert_eq!(pointer_to_field(""), "");
     }
 
     #[test]
     fn embedded_crds_compile_and_default() {
-        let s = schema_for("RayJob").expect("known kind").as_ref().expect("compiles");
+        let s = schema_for("RayJob")
+            .expect("known kind")
+            .as_ref()
+            .expect("compiles");
         let mut obj = json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "x"}, "spec": {"entrypoint": "python x.py"}});
         apply_defaults(&s.openapi, &mut obj);
         assert!(validate(s, &obj).is_empty(), "{:?}", validate(s, &obj));

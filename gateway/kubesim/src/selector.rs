@@ -50,11 +50,16 @@ fn split_top_level(s: &str) -> Vec<String> {
         }
     }
     out.push(cur);
-    out.into_iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect()
+    out.into_iter()
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 fn valid_key(k: &str) -> bool {
-    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
 }
 
 fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, SelectorError> {
@@ -63,7 +68,11 @@ fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, SelectorError> {
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
         .ok_or_else(|| SelectorError::Label(format!("{whole}: found '{rest}', expected: '('")))?;
-    Ok(inner.split(',').map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()).collect())
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect())
 }
 
 impl LabelSelector {
@@ -163,10 +172,13 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(SelectorError::Field(format!("invalid selector: '{s}'; can't understand '{part}'")));
+                return Err(SelectorError::Field(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                )));
             };
             let k = k.trim();
-            let supported = matches!(k, "metadata.name" | "metadata.namespace") || res.field_selectors.contains(&k);
+            let supported = matches!(k, "metadata.name" | "metadata.namespace")
+                || res.field_selectors.contains(&k);
             if !supported {
                 return Err(SelectorError::Field(format!(
                     "field label not supported: {k}"
@@ -179,12 +191,17 @@ impl FieldSelector {
 
     /// Whether the object satisfies every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(k, eq, v)| (field_value(obj, k) == *v) == *eq)
+        self.0
+            .iter()
+            .all(|(k, eq, v)| (field_value(obj, k) == *v) == *eq)
     }
 
     /// The name this selector pins with `metadata.name=x`, if any.
     pub fn pinned_name(&self) -> Option<&str> {
-        self.0.iter().find(|(k, eq, _)| k == "metadata.name" && *eq).map(|(_, _, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, eq, _)| k == "metadata.name" && *eq)
+            .map(|(_, _, v)| v.as_str())
     }
 }
 
@@ -209,7 +226,11 @@ mod tests {
             ("missing notin (x)", true),
             ("app=ray,tier in (worker)", false),
         ] {
-            assert_eq!(LabelSelector::parse(sel).expect(sel).matches(&obj), want, "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).expect(sel).matches(&obj),
+                want,
+                "{sel}"
+            );
         }
         assert!(LabelSelector::parse("app in ray").is_err());
         assert!(LabelSelector::parse("a b c").is_err());
@@ -219,8 +240,16 @@ mod tests {
     fn field_selector_supports_known_fields_only() {
         let pods = res(PODS);
         let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
-        assert!(FieldSelector::parse("spec.nodeName=n1,status.phase!=Failed", pods).expect("valid").matches(&pod));
-        assert!(!FieldSelector::parse("spec.nodeName=", pods).expect("valid").matches(&pod));
+        assert!(
+            FieldSelector::parse("spec.nodeName=n1,status.phase!=Failed", pods)
+                .expect("valid")
+                .matches(&pod)
+        );
+        assert!(
+            !FieldSelector::parse("spec.nodeName=", pods)
+                .expect("valid")
+                .matches(&pod)
+        );
         assert!(FieldSelector::parse("spec.bogus=1", pods).is_err());
     }
 }

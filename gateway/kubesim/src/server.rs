@@ -46,13 +46,34 @@ pub struct AppState {
 /// Builds the router.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/version", get(|| async { axum::Json(discovery::version()) }))
+        .route(
+            "/version",
+            get(|| async { axum::Json(discovery::version()) }),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .route("/_sim/faults", any(faults_endpoint))
+        // An empty OpenAPI v2 document (valid empty protobuf): kubectl's client-side
+        // validation then skips the types it cannot find, as for schemaless CRDs.
+        // `/openapi/v3` is 404, which kubectl treats as "not served".
+        .route(
+            "/openapi/v2",
+            get(|| async {
+                (
+                    [(
+                        header::CONTENT_TYPE,
+                        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+                    )],
+                    Vec::<u8>::new(),
+                )
+            }),
+        )
         .route("/api", get(core_versions))
-        .route("/apis", get(|| async { axum::Json(discovery::group_list()) }))
+        .route(
+            "/apis",
+            get(|| async { axum::Json(discovery::group_list()) }),
+        )
         .route("/api/{*rest}", any(core_api))
         .route("/apis/{*rest}", any(group_api))
         .fallback(|uri: Uri| async move {
@@ -60,7 +81,11 @@ pub fn router(state: AppState) -> Router {
             let mut body = ApiError::BadRequest(msg).status();
             body["reason"] = json!("NotFound");
             body["code"] = json!(404);
-            (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], body.to_string())
+            (
+                StatusCode::NOT_FOUND,
+                [(header::CONTENT_TYPE, "application/json")],
+                body.to_string(),
+            )
         })
         .with_state(state)
 }
@@ -96,14 +121,21 @@ struct Target {
 }
 
 fn not_found_path(uri: &Uri) -> ApiError {
-    ApiError::NotFound { resource: String::new(), group: String::new(), name: uri.path().to_owned() }
+    ApiError::NotFound {
+        resource: String::new(),
+        group: String::new(),
+        name: uri.path().to_owned(),
+    }
 }
 
 fn parse_target(group: &str, version: &str, rest: &[&str], uri: &Uri) -> Result<Target, ApiError> {
     let (ns, plural, name, sub) = match rest {
-        ["namespaces", ns, plural, tail @ ..] if !matches!(*plural, "status" | "finalize") => {
-            (Some((*ns).to_owned()), *plural, tail.first().copied(), tail.get(1).copied())
-        }
+        ["namespaces", ns, plural, tail @ ..] if !matches!(*plural, "status" | "finalize") => (
+            Some((*ns).to_owned()),
+            *plural,
+            tail.first().copied(),
+            tail.get(1).copied(),
+        ),
         [plural, tail @ ..] => (None, *plural, tail.first().copied(), tail.get(1).copied()),
         [] => return Err(not_found_path(uri)),
     };
@@ -112,35 +144,86 @@ fn parse_target(group: &str, version: &str, rest: &[&str], uri: &Uri) -> Result<
     if ns.is_some() && !r.namespaced {
         return Err(not_found_path(uri));
     }
-    Ok(Target { rid, ns, name: name.map(str::to_owned), sub: sub.map(str::to_owned) })
+    Ok(Target {
+        rid,
+        ns,
+        name: name.map(str::to_owned),
+        sub: sub.map(str::to_owned),
+    })
 }
 
-async fn core_api(State(st): State<AppState>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    let path = uri.path().trim_start_matches("/api/").trim_end_matches('/').to_owned();
+async fn core_api(
+    State(st): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri
+        .path()
+        .trim_start_matches("/api/")
+        .trim_end_matches('/')
+        .to_owned();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {
         ["v1"] => with_faults(&st, &uri, "get", async { resource_list("", "v1", &uri) }).await,
-        ["v1", rest @ ..] => dispatch(st.clone(), "", "v1", rest, method, &uri, &headers, body).await,
-        _ => ApiError::NotFound { resource: String::new(), group: String::new(), name: uri.path().to_owned() }.into_response(),
+        ["v1", rest @ ..] => {
+            dispatch(st.clone(), "", "v1", rest, method, &uri, &headers, body).await
+        }
+        _ => ApiError::NotFound {
+            resource: String::new(),
+            group: String::new(),
+            name: uri.path().to_owned(),
+        }
+        .into_response(),
     }
 }
 
-async fn group_api(State(st): State<AppState>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    let path = uri.path().trim_start_matches("/apis/").trim_end_matches('/').to_owned();
+async fn group_api(
+    State(st): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri
+        .path()
+        .trim_start_matches("/apis/")
+        .trim_end_matches('/')
+        .to_owned();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {
         [group] => match discovery::group(group) {
             Some(doc) => axum::Json(doc).into_response(),
             None => not_found_path(&uri).into_response(),
         },
-        [group, version] => with_faults(&st, &uri, "get", async { resource_list(group, version, &uri) }).await,
-        [group, version, rest @ ..] => dispatch(st.clone(), group, version, rest, method, &uri, &headers, body).await,
+        [group, version] => {
+            with_faults(&st, &uri, "get", async {
+                resource_list(group, version, &uri)
+            })
+            .await
+        }
+        [group, version, rest @ ..] => {
+            dispatch(
+                st.clone(),
+                group,
+                version,
+                rest,
+                method,
+                &uri,
+                &headers,
+                body,
+            )
+            .await
+        }
         [] => axum::Json(discovery::group_list()).into_response(),
     }
 }
 
 fn resource_list(group: &str, version: &str, uri: &Uri) -> Result<Response, ApiError> {
-    discovery::resource_list(group, version).map(|d| axum::Json(d).into_response()).ok_or_else(|| not_found_path(uri))
+    discovery::resource_list(group, version)
+        .map(|d| axum::Json(d).into_response())
+        .ok_or_else(|| not_found_path(uri))
 }
 
 async fn with_faults(
@@ -165,7 +248,11 @@ fn query_map(uri: &Uri) -> HashMap<String, String> {
             q.split('&')
                 .filter_map(|kv| {
                     let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                    let dec = |s: &str| percent_encoding::percent_decode_str(&s.replace('+', " ")).decode_utf8_lossy().into_owned();
+                    let dec = |s: &str| {
+                        percent_encoding::percent_decode_str(&s.replace('+', " "))
+                            .decode_utf8_lossy()
+                            .into_owned()
+                    };
                     Some((dec(k), dec(v)))
                 })
                 .collect()
@@ -189,13 +276,20 @@ fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) -> &'static
 }
 
 fn json_response(code: StatusCode, v: &Value) -> Response {
-    (code, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
 }
 
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
     serde_json::from_slice(body)
         .or_else(|_| serde_yaml::from_slice(body))
-        .map_err(|e| ApiError::BadRequest(format!("the body of the request could not be decoded: {e}")))
+        .map_err(|e| {
+            ApiError::BadRequest(format!("the body of the request could not be decoded: {e}"))
+        })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -216,7 +310,10 @@ async fn dispatch(
     let q = query_map(uri);
     let verb = verb_of(&method, &t, &q);
     let st2 = st.clone();
-    with_faults(&st, uri, verb, async move { handle(st2, t, verb, q, headers, body).await }).await
+    with_faults(&st, uri, verb, async move {
+        handle(st2, t, verb, q, headers, body).await
+    })
+    .await
 }
 
 async fn handle(
@@ -235,11 +332,19 @@ async fn handle(
         Some("status") if r.status_subresource => Sub::Status,
         Some("log" | "binding") if t.rid == PODS => Sub::Main,
         Some(other) => {
-            return Err(ApiError::NotFound { resource: format!("{}/{other}", r.plural), group: r.group.into(), name: t.name.clone().unwrap_or_default() });
+            return Err(ApiError::NotFound {
+                resource: format!("{}/{other}", r.plural),
+                group: r.group.into(),
+                name: t.name.clone().unwrap_or_default(),
+            });
         }
     };
     if r.namespaced && t.name.is_some() && t.ns.is_none() {
-        return Err(ApiError::NotFound { resource: r.plural.into(), group: r.group.into(), name: t.name.clone().unwrap_or_default() });
+        return Err(ApiError::NotFound {
+            resource: r.plural.into(),
+            group: r.group.into(),
+            name: t.name.clone().unwrap_or_default(),
+        });
     }
     let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -248,10 +353,25 @@ async fn handle(
     let name = t.name.clone().unwrap_or_default();
     match verb {
         "get" if t.sub.as_deref() == Some("log") => pod_log(&st, &ns, &name, &q).await,
-        "get" => Ok(json_response(StatusCode::OK, &*store.get(t.rid, &ns, &name)?)),
+        "get" => Ok(json_response(
+            StatusCode::OK,
+            &*store.get(t.rid, &ns, &name)?,
+        )),
         "list" => {
-            let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
-            let page = store.list(t.rid, t.ns.as_deref(), &labels, &fields, limit, q.get("continue").map(String::as_str).filter(|c| !c.is_empty()))?;
+            let limit = q
+                .get("limit")
+                .and_then(|l| l.parse::<usize>().ok())
+                .filter(|l| *l > 0);
+            let page = store.list(
+                t.rid,
+                t.ns.as_deref(),
+                &labels,
+                &fields,
+                limit,
+                q.get("continue")
+                    .map(String::as_str)
+                    .filter(|c| !c.is_empty()),
+            )?;
             let mut meta = json!({"resourceVersion": page.rv.to_string()});
             if let Some(c) = &page.continue_token {
                 meta["continue"] = json!(c);
@@ -259,7 +379,8 @@ async fn handle(
             if let Some(n) = page.remaining {
                 meta["remainingItemCount"] = json!(n);
             }
-            let head = json!({"kind": r.list_kind(), "apiVersion": r.api_version(), "metadata": meta});
+            let head =
+                json!({"kind": r.list_kind(), "apiVersion": r.api_version(), "metadata": meta});
             let mut out = head.to_string();
             out.pop();
             out.push_str(",\"items\":[");
@@ -275,29 +396,48 @@ async fn handle(
         "watch" => watch(&st, &t, labels, fields, &q),
         "create" if t.sub.as_deref() == Some("binding") => {
             let b = parse_body(&body)?;
-            let node = b.pointer("/target/name").and_then(Value::as_str).unwrap_or("");
+            let node = b
+                .pointer("/target/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             if node.is_empty() {
                 return Err(ApiError::Invalid {
                     kind: "Binding".into(),
                     group: String::new(),
                     name: name.clone(),
-                    causes: vec![crate::error::Cause { reason: "FieldValueRequired".into(), message: "Required value".into(), field: "target.name".into() }],
+                    causes: vec![crate::error::Cause {
+                        reason: "FieldValueRequired".into(),
+                        message: "Required value".into(),
+                        field: "target.name".into(),
+                    }],
                 });
             }
             store.bind(&ns, &name, node)?;
-            Ok(json_response(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+            Ok(json_response(
+                StatusCode::CREATED,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            ))
         }
         "create" if t.name.is_some() => Err(ApiError::MethodNotAllowed),
         "create" => {
             let obj = parse_body(&body)?;
-            Ok(json_response(StatusCode::CREATED, &*store.create(t.rid, &ns, obj)?))
+            Ok(json_response(
+                StatusCode::CREATED,
+                &*store.create(t.rid, &ns, obj)?,
+            ))
         }
         "update" => {
             let obj = parse_body(&body)?;
-            Ok(json_response(StatusCode::OK, &*store.update(t.rid, &ns, &name, obj, sub)?))
+            Ok(json_response(
+                StatusCode::OK,
+                &*store.update(t.rid, &ns, &name, obj, sub)?,
+            ))
         }
         "patch" => {
-            let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
             let kind = match ct.split(';').next().unwrap_or("").trim() {
                 "application/merge-patch+json" => PatchKind::Merge,
                 "application/strategic-merge-patch+json" => PatchKind::Strategic,
@@ -307,11 +447,21 @@ async fn handle(
             };
             let created = kind == PatchKind::Apply && store.get(t.rid, &ns, &name).is_err();
             let obj = store.patch(t.rid, &ns, &name, kind, &body, sub)?;
-            Ok(json_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &obj))
+            Ok(json_response(
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                &obj,
+            ))
         }
         "delete" => {
             let opts = delete_opts(&q, &body)?;
-            Ok(json_response(StatusCode::OK, &*store.delete(t.rid, &ns, &name, &opts)?))
+            Ok(json_response(
+                StatusCode::OK,
+                &*store.delete(t.rid, &ns, &name, &opts)?,
+            ))
         }
         "deletecollection" => {
             let opts = delete_opts(&q, &body)?;
@@ -319,41 +469,70 @@ async fn handle(
             let mut items = Vec::new();
             for item in page.items {
                 let m = &item["metadata"];
-                let (ins, iname) = (m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""));
+                let (ins, iname) = (
+                    m["namespace"].as_str().unwrap_or(""),
+                    m["name"].as_str().unwrap_or(""),
+                );
                 if let Ok(o) = store.delete(t.rid, ins, iname, &opts) {
                     items.push((*o).clone());
                 }
             }
-            Ok(json_response(StatusCode::OK, &json!({"kind": r.list_kind(), "apiVersion": r.api_version(), "metadata": {"resourceVersion": store.current_rv().to_string()}, "items": items})))
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({"kind": r.list_kind(), "apiVersion": r.api_version(), "metadata": {"resourceVersion": store.current_rv().to_string()}, "items": items}),
+            ))
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
 }
 
 fn delete_opts(q: &HashMap<String, String>, body: &Bytes) -> Result<DeleteOpts, ApiError> {
-    let b: Value = if body.is_empty() { json!({}) } else { parse_body(body)? };
+    let b: Value = if body.is_empty() {
+        json!({})
+    } else {
+        parse_body(body)?
+    };
     let s = |v: &Value| v.as_str().map(str::to_owned);
     Ok(DeleteOpts {
-        propagation: q.get("propagationPolicy").cloned().or_else(|| s(&b["propagationPolicy"])),
-        orphan_dependents: q.get("orphanDependents").map(|v| v == "true").or_else(|| b["orphanDependents"].as_bool()),
+        propagation: q
+            .get("propagationPolicy")
+            .cloned()
+            .or_else(|| s(&b["propagationPolicy"])),
+        orphan_dependents: q
+            .get("orphanDependents")
+            .map(|v| v == "true")
+            .or_else(|| b["orphanDependents"].as_bool()),
         uid: s(&b["preconditions"]["uid"]),
         resource_version: s(&b["preconditions"]["resourceVersion"]),
     })
 }
 
-async fn pod_log(st: &AppState, ns: &str, name: &str, q: &HashMap<String, String>) -> Result<Response, ApiError> {
+async fn pod_log(
+    st: &AppState,
+    ns: &str,
+    name: &str,
+    q: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
     let pod = st.store.get(PODS, ns, name)?;
     let names = |list: &str| -> Vec<String> {
         pod.pointer(&format!("/spec/{list}"))
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|c| c["name"].as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let containers = names("containers");
     let init = names("initContainers");
     let container = match q.get("container").filter(|c| !c.is_empty()) {
         Some(c) if containers.contains(c) || init.contains(c) => c.clone(),
-        Some(c) => return Err(ApiError::BadRequest(format!("container {c} is not valid for pod {name}"))),
+        Some(c) => {
+            return Err(ApiError::BadRequest(format!(
+                "container {c} is not valid for pod {name}"
+            )));
+        }
         None if containers.len() == 1 => containers[0].clone(),
         None => {
             return Err(ApiError::BadRequest(format!(
@@ -365,15 +544,23 @@ async fn pod_log(st: &AppState, ns: &str, name: &str, q: &HashMap<String, String
     let tail = q.get("tailLines").and_then(|t| t.parse::<usize>().ok());
     let follow = q.get("follow").is_some_and(|f| f == "true" || f == "1");
     if st.logs.is_closed(ns, name, &container).is_none() {
-        return Err(ApiError::BadRequest(format!("container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating")));
+        return Err(ApiError::BadRequest(format!(
+            "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
+        )));
     }
     let text = [(header::CONTENT_TYPE, "text/plain")];
     if !follow {
-        let data = st.logs.read(ns, name, &container, tail).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let data = st
+            .logs
+            .read(ns, name, &container, tail)
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         return Ok((text, data).into_response());
     }
     let shutdown = st.shutdown.clone();
-    let stream = st.logs.follow(ns, name, &container, tail).take_until(async move { shutdown.cancelled().await });
+    let stream = st
+        .logs
+        .follow(ns, name, &container, tail)
+        .take_until(async move { shutdown.cancelled().await });
     Ok((text, Body::from_stream(stream.map(Ok::<_, Infallible>))).into_response())
 }
 
@@ -383,7 +570,13 @@ fn watch_line(kind: &str, obj: &Value) -> Bytes {
     Bytes::from(s)
 }
 
-fn classify(ev: &WatchEvent, rid: ResId, ns: Option<&str>, labels: &LabelSelector, fields: &FieldSelector) -> Option<&'static str> {
+fn classify(
+    ev: &WatchEvent,
+    rid: ResId,
+    ns: Option<&str>,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+) -> Option<&'static str> {
     if ev.res != rid {
         return None;
     }
@@ -409,15 +602,29 @@ fn classify(ev: &WatchEvent, rid: ResId, ns: Option<&str>, labels: &LabelSelecto
     }
 }
 
-fn watch(st: &AppState, t: &Target, labels: LabelSelector, fields: FieldSelector, q: &HashMap<String, String>) -> Result<Response, ApiError> {
+fn watch(
+    st: &AppState,
+    t: &Target,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    q: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
     let rid = t.rid;
     let r = res(rid);
     let rv = match q.get("resourceVersion").map(String::as_str) {
         None | Some("") => None,
-        Some(s) => Some(s.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("invalid resource version: {s}")))?),
+        Some(s) => Some(
+            s.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {s}")))?,
+        ),
     };
-    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true" || v == "1");
-    let timeout = q.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs);
+    let bookmarks = q
+        .get("allowWatchBookmarks")
+        .is_some_and(|v| v == "true" || v == "1");
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Duration::from_secs);
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
     let ns = t.ns.clone();
     let store = st.store.clone();
@@ -481,12 +688,14 @@ fn watch(st: &AppState, t: &Target, labels: LabelSelector, fields: FieldSelector
             };
             match ev {
                 Ok(ev) => {
-                    if !send_event(&tx, &ev, &mut last, rid, ns.as_deref(), &labels, &fields).await {
+                    if !send_event(&tx, &ev, &mut last, rid, ns.as_deref(), &labels, &fields).await
+                    {
                         return;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
-                    if !catch_up(&store, &tx, &mut last, rid, ns.as_deref(), &labels, &fields).await {
+                    if !catch_up(&store, &tx, &mut last, rid, ns.as_deref(), &labels, &fields).await
+                    {
                         return;
                     }
                 }
@@ -495,7 +704,11 @@ fn watch(st: &AppState, t: &Target, labels: LabelSelector, fields: FieldSelector
         }
     });
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(stream),
+    )
+        .into_response())
 }
 
 async fn send_event(

@@ -76,7 +76,15 @@ pub struct NodeSpec {
 impl NodeSpec {
     /// A ready, schedulable GPU node with 64 CPUs and 512Gi.
     pub fn gpu(name: impl Into<String>, series: impl Into<String>, gpus: u32) -> Self {
-        Self { name: name.into(), series: Some(series.into()), gpus, cpu: 64, memory: "512Gi".into(), unschedulable: false, ready: true }
+        Self {
+            name: name.into(),
+            series: Some(series.into()),
+            gpus,
+            cpu: 64,
+            memory: "512Gi".into(),
+            unschedulable: false,
+            ready: true,
+        }
     }
 
     /// Parses a layout like `h100=4x8,a100=2x8` (4 nodes with 8 GPUs of series h100,
@@ -191,7 +199,7 @@ impl Default for SimConfig {
             gpu_node_label: "starforge/gpu-series".into(),
             controllers: ControllerConfig::default(),
             run_controllers: true,
-            event_window: 100_000,
+            event_window: 20_000,
             bookmark_interval: Duration::from_secs(1),
         }
     }
@@ -221,15 +229,31 @@ impl Sim {
         let faults = Arc::new(Faults::new(store.clone()));
         for ns in &cfg.namespaces {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            store.create(NAMESPACES, "", obj).map_err(|e| SimError::Seed { what: format!("namespace {ns}"), message: e.to_string() })?;
+            store
+                .create(NAMESPACES, "", obj)
+                .map_err(|e| SimError::Seed {
+                    what: format!("namespace {ns}"),
+                    message: e.to_string(),
+                })?;
         }
         for node in &cfg.nodes {
             store
                 .create(NODES, "", node.to_node(&cfg.gpu_node_label))
-                .map_err(|e| SimError::Seed { what: format!("node {}", node.name), message: e.to_string() })?;
+                .map_err(|e| SimError::Seed {
+                    what: format!("node {}", node.name),
+                    message: e.to_string(),
+                })?;
         }
-        let listener = tokio::net::TcpListener::bind(cfg.listen).await.map_err(|source| SimError::Bind { addr: cfg.listen, source })?;
-        let addr = listener.local_addr().map_err(|source| SimError::Bind { addr: cfg.listen, source })?;
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| SimError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SimError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
         let shutdown = CancellationToken::new();
         let state = AppState {
             store: store.clone(),
@@ -243,7 +267,8 @@ impl Sim {
         let mut tasks = Vec::new();
         let stop = shutdown.clone();
         tasks.push(tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });
+            let serve = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await });
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "kubesim server stopped");
             }
@@ -260,8 +285,20 @@ impl Sim {
                 tracing::debug!(changes, "garbage collector pass");
             }
         }));
-        let namespace = cfg.namespaces.first().cloned().unwrap_or_else(|| "default".into());
-        let sim = Self { addr, namespace, store, faults, logs, shutdown, tasks };
+        let namespace = cfg
+            .namespaces
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "default".into());
+        let sim = Self {
+            addr,
+            namespace,
+            store,
+            faults,
+            logs,
+            shutdown,
+            tasks,
+        };
         if cfg.run_controllers {
             let client = sim.client()?;
             let logs = sim.logs.clone();
@@ -306,12 +343,21 @@ impl Sim {
     /// Writes [`Sim::kubeconfig_yaml`] to `path`.
     pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<(), SimError> {
         let path = path.as_ref();
-        std::fs::write(path, self.kubeconfig_yaml()).map_err(|source| SimError::Write { path: path.display().to_string(), source })
+        std::fs::write(path, self.kubeconfig_yaml()).map_err(|source| SimError::Write {
+            path: path.display().to_string(),
+            source,
+        })
     }
 
     /// A `kube::Client` for this server, defaulting to [`Sim::namespace`].
     pub fn client(&self) -> Result<kube::Client, SimError> {
-        let uri: axum::http::Uri = self.url().parse().map_err(|e: axum::http::uri::InvalidUri| SimError::Seed { what: "url".into(), message: e.to_string() })?;
+        let uri: axum::http::Uri =
+            self.url()
+                .parse()
+                .map_err(|e: axum::http::uri::InvalidUri| SimError::Seed {
+                    what: "url".into(),
+                    message: e.to_string(),
+                })?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = self.namespace.clone();
         Ok(kube::Client::try_from(config)?)
@@ -336,7 +382,10 @@ impl Sim {
     pub async fn shutdown(mut self) {
         self.shutdown.cancel();
         for t in std::mem::take(&mut self.tasks) {
-            if tokio::time::timeout(Duration::from_secs(5), t).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(5), t)
+                .await
+                .is_err()
+            {
                 tracing::warn!("kubesim task did not stop within 5s");
             }
         }

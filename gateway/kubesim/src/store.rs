@@ -139,7 +139,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("window", &self.window).finish_non_exhaustive()
+        f.debug_struct("Store")
+            .field("window", &self.window)
+            .finish_non_exhaustive()
     }
 }
 
@@ -160,14 +162,21 @@ fn meta_mut(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
     }
-    obj["metadata"].as_object_mut().expect("metadata was just made an object")
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata was just made an object")
 }
 
 fn finalizers(obj: &Value) -> Vec<String> {
     let mut out: Vec<String> = meta(obj)
         .get("finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     // Namespaces are finalized through spec.finalizers ("kubernetes").
     if obj.get("kind").and_then(Value::as_str) == Some("Namespace")
@@ -179,7 +188,9 @@ fn finalizers(obj: &Value) -> Vec<String> {
 }
 
 fn is_deleting(obj: &Value) -> bool {
-    meta(obj).get("deletionTimestamp").is_some_and(|v| !v.is_null())
+    meta(obj)
+        .get("deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
 }
 
 fn owner_uids(obj: &Value) -> Vec<(String, bool)> {
@@ -190,7 +201,10 @@ fn owner_uids(obj: &Value) -> Vec<(String, bool)> {
             a.iter()
                 .filter_map(|r| {
                     let uid = r.get("uid").and_then(Value::as_str)?;
-                    let block = r.get("blockOwnerDeletion").and_then(Value::as_bool).unwrap_or(false);
+                    let block = r
+                        .get("blockOwnerDeletion")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
                     Some((uid.to_owned(), block))
                 })
                 .collect()
@@ -202,27 +216,45 @@ const NAME_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 fn random_suffix() -> String {
     let mut rng = rand::rng();
-    (0..5).map(|_| NAME_CHARS[rng.random_range(0..NAME_CHARS.len())] as char).collect()
+    (0..5)
+        .map(|_| NAME_CHARS[rng.random_range(0..NAME_CHARS.len())] as char)
+        .collect()
 }
 
 fn valid_dns_subdomain(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 253
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
         && name.as_bytes()[0].is_ascii_alphanumeric()
         && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric()
 }
 
 fn not_found(r: &Resource, name: &str) -> ApiError {
-    ApiError::NotFound { resource: r.plural.into(), group: r.group.into(), name: name.into() }
+    ApiError::NotFound {
+        resource: r.plural.into(),
+        group: r.group.into(),
+        name: name.into(),
+    }
 }
 
 fn conflict(r: &Resource, name: &str, detail: impl Into<String>) -> ApiError {
-    ApiError::Conflict { resource: r.plural.into(), group: r.group.into(), name: name.into(), detail: detail.into() }
+    ApiError::Conflict {
+        resource: r.plural.into(),
+        group: r.group.into(),
+        name: name.into(),
+        detail: detail.into(),
+    }
 }
 
 fn invalid(r: &Resource, name: &str, causes: Vec<Cause>) -> ApiError {
-    ApiError::Invalid { kind: r.kind.into(), group: r.group.into(), name: name.into(), causes }
+    ApiError::Invalid {
+        kind: r.kind.into(),
+        group: r.group.into(),
+        name: name.into(),
+        causes,
+    }
 }
 
 /// Defaults the real API server's registry strategies apply on create.
@@ -252,7 +284,11 @@ fn prepare_for_create(r: &Resource, obj: &mut Value) {
                         if c.get("imagePullPolicy").is_none() {
                             let image = c.get("image").and_then(Value::as_str).unwrap_or("");
                             let last = image.rsplit('/').next().unwrap_or("");
-                            let policy = if !last.contains(':') || image.ends_with(":latest") { "Always" } else { "IfNotPresent" };
+                            let policy = if !last.contains(':') || image.ends_with(":latest") {
+                                "Always"
+                            } else {
+                                "IfNotPresent"
+                            };
                             c["imagePullPolicy"] = json!(policy);
                         }
                         if c.get("terminationMessagePath").is_none() {
@@ -282,7 +318,8 @@ fn prepare_for_create(r: &Resource, obj: &mut Value) {
                 }
             }
             if spec.get("manualSelector").and_then(Value::as_bool) != Some(true) {
-                spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+                spec["selector"] =
+                    json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
                 let tmpl_meta = &mut spec["template"]["metadata"];
                 if tmpl_meta.is_null() {
                     *tmpl_meta = json!({});
@@ -321,7 +358,11 @@ fn prepare_for_create(r: &Resource, obj: &mut Value) {
             }
             if spec.get("clusterIP").is_none() {
                 let mut rng = rand::rng();
-                spec["clusterIP"] = json!(format!("10.96.{}.{}", rng.random_range(0..255), rng.random_range(1..255)));
+                spec["clusterIP"] = json!(format!(
+                    "10.96.{}.{}",
+                    rng.random_range(0..255),
+                    rng.random_range(1..255)
+                ));
             }
             obj["status"] = json!({"loadBalancer": {}});
         }
@@ -345,11 +386,19 @@ fn spec_part(obj: &Value) -> Value {
 
 /// Validates and defaults a ray.io object against its CRD schema.
 fn crd_admit(r: &Resource, name: &str, obj: &mut Value) -> Result<(), ApiError> {
-    let Some(loaded) = schema::schema_for(r.kind) else { return Ok(()) };
-    let s = loaded.as_ref().map_err(|e| ApiError::Internal(e.to_string()))?;
+    let Some(loaded) = schema::schema_for(r.kind) else {
+        return Ok(());
+    };
+    let s = loaded
+        .as_ref()
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     schema::apply_defaults(&s.openapi, obj);
     let causes = schema::validate(s, obj);
-    if causes.is_empty() { Ok(()) } else { Err(invalid(r, name, causes)) }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(r, name, causes))
+    }
 }
 
 impl Store {
@@ -395,7 +444,14 @@ impl Store {
         self.gc.notified().await;
     }
 
-    fn commit(&self, inner: &mut Inner, rid: ResId, kind: EventKind, mut obj: Value, old: Option<Arc<Value>>) -> Arc<Value> {
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        rid: ResId,
+        kind: EventKind,
+        mut obj: Value,
+        old: Option<Arc<Value>>,
+    ) -> Arc<Value> {
         inner.rv += 1;
         let rv = inner.rv;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
@@ -419,7 +475,13 @@ impl Store {
                 inner.uids.insert(uid, (rid, key));
             }
         }
-        let ev = Arc::new(WatchEvent { rv, res: rid, kind, object: obj.clone(), old });
+        let ev = Arc::new(WatchEvent {
+            rv,
+            res: rid,
+            kind,
+            object: obj.clone(),
+            old,
+        });
         inner.history.push_back(ev.clone());
         while inner.history.len() > self.window {
             if let Some(front) = inner.history.pop_front() {
@@ -434,7 +496,10 @@ impl Store {
     /// Gets one object.
     pub fn get(&self, rid: ResId, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
         let inner = self.lock();
-        inner.objects[rid].get(&(ns.to_owned(), name.to_owned())).cloned().ok_or_else(|| not_found(res(rid), name))
+        inner.objects[rid]
+            .get(&(ns.to_owned(), name.to_owned()))
+            .cloned()
+            .ok_or_else(|| not_found(res(rid), name))
     }
 
     /// Lists objects (all namespaces when `ns` is `None`), optionally paginated.
@@ -462,7 +527,10 @@ impl Store {
         };
         let map = &inner.objects[rid];
         let range: Box<dyn Iterator<Item = (&Key, &Arc<Value>)>> = match &after {
-            Some(k) => Box::new(map.range::<Key, _>((std::ops::Bound::Excluded(k.clone()), std::ops::Bound::Unbounded))),
+            Some(k) => Box::new(map.range::<Key, _>((
+                std::ops::Bound::Excluded(k.clone()),
+                std::ops::Bound::Unbounded,
+            ))),
             None => Box::new(map.iter()),
         };
         let mut items = Vec::new();
@@ -485,7 +553,12 @@ impl Store {
             (true, Some(k)) => Some(encode_continue(rv, &k)),
             _ => None,
         };
-        Ok(ListPage { items, rv, continue_token, remaining: more.then_some(remaining) })
+        Ok(ListPage {
+            items,
+            rv,
+            continue_token,
+            remaining: more.then_some(remaining),
+        })
     }
 
     /// Creates an object (POST). `ns` is `""` for cluster-scoped resources.
@@ -494,10 +567,18 @@ impl Store {
         self.create_locked(&mut inner, rid, ns, obj)
     }
 
-    fn create_locked(&self, inner: &mut Inner, rid: ResId, ns: &str, mut obj: Value) -> Result<Arc<Value>, ApiError> {
+    fn create_locked(
+        &self,
+        inner: &mut Inner,
+        rid: ResId,
+        ns: &str,
+        mut obj: Value,
+    ) -> Result<Arc<Value>, ApiError> {
         let r = res(rid);
         if !obj.is_object() {
-            return Err(ApiError::BadRequest("the body of the request must be a JSON object".into()));
+            return Err(ApiError::BadRequest(
+                "the body of the request must be a JSON object".into(),
+            ));
         }
         check_type(r, &obj)?;
         obj["kind"] = json!(r.kind);
@@ -517,28 +598,52 @@ impl Store {
         } else {
             m.remove("namespace");
         }
-        let name = match m.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+        let name = match m
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
             Some(n) => n.to_owned(),
-            None => match m.get("generateName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            None => match m
+                .get("generateName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
                 Some(prefix) => format!("{prefix}{}", random_suffix()),
                 None => {
-                    return Err(invalid(r, "", vec![Cause {
-                        reason: "FieldValueRequired".into(),
-                        message: "Required value: name or generateName is required".into(),
-                        field: "metadata.name".into(),
-                    }]));
+                    return Err(invalid(
+                        r,
+                        "",
+                        vec![Cause {
+                            reason: "FieldValueRequired".into(),
+                            message: "Required value: name or generateName is required".into(),
+                            field: "metadata.name".into(),
+                        }],
+                    ));
                 }
             },
         };
         if !valid_dns_subdomain(&name) {
-            return Err(invalid(r, &name, vec![Cause {
-                reason: "FieldValueInvalid".into(),
-                message: format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"),
-                field: "metadata.name".into(),
-            }]));
+            return Err(invalid(
+                r,
+                &name,
+                vec![Cause {
+                    reason: "FieldValueInvalid".into(),
+                    message: format!(
+                        "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+                    ),
+                    field: "metadata.name".into(),
+                }],
+            ));
         }
         m.insert("name".into(), json!(name));
-        for k in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"] {
+        for k in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+            "selfLink",
+        ] {
             m.remove(k);
         }
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -560,9 +665,20 @@ impl Store {
                 Some(_) => {}
             }
         }
-        let key = (if r.namespaced { ns.to_owned() } else { String::new() }, name.clone());
+        let key = (
+            if r.namespaced {
+                ns.to_owned()
+            } else {
+                String::new()
+            },
+            name.clone(),
+        );
         if inner.objects[rid].contains_key(&key) {
-            return Err(ApiError::AlreadyExists { resource: r.plural.into(), group: r.group.into(), name });
+            return Err(ApiError::AlreadyExists {
+                resource: r.plural.into(),
+                group: r.group.into(),
+                name,
+            });
         }
         prepare_for_create(r, &mut obj);
         if r.crd {
@@ -572,27 +688,53 @@ impl Store {
     }
 
     /// Replaces an object (PUT), on the main resource or its status.
-    pub fn update(&self, rid: ResId, ns: &str, name: &str, obj: Value, sub: Sub) -> Result<Arc<Value>, ApiError> {
+    pub fn update(
+        &self,
+        rid: ResId,
+        ns: &str,
+        name: &str,
+        obj: Value,
+        sub: Sub,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
         self.update_locked(&mut inner, rid, ns, name, obj, sub)
     }
 
-    fn update_locked(&self, inner: &mut Inner, rid: ResId, ns: &str, name: &str, mut new: Value, sub: Sub) -> Result<Arc<Value>, ApiError> {
+    fn update_locked(
+        &self,
+        inner: &mut Inner,
+        rid: ResId,
+        ns: &str,
+        name: &str,
+        mut new: Value,
+        sub: Sub,
+    ) -> Result<Arc<Value>, ApiError> {
         let r = res(rid);
-        let old = inner.objects[rid].get(&(ns.to_owned(), name.to_owned())).cloned().ok_or_else(|| not_found(r, name))?;
+        let old = inner.objects[rid]
+            .get(&(ns.to_owned(), name.to_owned()))
+            .cloned()
+            .ok_or_else(|| not_found(r, name))?;
         if !new.is_object() {
-            return Err(ApiError::BadRequest("the body of the request must be a JSON object".into()));
+            return Err(ApiError::BadRequest(
+                "the body of the request must be a JSON object".into(),
+            ));
         }
         check_type(r, &new)?;
         if let Some(n) = meta_str(&new, "name")
             && n != name
         {
-            return Err(ApiError::BadRequest(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
         }
         if let Some(rv) = meta_str(&new, "resourceVersion").filter(|s| !s.is_empty())
             && Some(rv) != meta_str(&old, "resourceVersion")
         {
-            return Err(conflict(r, name, "the object has been modified; please apply your changes to the latest version and try again"));
+            return Err(conflict(
+                r,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
         }
         if sub == Sub::Status {
             let status = new.get("status").cloned();
@@ -619,7 +761,17 @@ impl Store {
         new["apiVersion"] = json!(r.api_version());
         let old_meta = meta(&old).clone();
         let m = meta_mut(&mut new);
-        for k in ["uid", "creationTimestamp", "name", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "resourceVersion", "generateName"] {
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "name",
+            "namespace",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "resourceVersion",
+            "generateName",
+        ] {
             match old_meta.get(k) {
                 Some(v) => {
                     m.insert(k.into(), v.clone());
@@ -634,7 +786,11 @@ impl Store {
             crd_admit(r, name, &mut new)?;
         }
         if sub == Sub::Main && r.tracks_generation() && spec_part(&new) != spec_part(&old) {
-            let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+            let g = old_meta
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                + 1;
             meta_mut(&mut new).insert("generation".into(), json!(g));
         }
         if new == *old {
@@ -650,11 +806,21 @@ impl Store {
     }
 
     /// Patches an object (PATCH). Server-side apply creates a missing object.
-    pub fn patch(&self, rid: ResId, ns: &str, name: &str, kind: PatchKind, body: &[u8], sub: Sub) -> Result<Arc<Value>, ApiError> {
+    pub fn patch(
+        &self,
+        rid: ResId,
+        ns: &str,
+        name: &str,
+        kind: PatchKind,
+        body: &[u8],
+        sub: Sub,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
         let r = res(rid);
         let bad = |e: String| ApiError::BadRequest(e);
-        let current = inner.objects[rid].get(&(ns.to_owned(), name.to_owned())).cloned();
+        let current = inner.objects[rid]
+            .get(&(ns.to_owned(), name.to_owned()))
+            .cloned();
         let mut doc = match (current, kind) {
             (Some(c), _) => (*c).clone(),
             (None, PatchKind::Apply) => {
@@ -676,12 +842,19 @@ impl Store {
                 json_patch::merge(&mut doc, &p);
             }
             PatchKind::Json => {
-                let p: json_patch::Patch = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
-                json_patch::patch(&mut doc, &p).map_err(|e| invalid(r, name, vec![Cause {
-                    reason: "FieldValueInvalid".into(),
-                    message: e.to_string(),
-                    field: String::new(),
-                }]))?;
+                let p: json_patch::Patch =
+                    serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+                json_patch::patch(&mut doc, &p).map_err(|e| {
+                    invalid(
+                        r,
+                        name,
+                        vec![Cause {
+                            reason: "FieldValueInvalid".into(),
+                            message: e.to_string(),
+                            field: String::new(),
+                        }],
+                    )
+                })?;
             }
         }
         self.update_locked(&mut inner, rid, ns, name, doc, sub)
@@ -689,29 +862,53 @@ impl Store {
 
     /// Deletes an object honouring finalizers and the propagation policy. Returns the
     /// object as last stored (with `deletionTimestamp` if deletion is pending).
-    pub fn delete(&self, rid: ResId, ns: &str, name: &str, opts: &DeleteOpts) -> Result<Arc<Value>, ApiError> {
+    pub fn delete(
+        &self,
+        rid: ResId,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
         self.delete_locked(&mut inner, rid, ns, name, opts)
     }
 
-    fn delete_locked(&self, inner: &mut Inner, rid: ResId, ns: &str, name: &str, opts: &DeleteOpts) -> Result<Arc<Value>, ApiError> {
+    fn delete_locked(
+        &self,
+        inner: &mut Inner,
+        rid: ResId,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<Arc<Value>, ApiError> {
         let r = res(rid);
-        let old = inner.objects[rid].get(&(ns.to_owned(), name.to_owned())).cloned().ok_or_else(|| not_found(r, name))?;
+        let old = inner.objects[rid]
+            .get(&(ns.to_owned(), name.to_owned()))
+            .cloned()
+            .ok_or_else(|| not_found(r, name))?;
         if let Some(uid) = &opts.uid
             && Some(uid.as_str()) != meta_str(&old, "uid")
         {
-            return Err(conflict(r, name, format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                meta_str(&old, "uid").unwrap_or("")
-            )));
+            return Err(conflict(
+                r,
+                name,
+                format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&old, "uid").unwrap_or("")
+                ),
+            ));
         }
         if let Some(rv) = &opts.resource_version
             && Some(rv.as_str()) != meta_str(&old, "resourceVersion")
         {
-            return Err(conflict(r, name, format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                meta_str(&old, "resourceVersion").unwrap_or("")
-            )));
+            return Err(conflict(
+                r,
+                name,
+                format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    meta_str(&old, "resourceVersion").unwrap_or("")
+                ),
+            ));
         }
         let policy = match (opts.propagation.as_deref(), opts.orphan_dependents) {
             (Some(p), _) => p.to_owned(),
@@ -726,11 +923,17 @@ impl Store {
             "Orphan" => Some("orphan"),
             "Background" => None,
             other => {
-                return Err(invalid(r, name, vec![Cause {
-                    reason: "FieldValueNotSupported".into(),
-                    message: format!("Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""),
-                    field: "propagationPolicy".into(),
-                }]));
+                return Err(invalid(
+                    r,
+                    name,
+                    vec![Cause {
+                        reason: "FieldValueNotSupported".into(),
+                        message: format!(
+                            "Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+                        ),
+                        field: "propagationPolicy".into(),
+                    }],
+                ));
             }
         };
         let mut obj = (*old).clone();
@@ -768,12 +971,27 @@ impl Store {
     pub fn bind(&self, ns: &str, name: &str, node: &str) -> Result<(), ApiError> {
         let mut inner = self.lock();
         let r = res(PODS);
-        let old = inner.objects[PODS].get(&(ns.to_owned(), name.to_owned())).cloned().ok_or_else(|| not_found(r, name))?;
+        let old = inner.objects[PODS]
+            .get(&(ns.to_owned(), name.to_owned()))
+            .cloned()
+            .ok_or_else(|| not_found(r, name))?;
         if is_deleting(&old) {
-            return Err(conflict(r, name, "pod is being deleted, cannot be assigned to a host"));
+            return Err(conflict(
+                r,
+                name,
+                "pod is being deleted, cannot be assigned to a host",
+            ));
         }
-        if let Some(n) = old.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            return Err(conflict(r, name, format!("pod {name} is already assigned to node \"{n}\"")));
+        if let Some(n) = old
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            return Err(conflict(
+                r,
+                name,
+                format!("pod {name} is already assigned to node \"{n}\""),
+            ));
         }
         let mut pod = (*old).clone();
         pod["spec"]["nodeName"] = json!(node);
@@ -792,7 +1010,12 @@ impl Store {
 
     /// Starts a watch of `rid` (in `ns`, or everywhere) from resourceVersion `rv`
     /// (`None`/`0`: synthetic ADDED events for the current state first).
-    pub fn watch(&self, rid: ResId, ns: Option<&str>, rv: Option<u64>) -> Result<WatchStart, ApiError> {
+    pub fn watch(
+        &self,
+        rid: ResId,
+        ns: Option<&str>,
+        rv: Option<u64>,
+    ) -> Result<WatchStart, ApiError> {
         let inner = self.lock();
         let rx = self.tx.subscribe();
         let in_ns = |o: &Value| ns.is_none_or(|n| meta_str(o, "namespace").unwrap_or("") == n);
@@ -803,7 +1026,9 @@ impl Store {
                     .filter(|o| in_ns(o))
                     .map(|o| {
                         Arc::new(WatchEvent {
-                            rv: meta_str(o, "resourceVersion").and_then(|s| s.parse().ok()).unwrap_or(0),
+                            rv: meta_str(o, "resourceVersion")
+                                .and_then(|s| s.parse().ok())
+                                .unwrap_or(0),
                             res: rid,
                             kind: EventKind::Added,
                             object: o.clone(),
@@ -811,14 +1036,22 @@ impl Store {
                         })
                     })
                     .collect();
-                Ok(WatchStart { replay, rx, start_rv: inner.rv })
+                Ok(WatchStart {
+                    replay,
+                    rx,
+                    start_rv: inner.rv,
+                })
             }
             Some(from) => {
                 let replay = history_since(&inner, from)?
                     .into_iter()
                     .filter(|e| e.res == rid && in_ns(&e.object))
                     .collect();
-                Ok(WatchStart { replay, rx, start_rv: inner.rv })
+                Ok(WatchStart {
+                    replay,
+                    rx,
+                    start_rv: inner.rv,
+                })
             }
         }
     }
@@ -868,7 +1101,16 @@ impl Store {
             }
         }
         for (rid, key) in orphans_to_delete {
-            if self.delete_locked(inner, rid, &key.0, &key.1, &DeleteOpts::default_background()).is_ok() {
+            if self
+                .delete_locked(
+                    inner,
+                    rid,
+                    &key.0,
+                    &key.1,
+                    &DeleteOpts::default_background(),
+                )
+                .is_ok()
+            {
                 changes += 1;
             }
         }
@@ -877,7 +1119,11 @@ impl Store {
             .objects
             .iter()
             .enumerate()
-            .flat_map(|(rid, map)| map.iter().filter(|(_, o)| is_deleting(o)).map(move |(k, o)| (rid, k.clone(), o.clone())))
+            .flat_map(|(rid, map)| {
+                map.iter()
+                    .filter(|(_, o)| is_deleting(o))
+                    .map(move |(k, o)| (rid, k.clone(), o.clone()))
+            })
             .collect();
         for (rid, key, owner) in deleting {
             let uid = meta_str(&owner, "uid").unwrap_or("").to_owned();
@@ -887,10 +1133,16 @@ impl Store {
                 for (drid, dkey, _) in &my_deps {
                     if let Some(d) = inner.objects[*drid].get(dkey).cloned() {
                         let mut d2 = (*d).clone();
-                        if let Some(refs) = d2.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
-                            refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid.as_str()));
+                        if let Some(refs) = d2
+                            .pointer_mut("/metadata/ownerReferences")
+                            .and_then(Value::as_array_mut)
+                        {
+                            refs.retain(|r| {
+                                r.get("uid").and_then(Value::as_str) != Some(uid.as_str())
+                            });
                             if refs.is_empty()
-                                && let Some(m) = d2.get_mut("metadata").and_then(Value::as_object_mut)
+                                && let Some(m) =
+                                    d2.get_mut("metadata").and_then(Value::as_object_mut)
                             {
                                 m.remove("ownerReferences");
                             }
@@ -905,15 +1157,25 @@ impl Store {
             }
             if fins.iter().any(|f| f == "foregroundDeletion") {
                 for (drid, dkey, _) in &my_deps {
-                    let deleting_dep = inner.objects[*drid].get(dkey).is_some_and(|d| is_deleting(d));
+                    let deleting_dep = inner.objects[*drid]
+                        .get(dkey)
+                        .is_some_and(|d| is_deleting(d));
                     if !deleting_dep {
-                        let opts = DeleteOpts { propagation: Some("Foreground".into()), ..DeleteOpts::default() };
-                        if self.delete_locked(inner, *drid, &dkey.0, &dkey.1, &opts).is_ok() {
+                        let opts = DeleteOpts {
+                            propagation: Some("Foreground".into()),
+                            ..DeleteOpts::default()
+                        };
+                        if self
+                            .delete_locked(inner, *drid, &dkey.0, &dkey.1, &opts)
+                            .is_ok()
+                        {
                             changes += 1;
                         }
                     }
                 }
-                let blocking_left = my_deps.iter().any(|(drid, dkey, block)| *block && inner.objects[*drid].contains_key(dkey));
+                let blocking_left = my_deps
+                    .iter()
+                    .any(|(drid, dkey, block)| *block && inner.objects[*drid].contains_key(dkey));
                 if !blocking_left {
                     self.remove_finalizer(inner, rid, &key, "foregroundDeletion");
                     changes += 1;
@@ -927,11 +1189,26 @@ impl Store {
                     if !res(crid).namespaced {
                         continue;
                     }
-                    let keys: Vec<Key> = inner.objects[crid].keys().filter(|k| k.0 == ns).cloned().collect();
+                    let keys: Vec<Key> = inner.objects[crid]
+                        .keys()
+                        .filter(|k| k.0 == ns)
+                        .cloned()
+                        .collect();
                     for k in keys {
                         left += 1;
-                        let deleting_child = inner.objects[crid].get(&k).is_some_and(|o| is_deleting(o));
-                        if !deleting_child && self.delete_locked(inner, crid, &k.0, &k.1, &DeleteOpts::default_background()).is_ok() {
+                        let deleting_child =
+                            inner.objects[crid].get(&k).is_some_and(|o| is_deleting(o));
+                        if !deleting_child
+                            && self
+                                .delete_locked(
+                                    inner,
+                                    crid,
+                                    &k.0,
+                                    &k.1,
+                                    &DeleteOpts::default_background(),
+                                )
+                                .is_ok()
+                        {
                             changes += 1;
                         }
                     }
@@ -940,7 +1217,11 @@ impl Store {
                     if let Some(o) = inner.objects[NAMESPACES].get(&key).cloned() {
                         let mut o2 = (*o).clone();
                         o2["spec"]["finalizers"] = json!([]);
-                        let kind = if finalizers(&o2).is_empty() { EventKind::Deleted } else { EventKind::Modified };
+                        let kind = if finalizers(&o2).is_empty() {
+                            EventKind::Deleted
+                        } else {
+                            EventKind::Modified
+                        };
                         self.commit(inner, NAMESPACES, kind, o2, Some(o));
                     }
                     changes += 1;
@@ -951,31 +1232,54 @@ impl Store {
     }
 
     fn remove_finalizer(&self, inner: &mut Inner, rid: ResId, key: &Key, fin: &str) {
-        let Some(o) = inner.objects[rid].get(key).cloned() else { return };
+        let Some(o) = inner.objects[rid].get(key).cloned() else {
+            return;
+        };
         let mut o2 = (*o).clone();
-        if let Some(list) = o2.pointer_mut("/metadata/finalizers").and_then(Value::as_array_mut) {
+        if let Some(list) = o2
+            .pointer_mut("/metadata/finalizers")
+            .and_then(Value::as_array_mut)
+        {
             list.retain(|f| f.as_str() != Some(fin));
         }
-        let kind = if is_deleting(&o2) && finalizers(&o2).is_empty() { EventKind::Deleted } else { EventKind::Modified };
+        let kind = if is_deleting(&o2) && finalizers(&o2).is_empty() {
+            EventKind::Deleted
+        } else {
+            EventKind::Modified
+        };
         self.commit(inner, rid, kind, o2, Some(o));
     }
 }
 
 impl DeleteOpts {
     fn default_background() -> Self {
-        Self { propagation: Some("Background".into()), ..Self::default() }
+        Self {
+            propagation: Some("Background".into()),
+            ..Self::default()
+        }
     }
 }
 
 fn inner_has_dependents(inner: &Inner, uid: &str) -> bool {
-    inner.objects.iter().any(|m| m.values().any(|o| owner_uids(o).iter().any(|(u, _)| u == uid)))
+    inner.objects.iter().any(|m| {
+        m.values()
+            .any(|o| owner_uids(o).iter().any(|(u, _)| u == uid))
+    })
 }
 
 fn history_since(inner: &Inner, rv: u64) -> Result<Vec<Arc<WatchEvent>>, ApiError> {
     if rv < inner.floor {
-        return Err(ApiError::Expired(format!("too old resource version: {rv} ({})", inner.floor)));
+        return Err(ApiError::Expired(format!(
+            "too old resource version: {rv} ({})",
+            inner.floor
+        )));
     }
-    Ok(inner.history.iter().filter(|e| e.rv > rv).cloned().collect())
+    Ok(inner
+        .history
+        .iter()
+        .filter(|e| e.rv > rv)
+        .cloned()
+        .collect())
 }
 
 fn check_type(r: &Resource, obj: &Value) -> Result<(), ApiError> {
@@ -983,7 +1287,10 @@ fn check_type(r: &Resource, obj: &Value) -> Result<(), ApiError> {
         && !k.is_empty()
         && k != r.kind
     {
-        return Err(ApiError::BadRequest(format!("the kind of the object ({k}) does not match the kind on the URL ({})", r.kind)));
+        return Err(ApiError::BadRequest(format!(
+            "the kind of the object ({k}) does not match the kind on the URL ({})",
+            r.kind
+        )));
     }
     if let Some(v) = obj.get("apiVersion").and_then(Value::as_str)
         && !v.is_empty()
