@@ -134,10 +134,10 @@ pub fn to_json_schema(s: &Value) -> Value {
         // `pattern` in int-or-string schemas only constrains strings, which JSON Schema
         // already does.
     }
-    if m.get("nullable").and_then(Value::as_bool) == Some(true) {
-        if let Some(Value::String(t)) = out.get("type").cloned() {
-            out.insert("type".into(), serde_json::json!([t, "null"]));
-        }
+    if m.get("nullable").and_then(Value::as_bool) == Some(true)
+        && let Some(Value::String(t)) = out.get("type").cloned()
+    {
+        out.insert("type".into(), serde_json::json!([t, "null"]));
     }
     Value::Object(out)
 }

@@ -246,14 +246,14 @@ fn query_map(uri: &Uri) -> HashMap<String, String> {
     uri.query()
         .map(|q| {
             q.split('&')
-                .filter_map(|kv| {
+                .map(|kv| {
                     let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
                     let dec = |s: &str| {
                         percent_encoding::percent_decode_str(&s.replace('+', " "))
                             .decode_utf8_lossy()
                             .into_owned()
                     };
-                    Some((dec(k), dec(v)))
+                    (dec(k), dec(v))
                 })
                 .collect()
         })
