@@ -149,11 +149,21 @@ async fn crud_and_status_error_bodies() {
     assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
 
     // The written kubeconfig works for a client built the way the gateway builds one.
-    let kc = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).expect("kubeconfig parses");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    let kc =
+        kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_yaml()).expect("kubeconfig parses");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("config");
     assert_eq!(cfg.default_namespace, "starforge");
-    let via_kubeconfig: Api<Pod> = Api::default_namespaced(kube::Client::try_from(cfg).expect("client"));
-    assert!(via_kubeconfig.get_opt("web").await.expect("get via kubeconfig").is_some());
+    let via_kubeconfig: Api<Pod> =
+        Api::default_namespaced(kube::Client::try_from(cfg).expect("client"));
+    assert!(
+        via_kubeconfig
+            .get_opt("web")
+            .await
+            .expect("get via kubeconfig")
+            .is_some()
+    );
 
     // Delete, then it is gone.
     pods.delete("web", &DeleteParams::default())
