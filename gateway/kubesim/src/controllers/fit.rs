@@ -338,8 +338,6 @@ mod tests {
     fn cordon_taints_and_not_ready() {
         let cordoned = node("c", json!({}), "8", json!({"spec": {"unschedulable": true}}));
         let tainted = node("t", json!({}), "8", json!({"spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}}));
-        let mut not_ready = node("n", json!({}), "8", json!({}));
-        not_ready.ready = false;
         let not_ready = NodeInfo::from_node(&serde_json::from_value(json!({
             "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1"}, "conditions": [{"type": "Ready", "status": "False"}]}
         })).expect("node"));
