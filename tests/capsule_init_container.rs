@@ -36,7 +36,8 @@ fn run_script(spec: &serde_json::Value, dir: &std::path::Path) -> (bool, String)
     (o.status.success(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
 }
 
-#[tokio::test]
+// Multi-threaded: `run_script` blocks while the HTTP server must keep serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_accepts_good_bytes_and_fails_clearly_on_corruption() {
     let good = b"PK\x03\x04 pretend capsule bytes".repeat(1000);
     let digest = hex::encode(Sha256::digest(&good));

@@ -262,7 +262,20 @@ impl S3Store {
             .await
             .map_err(|e| classify(e, &self.cfg, key))?;
         self.stats.parts_uploaded.fetch_add(1, Ordering::Relaxed);
-        self.verify_stored(key, digest, size, &checksum).await
+        let verified = self.verify_stored(key, digest, size, &checksum).await;
+        self.discard_on_failure(key, verified).await
+    }
+
+    /// A stored object that failed verification is deleted (best effort), so
+    /// a store that does not check `x-amz-checksum-sha256` itself never keeps
+    /// bad bytes under a content address.
+    async fn discard_on_failure(&self, key: &str, result: Result<(), StoreError>) -> Result<(), StoreError> {
+        if result.is_err()
+            && let Err(e) = self.client.delete_object().bucket(&self.cfg.bucket).key(key).send().await
+        {
+            tracing::warn!(key, error = ?e, "could not delete object that failed verification");
+        }
+        result
     }
 
     async fn put_multipart(&self, key: &str, digest: &str, path: &Path, size: u64) -> Result<u32, StoreError> {
@@ -351,7 +364,8 @@ impl S3Store {
             .await
             .map_err(|e| classify(e, &self.cfg, key))?;
         let composite = format!("{}-{n_parts}", B64.encode(Sha256::digest(&part_digests)));
-        self.verify_stored(key, digest, size, &composite).await?;
+        let verified = self.verify_stored(key, digest, size, &composite).await;
+        self.discard_on_failure(key, verified).await?;
         Ok(u32::try_from(n_parts).expect("at most 10 000 parts"))
     }
 }
