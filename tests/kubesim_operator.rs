@@ -152,7 +152,10 @@ fn suffix_ok(full: &str, base: &str) -> bool {
 async fn sample_rayjob_completes_with_driver_output_in_submitter_log() {
     let dir = scratch("ok");
     let (sim, client) = start(&dir).await;
-    create(&client, rayjob("rayjob-sample", "echo \"counter=$counter_name head=$HEAD_ENV\"; echo driver-done")).await;
+    // A TTL keeps the RayCluster around after Complete so its pods can be inspected.
+    let mut obj = rayjob("rayjob-sample", "echo \"counter=$counter_name head=$HEAD_ENV\"; echo driver-done");
+    obj["spec"]["ttlSecondsAfterFinished"] = json!(300);
+    create(&client, obj).await;
     let rj = wait_state(&client, "rayjob-sample", &["Complete", "Failed"], 60).await;
     assert_eq!(status(&rj, "jobDeploymentStatus"), "Complete", "{:#}", rj.data["status"]);
     assert_eq!(status(&rj, "jobStatus"), "SUCCEEDED");
@@ -411,7 +414,9 @@ async fn capsule_init_container_fetches_verifies_and_the_driver_runs_from_it() {
 
     // Good capsule: the init container really fetches and checks it, the driver runs
     // `sh run.sh` from the unpacked (top-level dir stripped) working_dir.
-    create(&client, capsule_rayjob("capsule-ok", &url, &sha, &sha, &sha)).await;
+    let mut ok = capsule_rayjob("capsule-ok", &url, &sha, &sha, &sha);
+    ok["spec"]["ttlSecondsAfterFinished"] = json!(300);
+    create(&client, ok).await;
     let rj = wait_state(&client, "capsule-ok", &["Complete", "Failed"], 60).await;
     assert_eq!(status(&rj, "jobStatus"), "SUCCEEDED", "{:#}", rj.data["status"]);
     assert!(submitter_log(&client, "capsule-ok").await.contains("capsule says hello-capsule"));
