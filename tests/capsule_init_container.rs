@@ -13,11 +13,16 @@ use forge_capsule::{init_container, runtime_env_yaml};
 use sha2::{Digest, Sha256};
 
 async fn http_server(body: Vec<u8>) -> (tokio::task::JoinHandle<()>, u16) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let body = Arc::new(body);
     let app = Router::new().route("/c.zip", get(move || async move { body.as_ref().clone() }));
-    (tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") }), port)
+    (
+        tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") }),
+        port,
+    )
 }
 
 /// Run the init container's command with `sh`, with `/forge/capsule`
@@ -29,11 +34,21 @@ fn run_script(spec: &serde_json::Value, dir: &std::path::Path) -> (bool, String)
     let mut c = std::process::Command::new("sh");
     c.arg("-c").arg(cmd[2].as_str().expect("script"));
     for e in spec["env"].as_array().expect("env") {
-        let v = e["value"].as_str().expect("value").replace(MOUNT_PATH, dir.to_str().expect("utf8"));
+        let v = e["value"]
+            .as_str()
+            .expect("value")
+            .replace(MOUNT_PATH, dir.to_str().expect("utf8"));
         c.env(e["name"].as_str().expect("name"), v);
     }
     let o = c.output().expect("run sh");
-    (o.status.success(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+    (
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
 }
 
 // Multi-threaded: `run_script` blocks while the HTTP server must keep serving.
@@ -48,14 +63,23 @@ async fn script_accepts_good_bytes_and_fails_clearly_on_corruption() {
     assert_eq!(init.init_container["image"], "busybox:1.36");
     assert_eq!(init.volume["name"], VOLUME_NAME);
     assert_eq!(init.volume_mount["mountPath"], MOUNT_PATH);
-    assert_eq!(init.working_dir, format!("file:///forge/capsule/{digest}.zip"));
+    assert_eq!(
+        init.working_dir,
+        format!("file:///forge/capsule/{digest}.zip")
+    );
 
     let dir = tempfile::tempdir().expect("tmp");
     let (ok, log) = run_script(&init.init_container, dir.path());
     assert!(ok, "{log}");
     assert!(log.contains("verified"), "{log}");
-    assert_eq!(std::fs::read(dir.path().join(format!("{digest}.zip"))).expect("placed"), good);
-    assert!(!log.contains(url.as_str()), "the URL (a credential) is not logged");
+    assert_eq!(
+        std::fs::read(dir.path().join(format!("{digest}.zip"))).expect("placed"),
+        good
+    );
+    assert!(
+        !log.contains(url.as_str()),
+        "the URL (a credential) is not logged"
+    );
 
     // Corrupted download: one flipped byte.
     let mut bad = good.clone();
@@ -68,13 +92,24 @@ async fn script_accepts_good_bytes_and_fails_clearly_on_corruption() {
     let dir = tempfile::tempdir().expect("tmp");
     let (ok, log) = run_script(&init.init_container, dir.path());
     assert!(!ok, "corruption must fail the init container: {log}");
-    assert!(log.contains(&format!("capsule sha256 mismatch: expected {digest} got {bad_digest}")), "{log}");
-    assert!(!dir.path().join(format!("{digest}.zip")).exists(), "nothing placed");
+    assert!(
+        log.contains(&format!(
+            "capsule sha256 mismatch: expected {digest} got {bad_digest}"
+        )),
+        "{log}"
+    );
+    assert!(
+        !dir.path().join(format!("{digest}.zip")).exists(),
+        "nothing placed"
+    );
 
     // Download failure (404) also fails, with its own line.
     let url = url::Url::parse(&format!("http://127.0.0.1:{port}/missing.zip")).expect("url");
     let init = init_container(&url, &digest, None).expect("init");
-    let (ok, log) = run_script(&init.init_container, tempfile::tempdir().expect("tmp").path());
+    let (ok, log) = run_script(
+        &init.init_container,
+        tempfile::tempdir().expect("tmp").path(),
+    );
     assert!(!ok);
     assert!(log.contains("capsule download failed"), "{log}");
     srv_good.abort();
@@ -83,7 +118,8 @@ async fn script_accepts_good_bytes_and_fails_clearly_on_corruption() {
 
 #[test]
 fn pod_spec_gets_init_container_volume_and_mounts_once() {
-    let url = url::Url::parse("http://s3:9000/forge/capsules/x.zip?X-Amz-Signature=abc").expect("url");
+    let url =
+        url::Url::parse("http://s3:9000/forge/capsules/x.zip?X-Amz-Signature=abc").expect("url");
     let digest = "ab".repeat(32);
     let init = init_container(&url, &digest, None).expect("init");
     let mut spec = serde_json::json!({ "containers": [ { "name": "ray-head", "image": "rayproject/ray:2.41.0" } ] });
@@ -91,8 +127,17 @@ fn pod_spec_gets_init_container_volume_and_mounts_once() {
     init.apply_to_pod_spec(&mut spec);
     assert_eq!(spec["initContainers"].as_array().expect("inits").len(), 1);
     assert_eq!(spec["volumes"].as_array().expect("volumes").len(), 1);
-    assert_eq!(spec["containers"][0]["volumeMounts"][0]["mountPath"], MOUNT_PATH);
-    assert_eq!(spec["containers"][0]["volumeMounts"].as_array().expect("mounts").len(), 1);
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"][0]["mountPath"],
+        MOUNT_PATH
+    );
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .len(),
+        1
+    );
     assert!(init_container(&url, "not-a-digest", None).is_err());
 }
 

@@ -4,24 +4,49 @@
 
 use std::time::Duration;
 
-use forge_capsule::{CapsuleLimits, CapsuleStore, CodeSource, PutOutcome, S3Store, StoreError, assemble, capsule_key, log_key};
+use forge_capsule::{
+    CapsuleLimits, CapsuleStore, CodeSource, PutOutcome, S3Store, StoreError, assemble,
+    capsule_key, log_key,
+};
 use forge_tests::capsule::write_tree;
 use forge_tests::s3::S3Server;
 use sha2::{Digest, Sha256};
 
 fn small_capsule(dir: &std::path::Path, out: &std::path::Path) -> forge_capsule::Capsule {
-    write_tree(dir, &[("train.py", b"print('hi')\n", false), ("lib/x.py", b"X=1\n", false)]);
-    assemble(CodeSource::Dir(dir.into()), b"{\"name\":\"s3\"}", None, &CapsuleLimits::default(), out).expect("assemble")
+    write_tree(
+        dir,
+        &[
+            ("train.py", b"print('hi')\n", false),
+            ("lib/x.py", b"X=1\n", false),
+        ],
+    );
+    assemble(
+        CodeSource::Dir(dir.into()),
+        b"{\"name\":\"s3\"}",
+        None,
+        &CapsuleLimits::default(),
+        out,
+    )
+    .expect("assemble")
 }
 
 async fn store(srv: &S3Server) -> S3Store {
     let s = S3Store::connect(srv.config()).await.expect("connect");
-    s.check().await.expect("check passes with the right credentials");
+    s.check()
+        .await
+        .expect("check passes with the right credentials");
     s
 }
 
 async fn last_modified(s: &S3Store, bucket: &str, key: &str) -> String {
-    let h = s.client().head_object().bucket(bucket).key(key).send().await.expect("head");
+    let h = s
+        .client()
+        .head_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .expect("head");
     format!("{:?}/{:?}", h.last_modified(), h.e_tag())
 }
 
@@ -33,25 +58,47 @@ async fn upload_then_dedupe_uploads_nothing() {
     let out = tempfile::tempdir().expect("tmp");
     let cap = small_capsule(code.path(), out.path());
     assert!(!s.exists(&cap.digest).await.expect("exists"));
-    assert_eq!(s.put_file(&cap.digest, &cap.path).await.expect("put"), PutOutcome::Uploaded { parts: 1 });
+    assert_eq!(
+        s.put_file(&cap.digest, &cap.path).await.expect("put"),
+        PutOutcome::Uploaded { parts: 1 }
+    );
     assert!(s.exists(&cap.digest).await.expect("exists"));
     let key = capsule_key(&cap.digest).expect("key");
     let stored = s.get_object(&key).await.expect("get");
-    assert_eq!(stored.as_ref(), std::fs::read(&cap.path).expect("read").as_slice());
+    assert_eq!(
+        stored.as_ref(),
+        std::fs::read(&cap.path).expect("read").as_slice()
+    );
     // The object is on the server's disk under the documented key.
     assert!(srv.root.path().join(&srv.bucket).join(&key).is_file());
     let before = last_modified(&s, &srv.bucket, &key).await;
 
     // Same code again (rebuilt from scratch): same digest, nothing uploaded.
     let out2 = tempfile::tempdir().expect("tmp");
-    let again = assemble(CodeSource::Dir(code.path().into()), b"{\"name\":\"s3\"}", None, &CapsuleLimits::default(), out2.path())
-        .expect("assemble");
+    let again = assemble(
+        CodeSource::Dir(code.path().into()),
+        b"{\"name\":\"s3\"}",
+        None,
+        &CapsuleLimits::default(),
+        out2.path(),
+    )
+    .expect("assemble");
     assert_eq!(again.digest, cap.digest);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(s.put_file(&again.digest, &again.path).await.expect("put"), PutOutcome::AlreadyPresent);
+    assert_eq!(
+        s.put_file(&again.digest, &again.path).await.expect("put"),
+        PutOutcome::AlreadyPresent
+    );
     let stats = s.stats();
-    assert_eq!((stats.uploads(), stats.skipped(), stats.parts_uploaded()), (1, 1, 1));
-    assert_eq!(last_modified(&s, &srv.bucket, &key).await, before, "object untouched");
+    assert_eq!(
+        (stats.uploads(), stats.skipped(), stats.parts_uploaded()),
+        (1, 1, 1)
+    );
+    assert_eq!(
+        last_modified(&s, &srv.bucket, &key).await,
+        before,
+        "object untouched"
+    );
 }
 
 #[tokio::test]
@@ -65,13 +112,26 @@ async fn presigned_url_fetch_expiry_and_tampering() {
     let http = reqwest::Client::new();
 
     // A TTL beyond 7 days is clamped, not refused.
-    let url = s.get_url(&cap.digest, Duration::from_secs(30 * 24 * 3600)).await.expect("presign");
-    let expires: u64 = url.query_pairs().find(|(k, _)| k == "X-Amz-Expires").expect("expiry param").1.parse().expect("int");
+    let url = s
+        .get_url(&cap.digest, Duration::from_secs(30 * 24 * 3600))
+        .await
+        .expect("presign");
+    let expires: u64 = url
+        .query_pairs()
+        .find(|(k, _)| k == "X-Amz-Expires")
+        .expect("expiry param")
+        .1
+        .parse()
+        .expect("int");
     assert_eq!(expires, 7 * 24 * 3600);
     let r = http.get(url.clone()).send().await.expect("GET");
     assert_eq!(r.status(), 200);
     let body = r.bytes().await.expect("body");
-    assert_eq!(hex::encode(Sha256::digest(&body)), cap.digest, "exact bytes");
+    assert_eq!(
+        hex::encode(Sha256::digest(&body)),
+        cap.digest,
+        "exact bytes"
+    );
 
     // Tampered signature.
     let mut bad = url.clone();
@@ -96,7 +156,10 @@ async fn presigned_url_fetch_expiry_and_tampering() {
     assert_eq!(http.get(other).send().await.expect("GET").status(), 403);
 
     // Expired.
-    let short = s.get_url(&cap.digest, Duration::from_secs(1)).await.expect("presign");
+    let short = s
+        .get_url(&cap.digest, Duration::from_secs(1))
+        .await
+        .expect("presign");
     tokio::time::sleep(Duration::from_millis(2200)).await;
     assert_eq!(http.get(short).send().await.expect("GET").status(), 403);
 }
@@ -113,19 +176,41 @@ async fn check_reports_wrong_credentials_missing_bucket_and_unreachable() {
 
     let mut cfg = srv.config();
     cfg.access_key = "NOSUCHKEY".into();
-    let e = S3Store::connect(cfg).await.expect("connect").check().await.expect_err("unknown key");
+    let e = S3Store::connect(cfg)
+        .await
+        .expect("connect")
+        .check()
+        .await
+        .expect_err("unknown key");
     assert!(matches!(e, StoreError::Credentials(_)), "{e:?}");
 
     let mut cfg = srv.config();
     cfg.bucket = "missing".into();
-    let e = S3Store::connect(cfg).await.expect("connect").check().await.expect_err("no bucket");
-    assert!(matches!(e, StoreError::BucketMissing(ref b) if b == "missing"), "{e:?}");
+    let e = S3Store::connect(cfg)
+        .await
+        .expect("connect")
+        .check()
+        .await
+        .expect_err("no bucket");
+    assert!(
+        matches!(e, StoreError::BucketMissing(ref b) if b == "missing"),
+        "{e:?}"
+    );
 
     let mut cfg = srv.config();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
     cfg.endpoint = format!("http://127.0.0.1:{port}");
     cfg.max_attempts = 1;
-    let e = S3Store::connect(cfg).await.expect("connect").check().await.expect_err("nothing listens");
+    let e = S3Store::connect(cfg)
+        .await
+        .expect("connect")
+        .check()
+        .await
+        .expect_err("nothing listens");
     assert!(matches!(e, StoreError::Unreachable { .. }), "{e:?}");
 }
 
@@ -155,18 +240,39 @@ async fn multipart_upload_of_a_capsule_over_100_mib() {
     }
     drop(f);
     std::fs::write(code.path().join("train.py"), b"print(1)\n").expect("write");
-    let cap = assemble(CodeSource::Dir(code.path().into()), b"{}", None, &CapsuleLimits::default(), out.path()).expect("assemble");
+    let cap = assemble(
+        CodeSource::Dir(code.path().into()),
+        b"{}",
+        None,
+        &CapsuleLimits::default(),
+        out.path(),
+    )
+    .expect("assemble");
     assert!(cap.size > 100 << 20);
-    let outcome = s.put_file(&cap.digest, &cap.path).await.expect("multipart put");
+    let outcome = s
+        .put_file(&cap.digest, &cap.path)
+        .await
+        .expect("multipart put");
     assert_eq!(outcome, PutOutcome::Uploaded { parts: 4 });
     assert_eq!(s.stats().parts_uploaded(), 4);
 
-    let url = s.get_url(&cap.digest, Duration::from_secs(600)).await.expect("presign");
-    let body = reqwest::get(url).await.expect("GET").bytes().await.expect("body");
+    let url = s
+        .get_url(&cap.digest, Duration::from_secs(600))
+        .await
+        .expect("presign");
+    let body = reqwest::get(url)
+        .await
+        .expect("GET")
+        .bytes()
+        .await
+        .expect("body");
     assert_eq!(body.len() as u64, cap.size);
     assert_eq!(hex::encode(Sha256::digest(&body)), cap.digest);
     // Dedupe holds for multipart objects too.
-    assert_eq!(s.put_file(&cap.digest, &cap.path).await.expect("put"), PutOutcome::AlreadyPresent);
+    assert_eq!(
+        s.put_file(&cap.digest, &cap.path).await.expect("put"),
+        PutOutcome::AlreadyPresent
+    );
 }
 
 #[tokio::test]
@@ -178,7 +284,10 @@ async fn put_file_refuses_bytes_that_do_not_match_the_digest() {
     std::fs::write(&p, b"not what the digest says").expect("write");
     let digest = hex::encode(Sha256::digest(b"something else"));
     let e = s.put_file(&digest, &p).await.expect_err("mismatch refused");
-    assert!(matches!(e, StoreError::Request(_) | StoreError::Integrity { .. }), "{e:?}");
+    assert!(
+        matches!(e, StoreError::Request(_) | StoreError::Integrity { .. }),
+        "{e:?}"
+    );
     assert!(!s.exists(&digest).await.expect("exists"), "nothing stored");
 }
 
@@ -187,9 +296,20 @@ async fn log_objects_round_trip() {
     let srv = S3Server::start();
     let s = store(&srv).await;
     let key = log_key("job-42", "head").expect("key");
-    s.put_object(&key, bytes::Bytes::from_static(b"line 1\nline 2\n")).await.expect("put");
-    assert_eq!(s.get_object(&key).await.expect("get").as_ref(), b"line 1\nline 2\n");
-    let e = s.get_object("logs/job-42/missing.log").await.expect_err("missing");
+    s.put_object(&key, bytes::Bytes::from_static(b"line 1\nline 2\n"))
+        .await
+        .expect("put");
+    assert_eq!(
+        s.get_object(&key).await.expect("get").as_ref(),
+        b"line 1\nline 2\n"
+    );
+    let e = s
+        .get_object("logs/job-42/missing.log")
+        .await
+        .expect_err("missing");
     assert!(matches!(e, StoreError::NotFound(_)), "{e:?}");
-    assert!(matches!(s.put_object("../x", bytes::Bytes::new()).await, Err(StoreError::InvalidKey(_))));
+    assert!(matches!(
+        s.put_object("../x", bytes::Bytes::new()).await,
+        Err(StoreError::InvalidKey(_))
+    ));
 }

@@ -15,72 +15,152 @@ fn spec(pools: Value) -> Value {
 }
 
 async fn review(gw: &TestGateway, body: &Value) -> (u16, Value) {
-    let resp = gw.post_json("/v1/admission/review", body).send().await.unwrap();
-    (resp.status().as_u16(), resp.json().await.unwrap())
+    let resp = gw
+        .post_json("/v1/admission/review", body)
+        .send()
+        .await
+        .expect("review request");
+    (
+        resp.status().as_u16(),
+        resp.json().await.expect("JSON body"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_v1_endpoint_requires_a_valid_token() {
     let gw = TestGateway::start("h100=1x8", &[]).await;
-    let anon = gw.http.get(format!("{}/v1/capacity", gw.url)).send().await.unwrap();
+    let anon = gw
+        .http
+        .get(format!("{}/v1/capacity", gw.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(anon.status(), 401);
     assert!(anon.headers().contains_key("www-authenticate"));
     let body: Value = anon.json().await.unwrap();
     assert_eq!(body["error"]["code"], "unauthenticated");
 
-    let bad = gw.http.post(format!("{}/v1/admission/review", gw.url)).bearer_auth("nope").json(&json!({})).send().await.unwrap();
+    let bad = gw
+        .http
+        .post(format!("{}/v1/admission/review", gw.url))
+        .bearer_auth("nope")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 401);
     // Health probes are open and say nothing.
-    let health = gw.http.get(format!("{}/healthz", gw.url)).send().await.unwrap();
+    let health = gw
+        .http
+        .get(format!("{}/healthz", gw.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capacity_is_live_and_follows_cordons() {
     let gw = TestGateway::start("h100=2x8,h200=1x8", &[]).await;
-    let cap: Value = gw.get("/v1/capacity").send().await.unwrap().json().await.unwrap();
+    let cap: Value = gw
+        .get("/v1/capacity")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(cap["gpuNodeLabel"], "starforge/gpu-series");
     let h100 = &cap["series"][0];
-    assert_eq!((h100["series"].as_str(), h100["total"].as_u64(), h100["free"].as_u64()), (Some("h100"), Some(16), Some(16)));
+    assert_eq!(
+        (
+            h100["series"].as_str(),
+            h100["total"].as_u64(),
+            h100["free"].as_u64()
+        ),
+        (Some("h100"), Some(16), Some(16))
+    );
     assert_eq!(cap["team"]["name"], "team-a");
 
     // Cordon one h100 node through the Kubernetes API, like `kubectl cordon`.
     let nodes: Api<Node> = Api::all(gw.sim.client().unwrap());
-    let name = nodes.list(&Default::default()).await.unwrap().items.iter()
+    let name = nodes
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
         .find(|n| n.metadata.labels.as_ref().unwrap()["starforge/gpu-series"] == "h100")
         .and_then(|n| n.metadata.name.clone())
         .unwrap();
-    nodes.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await.unwrap();
+    nodes
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
     let mut seen = Value::Null;
     for _ in 0..50 {
-        let cap: Value = gw.get("/v1/capacity").send().await.unwrap().json().await.unwrap();
+        let cap: Value = gw
+            .get("/v1/capacity")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         seen = cap["series"][0].clone();
         if seen["blocked"] == 8 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!((seen["blocked"].as_u64(), seen["allocatable"].as_u64(), seen["free"].as_u64()), (Some(8), Some(8), Some(8)), "{seen}");
+    assert_eq!(
+        (
+            seen["blocked"].as_u64(),
+            seen["allocatable"].as_u64(),
+            seen["free"].as_u64()
+        ),
+        (Some(8), Some(8), Some(8)),
+        "{seen}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_runs_the_compiled_chain_and_changes_nothing() {
     let gw = TestGateway::start("h100=2x8,h200=2x8", &[]).await;
-    let (status, out) = review(&gw, &spec(json!([{"name": "train", "nodes": 2, "gpusPerNode": 8}]))).await;
+    let (status, out) = review(
+        &gw,
+        &spec(json!([{"name": "train", "nodes": 2, "gpusPerNode": 8}])),
+    )
+    .await;
     assert_eq!(status, 200, "{out}");
     assert_eq!(out["decision"]["kind"], "admit");
     assert_eq!(out["decision"]["placement"]["pools"][0]["series"], "h100");
-    assert_eq!(out["decision"]["placement"]["pools"][0]["nodeSelector"]["starforge/gpu-series"], "h100");
+    assert_eq!(
+        out["decision"]["placement"]["pools"][0]["nodeSelector"]["starforge/gpu-series"],
+        "h100"
+    );
     assert_eq!(out["policyVersion"], 1);
     assert_eq!(out["trace"].as_array().unwrap().len(), 3);
     assert!(out["digests"][0].as_str().unwrap().starts_with("sha256:"));
 
-    let (_, out) = review(&gw, &spec(json!([{"name": "train", "nodes": 1, "gpusPerNode": 8, "series": "b200"}]))).await;
+    let (_, out) = review(
+        &gw,
+        &spec(json!([{"name": "train", "nodes": 1, "gpusPerNode": 8, "series": "b200"}])),
+    )
+    .await;
     assert_eq!(out["decision"]["kind"], "reject");
     assert_eq!(out["decision"]["code"], "series.not-allowed");
     assert_eq!(out["decision"]["field"], "pools[0].series");
 
-    let (_, out) = review(&gw, &spec(json!([{"name": "train", "nodes": 3, "gpusPerNode": 8}]))).await;
+    let (_, out) = review(
+        &gw,
+        &spec(json!([{"name": "train", "nodes": 3, "gpusPerNode": 8}])),
+    )
+    .await;
     assert_eq!(out["decision"]["code"], "quota.job-exceeds-limit", "{out}");
 
     // A dry run creates nothing in the cluster.
@@ -89,13 +169,24 @@ async fn review_runs_the_compiled_chain_and_changes_nothing() {
         "starforge",
         &ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", "RayJob")),
     );
-    assert!(rayjobs.list(&Default::default()).await.unwrap().items.is_empty());
+    assert!(
+        rayjobs
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_reports_rwo_storage_rejections() {
     let gw = TestGateway::start("h100=2x8", &[("FORGE_K8S_STORAGE_SHARED", "false")]).await;
-    let (_, out) = review(&gw, &spec(json!([{"name": "train", "nodes": 2, "gpusPerNode": 8}]))).await;
+    let (_, out) = review(
+        &gw,
+        &spec(json!([{"name": "train", "nodes": 2, "gpusPerNode": 8}])),
+    )
+    .await;
     assert_eq!(out["decision"]["code"], "storage.rwo-multi-node", "{out}");
 }
 
@@ -103,15 +194,28 @@ async fn review_reports_rwo_storage_rejections() {
 async fn invalid_specs_get_422_with_every_field_problem() {
     let gw = TestGateway::start("h100=1x8", &[]).await;
     let fields = |out: &Value| -> Vec<String> {
-        out["error"]["details"]["fields"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap().to_string()).collect()
+        out["error"]["details"]["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["field"].as_str().unwrap().to_string())
+            .collect()
     };
     let body = json!({"name": "Bad_Name", "framework": "nemo-rl", "entrypoint": "", "pools": [{"name": "a", "nodes": 0, "gpusPerNode": 99}]});
     let (status, out) = review(&gw, &body).await;
     assert_eq!(status, 422, "{out}");
     assert_eq!(out["error"]["code"], "invalid-spec");
     let got = fields(&out);
-    for expected in ["name", "entrypoint", "pools[0].nodes", "pools[0].gpusPerNode"] {
-        assert!(got.iter().any(|f| f == expected), "missing {expected} in {got:?}");
+    for expected in [
+        "name",
+        "entrypoint",
+        "pools[0].nodes",
+        "pools[0].gpusPerNode",
+    ] {
+        assert!(
+            got.iter().any(|f| f == expected),
+            "missing {expected} in {got:?}"
+        );
     }
     // The team comes from the token, never from the body.
     let (status, out) = review(&gw, &json!({"name": "ok", "framework": "nemo-rl", "entrypoint": "x", "pools": [{"name": "a", "nodes": 1}], "team": "other"})).await;

@@ -24,7 +24,10 @@ fn rayjob_ar() -> ApiResource {
 }
 
 fn raycluster_ar() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ray.io", "v1", "RayCluster"), "rayclusters")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("ray.io", "v1", "RayCluster"),
+        "rayclusters",
+    )
 }
 
 async fn start(scratch: &std::path::Path) -> (Sim, kube::Client) {
@@ -90,7 +93,9 @@ fn rayjob(name: &str, entrypoint: &str) -> Value {
 async fn create(client: &kube::Client, obj: Value) -> DynamicObject {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_ar());
     let obj: DynamicObject = serde_json::from_value(obj).expect("rayjob object");
-    api.create(&PostParams::default(), &obj).await.expect("create rayjob")
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create rayjob")
 }
 
 async fn get(client: &kube::Client, name: &str) -> Option<DynamicObject> {
@@ -99,7 +104,10 @@ async fn get(client: &kube::Client, name: &str) -> Option<DynamicObject> {
 }
 
 fn status<'a>(rj: &'a DynamicObject, key: &str) -> &'a str {
-    rj.data.pointer(&format!("/status/{key}")).and_then(Value::as_str).unwrap_or("")
+    rj.data
+        .pointer(&format!("/status/{key}"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// Polls until `f` returns `Some`, or panics after `secs`.
@@ -118,34 +126,59 @@ where
     }
 }
 
-async fn wait_state(client: &kube::Client, name: &str, states: &[&str], secs: u64) -> DynamicObject {
+async fn wait_state(
+    client: &kube::Client,
+    name: &str,
+    states: &[&str],
+    secs: u64,
+) -> DynamicObject {
     wait(secs, &format!("{name} in {states:?}"), || async {
         let rj = get(client, name).await?;
-        states.contains(&status(&rj, "jobDeploymentStatus")).then_some(rj)
+        states
+            .contains(&status(&rj, "jobDeploymentStatus"))
+            .then_some(rj)
     })
     .await
 }
 
 async fn events(client: &kube::Client) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), NS).list(&ListParams::default()).await.expect("events").items
+    Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
 }
 
 async fn submitter_pod(client: &kube::Client, rayjob: &str) -> Pod {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={rayjob}"));
-    pods.list(&lp).await.expect("pods").items.into_iter().next().expect("a submitter pod")
+    pods.list(&lp)
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .next()
+        .expect("a submitter pod")
 }
 
 async fn submitter_log(client: &kube::Client, rayjob: &str) -> String {
     let pod = submitter_pod(client, rayjob).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let lp = LogParams { container: Some("ray-job-submitter".into()), ..LogParams::default() };
-    pods.logs(pod.metadata.name.as_deref().expect("name"), &lp).await.expect("logs")
+    let lp = LogParams {
+        container: Some("ray-job-submitter".into()),
+        ..LogParams::default()
+    };
+    pods.logs(pod.metadata.name.as_deref().expect("name"), &lp)
+        .await
+        .expect("logs")
 }
 
 fn suffix_ok(full: &str, base: &str) -> bool {
-    full.strip_prefix(&format!("{base}-"))
-        .is_some_and(|s| s.len() == 5 && s.bytes().all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b)))
+    full.strip_prefix(&format!("{base}-")).is_some_and(|s| {
+        s.len() == 5
+            && s.bytes()
+                .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b))
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,51 +186,124 @@ async fn sample_rayjob_completes_with_driver_output_in_submitter_log() {
     let dir = scratch("ok");
     let (sim, client) = start(&dir).await;
     // A TTL keeps the RayCluster around after Complete so its pods can be inspected.
-    let mut obj = rayjob("rayjob-sample", "echo \"counter=$counter_name head=$HEAD_ENV\"; echo driver-done");
+    let mut obj = rayjob(
+        "rayjob-sample",
+        "echo \"counter=$counter_name head=$HEAD_ENV\"; echo driver-done",
+    );
     obj["spec"]["ttlSecondsAfterFinished"] = json!(300);
     create(&client, obj).await;
     let rj = wait_state(&client, "rayjob-sample", &["Complete", "Failed"], 60).await;
-    assert_eq!(status(&rj, "jobDeploymentStatus"), "Complete", "{:#}", rj.data["status"]);
+    assert_eq!(
+        status(&rj, "jobDeploymentStatus"),
+        "Complete",
+        "{:#}",
+        rj.data["status"]
+    );
     assert_eq!(status(&rj, "jobStatus"), "SUCCEEDED");
     assert!(!status(&rj, "startTime").is_empty() && !status(&rj, "endTime").is_empty());
-    assert!(suffix_ok(status(&rj, "jobId"), "rayjob-sample"), "{}", status(&rj, "jobId"));
+    assert!(
+        suffix_ok(status(&rj, "jobId"), "rayjob-sample"),
+        "{}",
+        status(&rj, "jobId")
+    );
     let cluster = status(&rj, "rayClusterName").to_owned();
     assert!(suffix_ok(&cluster, "rayjob-sample"), "{cluster}");
-    assert_eq!(status(&rj, "dashboardURL"), format!("{cluster}-head-svc.{NS}.svc.cluster.local:8265"));
-    assert_eq!(rj.metadata.finalizers.as_deref(), Some(&["ray.io/rayjob-finalizer".to_owned()][..]));
+    assert_eq!(
+        status(&rj, "dashboardURL"),
+        format!("{cluster}-head-svc.{NS}.svc.cluster.local:8265")
+    );
+    assert_eq!(
+        rj.metadata.finalizers.as_deref(),
+        Some(&["ray.io/rayjob-finalizer".to_owned()][..])
+    );
 
     let log = submitter_log(&client, "rayjob-sample").await;
     assert!(log.contains("counter=test_counter head=from-head"), "{log}");
     assert!(log.contains("driver-done"), "{log}");
     assert!(log.contains("submitted successfully"), "{log}");
 
-    let job = Api::<Job>::namespaced(client.clone(), NS).get("rayjob-sample").await.expect("submitter job");
+    let job = Api::<Job>::namespaced(client.clone(), NS)
+        .get("rayjob-sample")
+        .await
+        .expect("submitter job");
     let conds = job.status.and_then(|s| s.conditions).unwrap_or_default();
-    assert!(conds.iter().any(|c| c.type_ == "Complete" && c.status == "True"), "{conds:?}");
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True"),
+        "{conds:?}"
+    );
     let labels = job.metadata.labels.unwrap_or_default();
-    assert_eq!(labels.get("ray.io/originated-from-crd").map(String::as_str), Some("RayJob"));
+    assert_eq!(
+        labels.get("ray.io/originated-from-crd").map(String::as_str),
+        Some("RayJob")
+    );
     assert_eq!(job.spec.and_then(|s| s.backoff_limit), Some(2));
 
     // The cluster's pods carry KubeRay's labels and are owned by the RayCluster.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let ray_pods = pods.list(&ListParams::default().labels(&format!("ray.io/cluster={cluster}"))).await.expect("pods").items;
-    let types: BTreeSet<String> =
-        ray_pods.iter().filter_map(|p| p.metadata.labels.as_ref()?.get("ray.io/node-type").cloned()).collect();
-    assert_eq!(types, BTreeSet::from(["head".to_owned(), "worker".to_owned()]));
+    let ray_pods = pods
+        .list(&ListParams::default().labels(&format!("ray.io/cluster={cluster}")))
+        .await
+        .expect("pods")
+        .items;
+    let types: BTreeSet<String> = ray_pods
+        .iter()
+        .filter_map(|p| p.metadata.labels.as_ref()?.get("ray.io/node-type").cloned())
+        .collect();
+    assert_eq!(
+        types,
+        BTreeSet::from(["head".to_owned(), "worker".to_owned()])
+    );
     for p in &ray_pods {
         let l = p.metadata.labels.as_ref().expect("labels");
-        assert_eq!(l.get("app.kubernetes.io/created-by").map(String::as_str), Some("kuberay-operator"));
+        assert_eq!(
+            l.get("app.kubernetes.io/created-by").map(String::as_str),
+            Some("kuberay-operator")
+        );
         let owner = &p.metadata.owner_references.as_ref().expect("owner")[0];
-        assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("RayCluster", cluster.as_str(), Some(true)));
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("RayCluster", cluster.as_str(), Some(true))
+        );
     }
-    let worker = ray_pods.iter().find(|p| p.metadata.labels.as_ref().and_then(|l| l.get("ray.io/node-type")).map(String::as_str) == Some("worker")).expect("worker");
-    assert_eq!(worker.metadata.labels.as_ref().and_then(|l| l.get("ray.io/worker-group-replica-index")).map(String::as_str), Some("0"));
-    assert!(worker.metadata.name.as_deref().is_some_and(|n| n.starts_with(&format!("{cluster}-small-group-worker-"))));
+    let worker = ray_pods
+        .iter()
+        .find(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("ray.io/node-type"))
+                .map(String::as_str)
+                == Some("worker")
+        })
+        .expect("worker");
+    assert_eq!(
+        worker
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("ray.io/worker-group-replica-index"))
+            .map(String::as_str),
+        Some("0")
+    );
+    assert!(
+        worker
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with(&format!("{cluster}-small-group-worker-")))
+    );
 
     let evs = events(&client).await;
     let reasons: BTreeSet<(String, String)> = evs
         .iter()
-        .map(|e| (e.reporting_controller.clone().unwrap_or_default(), e.reason.clone().unwrap_or_default()))
+        .map(|e| {
+            (
+                e.reporting_controller.clone().unwrap_or_default(),
+                e.reason.clone().unwrap_or_default(),
+            )
+        })
         .collect();
     for (c, r) in [
         ("rayjob-controller", "CreatedRayCluster"),
@@ -207,7 +313,10 @@ async fn sample_rayjob_completes_with_driver_output_in_submitter_log() {
         ("raycluster-controller", "CreatedService"),
         ("default-scheduler", "Scheduled"),
     ] {
-        assert!(reasons.contains(&(c.to_owned(), r.to_owned())), "missing {c}/{r} in {reasons:?}");
+        assert!(
+            reasons.contains(&(c.to_owned(), r.to_owned())),
+            "missing {c}/{r} in {reasons:?}"
+        );
     }
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
@@ -217,19 +326,41 @@ async fn sample_rayjob_completes_with_driver_output_in_submitter_log() {
 async fn failing_entrypoint_ends_failed_app_failed_with_submitter_job_complete() {
     let dir = scratch("fail");
     let (sim, client) = start(&dir).await;
-    create(&client, rayjob("rayjob-fails", "echo about-to-fail; echo boom >&2; exit 3")).await;
+    create(
+        &client,
+        rayjob("rayjob-fails", "echo about-to-fail; echo boom >&2; exit 3"),
+    )
+    .await;
     let rj = wait_state(&client, "rayjob-fails", &["Complete", "Failed"], 60).await;
     assert_eq!(status(&rj, "jobDeploymentStatus"), "Failed");
     assert_eq!(status(&rj, "reason"), "AppFailed");
     assert_eq!(status(&rj, "jobStatus"), "FAILED");
-    assert!(status(&rj, "message").contains("exit code 3"), "{}", status(&rj, "message"));
-    assert_eq!(rj.data.pointer("/status/failed").and_then(Value::as_i64), Some(1));
+    assert!(
+        status(&rj, "message").contains("exit code 3"),
+        "{}",
+        status(&rj, "message")
+    );
+    assert_eq!(
+        rj.data.pointer("/status/failed").and_then(Value::as_i64),
+        Some(1)
+    );
     let log = submitter_log(&client, "rayjob-fails").await;
-    assert!(log.contains("about-to-fail") && log.contains("boom"), "{log}");
+    assert!(
+        log.contains("about-to-fail") && log.contains("boom"),
+        "{log}"
+    );
     // `ray job logs --follow` exits 0 even for a failed job: the K8s Job is Complete.
-    let job = Api::<Job>::namespaced(client.clone(), NS).get("rayjob-fails").await.expect("job");
+    let job = Api::<Job>::namespaced(client.clone(), NS)
+        .get("rayjob-fails")
+        .await
+        .expect("job");
     let conds = job.status.and_then(|s| s.conditions).unwrap_or_default();
-    assert!(conds.iter().any(|c| c.type_ == "Complete" && c.status == "True"), "{conds:?}");
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True"),
+        "{conds:?}"
+    );
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -243,18 +374,39 @@ async fn long_name_is_validation_failed_for_good() {
     create(&client, rayjob(name, "true")).await;
     let rj = wait_state(&client, name, &["ValidationFailed"], 20).await;
     assert_eq!(status(&rj, "reason"), "ValidationFailed");
-    assert!(status(&rj, "message").contains("47"), "{}", status(&rj, "message"));
+    assert!(
+        status(&rj, "message").contains("47"),
+        "{}",
+        status(&rj, "message")
+    );
     let ev = wait(10, "InvalidRayJobMetadata event", || async {
-        events(&client).await.into_iter().find(|e| e.reason.as_deref() == Some("InvalidRayJobMetadata"))
+        events(&client)
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("InvalidRayJobMetadata"))
     })
     .await;
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
-    assert_eq!(ev.reporting_controller.as_deref(), Some("rayjob-controller"));
+    assert_eq!(
+        ev.reporting_controller.as_deref(),
+        Some("rayjob-controller")
+    );
     tokio::time::sleep(Duration::from_secs(4)).await;
     let rj = get(&client, name).await.expect("still there");
-    assert_eq!(status(&rj, "jobDeploymentStatus"), "ValidationFailed", "never leaves ValidationFailed");
+    assert_eq!(
+        status(&rj, "jobDeploymentStatus"),
+        "ValidationFailed",
+        "never leaves ValidationFailed"
+    );
     let rcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &raycluster_ar());
-    assert!(rcs.list(&ListParams::default()).await.expect("list").items.is_empty(), "no cluster created");
+    assert!(
+        rcs.list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty(),
+        "no cluster created"
+    );
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -269,7 +421,11 @@ async fn active_deadline_fails_a_running_job_and_stops_the_driver() {
     let rj = wait_state(&client, "rayjob-slow", &["Complete", "Failed"], 30).await;
     assert_eq!(status(&rj, "jobDeploymentStatus"), "Failed");
     assert_eq!(status(&rj, "reason"), "DeadlineExceeded");
-    assert!(status(&rj, "message").contains("activeDeadlineSeconds"), "{}", status(&rj, "message"));
+    assert!(
+        status(&rj, "message").contains("activeDeadlineSeconds"),
+        "{}",
+        status(&rj, "message")
+    );
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -280,21 +436,32 @@ async fn pre_running_deadline_with_an_unfittable_worker() {
     let (sim, client) = start(&dir).await;
     let mut obj = rayjob("rayjob-stuck", "true");
     obj["spec"]["preRunningDeadlineSeconds"] = json!(3);
-    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]
-        ["nvidia.com/gpu"] = json!("64");
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]
+        ["limits"]["nvidia.com/gpu"] = json!("64");
     create(&client, obj).await;
-    let rj = wait_state(&client, "rayjob-stuck", &["Complete", "Failed", "Running"], 30).await;
+    let rj = wait_state(
+        &client,
+        "rayjob-stuck",
+        &["Complete", "Failed", "Running"],
+        30,
+    )
+    .await;
     assert_eq!(status(&rj, "jobDeploymentStatus"), "Failed");
     assert_eq!(status(&rj, "reason"), "PreRunningDeadlineExceeded");
     assert!(rj.data.pointer("/status/endTime").is_some());
     // The worker never bound: FailedScheduling says why.
     let ev = wait(10, "FailedScheduling", || async {
-        events(&client).await.into_iter().find(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        events(&client)
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
     })
     .await;
     assert_eq!(
         ev.note.as_deref(),
-        Some("0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+        Some(
+            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+        )
     );
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
@@ -311,27 +478,73 @@ async fn ttl_deletes_only_the_raycluster_and_deletion_cleans_up() {
     assert_eq!(status(&rj, "jobDeploymentStatus"), "Complete");
     let cluster = status(&rj, "rayClusterName").to_owned();
     let rcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &raycluster_ar());
-    assert!(rcs.get_opt(&cluster).await.expect("get").is_some(), "cluster lives until the TTL");
+    assert!(
+        rcs.get_opt(&cluster).await.expect("get").is_some(),
+        "cluster lives until the TTL"
+    );
     let started = Instant::now();
-    wait(15, "RayCluster deleted", || async { rcs.get_opt(&cluster).await.expect("get").is_none().then_some(()) }).await;
-    assert!(started.elapsed() >= Duration::from_millis(500), "deleted at endTime + TTL, not before");
+    wait(15, "RayCluster deleted", || async {
+        rcs.get_opt(&cluster)
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "deleted at endTime + TTL, not before"
+    );
     // Head/worker pods follow by GC; the submitter Job, its pod and its log stay.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     wait(15, "ray pods gone", || async {
-        pods.list(&ListParams::default().labels(&format!("ray.io/cluster={cluster}"))).await.expect("pods").items.is_empty().then_some(())
+        pods.list(&ListParams::default().labels(&format!("ray.io/cluster={cluster}")))
+            .await
+            .expect("pods")
+            .items
+            .is_empty()
+            .then_some(())
     })
     .await;
-    assert!(Api::<Job>::namespaced(client.clone(), NS).get_opt("rayjob-ttl").await.expect("get").is_some());
-    assert!(submitter_log(&client, "rayjob-ttl").await.contains("kept-in-the-log"));
-    assert!(events(&client).await.iter().any(|e| e.reason.as_deref() == Some("DeletedRayCluster")));
-    assert!(get(&client, "rayjob-ttl").await.is_some(), "the RayJob itself stays");
+    assert!(
+        Api::<Job>::namespaced(client.clone(), NS)
+            .get_opt("rayjob-ttl")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    assert!(
+        submitter_log(&client, "rayjob-ttl")
+            .await
+            .contains("kept-in-the-log")
+    );
+    assert!(
+        events(&client)
+            .await
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("DeletedRayCluster"))
+    );
+    assert!(
+        get(&client, "rayjob-ttl").await.is_some(),
+        "the RayJob itself stays"
+    );
 
     // Deleting the RayJob: finalizer removed, then GC removes the submitter Job.
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_ar());
-    api.delete("rayjob-ttl", &DeleteParams::default()).await.expect("delete");
-    wait(15, "RayJob gone", || async { get(&client, "rayjob-ttl").await.is_none().then_some(()) }).await;
+    api.delete("rayjob-ttl", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait(15, "RayJob gone", || async {
+        get(&client, "rayjob-ttl").await.is_none().then_some(())
+    })
+    .await;
     wait(15, "submitter Job gone", || async {
-        Api::<Job>::namespaced(client.clone(), NS).get_opt("rayjob-ttl").await.expect("get").is_none().then_some(())
+        Api::<Job>::namespaced(client.clone(), NS)
+            .get_opt("rayjob-ttl")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
     })
     .await;
     sim.shutdown().await;
@@ -351,10 +564,18 @@ async fn deleting_a_running_rayjob_stops_its_driver() {
     })
     .await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_ar());
-    api.delete("rayjob-stop", &DeleteParams::default()).await.expect("delete");
-    wait(15, "RayJob gone", || async { get(&client, "rayjob-stop").await.is_none().then_some(()) }).await;
+    api.delete("rayjob-stop", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait(15, "RayJob gone", || async {
+        get(&client, "rayjob-stop").await.is_none().then_some(())
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(!marker.exists(), "the driver process was killed by the stop");
+    assert!(
+        !marker.exists(),
+        "the driver process was killed by the stop"
+    );
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -376,16 +597,25 @@ fn capsule_zip() -> Vec<u8> {
     let opts = zip::write::SimpleFileOptions::default();
     w.add_directory("proj/", opts).expect("dir");
     w.start_file("proj/run.sh", opts).expect("file");
-    w.write_all(b"echo \"capsule says $(cat data.txt)\"\n").expect("write");
+    w.write_all(b"echo \"capsule says $(cat data.txt)\"\n")
+        .expect("write");
     w.start_file("proj/data.txt", opts).expect("file");
     w.write_all(b"hello-capsule").expect("write");
     w.finish().expect("zip").into_inner()
 }
 
-fn capsule_rayjob(name: &str, url: &str, init_sha: &str, file_sha: &str, annotation_sha: &str) -> Value {
+fn capsule_rayjob(
+    name: &str,
+    url: &str,
+    init_sha: &str,
+    file_sha: &str,
+    annotation_sha: &str,
+) -> Value {
     let mut obj = rayjob(name, "sh run.sh");
     obj["metadata"]["annotations"] = json!({"forge.dev/capsule-sha256": annotation_sha});
-    obj["spec"]["runtimeEnvYAML"] = json!(format!("working_dir: file:///forge/capsule/{file_sha}.zip\n"));
+    obj["spec"]["runtimeEnvYAML"] = json!(format!(
+        "working_dir: file:///forge/capsule/{file_sha}.zip\n"
+    ));
     let head = &mut obj["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"];
     head["volumes"] = json!([{"name": "forge-capsule", "emptyDir": {}}]);
     head["initContainers"] = json!([{
@@ -398,7 +628,8 @@ fn capsule_rayjob(name: &str, url: &str, init_sha: &str, file_sha: &str, annotat
         ],
         "volumeMounts": [{"name": "forge-capsule", "mountPath": "/forge/capsule"}],
     }]);
-    head["containers"][0]["volumeMounts"] = json!([{"name": "forge-capsule", "mountPath": "/forge/capsule"}]);
+    head["containers"][0]["volumeMounts"] =
+        json!([{"name": "forge-capsule", "mountPath": "/forge/capsule"}]);
     obj
 }
 
@@ -418,34 +649,71 @@ async fn capsule_init_container_fetches_verifies_and_the_driver_runs_from_it() {
     ok["spec"]["ttlSecondsAfterFinished"] = json!(300);
     create(&client, ok).await;
     let rj = wait_state(&client, "capsule-ok", &["Complete", "Failed"], 60).await;
-    assert_eq!(status(&rj, "jobStatus"), "SUCCEEDED", "{:#}", rj.data["status"]);
-    assert!(submitter_log(&client, "capsule-ok").await.contains("capsule says hello-capsule"));
+    assert_eq!(
+        status(&rj, "jobStatus"),
+        "SUCCEEDED",
+        "{:#}",
+        rj.data["status"]
+    );
+    assert!(
+        submitter_log(&client, "capsule-ok")
+            .await
+            .contains("capsule says hello-capsule")
+    );
     let cluster = status(&rj, "rayClusterName").to_owned();
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let head = pods
-        .list(&ListParams::default().labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head")))
+        .list(
+            &ListParams::default()
+                .labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head")),
+        )
         .await
         .expect("pods")
         .items
         .into_iter()
         .next()
         .expect("head pod");
-    let lp = LogParams { container: Some("forge-capsule-fetch".into()), ..LogParams::default() };
-    let init_log = pods.logs(head.metadata.name.as_deref().expect("name"), &lp).await.expect("init log");
+    let lp = LogParams {
+        container: Some("forge-capsule-fetch".into()),
+        ..LogParams::default()
+    };
+    let init_log = pods
+        .logs(head.metadata.name.as_deref().expect("name"), &lp)
+        .await
+        .expect("init log");
     assert!(init_log.contains("capsule ready at"), "{init_log}");
 
     // Wrong digest in the init container: it exits 1 with the clear line, the head
     // pod stays in Init:Error / Init:CrashLoopBackOff and the job never starts.
     let wrong = "0".repeat(64);
-    create(&client, capsule_rayjob("capsule-bad", &url, &wrong, &wrong, &wrong)).await;
+    create(
+        &client,
+        capsule_rayjob("capsule-bad", &url, &wrong, &wrong, &wrong),
+    )
+    .await;
     let (head_name, state) = wait(30, "init container failure", || async {
         let rj = get(&client, "capsule-bad").await?;
         let cluster = status(&rj, "rayClusterName").to_owned();
-        let lp = ListParams::default().labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head"));
+        let lp = ListParams::default()
+            .labels(&format!("ray.io/cluster={cluster},ray.io/node-type=head"));
         let head = pods.list(&lp).await.ok()?.items.into_iter().next()?;
-        let st = head.status.as_ref()?.init_container_statuses.as_ref()?.first()?.clone();
-        let failed = st.last_state.as_ref().and_then(|s| s.terminated.as_ref()).is_some()
-            || st.state.as_ref().and_then(|s| s.terminated.as_ref()).is_some_and(|t| t.exit_code != 0);
+        let st = head
+            .status
+            .as_ref()?
+            .init_container_statuses
+            .as_ref()?
+            .first()?
+            .clone();
+        let failed = st
+            .last_state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .is_some()
+            || st
+                .state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .is_some_and(|t| t.exit_code != 0);
         failed.then(|| (head.metadata.name.clone().unwrap_or_default(), st))
     })
     .await;
@@ -456,22 +724,45 @@ async fn capsule_init_container_fetches_verifies_and_the_driver_runs_from_it() {
         .or_else(|| state.state.as_ref().and_then(|s| s.terminated.clone()))
         .expect("terminated");
     assert_eq!((term.exit_code, term.reason.as_deref()), (1, Some("Error")));
-    let lp = LogParams { container: Some("forge-capsule-fetch".into()), ..LogParams::default() };
+    let lp = LogParams {
+        container: Some("forge-capsule-fetch".into()),
+        ..LogParams::default()
+    };
     let log = pods.logs(&head_name, &lp).await.expect("init log");
-    assert!(log.contains(&format!("capsule sha256 mismatch: expected {wrong} got {sha}")), "{log}");
+    assert!(
+        log.contains(&format!(
+            "capsule sha256 mismatch: expected {wrong} got {sha}"
+        )),
+        "{log}"
+    );
     let head = pods.get(&head_name).await.expect("head");
-    assert_eq!(head.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
+    assert_eq!(
+        head.status.and_then(|s| s.phase).as_deref(),
+        Some("Pending")
+    );
     let rj = get(&client, "capsule-bad").await.expect("rayjob");
     assert_eq!(status(&rj, "jobDeploymentStatus"), "Initializing");
 
     // The init container is fine but the RayJob's published digest differs: the
     // driver refuses the capsule and the job FAILS with the clear line.
     let other = "f".repeat(64);
-    create(&client, capsule_rayjob("capsule-annot", &url, &sha, &sha, &other)).await;
+    create(
+        &client,
+        capsule_rayjob("capsule-annot", &url, &sha, &sha, &other),
+    )
+    .await;
     let rj = wait_state(&client, "capsule-annot", &["Complete", "Failed"], 60).await;
-    assert_eq!((status(&rj, "jobDeploymentStatus"), status(&rj, "jobStatus")), ("Failed", "FAILED"));
+    assert_eq!(
+        (status(&rj, "jobDeploymentStatus"), status(&rj, "jobStatus")),
+        ("Failed", "FAILED")
+    );
     let log = submitter_log(&client, "capsule-annot").await;
-    assert!(log.contains(&format!("capsule sha256 mismatch: expected {other} got {sha}")), "{log}");
+    assert!(
+        log.contains(&format!(
+            "capsule sha256 mismatch: expected {other} got {sha}"
+        )),
+        "{log}"
+    );
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }

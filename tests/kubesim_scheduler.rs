@@ -23,7 +23,13 @@ async fn start(nodes: Vec<NodeSpec>, failing: &[&str]) -> (Sim, kube::Client) {
         scratch_root: std::env::temp_dir().join(format!("kubesim-sched-{}", std::process::id())),
         ..ControllerConfig::default()
     };
-    let sim = Sim::start(SimConfig { nodes, controllers, ..SimConfig::default() }).await.expect("kubesim starts");
+    let sim = Sim::start(SimConfig {
+        nodes,
+        controllers,
+        ..SimConfig::default()
+    })
+    .await
+    .expect("kubesim starts");
     let client = sim.client().expect("client");
     (sim, client)
 }
@@ -57,11 +63,19 @@ where
 }
 
 async fn node_of(pods: &Api<Pod>, name: &str) -> Option<String> {
-    pods.get(name).await.ok()?.spec?.node_name.filter(|n| !n.is_empty())
+    pods.get(name)
+        .await
+        .ok()?
+        .spec?
+        .node_name
+        .filter(|n| !n.is_empty())
 }
 
 async fn failed_scheduling(client: &kube::Client, pod: &str) -> Vec<String> {
-    let evs = Api::<Event>::namespaced(client.clone(), NS).list(&ListParams::default()).await.expect("events");
+    let evs = Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("events");
     evs.items
         .into_iter()
         .filter(|e| {
@@ -75,15 +89,35 @@ async fn failed_scheduling(client: &kube::Client, pod: &str) -> Vec<String> {
 }
 
 fn scheduled_condition(p: &Pod) -> Option<(String, String, String)> {
-    let c = p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?.clone();
-    Some((c.status, c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
+    let c = p
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")?
+        .clone();
+    Some((
+        c.status,
+        c.reason.unwrap_or_default(),
+        c.message.unwrap_or_default(),
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unfittable_pod_stays_pending_with_the_real_message() {
-    let (sim, client) = start(NodeSpec::parse_layout("h100=2x8,a100=2x8").expect("layout"), &[]).await;
+    let (sim, client) = start(
+        NodeSpec::parse_layout("h100=2x8,a100=2x8").expect("layout"),
+        &[],
+    )
+    .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    pods.create(&PostParams::default(), &gpu_pod("too-big", 16, Some("a100"))).await.expect("create");
+    pods.create(
+        &PostParams::default(),
+        &gpu_pod("too-big", 16, Some("a100")),
+    )
+    .await
+    .expect("create");
     let expected = "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. \
                     preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, \
                     2 Preemption is not helpful for scheduling.";
@@ -94,21 +128,39 @@ async fn unfittable_pod_stays_pending_with_the_real_message() {
     .await;
     assert_eq!(notes[0], expected);
     let p = pods.get("too-big").await.expect("pod");
-    assert_eq!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Pending"));
-    assert_eq!(scheduled_condition(&p), Some(("False".into(), "Unschedulable".into(), expected.into())));
+    assert_eq!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Pending")
+    );
+    assert_eq!(
+        scheduled_condition(&p),
+        Some(("False".into(), "Unschedulable".into(), expected.into()))
+    );
     assert_eq!(node_of(&pods, "too-big").await, None);
 
     // A pod that fits binds to a matching node, and runs.
-    pods.create(&PostParams::default(), &gpu_pod("fits", 8, Some("a100"))).await.expect("create");
+    pods.create(&PostParams::default(), &gpu_pod("fits", 8, Some("a100")))
+        .await
+        .expect("create");
     let node = wait(10, "bound", || node_of(&pods, "fits")).await;
     assert!(node.starts_with("a100-"), "{node}");
     let p = wait(10, "running+ready", || async {
         let p = pods.get("fits").await.ok()?;
-        let ready = p.status.as_ref()?.conditions.as_ref()?.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        let ready = p
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         (p.status.as_ref()?.phase.as_deref() == Some("Running") && ready).then_some(p)
     })
     .await;
-    let cs = &p.status.as_ref().and_then(|s| s.container_statuses.clone()).expect("statuses")[0];
+    let cs = &p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .expect("statuses")[0];
     assert!(cs.ready && cs.state.as_ref().and_then(|s| s.running.as_ref()).is_some());
     let kubelet: BTreeSet<String> = Api::<CoreEvent>::namespaced(client.clone(), NS)
         .list(&ListParams::default())
@@ -121,7 +173,10 @@ async fn unfittable_pod_stays_pending_with_the_real_message() {
         .filter_map(|e| e.reason)
         .collect();
     for r in ["Pulling", "Pulled", "Created", "Started"] {
-        assert!(kubelet.contains(r), "missing kubelet event {r}: {kubelet:?}");
+        assert!(
+            kubelet.contains(r),
+            "missing kubelet event {r}: {kubelet:?}"
+        );
     }
     sim.shutdown().await;
 }
@@ -130,17 +185,30 @@ async fn unfittable_pod_stays_pending_with_the_real_message() {
 async fn gpus_held_by_bound_pods_count_until_they_go() {
     let (sim, client) = start(NodeSpec::parse_layout("h100=1x8").expect("layout"), &[]).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    pods.create(&PostParams::default(), &gpu_pod("first", 6, None)).await.expect("create");
+    pods.create(&PostParams::default(), &gpu_pod("first", 6, None))
+        .await
+        .expect("create");
     wait(10, "first bound", || node_of(&pods, "first")).await;
-    pods.create(&PostParams::default(), &gpu_pod("second", 6, None)).await.expect("create");
+    pods.create(&PostParams::default(), &gpu_pod("second", 6, None))
+        .await
+        .expect("create");
     let notes = wait(10, "second unschedulable", || async {
         let n = failed_scheduling(&client, "second").await;
         (!n.is_empty()).then_some(n)
     })
     .await;
-    assert!(notes[0].starts_with("0/1 nodes are available: 1 Insufficient nvidia.com/gpu."), "{}", notes[0]);
-    pods.delete("first", &DeleteParams::default()).await.expect("delete");
-    let node = wait(15, "second bound after first left", || node_of(&pods, "second")).await;
+    assert!(
+        notes[0].starts_with("0/1 nodes are available: 1 Insufficient nvidia.com/gpu."),
+        "{}",
+        notes[0]
+    );
+    pods.delete("first", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let node = wait(15, "second bound after first left", || {
+        node_of(&pods, "second")
+    })
+    .await;
     assert_eq!(node, "h100-0");
     sim.shutdown().await;
 }
@@ -151,8 +219,17 @@ async fn cordon_and_uncordon_change_what_schedules() {
     let nodes: Api<Node> = Api::all(client.clone());
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     // `kubectl cordon` is a patch of spec.unschedulable.
-    nodes.patch("a100-0", &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await.expect("cordon");
-    pods.create(&PostParams::default(), &gpu_pod("waits", 1, Some("a100"))).await.expect("create");
+    nodes
+        .patch(
+            "a100-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    pods.create(&PostParams::default(), &gpu_pod("waits", 1, Some("a100")))
+        .await
+        .expect("create");
     let notes = wait(10, "unschedulable", || async {
         let n = failed_scheduling(&client, "waits").await;
         (!n.is_empty()).then_some(n)
@@ -164,8 +241,18 @@ async fn cordon_and_uncordon_change_what_schedules() {
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(node_of(&pods, "waits").await, None);
-    nodes.patch("a100-0", &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": null}}))).await.expect("uncordon");
-    assert_eq!(wait(10, "bound after uncordon", || node_of(&pods, "waits")).await, "a100-0");
+    nodes
+        .patch(
+            "a100-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": null}})),
+        )
+        .await
+        .expect("uncordon");
+    assert_eq!(
+        wait(10, "bound after uncordon", || node_of(&pods, "waits")).await,
+        "a100-0"
+    );
     sim.shutdown().await;
 }
 
@@ -177,10 +264,15 @@ async fn not_ready_nodes_and_taints_are_filtered_with_their_reasons() {
     let node_api: Api<Node> = Api::all(client.clone());
     let taint = json!({"spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}});
     for n in ["h100-1", "h100-2"] {
-        node_api.patch(n, &PatchParams::default(), &Patch::Merge(taint.clone())).await.expect("taint");
+        node_api
+            .patch(n, &PatchParams::default(), &Patch::Merge(taint.clone()))
+            .await
+            .expect("taint");
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    pods.create(&PostParams::default(), &gpu_pod("plain", 1, None)).await.expect("create");
+    pods.create(&PostParams::default(), &gpu_pod("plain", 1, None))
+        .await
+        .expect("create");
     let notes = wait(10, "unschedulable", || async {
         let n = failed_scheduling(&client, "plain").await;
         (!n.is_empty()).then_some(n)
@@ -198,7 +290,9 @@ async fn not_ready_nodes_and_taints_are_filtered_with_their_reasons() {
         json!({"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}),
     )
     .expect("toleration")]);
-    pods.create(&PostParams::default(), &tolerant).await.expect("create");
+    pods.create(&PostParams::default(), &tolerant)
+        .await
+        .expect("create");
     let node = wait(10, "tolerant bound", || node_of(&pods, "tolerant")).await;
     assert!(node == "h100-1" || node == "h100-2", "{node}");
     sim.shutdown().await;
@@ -206,14 +300,20 @@ async fn not_ready_nodes_and_taints_are_filtered_with_their_reasons() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_image_shows_err_image_pull_then_back_off() {
-    let (sim, client) = start(NodeSpec::parse_layout("h100=1x8").expect("layout"), &["ghcr.io/forge/missing:1"]).await;
+    let (sim, client) = start(
+        NodeSpec::parse_layout("h100=1x8").expect("layout"),
+        &["ghcr.io/forge/missing:1"],
+    )
+    .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "badimage"},
         "spec": {"containers": [{"name": "main", "image": "ghcr.io/forge/missing:1"}]},
     }))
     .expect("pod");
-    pods.create(&PostParams::default(), &pod).await.expect("create");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
     let core: Api<CoreEvent> = Api::namespaced(client.clone(), NS);
     let msgs = wait(15, "pull failure events", || async {
         let evs = core.list(&ListParams::default()).await.ok()?.items;
@@ -226,11 +326,21 @@ async fn missing_image_shows_err_image_pull_then_back_off() {
     })
     .await;
     assert!(
-        msgs.iter().any(|(r, m)| r == "Failed" && m.starts_with("Failed to pull image \"ghcr.io/forge/missing:1\": ")),
+        msgs.iter().any(|(r, m)| r == "Failed"
+            && m.starts_with("Failed to pull image \"ghcr.io/forge/missing:1\": ")),
         "{msgs:?}"
     );
-    assert!(msgs.iter().any(|(r, m)| r == "Failed" && m == "Error: ErrImagePull"), "{msgs:?}");
-    assert!(msgs.iter().any(|(r, m)| r == "BackOff" && m == "Back-off pulling image \"ghcr.io/forge/missing:1\""), "{msgs:?}");
+    assert!(
+        msgs.iter()
+            .any(|(r, m)| r == "Failed" && m == "Error: ErrImagePull"),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter()
+            .any(|(r, m)| r == "BackOff"
+                && m == "Back-off pulling image \"ghcr.io/forge/missing:1\""),
+        "{msgs:?}"
+    );
     let reason = wait(10, "ImagePullBackOff state", || async {
         let p = pods.get("badimage").await.ok()?;
         let cs = p.status?.container_statuses?.into_iter().next()?;

@@ -26,7 +26,11 @@ fn series(name: &str, total: u32, free: u32, nodes: u32) -> SeriesCapacity {
     }
 }
 
-fn request(team: &str, pools: &[(&str, u32, u32, Option<&str>)], storage: StorageMode) -> PolicyRequest {
+fn request(
+    team: &str,
+    pools: &[(&str, u32, u32, Option<&str>)],
+    storage: StorageMode,
+) -> PolicyRequest {
     PolicyRequest {
         job: JobView {
             id: "j-1".into(),
@@ -77,18 +81,33 @@ fn pool_series_admits_with_selector_and_rejects_unknown_series() {
     let e = engine();
     let chain = single(&e, "pool-series", POOL_SERIES);
     let out = chain
-        .evaluate(&request("team-a", &[("train", 2, 8, None), ("rollout", 1, 8, None)], StorageMode::Shared))
+        .evaluate(&request(
+            "team-a",
+            &[("train", 2, 8, None), ("rollout", 1, 8, None)],
+            StorageMode::Shared,
+        ))
         .unwrap();
-    let Decision::Admit { placement } = &out.decision else { panic!("{:?}", out.decision) };
+    let Decision::Admit { placement } = &out.decision else {
+        panic!("{:?}", out.decision)
+    };
     assert_eq!(placement.pools[0].series.as_deref(), Some("h200"));
-    assert_eq!(placement.pools[1].node_selector["starforge/gpu-series"], "h100");
+    assert_eq!(
+        placement.pools[1].node_selector["starforge/gpu-series"],
+        "h100"
+    );
     assert_eq!(placement.pools[1].ray_resources["forge-pool-rollout"], 8.0);
 
     let out = chain
-        .evaluate(&request("team-a", &[("train", 1, 8, Some("a100"))], StorageMode::Shared))
+        .evaluate(&request(
+            "team-a",
+            &[("train", 1, 8, Some("a100"))],
+            StorageMode::Shared,
+        ))
         .unwrap();
     assert_eq!(code(&out.decision), "series.not-allowed");
-    let Decision::Reject { field, message, .. } = &out.decision else { unreachable!() };
+    let Decision::Reject { field, message, .. } = &out.decision else {
+        unreachable!()
+    };
     assert_eq!(field.as_deref(), Some("pools[0].series"));
     assert!(message.contains("h100, h200"), "{message}");
 }
@@ -97,18 +116,35 @@ fn pool_series_admits_with_selector_and_rejects_unknown_series() {
 fn team_quota_admits_queues_and_rejects() {
     let e = engine();
     let chain = single(&e, "team-quota", TEAM_QUOTA);
-    let mut req = request("team-a", &[("train", 1, 8, Some("h100"))], StorageMode::Shared);
+    let mut req = request(
+        "team-a",
+        &[("train", 1, 8, Some("h100"))],
+        StorageMode::Shared,
+    );
     assert_eq!(code(&chain.evaluate(&req).unwrap().decision), "admit");
 
-    req.usage = vec![SeriesUsage { series: "h100".into(), running: 12, queued: 0 }];
+    req.usage = vec![SeriesUsage {
+        series: "h100".into(),
+        running: 12,
+        queued: 0,
+    }];
     let out = chain.evaluate(&req).unwrap();
     assert_eq!(code(&out.decision), "quota.exceeded");
 
-    let big = request("team-a", &[("train", 3, 8, Some("h100"))], StorageMode::Shared);
+    let big = request(
+        "team-a",
+        &[("train", 3, 8, Some("h100"))],
+        StorageMode::Shared,
+    );
     let out = chain.evaluate(&big).unwrap();
-    let Decision::Reject { code, message, .. } = &out.decision else { panic!("{:?}", out.decision) };
+    let Decision::Reject { code, message, .. } = &out.decision else {
+        panic!("{:?}", out.decision)
+    };
     assert_eq!(code, "quota.job-exceeds-limit");
-    assert!(message.contains("24 h100") && message.contains("at most 16"), "{message}");
+    assert!(
+        message.contains("24 h100") && message.contains("at most 16"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -116,11 +152,21 @@ fn rwo_guard_rejects_multi_node_only_on_rwo() {
     let e = engine();
     let chain = single(&e, "rwo-guard", RWO_GUARD);
     let multi = [("a", 1, 8, None), ("b", 1, 8, None)];
-    let out = chain.evaluate(&request("t", &multi, StorageMode::ReadWriteOnce)).unwrap();
+    let out = chain
+        .evaluate(&request("t", &multi, StorageMode::ReadWriteOnce))
+        .unwrap();
     assert_eq!(code(&out.decision), "storage.rwo-multi-node");
-    let out = chain.evaluate(&request("t", &multi, StorageMode::Shared)).unwrap();
+    let out = chain
+        .evaluate(&request("t", &multi, StorageMode::Shared))
+        .unwrap();
     assert_eq!(code(&out.decision), "admit");
-    let out = chain.evaluate(&request("t", &[("a", 1, 8, None)], StorageMode::ReadWriteOnce)).unwrap();
+    let out = chain
+        .evaluate(&request(
+            "t",
+            &[("a", 1, 8, None)],
+            StorageMode::ReadWriteOnce,
+        ))
+        .unwrap();
     assert_eq!(code(&out.decision), "admit");
 }
 
@@ -129,9 +175,15 @@ fn chain_admits_with_the_last_placement_and_records_digests() {
     let e = engine();
     let chain = plugins::reference_chain(&e);
     let out = chain
-        .evaluate(&request("team-a", &[("train", 2, 8, None)], StorageMode::Shared))
+        .evaluate(&request(
+            "team-a",
+            &[("train", 2, 8, None)],
+            StorageMode::Shared,
+        ))
         .unwrap();
-    let Decision::Admit { placement } = &out.decision else { panic!("{:?}", out.decision) };
+    let Decision::Admit { placement } = &out.decision else {
+        panic!("{:?}", out.decision)
+    };
     assert_eq!(placement.pools[0].series.as_deref(), Some("h200"));
     assert_eq!(out.trace.len(), 3);
     assert!(out.trace.iter().all(|t| t.outcome == "admit"));
@@ -147,15 +199,27 @@ fn chain_first_reject_wins_even_after_a_queue() {
     let e = engine();
     let chain = plugins::reference_chain(&e);
     // team-quota queues (usage), then rwo-guard rejects (RWO multi-node): reject wins.
-    let mut req = request("team-a", &[("train", 1, 8, Some("h100")), ("x", 1, 0, Some("h100"))], StorageMode::ReadWriteOnce);
-    req.usage = vec![SeriesUsage { series: "h100".into(), running: 16, queued: 0 }];
+    let mut req = request(
+        "team-a",
+        &[("train", 1, 8, Some("h100")), ("x", 1, 0, Some("h100"))],
+        StorageMode::ReadWriteOnce,
+    );
+    req.usage = vec![SeriesUsage {
+        series: "h100".into(),
+        running: 16,
+        queued: 0,
+    }];
     let out = chain.evaluate(&req).unwrap();
     assert_eq!(code(&out.decision), "storage.rwo-multi-node");
     let outcomes: Vec<_> = out.trace.iter().map(|t| t.outcome).collect();
     assert_eq!(outcomes, ["admit", "queue", "reject"]);
 
     // A reject stops the chain: later plugins do not run.
-    let req = request("team-a", &[("train", 1, 8, Some("b200"))], StorageMode::Shared);
+    let req = request(
+        "team-a",
+        &[("train", 1, 8, Some("b200"))],
+        StorageMode::Shared,
+    );
     let out = chain.evaluate(&req).unwrap();
     assert_eq!(code(&out.decision), "series.not-allowed");
     assert_eq!(out.trace.len(), 1);
@@ -165,8 +229,16 @@ fn chain_first_reject_wins_even_after_a_queue() {
 fn chain_queue_holds_the_job_when_nothing_rejects() {
     let e = engine();
     let chain = plugins::reference_chain(&e);
-    let mut req = request("team-a", &[("train", 1, 8, Some("h100"))], StorageMode::Shared);
-    req.usage = vec![SeriesUsage { series: "h100".into(), running: 16, queued: 0 }];
+    let mut req = request(
+        "team-a",
+        &[("train", 1, 8, Some("h100"))],
+        StorageMode::Shared,
+    );
+    req.usage = vec![SeriesUsage {
+        series: "h100".into(),
+        running: 16,
+        queued: 0,
+    }];
     let out = chain.evaluate(&req).unwrap();
     assert_eq!(code(&out.decision), "quota.exceeded");
     assert_eq!(out.trace.len(), 3, "the chain continues after a hold");
@@ -180,36 +252,65 @@ fn chain_order_matters_each_plugin_sees_the_placement_so_far() {
     let quota_first = Chain::new(
         &e,
         vec![
-            ChainLink { plugin: load(&e, "team-quota"), settings: TEAM_QUOTA.into() },
-            ChainLink { plugin: load(&e, "pool-series"), settings: POOL_SERIES.into() },
+            ChainLink {
+                plugin: load(&e, "team-quota"),
+                settings: TEAM_QUOTA.into(),
+            },
+            ChainLink {
+                plugin: load(&e, "pool-series"),
+                settings: POOL_SERIES.into(),
+            },
         ],
     )
     .unwrap();
     let series_first = Chain::new(
         &e,
         vec![
-            ChainLink { plugin: load(&e, "pool-series"), settings: POOL_SERIES.into() },
-            ChainLink { plugin: load(&e, "team-quota"), settings: TEAM_QUOTA.into() },
+            ChainLink {
+                plugin: load(&e, "pool-series"),
+                settings: POOL_SERIES.into(),
+            },
+            ChainLink {
+                plugin: load(&e, "team-quota"),
+                settings: TEAM_QUOTA.into(),
+            },
         ],
     )
     .unwrap();
     let req = request("team-a", &[("rollout", 4, 8, None)], StorageMode::Shared);
     assert_eq!(code(&quota_first.evaluate(&req).unwrap().decision), "admit");
-    assert_eq!(code(&series_first.evaluate(&req).unwrap().decision), "quota.job-exceeds-limit");
+    assert_eq!(
+        code(&series_first.evaluate(&req).unwrap().decision),
+        "quota.job-exceeds-limit"
+    );
 }
 
 #[test]
 fn bad_settings_are_rejected_by_validate_settings_with_a_clear_message() {
     let e = engine();
     let cases = [
-        ("rwo-guard", r#"{"max_nodes": 0}"#, "max_nodes must be at least 1"),
-        ("pool-series", r#"{"default_series": "a100", "allowed": ["h100"]}"#, "default_series"),
+        (
+            "rwo-guard",
+            r#"{"max_nodes": 0}"#,
+            "max_nodes must be at least 1",
+        ),
+        (
+            "pool-series",
+            r#"{"default_series": "a100", "allowed": ["h100"]}"#,
+            "default_series",
+        ),
         ("team-quota", r#"{"limit": {}}"#, "unknown field `limit`"),
         ("team-quota", "not json", "invalid settings"),
     ];
     for (name, settings, expected) in cases {
-        let err = Chain::new(&e, vec![ChainLink { plugin: load(&e, name), settings: settings.into() }])
-            .expect_err(settings);
+        let err = Chain::new(
+            &e,
+            vec![ChainLink {
+                plugin: load(&e, name),
+                settings: settings.into(),
+            }],
+        )
+        .expect_err(settings);
         match &err {
             LoadError::InvalidSettings { plugin, message } => {
                 assert_eq!(plugin, name);
@@ -229,16 +330,46 @@ fn precompiled_components_are_cached_by_digest_and_reused() {
     let first = Plugin::load(&e, "rwo-guard", &bytes).unwrap();
     let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert_eq!(files.len(), 1, "one precompiled artifact");
-    let name = files[0].as_ref().unwrap().file_name().into_string().unwrap();
-    assert!(name.starts_with(first.digest().trim_start_matches("sha256:")), "{name}");
-    let modified = std::fs::metadata(dir.join(&name)).unwrap().modified().unwrap();
+    let name = files[0]
+        .as_ref()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    assert!(
+        name.starts_with(first.digest().trim_start_matches("sha256:")),
+        "{name}"
+    );
+    let modified = std::fs::metadata(dir.join(&name))
+        .unwrap()
+        .modified()
+        .unwrap();
 
     // A new engine (a restart) loads the artifact instead of recompiling.
     let e2 = PolicyEngine::new(plugins::test_limits(), Some(dir.clone())).unwrap();
     let second = Plugin::load(&e2, "rwo-guard", &bytes).unwrap();
-    assert_eq!(std::fs::metadata(dir.join(&name)).unwrap().modified().unwrap(), modified);
-    let chain = Chain::new(&e2, vec![ChainLink { plugin: second, settings: "{}".into() }]).unwrap();
-    let out = chain.evaluate(&request("t", &[("a", 2, 8, None)], StorageMode::ReadWriteOnce)).unwrap();
+    assert_eq!(
+        std::fs::metadata(dir.join(&name))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        modified
+    );
+    let chain = Chain::new(
+        &e2,
+        vec![ChainLink {
+            plugin: second,
+            settings: "{}".into(),
+        }],
+    )
+    .unwrap();
+    let out = chain
+        .evaluate(&request(
+            "t",
+            &[("a", 2, 8, None)],
+            StorageMode::ReadWriteOnce,
+        ))
+        .unwrap();
     assert_eq!(code(&out.decision), "storage.rwo-multi-node");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -254,7 +385,11 @@ async fn runner_evaluates_concurrently_off_the_async_workers() {
         let chain = chain.clone();
         let nodes = 1 + i % 3;
         tasks.push(tokio::spawn(async move {
-            let req = Arc::new(request("team-a", &[("train", nodes, 8, None)], StorageMode::Shared));
+            let req = Arc::new(request(
+                "team-a",
+                &[("train", nodes, 8, None)],
+                StorageMode::Shared,
+            ));
             runner.evaluate(chain, req).await
         }));
     }

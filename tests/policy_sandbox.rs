@@ -3,8 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use forge_gateway::policy::model::{ClusterView, Decision, JobView, PolicyRequest, PoolView, StorageMode};
-use forge_gateway::policy::{Chain, ChainLink, EngineLimits, LoadError, Plugin, PluginError, PolicyEngine};
+use forge_gateway::policy::model::{
+    ClusterView, Decision, JobView, PolicyRequest, PoolView, StorageMode,
+};
+use forge_gateway::policy::{
+    Chain, ChainLink, EngineLimits, LoadError, Plugin, PluginError, PolicyEngine,
+};
 use forge_tests::plugins::{self, engine, load};
 
 fn request() -> PolicyRequest {
@@ -15,11 +19,19 @@ fn request() -> PolicyRequest {
             name: "n".into(),
             framework: "nemo-rl".into(),
             priority: 0,
-            pools: vec![PoolView { name: "train".into(), nodes: 1, gpus_per_node: 8, series: None }],
+            pools: vec![PoolView {
+                name: "train".into(),
+                nodes: 1,
+                gpus_per_node: 8,
+                series: None,
+            }],
             storage: StorageMode::Shared,
             labels: Default::default(),
         },
-        cluster: ClusterView { gpu_node_label: "starforge/gpu-series".into(), series: vec![] },
+        cluster: ClusterView {
+            gpu_node_label: "starforge/gpu-series".into(),
+            series: vec![],
+        },
         usage: vec![],
     }
 }
@@ -41,13 +53,19 @@ fn assert_host_still_serves(engine: &PolicyEngine) {
     assert!(matches!(out.decision, Decision::Admit { .. }));
     let out = plugins::reference_chain(engine).evaluate(&request());
     // No series in the snapshot: pool-series rejects — a normal decision, not a failure.
-    assert!(matches!(out.expect("reference chain").decision, Decision::Reject { .. }));
+    assert!(matches!(
+        out.expect("reference chain").decision,
+        Decision::Reject { .. }
+    ));
 }
 
 #[test]
 fn infinite_loop_is_stopped_at_the_deadline() {
     let e = PolicyEngine::new(
-        EngineLimits { deadline: Duration::from_millis(100), ..EngineLimits::default() },
+        EngineLimits {
+            deadline: Duration::from_millis(100),
+            ..EngineLimits::default()
+        },
         None,
     )
     .unwrap();
@@ -57,7 +75,10 @@ fn infinite_loop_is_stopped_at_the_deadline() {
     let took = started.elapsed();
     assert_eq!(err.source, PluginError::Deadline { deadline_ms: 100 });
     assert_eq!(err.plugin, "hostile");
-    assert!(took >= Duration::from_millis(100), "stopped too early: {took:?}");
+    assert!(
+        took >= Duration::from_millis(100),
+        "stopped too early: {took:?}"
+    );
     assert!(took < Duration::from_secs(2), "stopped too late: {took:?}");
     assert_host_still_serves(&e);
 }
@@ -65,8 +86,15 @@ fn infinite_loop_is_stopped_at_the_deadline() {
 #[test]
 fn allocation_bomb_is_stopped_at_the_memory_cap() {
     let e = engine();
-    let err = hostile(&e, "alloc").evaluate(&request()).expect_err("must not return");
-    assert_eq!(err.source, PluginError::Memory { cap_bytes: 32 << 20 });
+    let err = hostile(&e, "alloc")
+        .evaluate(&request())
+        .expect_err("must not return");
+    assert_eq!(
+        err.source,
+        PluginError::Memory {
+            cap_bytes: 32 << 20
+        }
+    );
     assert_eq!(err.source.cause(), "memory");
     assert_host_still_serves(&e);
 }
@@ -74,7 +102,9 @@ fn allocation_bomb_is_stopped_at_the_memory_cap() {
 #[test]
 fn trap_fails_closed() {
     let e = engine();
-    let err = hostile(&e, "trap").evaluate(&request()).expect_err("must not return");
+    let err = hostile(&e, "trap")
+        .evaluate(&request())
+        .expect_err("must not return");
     assert!(matches!(err.source, PluginError::Trap(_)), "{err}");
     assert_host_still_serves(&e);
 }
@@ -82,17 +112,29 @@ fn trap_fails_closed() {
 #[test]
 fn malformed_decisions_fail_closed() {
     let e = engine();
-    let err = hostile(&e, "bad-placement").evaluate(&request()).expect_err("bad placement");
-    assert!(matches!(&err.source, PluginError::BadOutput(m) if m.contains("0 pools")), "{err}");
-    let err = hostile(&e, "bad-code").evaluate(&request()).expect_err("bad code");
-    assert!(matches!(&err.source, PluginError::BadOutput(m) if m.contains("Not A Code!")), "{err}");
+    let err = hostile(&e, "bad-placement")
+        .evaluate(&request())
+        .expect_err("bad placement");
+    assert!(
+        matches!(&err.source, PluginError::BadOutput(m) if m.contains("0 pools")),
+        "{err}"
+    );
+    let err = hostile(&e, "bad-code")
+        .evaluate(&request())
+        .expect_err("bad code");
+    assert!(
+        matches!(&err.source, PluginError::BadOutput(m) if m.contains("Not A Code!")),
+        "{err}"
+    );
     assert_host_still_serves(&e);
 }
 
 #[test]
 fn log_flood_is_capped_and_the_call_completes() {
     let e = engine();
-    let out = hostile(&e, "log-flood").evaluate(&request()).expect("admits after logging");
+    let out = hostile(&e, "log-flood")
+        .evaluate(&request())
+        .expect("admits after logging");
     assert!(matches!(out.decision, Decision::Admit { .. }));
 }
 
@@ -114,7 +156,9 @@ fn component_of_another_world_is_rejected_at_load() {
     let bytes = plugins::wat_fixture("plugins/other-world.wat");
     let err = Plugin::load(&e, "other", &bytes).expect_err("must refuse another world");
     match &err {
-        LoadError::WrongWorld { supported, .. } => assert_eq!(*supported, "forge:policy/policy@0.1.0"),
+        LoadError::WrongWorld { supported, .. } => {
+            assert_eq!(*supported, "forge:policy/policy@0.1.0")
+        }
         other => panic!("expected WrongWorld, got {other}"),
     }
     assert_host_still_serves(&e);
@@ -124,13 +168,26 @@ fn component_of_another_world_is_rejected_at_load() {
 fn core_module_and_garbage_are_not_components() {
     let e = engine();
     let core = plugins::wat_fixture("plugins/core-module.wat");
-    assert!(matches!(Plugin::load(&e, "core", &core), Err(LoadError::NotAComponent(_))));
-    assert!(matches!(Plugin::load(&e, "junk", b"definitely not wasm"), Err(LoadError::NotAComponent(_))));
+    assert!(matches!(
+        Plugin::load(&e, "core", &core),
+        Err(LoadError::NotAComponent(_))
+    ));
+    assert!(matches!(
+        Plugin::load(&e, "junk", b"definitely not wasm"),
+        Err(LoadError::NotAComponent(_))
+    ));
 }
 
 #[test]
 fn oversized_component_is_refused_before_compiling() {
-    let e = PolicyEngine::new(EngineLimits { max_component_bytes: 1024, ..EngineLimits::default() }, None).unwrap();
+    let e = PolicyEngine::new(
+        EngineLimits {
+            max_component_bytes: 1024,
+            ..EngineLimits::default()
+        },
+        None,
+    )
+    .unwrap();
     let err = Plugin::load(&e, "rwo-guard", &plugins::component("rwo-guard")).expect_err("too big");
     assert!(err.to_string().contains("the limit is 1024"), "{err}");
 }

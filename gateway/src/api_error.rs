@@ -21,15 +21,9 @@ pub enum ApiError {
     /// The request body is not a valid JobSpec: every problem with its field path.
     #[error(transparent)]
     InvalidSpec(#[from] SpecErrors),
-    /// The request is malformed in another way.
-    #[error("{message}")]
-    BadRequest { code: &'static str, message: String },
     /// A policy plugin failed; admission fails closed.
     #[error("policy failed: {0}")]
     Policy(#[from] RunError),
-    /// Not ready to serve (caches syncing, shutting down).
-    #[error("{0}")]
-    Unavailable(String),
     /// A bug or an unexpected dependency failure: logged, not echoed.
     #[error("internal error: {0}")]
     Internal(String),
@@ -45,21 +39,33 @@ impl IntoResponse for ApiError {
                 format!("the job spec has {} problem(s)", errors.0.len()),
                 Some(json!({ "fields": errors.0 })),
             ),
-            ApiError::BadRequest { code, message } => (StatusCode::BAD_REQUEST, code, message, None),
             ApiError::Policy(RunError::Chain(e)) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "policy-failed",
-                format!("admission policy `{}` failed ({}); the job was not admitted", e.plugin, e.source.cause()),
+                format!(
+                    "admission policy `{}` failed ({}); the job was not admitted",
+                    e.plugin,
+                    e.source.cause()
+                ),
                 Some(json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() })),
             ),
             ApiError::Policy(RunError::Unavailable(detail)) => {
                 tracing::error!("policy runner unavailable: {detail}");
-                (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "policy evaluation is unavailable".into(), None)
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "policy evaluation is unavailable".into(),
+                    None,
+                )
             }
-            ApiError::Unavailable(message) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", message, None),
             ApiError::Internal(detail) => {
                 tracing::error!("internal error: {detail}");
-                (StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error".into(), None)
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error".into(),
+                    None,
+                )
             }
         };
         let mut body = json!({ "error": { "code": code, "message": message } });

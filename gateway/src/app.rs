@@ -129,7 +129,10 @@ async fn review(
     let spec = jobspec::parse_and_validate(&body, format, &state.config)?;
     let request = policy_request(&state, &caller, "dry-run", &spec);
     let active = state.policy.load_full();
-    let outcome = state.runner.evaluate(active.chain.clone(), Arc::new(request)).await?;
+    let outcome = state
+        .runner
+        .evaluate(active.chain.clone(), Arc::new(request))
+        .await?;
     Ok(Json(ReviewResponse {
         policy_version: active.version,
         outcome,
@@ -137,7 +140,12 @@ async fn review(
 }
 
 /// The policy's view of a job, with the live cluster snapshot and the team's usage.
-pub fn policy_request(state: &AppState, caller: &Caller, job_id: &str, spec: &JobSpec) -> PolicyRequest {
+pub fn policy_request(
+    state: &AppState,
+    caller: &Caller,
+    job_id: &str,
+    spec: &JobSpec,
+) -> PolicyRequest {
     PolicyRequest {
         job: JobView {
             id: job_id.to_string(),

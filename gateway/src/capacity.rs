@@ -40,18 +40,34 @@ pub struct Capacity {
 
 impl std::fmt::Debug for Capacity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Capacity").field("gpu_label", &self.gpu_label).finish()
+        f.debug_struct("Capacity")
+            .field("gpu_label", &self.gpu_label)
+            .finish()
     }
 }
 
 impl Capacity {
     /// Start cluster-wide Node and Pod reflectors and wait until both have listed.
-    pub async fn start(client: Client, gpu_label: &str, ready_within: Duration) -> Result<Self, CapacityError> {
+    pub async fn start(
+        client: Client,
+        gpu_label: &str,
+        ready_within: Duration,
+    ) -> Result<Self, CapacityError> {
         let nodes = spawn_reflector(Api::<Node>::all(client.clone()));
         let pods = spawn_reflector(Api::<Pod>::all(client));
         for (kind, ready) in [
-            ("node", tokio::time::timeout(ready_within, nodes.wait_until_ready()).await.is_ok()),
-            ("pod", tokio::time::timeout(ready_within, pods.wait_until_ready()).await.is_ok()),
+            (
+                "node",
+                tokio::time::timeout(ready_within, nodes.wait_until_ready())
+                    .await
+                    .is_ok(),
+            ),
+            (
+                "pod",
+                tokio::time::timeout(ready_within, pods.wait_until_ready())
+                    .await
+                    .is_ok(),
+            ),
         ] {
             if !ready {
                 return Err(CapacityError::NotReady(kind, ready_within));
@@ -71,13 +87,24 @@ impl Capacity {
 
     /// GPUs the team's pods hold per series (bound, unfinished pods labelled with the team).
     pub fn team_usage(&self, team: &str) -> Vec<SeriesUsage> {
-        team_usage(&self.gpu_label, &self.nodes.state(), &self.pods.state(), team)
+        team_usage(
+            &self.gpu_label,
+            &self.nodes.state(),
+            &self.pods.state(),
+            team,
+        )
     }
 }
 
 fn spawn_reflector<K>(api: Api<K>) -> Store<K>
 where
-    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + serde::de::DeserializeOwned
+        + 'static,
 {
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
@@ -106,7 +133,11 @@ pub fn pod_gpus(pod: &Pod) -> u32 {
 
 /// A pod that holds node resources: bound and not finished.
 fn holds_resources(pod: &Pod) -> bool {
-    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_some();
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     bound && !matches!(phase, Some("Succeeded" | "Failed"))
 }
@@ -125,11 +156,17 @@ fn node_gpus(node: &Node, allocatable: bool) -> u32 {
     } else {
         status.and_then(|s| s.capacity.as_ref())
     };
-    map.and_then(|m| m.get(GPU_RESOURCE)).map(|q| quantity_u32(&q.0)).unwrap_or(0)
+    map.and_then(|m| m.get(GPU_RESOURCE))
+        .map(|q| quantity_u32(&q.0))
+        .unwrap_or(0)
 }
 
 fn node_schedulable(node: &Node) -> bool {
-    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    let cordoned = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false);
     let ready = node
         .status
         .as_ref()
@@ -139,7 +176,11 @@ fn node_schedulable(node: &Node) -> bool {
 }
 
 fn node_series<'a>(node: &'a Node, label: &str) -> Option<&'a str> {
-    node.metadata.labels.as_ref()?.get(label).map(String::as_str)
+    node.metadata
+        .labels
+        .as_ref()?
+        .get(label)
+        .map(String::as_str)
 }
 
 /// GPUs held per node name.
@@ -158,7 +199,9 @@ pub fn compute(gpu_label: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> Clust
     let used = used_by_node(pods);
     let mut by_series: BTreeMap<&str, SeriesCapacity> = BTreeMap::new();
     for node in nodes {
-        let Some(series) = node_series(node, gpu_label) else { continue };
+        let Some(series) = node_series(node, gpu_label) else {
+            continue;
+        };
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let entry = by_series.entry(series).or_insert_with(|| SeriesCapacity {
             series: series.to_string(),
@@ -186,14 +229,24 @@ pub fn compute(gpu_label: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> Clust
 }
 
 /// GPUs a team holds per series (pure; unit-tested).
-pub fn team_usage(gpu_label: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>], team: &str) -> Vec<SeriesUsage> {
+pub fn team_usage(
+    gpu_label: &str,
+    nodes: &[Arc<Node>],
+    pods: &[Arc<Pod>],
+    team: &str,
+) -> Vec<SeriesUsage> {
     let series_of: BTreeMap<&str, &str> = nodes
         .iter()
         .filter_map(|n| Some((n.metadata.name.as_deref()?, node_series(n, gpu_label)?)))
         .collect();
     let mut usage: BTreeMap<&str, u32> = BTreeMap::new();
     for pod in pods.iter().filter(|p| holds_resources(p)) {
-        let of_team = pod.metadata.labels.as_ref().and_then(|l| l.get(TEAM_LABEL)).is_some_and(|t| t == team);
+        let of_team = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(TEAM_LABEL))
+            .is_some_and(|t| t == team);
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         if let (true, Some(series)) = (of_team, node.and_then(|n| series_of.get(n))) {
             *usage.entry(series).or_default() += pod_gpus(pod);
@@ -258,23 +311,43 @@ mod tests {
         let view = compute("starforge/gpu-series", &nodes, &pods);
         let h100 = &view.series[0];
         assert_eq!(
-            (h100.series.as_str(), h100.total, h100.allocatable, h100.in_use, h100.blocked, h100.free),
+            (
+                h100.series.as_str(),
+                h100.total,
+                h100.allocatable,
+                h100.in_use,
+                h100.blocked,
+                h100.free
+            ),
             ("h100", 24, 16, 8, 8, 8)
         );
         assert_eq!((h100.largest_free_block, h100.nodes), (6, 3));
         let h200 = &view.series[1];
-        assert_eq!((h200.total, h200.allocatable, h200.blocked, h200.free), (8, 0, 8, 0));
+        assert_eq!(
+            (h200.total, h200.allocatable, h200.blocked, h200.free),
+            (8, 0, 8, 0)
+        );
     }
 
     #[test]
     fn team_usage_counts_only_the_teams_live_pods() {
-        let nodes = vec![node("a1", "h100", 8, true, false), node("b1", "h200", 8, true, false)];
+        let nodes = vec![
+            node("a1", "h100", 8, true, false),
+            node("b1", "h200", 8, true, false),
+        ];
         let pods = vec![
             pod("a1", 4, "Running", "vision"),
             pod("b1", 8, "Running", "nlp"),
             pod("b1", 2, "Failed", "vision"),
         ];
         let usage = team_usage("starforge/gpu-series", &nodes, &pods, "vision");
-        assert_eq!(usage, vec![SeriesUsage { series: "h100".into(), running: 4, queued: 0 }]);
+        assert_eq!(
+            usage,
+            vec![SeriesUsage {
+                series: "h100".into(),
+                running: 4,
+                queued: 0
+            }]
+        );
     }
 }

@@ -61,10 +61,12 @@ pub fn reference_links(plugins_dir: &std::path::Path) -> Vec<LinkSpec> {
 /// Start the emulator and build the gateway state.
 pub async fn start(opts: &DevOptions) -> anyhow::Result<DevGateway> {
     let mut env = config::dev_defaults();
-    env.entry("FORGE_DATA_DIR".into()).or_insert_with(|| "forge-data".into());
+    env.entry("FORGE_DATA_DIR".into())
+        .or_insert_with(|| "forge-data".into());
     // The emulator runs entrypoints as local processes; the image only has to exist
     // in config so that `nemo-rl` jobs validate as they would in production.
-    env.entry("FORGE_IMAGE_NEMO_RL".into()).or_insert_with(|| "rayproject/ray:2.55.1".into());
+    env.entry("FORGE_IMAGE_NEMO_RL".into())
+        .or_insert_with(|| "rayproject/ray:2.55.1".into());
     env.extend(opts.env.clone());
     let cfg = Config::from_env_map(env).map_err(|e| anyhow::anyhow!("{e}"))?;
     std::fs::create_dir_all(&cfg.gateway.data_dir)
@@ -80,7 +82,8 @@ pub async fn start(opts: &DevOptions) -> anyhow::Result<DevGateway> {
     .await
     .context("starting the embedded Kubernetes emulator")?;
     let kubeconfig = cfg.gateway.data_dir.join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig).context("writing the kubeconfig")?;
+    sim.write_kubeconfig(&kubeconfig)
+        .context("writing the kubeconfig")?;
 
     let token = hex::encode(rand::random::<[u8; 32]>());
     let tokens = Tokens::from_entries(vec![TokenEntry {
@@ -93,20 +96,23 @@ pub async fn start(opts: &DevOptions) -> anyhow::Result<DevGateway> {
     let engine = PolicyEngine::new(
         EngineLimits {
             deadline: Duration::from_millis(cfg.gateway.policy_deadline_ms),
-            memory_cap_bytes: usize::try_from(cfg.gateway.policy_memory_mib << 20).unwrap_or(usize::MAX),
+            memory_cap_bytes: usize::try_from(cfg.gateway.policy_memory_mib << 20)
+                .unwrap_or(usize::MAX),
             ..EngineLimits::default()
         },
         Some(cfg.gateway.data_dir.join("plugin-cache")),
     )?;
-    let chain = chain_file::build(&engine, &reference_links(&opts.plugins_dir)).with_context(|| {
-        format!(
-            "loading the reference policies from {} (build them with `bash deploy/dev.sh`)",
-            opts.plugins_dir.display()
-        )
-    })?;
+    let chain =
+        chain_file::build(&engine, &reference_links(&opts.plugins_dir)).with_context(|| {
+            format!(
+                "loading the reference policies from {} (build them with `bash deploy/dev.sh`)",
+                opts.plugins_dir.display()
+            )
+        })?;
 
     let client = sim.client().context("emulator client")?;
-    let capacity = Capacity::start(client, &cfg.k8s.gpu_node_label, Duration::from_secs(10)).await?;
+    let capacity =
+        Capacity::start(client, &cfg.k8s.gpu_node_label, Duration::from_secs(10)).await?;
     let state = AppState {
         runner: PolicyRunner::new(cfg.gateway.policy_concurrency),
         config: Arc::new(cfg),

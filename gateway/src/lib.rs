@@ -5,13 +5,13 @@
 //! The crate is a library so that tests drive the real application; the
 //! `forge-gateway` binary is a thin wrapper (config → build → run).
 
-pub mod policy;
-pub mod config;
-pub mod jobspec;
-pub mod rayjob;
-pub mod store;
-pub mod auth;
 pub mod api_error;
 pub mod app;
+pub mod auth;
 pub mod capacity;
+pub mod config;
 pub mod dev;
+pub mod jobspec;
+pub mod policy;
+pub mod rayjob;
+pub mod store;

@@ -72,8 +72,8 @@ pub mod prelude {
     pub use crate::export_policy;
     pub use crate::log;
     pub use crate::{
-        Cluster, Decision, Hold, Job, Placement, Policy, Pool, PoolPlacement, Rejection,
-        Request, SeriesCapacity, SeriesUsage, StorageMode,
+        Cluster, Decision, Hold, Job, Placement, Policy, Pool, PoolPlacement, Rejection, Request,
+        SeriesCapacity, SeriesUsage, StorageMode,
     };
 }
 
@@ -97,7 +97,11 @@ pub trait Policy {
 
 /// Parse a settings document; an empty document means `{}`.
 pub fn parse_settings<P: Policy>(settings: &str) -> Result<P::Settings, String> {
-    let text = if settings.trim().is_empty() { "{}" } else { settings };
+    let text = if settings.trim().is_empty() {
+        "{}"
+    } else {
+        settings
+    };
     serde_json::from_str(text).map_err(|e| format!("invalid settings: {e}"))
 }
 
@@ -132,16 +136,21 @@ macro_rules! export_policy {
             struct __ForgePolicyExport;
 
             impl $crate::bindings::Guest for __ForgePolicyExport {
-                fn validate_settings(settings: ::std::string::String) -> ::std::result::Result<(), ::std::string::String> {
+                fn validate_settings(
+                    settings: ::std::string::String,
+                ) -> ::std::result::Result<(), ::std::string::String> {
                     $crate::__validate::<$policy>(&settings)
                 }
 
-                fn evaluate(settings: ::std::string::String, request: $crate::Request) -> $crate::Decision {
+                fn evaluate(
+                    settings: ::std::string::String,
+                    request: $crate::Request,
+                ) -> $crate::Decision {
                     $crate::__evaluate::<$policy>(&settings, &request)
                 }
             }
 
-            $crate::bindings::export!(__ForgePolicyExport with_types_in $crate::bindings);
+            $crate::bindings::export!(__ForgePolicyExport);
         };
     };
 }

@@ -34,17 +34,33 @@ fn request() -> PolicyRequest {
             framework: "nemo-rl".into(),
             priority: 5,
             pools: vec![
-                PoolView { name: "train".into(), nodes: 2, gpus_per_node: 8, series: None },
-                PoolView { name: "rollout".into(), nodes: 1, gpus_per_node: 8, series: None },
+                PoolView {
+                    name: "train".into(),
+                    nodes: 2,
+                    gpus_per_node: 8,
+                    series: None,
+                },
+                PoolView {
+                    name: "rollout".into(),
+                    nodes: 1,
+                    gpus_per_node: 8,
+                    series: None,
+                },
             ],
             storage: StorageMode::Shared,
-            labels: [("project".to_string(), "llm".to_string())].into_iter().collect(),
+            labels: [("project".to_string(), "llm".to_string())]
+                .into_iter()
+                .collect(),
         },
         cluster: ClusterView {
             gpu_node_label: "starforge/gpu-series".into(),
             series: vec![cap("h100", 32, 4), cap("h200", 64, 8)],
         },
-        usage: vec![SeriesUsage { series: "h200".into(), running: 8, queued: 0 }],
+        usage: vec![SeriesUsage {
+            series: "h200".into(),
+            running: 8,
+            queued: 0,
+        }],
     }
 }
 
@@ -72,7 +88,11 @@ fn to_sdk(req: &PolicyRequest) -> sdk::Request {
                 StorageMode::Shared => sdk::StorageMode::Shared,
                 StorageMode::ReadWriteOnce => sdk::StorageMode::ReadWriteOnce,
             },
-            labels: job.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            labels: job
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         },
         cluster: sdk::Cluster {
             gpu_node_label: req.cluster.gpu_node_label.clone(),
@@ -95,7 +115,11 @@ fn to_sdk(req: &PolicyRequest) -> sdk::Request {
         usage: req
             .usage
             .iter()
-            .map(|u| sdk::SeriesUsage { series: u.series.clone(), running: u.running, queued: u.queued })
+            .map(|u| sdk::SeriesUsage {
+                series: u.series.clone(),
+                running: u.running,
+                queued: u.queued,
+            })
             .collect(),
         placement: sdk::Placement {
             pools: job
@@ -141,11 +165,22 @@ fn bench_chain(c: &mut Criterion) {
     let chain = plugins::reference_chain(&engine);
     let req = request();
     assert!(matches!(native_chain(&req), sdk::Decision::Admit(_)));
-    assert_eq!(chain.evaluate(&req).unwrap().decision.kind(), "admit");
+    assert_eq!(
+        chain
+            .evaluate(&req)
+            .expect("chain evaluates")
+            .decision
+            .kind(),
+        "admit"
+    );
 
     let mut g = c.benchmark_group("reference-chain");
-    g.bench_function("wasm-fresh-instances", |b| b.iter(|| black_box(chain.evaluate(black_box(&req)).unwrap())));
-    g.bench_function("native", |b| b.iter(|| black_box(native_chain(black_box(&req)))));
+    g.bench_function("wasm-fresh-instances", |b| {
+        b.iter(|| black_box(chain.evaluate(black_box(&req)).expect("chain evaluates")))
+    });
+    g.bench_function("native", |b| {
+        b.iter(|| black_box(native_chain(black_box(&req))))
+    });
     g.finish();
 }
 
@@ -173,7 +208,7 @@ fn report_percentiles() {
             .collect::<Vec<_>>()
     };
     let (w50, w99) = percentiles(time(&|| {
-        black_box(chain.evaluate(black_box(&req)).unwrap());
+        black_box(chain.evaluate(black_box(&req)).expect("chain evaluates"));
     }));
     let (n50, n99) = percentiles(time(&|| {
         black_box(native_chain(black_box(&req)));
@@ -182,7 +217,11 @@ fn report_percentiles() {
     println!("\nreference chain, {N} decisions each (fresh instances per call):");
     println!("  wasm   p50 {:>8.2?}  p99 {:>8.2?}", w50, w99);
     println!("  native p50 {:>8.2?}  p99 {:>8.2?}", n50, n99);
-    println!("  ratio  p50 {:>7.1}x  p99 {:>7.1}x", ratio(w50, n50), ratio(w99, n99));
+    println!(
+        "  ratio  p50 {:>7.1}x  p99 {:>7.1}x",
+        ratio(w50, n50),
+        ratio(w99, n99)
+    );
 }
 
 criterion_group!(benches, bench_chain);

@@ -66,13 +66,18 @@ pub fn tar_gz_raw(path: &Path, entries: &[TarEntry<'_>]) {
         h.set_cksum();
         b.append(&h, data).expect("append");
     }
-    b.into_inner().expect("finish tar").finish().expect("finish gz");
+    b.into_inner()
+        .expect("finish tar")
+        .finish()
+        .expect("finish gz");
 }
 
 /// Files directly in `dir` (to assert nothing was stored).
 pub fn dir_entries(dir: &Path) -> Vec<String> {
     match std::fs::read_dir(dir) {
-        Ok(rd) => rd.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect(),
+        Ok(rd) => rd
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect(),
         Err(_) => Vec::new(),
     }
 }

@@ -24,7 +24,10 @@ impl TestGateway {
             plugins::component(name);
         }
         let data = tempfile::tempdir().expect("temp dir");
-        let mut vars: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut vars: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         vars.insert("FORGE_DATA_DIR".into(), data.path().display().to_string());
         let dev = dev::start(&DevOptions {
             nodes: nodes.into(),
@@ -33,7 +36,9 @@ impl TestGateway {
         })
         .await
         .expect("dev gateway");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         let app = router(dev.state);
         tokio::spawn(async move {
@@ -50,11 +55,16 @@ impl TestGateway {
 
     /// An authenticated request builder.
     pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http.get(format!("{}{path}", self.url)).bearer_auth(&self.token)
+        self.http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
     }
 
     /// An authenticated POST with a JSON body.
     pub fn post_json(&self, path: &str, body: &serde_json::Value) -> reqwest::RequestBuilder {
-        self.http.post(format!("{}{path}", self.url)).bearer_auth(&self.token).json(body)
+        self.http
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .json(body)
     }
 }

@@ -30,7 +30,10 @@ pub fn plugin_dir(name: &str) -> PathBuf {
 /// Build (if needed) and return the component bytes of plugin `name`.
 pub fn component(name: &str) -> Vec<u8> {
     static LOCK: OnceLock<Mutex<()>> = OnceLock::new();
-    let _guard = LOCK.get_or_init(|| Mutex::new(())).lock().expect("build lock");
+    let _guard = LOCK
+        .get_or_init(|| Mutex::new(()))
+        .lock()
+        .expect("build lock");
     let root = workspace_root();
     let opts = forge_plugin_build::BuildOptions {
         profile: "plugin".into(),
@@ -70,21 +73,27 @@ pub fn load(engine: &PolicyEngine, name: &str) -> Arc<Plugin> {
 }
 
 /// Settings of the reference chain used across tests.
-pub const POOL_SERIES: &str = r#"{"pools": {"rollout": "h100"}, "default_series": "h200", "allowed": ["h100", "h200"]}"#;
+pub const POOL_SERIES: &str =
+    r#"{"pools": {"rollout": "h100"}, "default_series": "h200", "allowed": ["h100", "h200"]}"#;
 /// Team quota settings: team-a may use 16 h100 and 32 of any other series.
-pub const TEAM_QUOTA: &str = r#"{"limits": {"team-a": {"h100": 16, "*": 32}}, "default": {"*": 8}}"#;
+pub const TEAM_QUOTA: &str =
+    r#"{"limits": {"team-a": {"h100": 16, "*": 32}}, "default": {"*": 8}}"#;
 /// rwo-guard defaults.
 pub const RWO_GUARD: &str = "{}";
 
 /// The three reference policies in their intended order.
 pub fn reference_chain(engine: &PolicyEngine) -> Chain {
-    let links = [("pool-series", POOL_SERIES), ("team-quota", TEAM_QUOTA), ("rwo-guard", RWO_GUARD)]
-        .into_iter()
-        .map(|(name, settings)| ChainLink {
-            plugin: load(engine, name),
-            settings: settings.into(),
-        })
-        .collect();
+    let links = [
+        ("pool-series", POOL_SERIES),
+        ("team-quota", TEAM_QUOTA),
+        ("rwo-guard", RWO_GUARD),
+    ]
+    .into_iter()
+    .map(|(name, settings)| ChainLink {
+        plugin: load(engine, name),
+        settings: settings.into(),
+    })
+    .collect();
     Chain::new(engine, links).expect("reference chain")
 }
 

@@ -10,7 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How to install the server binary.
-pub const INSTALL_HINT: &str = "cargo install --locked s3s-fs@0.14.1 --features binary --root <workspace>/target/tools";
+pub const INSTALL_HINT: &str =
+    "cargo install --locked s3s-fs@0.14.1 --features binary --root <workspace>/target/tools";
 
 /// A running s3s-fs; killed on drop.
 pub struct S3Server {
@@ -96,7 +97,12 @@ impl S3Server {
 
     /// A store config for this server (small multipart threshold optional).
     pub fn config(&self) -> forge_capsule::S3Config {
-        forge_capsule::S3Config::new(&self.endpoint, &self.bucket, &self.access_key, &self.secret_key)
+        forge_capsule::S3Config::new(
+            &self.endpoint,
+            &self.bucket,
+            &self.access_key,
+            &self.secret_key,
+        )
     }
 }
 

@@ -28,7 +28,10 @@ fn gen_tree(root: &Path, total: u64) -> u64 {
         x ^= x << 17;
         x
     };
-    let words = ["import", "torch", "def", "return", "self", "model", "loss", "batch", "for", "in", "range", "(", ")", ":", "\n    "];
+    let words = [
+        "import", "torch", "def", "return", "self", "model", "loss", "batch", "for", "in", "range",
+        "(", ")", ":", "\n    ",
+    ];
     let mut written = 0u64;
     for i in 0..SMALL_FILES {
         let dir = root.join(format!("src/pkg{:02}", i % 40));
@@ -45,7 +48,8 @@ fn gen_tree(root: &Path, total: u64) -> u64 {
     let mut buf = vec![0u8; MIB as usize];
     let mut n = 0;
     while written < total {
-        let mut f = std::fs::File::create(root.join(format!("data/shard_{n:04}.bin"))).expect("create");
+        let mut f =
+            std::fs::File::create(root.join(format!("data/shard_{n:04}.bin"))).expect("create");
         for _ in 0..16 {
             for c in buf.chunks_mut(8) {
                 c.copy_from_slice(&next().to_le_bytes());
@@ -74,14 +78,25 @@ fn files_of(root: &Path) -> Vec<PathBuf> {
 fn openssl_secs(files: &[PathBuf]) -> f64 {
     let t = Instant::now();
     for chunk in files.chunks(500) {
-        let o = Command::new("openssl").args(["dgst", "-sha256"]).args(chunk).output().expect("run openssl");
+        let o = Command::new("openssl")
+            .args(["dgst", "-sha256"])
+            .args(chunk)
+            .output()
+            .expect("run openssl");
         assert!(o.status.success());
     }
     t.elapsed().as_secs_f64()
 }
 
 fn pack(tree: &Path, out: &Path) -> forge_capsule::Capsule {
-    assemble(CodeSource::Dir(tree.into()), b"{\"bench\":true}", None, &CapsuleLimits::default(), out).expect("assemble")
+    assemble(
+        CodeSource::Dir(tree.into()),
+        b"{\"bench\":true}",
+        None,
+        &CapsuleLimits::default(),
+        out,
+    )
+    .expect("assemble")
 }
 
 fn main() {
@@ -91,7 +106,9 @@ fn main() {
         println!("packed {} bytes -> {}", cap.size, cap.digest);
         return;
     }
-    let base = std::env::var("FORGE_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| std::env::temp_dir());
+    let base = std::env::var("FORGE_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir());
     let work = tempfile::tempdir_in(base).expect("bench dir");
 
     // 1. Throughput on 1 GiB.
@@ -112,10 +129,25 @@ fn main() {
         std::fs::remove_file(&cap.path).expect("rm capsule");
     }
     let mbs = |s: f64| bytes as f64 / MIB as f64 / s;
-    println!("tree: {} files, {:.0} MiB ({SMALL_FILES} small .py deflated, rest 16 MiB random shards stored)", files.len(), bytes as f64 / MIB as f64);
-    println!("openssl dgst -sha256: {:.3} s  {:.0} MiB/s (best of 3)", best_ssl, mbs(best_ssl));
-    println!("assemble (zip + per-file sha256 + capsule sha256): {:.3} s  {:.0} MiB/s (best of 3), capsule {size} bytes", best_cap, mbs(best_cap));
-    println!("ratio assemble/openssl: {:.0} % (target >= 80 %)", 100.0 * best_ssl / best_cap);
+    println!(
+        "tree: {} files, {:.0} MiB ({SMALL_FILES} small .py deflated, rest 16 MiB random shards stored)",
+        files.len(),
+        bytes as f64 / MIB as f64
+    );
+    println!(
+        "openssl dgst -sha256: {:.3} s  {:.0} MiB/s (best of 3)",
+        best_ssl,
+        mbs(best_ssl)
+    );
+    println!(
+        "assemble (zip + per-file sha256 + capsule sha256): {:.3} s  {:.0} MiB/s (best of 3), capsule {size} bytes",
+        best_cap,
+        mbs(best_cap)
+    );
+    println!(
+        "ratio assemble/openssl: {:.0} % (target >= 80 %)",
+        100.0 * best_ssl / best_cap
+    );
     std::fs::remove_dir_all(&tree).expect("rm tree");
 
     // 2. Peak RSS on 2 GiB.
@@ -134,9 +166,21 @@ fn main() {
     assert!(o.status.success(), "{err}");
     let rss_kb: u64 = err
         .lines()
-        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes): "))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
         .and_then(|v| v.trim().parse().ok())
         .expect("time -v output");
-    let wall = err.lines().find(|l| l.contains("Elapsed (wall clock)")).unwrap_or("").trim().to_owned();
-    println!("pack {:.0} MiB tree: peak RSS {:.1} MiB (target <= 64 MiB); {wall}", bytes as f64 / MIB as f64, rss_kb as f64 / 1024.0);
+    let wall = err
+        .lines()
+        .find(|l| l.contains("Elapsed (wall clock)"))
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    println!(
+        "pack {:.0} MiB tree: peak RSS {:.1} MiB (target <= 64 MiB); {wall}",
+        bytes as f64 / MIB as f64,
+        rss_kb as f64 / 1024.0
+    );
 }

@@ -54,8 +54,32 @@ const CHUNK: usize = 1 << 20;
 
 /// Extensions of already-compressed formats, always stored.
 const INCOMPRESSIBLE: &[&str] = &[
-    "zip", "gz", "tgz", "bz2", "xz", "zst", "lz4", "7z", "whl", "pex", "jar", "png", "jpg", "jpeg", "gif", "webp",
-    "mp3", "mp4", "parquet", "pt", "pth", "safetensors", "npz", "h5", "onnx", "ckpt",
+    "zip",
+    "gz",
+    "tgz",
+    "bz2",
+    "xz",
+    "zst",
+    "lz4",
+    "7z",
+    "whl",
+    "pex",
+    "jar",
+    "png",
+    "jpg",
+    "jpeg",
+    "gif",
+    "webp",
+    "mp3",
+    "mp4",
+    "parquet",
+    "pt",
+    "pth",
+    "safetensors",
+    "npz",
+    "h5",
+    "onnx",
+    "ckpt",
 ];
 
 /// An assembled capsule on local disk.
@@ -75,7 +99,10 @@ pub struct Capsule {
 /// size only, which keeps the output deterministic.
 pub fn compression_for(path: &str, size: u64) -> CompressionMethod {
     let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    if size >= STORE_AT_OR_ABOVE || size == 0 || ext.is_some_and(|e| INCOMPRESSIBLE.contains(&e.as_str())) {
+    if size >= STORE_AT_OR_ABOVE
+        || size == 0
+        || ext.is_some_and(|e| INCOMPRESSIBLE.contains(&e.as_str()))
+    {
         CompressionMethod::Stored
     } else {
         CompressionMethod::Deflated
@@ -85,7 +112,11 @@ pub fn compression_for(path: &str, size: u64) -> CompressionMethod {
 fn options(method: CompressionMethod, executable: bool, size: u64) -> SimpleFileOptions {
     SimpleFileOptions::default()
         .compression_method(method)
-        .compression_level(if method == CompressionMethod::Deflated { Some(6) } else { None })
+        .compression_level(if method == CompressionMethod::Deflated {
+            Some(6)
+        } else {
+            None
+        })
         .last_modified_time(DateTime::default())
         .unix_permissions(if executable { 0o755 } else { 0o644 })
         .large_file(size >= u64::from(u32::MAX))
@@ -142,7 +173,10 @@ pub fn assemble(
     let hasher = TailHasher::start(&tmp_path).map_err(wio)?;
     let pos = Arc::new(AtomicU64::new(0));
     let file = tmp.as_file().try_clone().map_err(wio)?;
-    let mut zip = ZipWriter::new(PosWriter { inner: BufWriter::with_capacity(CHUNK, file), pos: pos.clone() });
+    let mut zip = ZipWriter::new(PosWriter {
+        inner: BufWriter::with_capacity(CHUNK, file),
+        pos: pos.clone(),
+    });
 
     let mut buf = vec![0u8; CHUNK];
     let mut files = Vec::with_capacity(prepared.entries.len());
@@ -150,8 +184,11 @@ pub fn assemble(
     for entry in &prepared.entries {
         let settled = pos.load(Ordering::Relaxed);
         let method = compression_for(&entry.path, entry.declared_size);
-        zip.start_file(format!("{TOP_DIR}/{}", entry.path), options(method, entry.executable, entry.declared_size))
-            .map_err(zio)?;
+        zip.start_file(
+            format!("{TOP_DIR}/{}", entry.path),
+            options(method, entry.executable, entry.declared_size),
+        )
+        .map_err(zio)?;
         // start_file finished (patched + flushed) the previous entry.
         hasher.settled(settled);
         let mut sha = Sha256::new();
@@ -162,29 +199,58 @@ pub fn assemble(
         let result = match &entry.origin {
             Origin::Fs(p) => {
                 let mut f = File::open(p).map_err(|e| CapsuleError::io(p, e))?;
-                budget.stream(&entry.path, None, &mut f, &mut buf, &mut sink).map_err(|e| match e {
-                    StreamError::Read(e) => CapsuleError::io(p, e),
-                    other => stream_err(other, &tmp_path),
-                })
+                budget
+                    .stream(&entry.path, None, &mut f, &mut buf, &mut sink)
+                    .map_err(|e| match e {
+                        StreamError::Read(e) => CapsuleError::io(p, e),
+                        other => stream_err(other, &tmp_path),
+                    })
             }
             Origin::ZipIndex(i) => {
-                let archive = prepared.zip.as_mut().expect("zip entries come with their archive");
-                let mut f = archive.by_index(*i).map_err(|e| CapsuleError::InvalidArchive(e.to_string()))?;
-                budget.stream(&entry.path, entry.compressed_size, &mut f, &mut buf, &mut sink).map_err(|e| match e {
-                    StreamError::Read(e) => CapsuleError::InvalidArchive(format!("{}: {e}", entry.path)),
-                    other => stream_err(other, &tmp_path),
-                })
+                let archive = prepared
+                    .zip
+                    .as_mut()
+                    .expect("zip entries come with their archive");
+                let mut f = archive
+                    .by_index(*i)
+                    .map_err(|e| CapsuleError::InvalidArchive(e.to_string()))?;
+                budget
+                    .stream(
+                        &entry.path,
+                        entry.compressed_size,
+                        &mut f,
+                        &mut buf,
+                        &mut sink,
+                    )
+                    .map_err(|e| match e {
+                        StreamError::Read(e) => {
+                            CapsuleError::InvalidArchive(format!("{}: {e}", entry.path))
+                        }
+                        other => stream_err(other, &tmp_path),
+                    })
             }
         };
         let size = result?;
         code_bytes += size;
-        files.push(ManifestFile { path: entry.path.clone(), size, sha256: hex::encode(sha.finalize()), executable: entry.executable });
+        files.push(ManifestFile {
+            path: entry.path.clone(),
+            size,
+            sha256: hex::encode(sha.finalize()),
+            executable: entry.executable,
+        });
     }
 
-    let mut add_forge = |zip: &mut ZipWriter<_>, name: &str, bytes: &mut dyn Read, executable: bool| -> Result<ForgeFile, CapsuleError> {
+    let mut add_forge = |zip: &mut ZipWriter<_>,
+                         name: &str,
+                         bytes: &mut dyn Read,
+                         executable: bool|
+     -> Result<ForgeFile, CapsuleError> {
         let settled = pos.load(Ordering::Relaxed);
-        zip.start_file(format!("{TOP_DIR}/.forge/{name}"), options(CompressionMethod::Deflated, executable, 0))
-            .map_err(zio)?;
+        zip.start_file(
+            format!("{TOP_DIR}/.forge/{name}"),
+            options(CompressionMethod::Deflated, executable, 0),
+        )
+        .map_err(zio)?;
         hasher.settled(settled);
         let mut sha = Sha256::new();
         let mut size = 0u64;
@@ -197,7 +263,11 @@ pub fn assemble(
             zip.write_all(&buf[..n]).map_err(wio)?;
             size += n as u64;
         }
-        Ok(ForgeFile { path: format!(".forge/{name}"), size, sha256: hex::encode(sha.finalize()) })
+        Ok(ForgeFile {
+            path: format!(".forge/{name}"),
+            size,
+            sha256: hex::encode(sha.finalize()),
+        })
     };
     let jobspec = add_forge(&mut zip, JOBSPEC_NAME, &mut &jobspec[..], false)?;
     let runner = match runner {
@@ -206,7 +276,12 @@ pub fn assemble(
                 .file_name()
                 .and_then(|n| n.to_str())
                 .filter(|n| *n != JOBSPEC_NAME && *n != MANIFEST_NAME)
-                .ok_or_else(|| CapsuleError::io(p, io::Error::other("runner artifact needs a plain UTF-8 file name")))?
+                .ok_or_else(|| {
+                    CapsuleError::io(
+                        p,
+                        io::Error::other("runner artifact needs a plain UTF-8 file name"),
+                    )
+                })?
                 .to_owned();
             let mut f = File::open(p).map_err(|e| CapsuleError::io(p, e))?;
             let file = add_forge(&mut zip, &name, &mut f, true)?;
@@ -233,8 +308,14 @@ pub fn assemble(
     let (digest, hashed) = hasher.finish(size).map_err(wio)?;
     debug_assert_eq!(hashed, size);
     let path = out_dir.join(format!("{digest}.zip"));
-    tmp.persist(&path).map_err(|e| CapsuleError::io(&path, e.error))?;
-    Ok(Capsule { digest, path, size, manifest })
+    tmp.persist(&path)
+        .map_err(|e| CapsuleError::io(&path, e.error))?;
+    Ok(Capsule {
+        digest,
+        path,
+        size,
+        manifest,
+    })
 }
 
 fn stream_err(e: StreamError, out: &Path) -> CapsuleError {

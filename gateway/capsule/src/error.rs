@@ -33,7 +33,11 @@ pub enum CapsuleError {
     CompressionRatio { path: String, limit: u64 },
     /// Total uncompressed size over the limit; lists the largest files.
     #[error("code is larger than {limit} bytes (at least {total} bytes); largest files: {}", fmt_largest(.largest))]
-    TooLarge { limit: u64, total: u64, largest: Vec<SizedPath> },
+    TooLarge {
+        limit: u64,
+        total: u64,
+        largest: Vec<SizedPath>,
+    },
     /// More files than allowed.
     #[error("code has more than {limit} files")]
     TooManyFiles { limit: u64 },
@@ -112,6 +116,9 @@ impl CapsuleError {
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+        Self::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

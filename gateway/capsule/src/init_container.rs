@@ -70,7 +70,11 @@ pub fn capsule_path(digest: &str) -> String {
 
 /// Build the init container, volume, mount and `file://` working_dir for the
 /// capsule `digest` fetched from `url`. `image` defaults to [`DEFAULT_IMAGE`].
-pub fn init_container(url: &Url, digest: &str, image: Option<&str>) -> Result<CapsuleInit, StoreError> {
+pub fn init_container(
+    url: &Url,
+    digest: &str,
+    image: Option<&str>,
+) -> Result<CapsuleInit, StoreError> {
     validate_digest(digest)?;
     let path = capsule_path(digest);
     let volume_mount = json!({ "name": VOLUME_NAME, "mountPath": MOUNT_PATH });
@@ -110,12 +114,24 @@ impl CapsuleInit {
                 arr.push(item.clone());
             }
         };
-        push_unique(spec.entry("initContainers").or_insert(Value::Null), &self.init_container, "name");
-        push_unique(spec.entry("volumes").or_insert(Value::Null), &self.volume, "name");
+        push_unique(
+            spec.entry("initContainers").or_insert(Value::Null),
+            &self.init_container,
+            "name",
+        );
+        push_unique(
+            spec.entry("volumes").or_insert(Value::Null),
+            &self.volume,
+            "name",
+        );
         if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
             for c in containers {
                 if let Some(obj) = c.as_object_mut() {
-                    push_unique(obj.entry("volumeMounts").or_insert(Value::Null), &self.volume_mount, "name");
+                    push_unique(
+                        obj.entry("volumeMounts").or_insert(Value::Null),
+                        &self.volume_mount,
+                        "name",
+                    );
                 }
             }
         }

@@ -23,7 +23,8 @@ use sha2::Sha256;
 use url::Url;
 
 use crate::store::{
-    CapsuleStore, PutOutcome, StoreError, StoreStats, capsule_key, sha256_file, validate_digest, validate_key,
+    CapsuleStore, PutOutcome, StoreError, StoreStats, capsule_key, sha256_file, validate_digest,
+    validate_key,
 };
 
 type HmacSha256 = Hmac<Sha256>;
@@ -52,25 +53,42 @@ pub struct LocalStore {
 impl std::fmt::Debug for LocalStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The HMAC key is a secret: never printed.
-        f.debug_struct("LocalStore").field("dir", &self.dir).field("base_url", &self.base_url).finish_non_exhaustive()
+        f.debug_struct("LocalStore")
+            .field("dir", &self.dir)
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
     }
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 impl LocalStore {
     /// A store under `dir` signing URLs with `key` (≥ 16 bytes) for the
     /// gateway reachable at `base_url` (e.g. `http://forge-gateway:8080`).
-    pub fn new(dir: impl Into<PathBuf>, key: impl Into<Vec<u8>>, base_url: Url) -> Result<Self, StoreError> {
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        key: impl Into<Vec<u8>>,
+        base_url: Url,
+    ) -> Result<Self, StoreError> {
         let key = key.into();
         if key.len() < 16 {
-            return Err(StoreError::Config("local store HMAC key must be at least 16 bytes".into()));
+            return Err(StoreError::Config(
+                "local store HMAC key must be at least 16 bytes".into(),
+            ));
         }
         let dir = dir.into();
         std::fs::create_dir_all(dir.join("capsules"))?;
-        Ok(Self { dir, key, base_url, stats: Arc::default() })
+        Ok(Self {
+            dir,
+            key,
+            base_url,
+            stats: Arc::default(),
+        })
     }
 
     fn mac(&self, digest: &str, expires: u64) -> HmacSha256 {
@@ -87,7 +105,9 @@ impl LocalStore {
             .base_url
             .join(&format!("v1/capsules/{digest}.zip"))
             .map_err(|e| StoreError::Config(format!("base url: {e}")))?;
-        url.query_pairs_mut().append_pair("expires", &expires.to_string()).append_pair("sig", &sig);
+        url.query_pairs_mut()
+            .append_pair("expires", &expires.to_string())
+            .append_pair("sig", &sig);
         Ok(url)
     }
 
@@ -96,12 +116,18 @@ impl LocalStore {
         validate_digest(digest).map_err(|_| UrlError::Malformed)?;
         let sig = hex::decode(sig).map_err(|_| UrlError::BadSignature)?;
         // Constant-time comparison.
-        self.mac(digest, expires).verify_slice(&sig).map_err(|_| UrlError::BadSignature)?;
+        self.mac(digest, expires)
+            .verify_slice(&sig)
+            .map_err(|_| UrlError::BadSignature)?;
         if expires < now_secs() {
             return Err(UrlError::Expired);
         }
         let path = self.path_of(&format!("capsules/{digest}.zip"));
-        if path.is_file() { Ok(path) } else { Err(UrlError::NotFound) }
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(UrlError::NotFound)
+        }
     }
 
     fn path_of(&self, key: &str) -> PathBuf {
@@ -111,11 +137,16 @@ impl LocalStore {
     /// Write `src` to `key` through a temp file + rename (atomic).
     async fn install(&self, key: &str, src: &Path) -> Result<u64, StoreError> {
         let dst = self.path_of(key);
-        let parent = dst.parent().expect("keys have a parent directory").to_owned();
+        let parent = dst
+            .parent()
+            .expect("keys have a parent directory")
+            .to_owned();
         tokio::fs::create_dir_all(&parent).await?;
         let src = src.to_owned();
         let n = tokio::task::spawn_blocking(move || -> Result<u64, StoreError> {
-            let tmp = tempfile::Builder::new().prefix(".put-").tempfile_in(&parent)?;
+            let tmp = tempfile::Builder::new()
+                .prefix(".put-")
+                .tempfile_in(&parent)?;
             let n = std::fs::copy(&src, tmp.path())?;
             tmp.persist(&dst).map_err(|e| StoreError::Io(e.error))?;
             Ok(n)
@@ -135,17 +166,29 @@ impl CapsuleStore for LocalStore {
     async fn put_file(&self, digest: &str, path: &Path) -> Result<PutOutcome, StoreError> {
         let key = capsule_key(digest)?;
         if self.exists(digest).await? {
-            self.stats.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.stats
+                .skipped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(PutOutcome::AlreadyPresent);
         }
         let (actual, _) = sha256_file(path).await?;
         if actual != digest {
-            return Err(StoreError::Integrity { key, expected: digest.to_owned(), actual });
+            return Err(StoreError::Integrity {
+                key,
+                expected: digest.to_owned(),
+                actual,
+            });
         }
         let n = self.install(&key, path).await?;
-        self.stats.uploads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.stats.bytes_uploaded.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-        self.stats.parts_uploaded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats
+            .uploads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats
+            .bytes_uploaded
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        self.stats
+            .parts_uploaded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(PutOutcome::Uploaded { parts: 1 })
     }
 
@@ -171,7 +214,9 @@ impl CapsuleStore for LocalStore {
         validate_key(key)?;
         match tokio::fs::read(self.path_of(key)).await {
             Ok(b) => Ok(Bytes::from(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::NotFound(key.to_owned())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(StoreError::NotFound(key.to_owned()))
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -189,7 +234,9 @@ struct SignedQuery {
 
 /// Routes serving signed capsule URLs: `GET /v1/capsules/{sha}.zip`.
 pub fn local_routes(store: Arc<LocalStore>) -> Router {
-    Router::new().route("/v1/capsules/{file}", get(serve_capsule)).with_state(store)
+    Router::new()
+        .route("/v1/capsules/{file}", get(serve_capsule))
+        .with_state(store)
 }
 
 async fn serve_capsule(
@@ -205,7 +252,9 @@ async fn serve_capsule(
     };
     let path = match store.verify(digest, q.expires, &q.sig) {
         Ok(p) => p,
-        Err(UrlError::NotFound) => return (StatusCode::NOT_FOUND, "capsule not found\n").into_response(),
+        Err(UrlError::NotFound) => {
+            return (StatusCode::NOT_FOUND, "capsule not found\n").into_response();
+        }
         Err(e) => return (StatusCode::FORBIDDEN, format!("{e}\n")).into_response(),
     };
     let file = match tokio::fs::File::open(&path).await {
@@ -215,9 +264,13 @@ async fn serve_capsule(
     let len = file.metadata().await.map(|m| m.len()).ok();
     let body = Body::from_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 16));
     let mut resp = Response::new(body);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/zip"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/zip"),
+    );
     if let Some(len) = len {
-        resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        resp.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     }
     resp
 }

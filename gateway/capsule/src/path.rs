@@ -11,7 +11,10 @@ use crate::error::CapsuleError;
 /// root itself (`./`, `/`-only names are still rejected as absolute).
 pub fn normalize(raw: &[u8], max_len: usize) -> Result<Option<String>, CapsuleError> {
     let shown = String::from_utf8_lossy(raw).into_owned();
-    let bad = |reason: &'static str| CapsuleError::UnsafePath { path: shown.clone(), reason };
+    let bad = |reason: &'static str| CapsuleError::UnsafePath {
+        path: shown.clone(),
+        reason,
+    };
     let name = std::str::from_utf8(raw).map_err(|_| bad("name is not UTF-8"))?;
     if name.bytes().any(|b| b < 0x20 || b == 0x7f) {
         return Err(bad("control character in name"));
@@ -73,7 +76,15 @@ mod tests {
         let n = |s: &str| normalize(s.as_bytes(), 1024);
         assert_eq!(n("a//./b").expect("ok"), Some("a/b".into()));
         assert_eq!(n("./").expect("ok"), None);
-        for bad in ["../x", "a/../../x", "/etc/passwd", "C:/x", "c:x", "a\\..\\b", "a\u{0}b"] {
+        for bad in [
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "C:/x",
+            "c:x",
+            "a\\..\\b",
+            "a\u{0}b",
+        ] {
             assert!(n(bad).is_err(), "{bad} must be rejected");
         }
         assert!(normalize(&[0xff, b'a'], 1024).is_err());

@@ -15,8 +15,14 @@ pub struct RuntimeEnv {
 }
 
 /// Build the `runtimeEnvYAML` value for a RayJob.
-pub fn runtime_env_yaml(working_dir: &str, env_vars: &BTreeMap<String, String>) -> Result<String, serde_yaml::Error> {
-    serde_yaml::to_string(&RuntimeEnv { working_dir: working_dir.to_owned(), env_vars: env_vars.clone() })
+pub fn runtime_env_yaml(
+    working_dir: &str,
+    env_vars: &BTreeMap<String, String>,
+) -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(&RuntimeEnv {
+        working_dir: working_dir.to_owned(),
+        env_vars: env_vars.clone(),
+    })
 }
 
 /// Parse a `runtimeEnvYAML` string back (emulator, tests).

@@ -31,8 +31,8 @@ use std::time::Duration;
 use aws_credential_types::Credentials;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{
-    BehaviorVersion, Region, RequestChecksumCalculation, ResponseChecksumValidation, retry::RetryConfig,
-    timeout::TimeoutConfig,
+    BehaviorVersion, Region, RequestChecksumCalculation, ResponseChecksumValidation,
+    retry::RetryConfig, timeout::TimeoutConfig,
 };
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::presigning::PresigningConfig;
@@ -45,7 +45,9 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 use url::Url;
 
-use crate::store::{CapsuleStore, PutOutcome, StoreError, StoreStats, capsule_key, validate_digest, validate_key};
+use crate::store::{
+    CapsuleStore, PutOutcome, StoreError, StoreStats, capsule_key, validate_digest, validate_key,
+};
 
 /// SigV4 presigned URLs cannot outlive 7 days.
 pub const MAX_PRESIGN_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -101,7 +103,8 @@ impl S3Config {
     /// From `FORGE_S3_ENDPOINT`, `FORGE_S3_BUCKET`, `FORGE_S3_ACCESS_KEY`,
     /// `FORGE_S3_SECRET_KEY` and optional `FORGE_S3_REGION`.
     pub fn from_env() -> Result<Self, StoreError> {
-        let var = |k: &str| std::env::var(k).map_err(|_| StoreError::Config(format!("{k} is not set")));
+        let var =
+            |k: &str| std::env::var(k).map_err(|_| StoreError::Config(format!("{k} is not set")));
         let mut c = Self::new(
             &var("FORGE_S3_ENDPOINT")?,
             &var("FORGE_S3_BUCKET")?,
@@ -130,7 +133,9 @@ pub struct S3Store {
 
 impl std::fmt::Debug for S3Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("S3Store").field("cfg", &self.cfg).finish_non_exhaustive()
+        f.debug_struct("S3Store")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
     }
 }
 
@@ -142,9 +147,10 @@ fn classify<E: ProvideErrorMetadata + std::fmt::Debug>(
     let status = err.raw_response().map(|r| r.status().as_u16());
     let code = err.code().map(str::to_owned);
     match (&err, status) {
-        (SdkError::DispatchFailure(_) | SdkError::TimeoutError(_), _) => {
-            StoreError::Unreachable { endpoint: cfg.endpoint.clone(), message: format!("{err:?}") }
-        }
+        (SdkError::DispatchFailure(_) | SdkError::TimeoutError(_), _) => StoreError::Unreachable {
+            endpoint: cfg.endpoint.clone(),
+            message: format!("{err:?}"),
+        },
         (_, Some(403)) => StoreError::Credentials(code.unwrap_or_else(|| "403 Forbidden".into())),
         (_, Some(404)) if code.as_deref() == Some("NoSuchBucket") || key.is_empty() => {
             StoreError::BucketMissing(cfg.bucket.clone())
@@ -152,7 +158,9 @@ fn classify<E: ProvideErrorMetadata + std::fmt::Debug>(
         (_, Some(404)) => StoreError::NotFound(key.to_owned()),
         _ => StoreError::Request(format!(
             "{key}: status {status:?}, code {code:?}, {}",
-            err.message().map(str::to_owned).unwrap_or_else(|| format!("{err:?}"))
+            err.message()
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("{err:?}"))
         )),
     }
 }
@@ -161,9 +169,12 @@ impl S3Store {
     /// Build the client. No request is made; call [`S3Store::check`].
     pub async fn connect(cfg: S3Config) -> Result<Self, StoreError> {
         if cfg.part_size < MIN_PART || cfg.multipart_threshold < cfg.part_size.min(MIN_PART) {
-            return Err(StoreError::Config("part size and multipart threshold must be at least 5 MiB".into()));
+            return Err(StoreError::Config(
+                "part size and multipart threshold must be at least 5 MiB".into(),
+            ));
         }
-        Url::parse(&cfg.endpoint).map_err(|e| StoreError::Config(format!("FORGE_S3_ENDPOINT: {e}")))?;
+        Url::parse(&cfg.endpoint)
+            .map_err(|e| StoreError::Config(format!("FORGE_S3_ENDPOINT: {e}")))?;
         let creds = Credentials::new(&cfg.access_key, &cfg.secret_key, None, None, "forge-config");
         let conf = aws_sdk_s3::Config::builder()
             .behavior_version(BehaviorVersion::latest())
@@ -179,15 +190,28 @@ impl S3Store {
                     .with_initial_backoff(Duration::from_millis(200))
                     .with_max_backoff(Duration::from_secs(10)),
             )
-            .timeout_config(TimeoutConfig::builder().connect_timeout(Duration::from_secs(5)).build())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .build(),
+            )
             .build();
-        Ok(Self { client: Client::from_conf(conf), cfg, stats: Arc::default() })
+        Ok(Self {
+            client: Client::from_conf(conf),
+            cfg,
+            stats: Arc::default(),
+        })
     }
 
     /// Start-up check: the endpoint answers, the credentials are accepted and
     /// the bucket exists (HeadBucket). Typed errors say which one failed.
     pub async fn check(&self) -> Result<(), StoreError> {
-        self.client.head_bucket().bucket(&self.cfg.bucket).send().await.map_err(|e| classify(e, &self.cfg, ""))?;
+        self.client
+            .head_bucket()
+            .bucket(&self.cfg.bucket)
+            .send()
+            .await
+            .map_err(|e| classify(e, &self.cfg, ""))?;
         Ok(())
     }
 
@@ -201,7 +225,10 @@ impl S3Store {
         &self.client
     }
 
-    async fn head(&self, key: &str) -> Result<Option<aws_sdk_s3::operation::head_object::HeadObjectOutput>, StoreError> {
+    async fn head(
+        &self,
+        key: &str,
+    ) -> Result<Option<aws_sdk_s3::operation::head_object::HeadObjectOutput>, StoreError> {
         match self
             .client
             .head_object()
@@ -220,8 +247,17 @@ impl S3Store {
     }
 
     /// Compare the stored object with what we uploaded.
-    async fn verify_stored(&self, key: &str, digest: &str, size: u64, expected_checksum: &str) -> Result<(), StoreError> {
-        let head = self.head(key).await?.ok_or_else(|| StoreError::NotFound(key.to_owned()))?;
+    async fn verify_stored(
+        &self,
+        key: &str,
+        digest: &str,
+        size: u64,
+        expected_checksum: &str,
+    ) -> Result<(), StoreError> {
+        let head = self
+            .head(key)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(key.to_owned()))?;
         let integrity = |expected: &str, actual: &str| StoreError::Integrity {
             key: key.to_owned(),
             expected: expected.to_owned(),
@@ -241,20 +277,44 @@ impl S3Store {
         {
             return Err(integrity(expected_checksum, stored));
         }
-        tracing::debug!(key, checksum_reported = head.checksum_sha256().is_some(), "capsule verified in store");
+        tracing::debug!(
+            key,
+            checksum_reported = head.checksum_sha256().is_some(),
+            "capsule verified in store"
+        );
         Ok(())
     }
 
-    async fn put_single(&self, key: &str, digest: &str, path: &Path, size: u64) -> Result<(), StoreError> {
+    async fn put_single(
+        &self,
+        key: &str,
+        digest: &str,
+        path: &Path,
+        size: u64,
+    ) -> Result<(), StoreError> {
         let raw = hex::decode(digest).map_err(|_| StoreError::InvalidKey(digest.to_owned()))?;
+        // Not every S3-compatible store checks `x-amz-checksum-sha256` against the
+        // body, so the bytes are hashed here first: a mismatch uploads nothing.
+        let actual = hash_file(path.to_owned()).await?;
+        if actual != digest {
+            return Err(StoreError::Integrity {
+                key: key.to_owned(),
+                expected: digest.to_owned(),
+                actual,
+            });
+        }
         let checksum = B64.encode(raw);
-        let body = ByteStream::from_path(path).await.map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        let body = ByteStream::from_path(path)
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
         self.client
             .put_object()
             .bucket(&self.cfg.bucket)
             .key(key)
             .content_type("application/zip")
-            .content_length(i64::try_from(size).map_err(|_| StoreError::Config("file too large".into()))?)
+            .content_length(
+                i64::try_from(size).map_err(|_| StoreError::Config("file too large".into()))?,
+            )
             .checksum_sha256(&checksum)
             .metadata(META_SHA256, digest)
             .body(body)
@@ -269,16 +329,32 @@ impl S3Store {
     /// A stored object that failed verification is deleted (best effort), so
     /// a store that does not check `x-amz-checksum-sha256` itself never keeps
     /// bad bytes under a content address.
-    async fn discard_on_failure(&self, key: &str, result: Result<(), StoreError>) -> Result<(), StoreError> {
+    async fn discard_on_failure(
+        &self,
+        key: &str,
+        result: Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         if result.is_err()
-            && let Err(e) = self.client.delete_object().bucket(&self.cfg.bucket).key(key).send().await
+            && let Err(e) = self
+                .client
+                .delete_object()
+                .bucket(&self.cfg.bucket)
+                .key(key)
+                .send()
+                .await
         {
             tracing::warn!(key, error = ?e, "could not delete object that failed verification");
         }
         result
     }
 
-    async fn put_multipart(&self, key: &str, digest: &str, path: &Path, size: u64) -> Result<u32, StoreError> {
+    async fn put_multipart(
+        &self,
+        key: &str,
+        digest: &str,
+        path: &Path,
+        size: u64,
+    ) -> Result<u32, StoreError> {
         let created = self
             .client
             .create_multipart_upload()
@@ -292,12 +368,20 @@ impl S3Store {
             .map_err(|e| classify(e, &self.cfg, key))?;
         let upload_id = created
             .upload_id()
-            .ok_or_else(|| StoreError::Request("CreateMultipartUpload returned no upload id".into()))?
+            .ok_or_else(|| {
+                StoreError::Request("CreateMultipartUpload returned no upload id".into())
+            })?
             .to_owned();
         let result = self.upload_parts(key, digest, path, size, &upload_id).await;
         if result.is_err() {
-            let abort =
-                self.client.abort_multipart_upload().bucket(&self.cfg.bucket).key(key).upload_id(&upload_id).send().await;
+            let abort = self
+                .client
+                .abort_multipart_upload()
+                .bucket(&self.cfg.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .send()
+                .await;
             if let Err(e) = abort {
                 tracing::warn!(key, error = ?e, "abort of failed multipart upload failed");
             }
@@ -305,7 +389,14 @@ impl S3Store {
         result
     }
 
-    async fn upload_parts(&self, key: &str, digest: &str, path: &Path, size: u64, upload_id: &str) -> Result<u32, StoreError> {
+    async fn upload_parts(
+        &self,
+        key: &str,
+        digest: &str,
+        path: &Path,
+        size: u64,
+        upload_id: &str,
+    ) -> Result<u32, StoreError> {
         let mut file = tokio::fs::File::open(path).await?;
         let mut whole = Sha256::new();
         let mut part_digests = Vec::new();
@@ -313,7 +404,8 @@ impl S3Store {
         let mut sent = 0u64;
         let mut number = 1i32;
         while sent < size {
-            let len = usize::try_from((size - sent).min(self.cfg.part_size)).expect("part size fits in memory");
+            let len = usize::try_from((size - sent).min(self.cfg.part_size))
+                .expect("part size fits in memory");
             let mut buf = vec![0u8; len];
             file.read_exact(&mut buf).await?;
             whole.update(&buf);
@@ -336,7 +428,11 @@ impl S3Store {
             if let Some(echo) = out.checksum_sha256()
                 && echo != checksum
             {
-                return Err(StoreError::Integrity { key: format!("{key} part {number}"), expected: checksum, actual: echo.to_owned() });
+                return Err(StoreError::Integrity {
+                    key: format!("{key} part {number}"),
+                    expected: checksum,
+                    actual: echo.to_owned(),
+                });
             }
             parts.push(
                 CompletedPart::builder()
@@ -351,7 +447,11 @@ impl S3Store {
         }
         let actual = hex::encode(whole.finalize());
         if actual != digest {
-            return Err(StoreError::Integrity { key: key.to_owned(), expected: digest.to_owned(), actual });
+            return Err(StoreError::Integrity {
+                key: key.to_owned(),
+                expected: digest.to_owned(),
+                actual,
+            });
         }
         let n_parts = parts.len();
         self.client
@@ -359,7 +459,11 @@ impl S3Store {
             .bucket(&self.cfg.bucket)
             .key(key)
             .upload_id(upload_id)
-            .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(parts))
+                    .build(),
+            )
             .send()
             .await
             .map_err(|e| classify(e, &self.cfg, key))?;
@@ -376,7 +480,10 @@ impl CapsuleStore for S3Store {
         let key = capsule_key(digest)?;
         Ok(match self.head(&key).await? {
             // A foreign object under our key with another digest is not ours.
-            Some(h) => h.metadata().and_then(|m| m.get(META_SHA256)).is_none_or(|m| m == digest),
+            Some(h) => h
+                .metadata()
+                .and_then(|m| m.get(META_SHA256))
+                .is_none_or(|m| m == digest),
             None => false,
         })
     }
@@ -404,7 +511,8 @@ impl CapsuleStore for S3Store {
         validate_digest(digest)?;
         let key = capsule_key(digest)?;
         let ttl = ttl.clamp(Duration::from_secs(1), MAX_PRESIGN_TTL);
-        let presign = PresigningConfig::expires_in(ttl).map_err(|e| StoreError::Config(e.to_string()))?;
+        let presign =
+            PresigningConfig::expires_in(ttl).map_err(|e| StoreError::Config(e.to_string()))?;
         let req = self
             .client
             .get_object()
@@ -456,11 +564,27 @@ impl CapsuleStore for S3Store {
                 StoreError::BucketMissing(_) => StoreError::NotFound(key.to_owned()),
                 other => other,
             })?;
-        let data = out.body.collect().await.map_err(|e| StoreError::Request(format!("{key}: {e}")))?;
+        let data = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| StoreError::Request(format!("{key}: {e}")))?;
         Ok(data.into_bytes())
     }
 
     fn stats(&self) -> Arc<StoreStats> {
         self.stats.clone()
     }
+}
+
+/// Hex SHA-256 of a file, read on the blocking pool.
+async fn hash_file(path: std::path::PathBuf) -> Result<String, StoreError> {
+    tokio::task::spawn_blocking(move || -> Result<String, StoreError> {
+        let mut f = std::fs::File::open(&path)?;
+        let mut h = Sha256::new();
+        std::io::copy(&mut f, &mut h)?;
+        Ok(hex::encode(h.finalize()))
+    })
+    .await
+    .map_err(|e| StoreError::Io(std::io::Error::other(e)))?
 }

@@ -77,22 +77,42 @@ pub(crate) struct Budget<'a> {
 
 impl<'a> Budget<'a> {
     pub fn new(limits: &'a CapsuleLimits) -> Self {
-        Self { limits, total: 0, sizes: Vec::new() }
+        Self {
+            limits,
+            total: 0,
+            sizes: Vec::new(),
+        }
     }
 
     fn too_large(&self, current: Option<SizedPath>) -> CapsuleError {
         let mut all: Vec<SizedPath> = self.sizes.iter().cloned().chain(current).collect();
         all.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.path.cmp(&b.path)));
         all.truncate(self.limits.largest_listed);
-        CapsuleError::TooLarge { limit: self.limits.max_total_bytes, total: self.total, largest: all }
+        CapsuleError::TooLarge {
+            limit: self.limits.max_total_bytes,
+            total: self.total,
+            largest: all,
+        }
     }
 
     /// Early check with declared sizes (trustworthy for directories, a cheap
     /// first filter for zips).
     fn check_declared(&mut self, entries: &[Entry]) -> Result<(), CapsuleError> {
-        let total: u64 = entries.iter().map(|e| e.declared_size).fold(0, u64::saturating_add);
+        let total: u64 = entries
+            .iter()
+            .map(|e| e.declared_size)
+            .fold(0, u64::saturating_add);
         if total > self.limits.max_total_bytes {
-            let saved = std::mem::replace(&mut self.sizes, entries.iter().map(|e| SizedPath { path: e.path.clone(), size: e.declared_size }).collect());
+            let saved = std::mem::replace(
+                &mut self.sizes,
+                entries
+                    .iter()
+                    .map(|e| SizedPath {
+                        path: e.path.clone(),
+                        size: e.declared_size,
+                    })
+                    .collect(),
+            );
             self.total = total;
             let err = self.too_large(None);
             self.sizes = saved;
@@ -123,7 +143,10 @@ impl<'a> Budget<'a> {
             size += n as u64;
             self.total += n as u64;
             if self.total > self.limits.max_total_bytes {
-                return Err(StreamError::Capsule(self.too_large(Some(SizedPath { path: path.to_owned(), size }))));
+                return Err(StreamError::Capsule(self.too_large(Some(SizedPath {
+                    path: path.to_owned(),
+                    size,
+                }))));
             }
             if let Some(c) = compressed
                 && size > self.limits.ratio_floor_bytes
@@ -136,7 +159,10 @@ impl<'a> Budget<'a> {
             }
             sink(&buf[..n]).map_err(StreamError::Write)?;
         }
-        self.sizes.push(SizedPath { path: path.to_owned(), size });
+        self.sizes.push(SizedPath {
+            path: path.to_owned(),
+            size,
+        });
         Ok(size)
     }
 }
@@ -184,7 +210,11 @@ pub(crate) fn prepare(
         budget.total = 0;
         budget.sizes.clear();
     }
-    Ok(Prepared { entries, zip, _staging: staging })
+    Ok(Prepared {
+        entries,
+        zip,
+        _staging: staging,
+    })
 }
 
 fn sniff(path: &Path) -> Result<CodeSource, CapsuleError> {
@@ -194,20 +224,35 @@ fn sniff(path: &Path) -> Result<CodeSource, CapsuleError> {
     match &magic[..n] {
         [b'P', b'K', 3, 4] | [b'P', b'K', 5, 6] => Ok(CodeSource::Zip(path.to_owned())),
         [0x1f, 0x8b, ..] => Ok(CodeSource::TarGz(path.to_owned())),
-        _ => Err(CapsuleError::InvalidArchive("not a .zip or .tar.gz file".into())),
+        _ => Err(CapsuleError::InvalidArchive(
+            "not a .zip or .tar.gz file".into(),
+        )),
     }
 }
 
 /// Strip a single top-level folder (Ray semantics), then check reserved
 /// paths, duplicates, file/dir conflicts and the file count; sort bytewise.
-fn finalize(mut entries: Vec<Entry>, strip: bool, limits: &CapsuleLimits) -> Result<Vec<Entry>, CapsuleError> {
+fn finalize(
+    mut entries: Vec<Entry>,
+    strip: bool,
+    limits: &CapsuleLimits,
+) -> Result<Vec<Entry>, CapsuleError> {
     entries.retain(|e| e.path != "__MACOSX" && !e.path.starts_with("__MACOSX/"));
     if entries.is_empty() {
         return Err(CapsuleError::Empty);
     }
     if strip {
-        let first = entries[0].path.split('/').next().unwrap_or_default().to_owned();
-        let single = entries.iter().all(|e| e.path.len() > first.len() && e.path.starts_with(&first) && e.path.as_bytes()[first.len()] == b'/');
+        let first = entries[0]
+            .path
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let single = entries.iter().all(|e| {
+            e.path.len() > first.len()
+                && e.path.starts_with(&first)
+                && e.path.as_bytes()[first.len()] == b'/'
+        });
         if single {
             for e in &mut entries {
                 e.path = e.path[first.len() + 1..].to_owned();
@@ -215,18 +260,24 @@ fn finalize(mut entries: Vec<Entry>, strip: bool, limits: &CapsuleLimits) -> Res
         }
     }
     if entries.len() as u64 > limits.max_files {
-        return Err(CapsuleError::TooManyFiles { limit: limits.max_files });
+        return Err(CapsuleError::TooManyFiles {
+            limit: limits.max_files,
+        });
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let mut dirs: HashSet<&str> = HashSet::new();
     for w in entries.windows(2) {
         if w[0].path == w[1].path {
-            return Err(CapsuleError::DuplicatePath { path: w[0].path.clone() });
+            return Err(CapsuleError::DuplicatePath {
+                path: w[0].path.clone(),
+            });
         }
     }
     for e in &entries {
         if e.path == FORGE_DIR || e.path.starts_with(".forge/") {
-            return Err(CapsuleError::ReservedPath { path: e.path.clone() });
+            return Err(CapsuleError::ReservedPath {
+                path: e.path.clone(),
+            });
         }
         let mut idx = 0;
         while let Some(pos) = e.path[idx..].find('/') {
@@ -235,7 +286,9 @@ fn finalize(mut entries: Vec<Entry>, strip: bool, limits: &CapsuleLimits) -> Res
         }
     }
     if let Some(e) = entries.iter().find(|e| dirs.contains(e.path.as_str())) {
-        return Err(CapsuleError::PathConflict { path: e.path.clone() });
+        return Err(CapsuleError::PathConflict {
+            path: e.path.clone(),
+        });
     }
     Ok(entries)
 }
@@ -244,12 +297,21 @@ fn walk_dir(root: &Path, limits: &CapsuleLimits) -> Result<Vec<Entry>, CapsuleEr
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     let mut entries = Vec::new();
-    for item in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
+    for item in walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
         let item = item.map_err(|e| {
-            let p = e.path().map(Path::to_owned).unwrap_or_else(|| root.to_owned());
+            let p = e
+                .path()
+                .map(Path::to_owned)
+                .unwrap_or_else(|| root.to_owned());
             CapsuleError::io(p, e.into())
         })?;
-        let rel = item.path().strip_prefix(root).expect("walkdir yields paths under its root");
+        let rel = item
+            .path()
+            .strip_prefix(root)
+            .expect("walkdir yields paths under its root");
         let Some(path) = normalize(rel.as_os_str().as_bytes(), limits.max_path_bytes)? else {
             continue; // the root itself
         };
@@ -258,7 +320,8 @@ fn walk_dir(root: &Path, limits: &CapsuleLimits) -> Result<Vec<Entry>, CapsuleEr
             continue;
         }
         if ft.is_symlink() {
-            let target = std::fs::read_link(item.path()).map_err(|e| CapsuleError::io(item.path(), e))?;
+            let target =
+                std::fs::read_link(item.path()).map_err(|e| CapsuleError::io(item.path(), e))?;
             let target = target.to_string_lossy().into_owned();
             return Err(link_error(&path, &target));
         }
@@ -274,7 +337,9 @@ fn walk_dir(root: &Path, limits: &CapsuleLimits) -> Result<Vec<Entry>, CapsuleEr
             };
             return Err(CapsuleError::SpecialFile { path, kind });
         }
-        let md = item.metadata().map_err(|e| CapsuleError::io(item.path(), e.into()))?;
+        let md = item
+            .metadata()
+            .map_err(|e| CapsuleError::io(item.path(), e.into()))?;
         entries.push(Entry {
             path,
             declared_size: md.len(),
@@ -283,7 +348,9 @@ fn walk_dir(root: &Path, limits: &CapsuleLimits) -> Result<Vec<Entry>, CapsuleEr
             compressed_size: None,
         });
         if entries.len() as u64 > limits.max_files {
-            return Err(CapsuleError::TooManyFiles { limit: limits.max_files });
+            return Err(CapsuleError::TooManyFiles {
+                limit: limits.max_files,
+            });
         }
     }
     Ok(entries)
@@ -291,23 +358,41 @@ fn walk_dir(root: &Path, limits: &CapsuleLimits) -> Result<Vec<Entry>, CapsuleEr
 
 fn link_error(path: &str, target: &str) -> CapsuleError {
     match resolve_link(path, target) {
-        None => CapsuleError::SymlinkEscape { path: path.to_owned(), target: target.to_owned() },
-        Some(_) => CapsuleError::LinkUnsupported { path: path.to_owned(), target: target.to_owned() },
+        None => CapsuleError::SymlinkEscape {
+            path: path.to_owned(),
+            target: target.to_owned(),
+        },
+        Some(_) => CapsuleError::LinkUnsupported {
+            path: path.to_owned(),
+            target: target.to_owned(),
+        },
     }
 }
 
-fn list_zip(path: &Path, limits: &CapsuleLimits) -> Result<(Vec<Entry>, zip::ZipArchive<File>), CapsuleError> {
+fn list_zip(
+    path: &Path,
+    limits: &CapsuleLimits,
+) -> Result<(Vec<Entry>, zip::ZipArchive<File>), CapsuleError> {
     let file = File::open(path).map_err(|e| CapsuleError::io(path, e))?;
     let mut archive = zip::ZipArchive::new(file).map_err(invalid)?;
     if archive.len() as u64 > limits.max_files.saturating_mul(2).saturating_add(16) {
         // Cheap early stop before looking at a million directory entries.
-        return Err(CapsuleError::TooManyFiles { limit: limits.max_files });
+        return Err(CapsuleError::TooManyFiles {
+            limit: limits.max_files,
+        });
     }
     let mut entries = Vec::new();
     for i in 0..archive.len() {
         let (raw_name, mode, is_dir, size, compressed, encrypted) = {
             let f = archive.by_index_raw(i).map_err(invalid)?;
-            (f.name_raw().to_vec(), f.unix_mode(), f.is_dir(), f.size(), f.compressed_size(), f.encrypted())
+            (
+                f.name_raw().to_vec(),
+                f.unix_mode(),
+                f.is_dir(),
+                f.size(),
+                f.compressed_size(),
+                f.encrypted(),
+            )
         };
         let Some(name) = normalize(&raw_name, limits.max_path_bytes)? else {
             continue;
@@ -317,7 +402,9 @@ fn list_zip(path: &Path, limits: &CapsuleLimits) -> Result<(Vec<Entry>, zip::Zip
             continue;
         }
         if encrypted {
-            return Err(CapsuleError::InvalidArchive(format!("entry {name:?} is encrypted")));
+            return Err(CapsuleError::InvalidArchive(format!(
+                "entry {name:?} is encrypted"
+            )));
         }
         match kind {
             Some(S_IFLNK) => {
@@ -327,7 +414,12 @@ fn list_zip(path: &Path, limits: &CapsuleLimits) -> Result<(Vec<Entry>, zip::Zip
                 return Err(link_error(&name, &target));
             }
             None | Some(0) | Some(S_IFREG) => {}
-            Some(other) => return Err(CapsuleError::SpecialFile { path: name, kind: special_kind(other) }),
+            Some(other) => {
+                return Err(CapsuleError::SpecialFile {
+                    path: name,
+                    kind: special_kind(other),
+                });
+            }
         }
         entries.push(Entry {
             path: name,
@@ -377,7 +469,9 @@ impl<R: Read> Read for RatioGuard<'_, R> {
         let n = self.inner.read(buf)?;
         let produced = self.produced.get() + n as u64;
         self.produced.set(produced);
-        if produced > self.limits.ratio_floor_bytes && produced / self.compressed.get().max(1) >= self.limits.max_compression_ratio {
+        if produced > self.limits.ratio_floor_bytes
+            && produced / self.compressed.get().max(1) >= self.limits.max_compression_ratio
+        {
             return Err(io::Error::other(RatioExceeded));
         }
         Ok(n)
@@ -402,8 +496,16 @@ fn stage_tar(
     let file = File::open(path).map_err(|e| CapsuleError::io(path, e))?;
     let compressed = Rc::new(Cell::new(0u64));
     let produced = Rc::new(Cell::new(0u64));
-    let counting = CountingReader { inner: io::BufReader::with_capacity(1 << 16, file), count: compressed.clone() };
-    let guard = RatioGuard { inner: flate2::read::MultiGzDecoder::new(counting), compressed, produced, limits };
+    let counting = CountingReader {
+        inner: io::BufReader::with_capacity(1 << 16, file),
+        count: compressed.clone(),
+    };
+    let guard = RatioGuard {
+        inner: flate2::read::MultiGzDecoder::new(counting),
+        compressed,
+        produced,
+        limits,
+    };
     let mut archive = tar::Archive::new(guard);
     let staging = tempfile::Builder::new()
         .prefix(".staging-")
@@ -412,20 +514,23 @@ fn stage_tar(
     let mut seen: HashSet<String> = HashSet::new();
     let mut entries = Vec::new();
     let mut buf = vec![0u8; 1 << 20];
-    let ratio_err = |e: &io::Error| {
-        e.get_ref().is_some_and(|inner| inner.is::<RatioExceeded>())
-    };
+    let ratio_err = |e: &io::Error| e.get_ref().is_some_and(|inner| inner.is::<RatioExceeded>());
     let iter = archive.entries().map_err(invalid)?;
     for (n, item) in iter.enumerate() {
         let mut item = match item {
             Ok(i) => i,
             Err(e) if ratio_err(&e) => {
-                return Err(CapsuleError::CompressionRatio { path: path.display().to_string(), limit: limits.max_compression_ratio });
+                return Err(CapsuleError::CompressionRatio {
+                    path: path.display().to_string(),
+                    limit: limits.max_compression_ratio,
+                });
             }
             Err(e) => return Err(invalid(e)),
         };
         if n as u64 > limits.max_files.saturating_mul(2).saturating_add(16) {
-            return Err(CapsuleError::TooManyFiles { limit: limits.max_files });
+            return Err(CapsuleError::TooManyFiles {
+                limit: limits.max_files,
+            });
         }
         let raw = item.path_bytes().into_owned();
         let Some(name) = normalize(&raw, limits.max_path_bytes)? else {
@@ -437,7 +542,10 @@ fn stage_tar(
             T::Regular | T::Continuous => {}
             T::Directory => continue,
             T::Symlink | T::Link => {
-                let target = item.link_name_bytes().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+                let target = item
+                    .link_name_bytes()
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
                 if ty == T::Link {
                     // Hard links name a path from the archive root.
                     return Err(match normalize(target.as_bytes(), limits.max_path_bytes) {
@@ -447,36 +555,79 @@ fn stage_tar(
                 }
                 return Err(link_error(&name, &target));
             }
-            T::Char => return Err(CapsuleError::SpecialFile { path: name, kind: "character device" }),
-            T::Block => return Err(CapsuleError::SpecialFile { path: name, kind: "block device" }),
-            T::Fifo => return Err(CapsuleError::SpecialFile { path: name, kind: "fifo" }),
-            T::GNUSparse => return Err(CapsuleError::SpecialFile { path: name, kind: "sparse file" }),
+            T::Char => {
+                return Err(CapsuleError::SpecialFile {
+                    path: name,
+                    kind: "character device",
+                });
+            }
+            T::Block => {
+                return Err(CapsuleError::SpecialFile {
+                    path: name,
+                    kind: "block device",
+                });
+            }
+            T::Fifo => {
+                return Err(CapsuleError::SpecialFile {
+                    path: name,
+                    kind: "fifo",
+                });
+            }
+            T::GNUSparse => {
+                return Err(CapsuleError::SpecialFile {
+                    path: name,
+                    kind: "sparse file",
+                });
+            }
             T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink => continue,
-            _ => return Err(CapsuleError::SpecialFile { path: name, kind: "unknown tar entry type" }),
+            _ => {
+                return Err(CapsuleError::SpecialFile {
+                    path: name,
+                    kind: "unknown tar entry type",
+                });
+            }
         }
         if !seen.insert(name.clone()) {
             return Err(CapsuleError::DuplicatePath { path: name });
         }
         if seen.len() as u64 > limits.max_files {
-            return Err(CapsuleError::TooManyFiles { limit: limits.max_files });
+            return Err(CapsuleError::TooManyFiles {
+                limit: limits.max_files,
+            });
         }
-        let executable = item.header().mode().map(|m| m & 0o111 != 0).unwrap_or(false);
+        let executable = item
+            .header()
+            .mode()
+            .map(|m| m & 0o111 != 0)
+            .unwrap_or(false);
         // Staged under a numbered name: no directory structure is created from
         // untrusted names, so file/dir conflicts cannot fail half-way.
         let staged = staging.path().join(format!("{:08}", entries.len()));
-        let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&staged).map_err(|e| CapsuleError::io(&staged, e))?);
+        let mut out = io::BufWriter::with_capacity(
+            1 << 20,
+            File::create(&staged).map_err(|e| CapsuleError::io(&staged, e))?,
+        );
         let mut sink = |b: &[u8]| io::Write::write_all(&mut out, b);
         let size = match budget.stream(&name, None, &mut item, &mut buf, &mut sink) {
             Ok(s) => s,
             Err(StreamError::Capsule(e)) => return Err(e),
             Err(StreamError::Read(e)) if ratio_err(&e) => {
-                return Err(CapsuleError::CompressionRatio { path: name, limit: limits.max_compression_ratio });
+                return Err(CapsuleError::CompressionRatio {
+                    path: name,
+                    limit: limits.max_compression_ratio,
+                });
             }
             Err(StreamError::Read(e)) => return Err(invalid(e)),
             Err(StreamError::Write(e)) => return Err(CapsuleError::io(&staged, e)),
         };
         io::Write::flush(&mut out).map_err(|e| CapsuleError::io(&staged, e))?;
-        entries.push(Entry { path: name, declared_size: size, executable, origin: Origin::Fs(staged), compressed_size: None });
+        entries.push(Entry {
+            path: name,
+            declared_size: size,
+            executable,
+            origin: Origin::Fs(staged),
+            compressed_size: None,
+        });
     }
     Ok((entries, staging))
 }

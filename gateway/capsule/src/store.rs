@@ -28,7 +28,11 @@ pub enum StoreError {
     #[error("invalid key or digest {0:?}")]
     InvalidKey(String),
     #[error("integrity check failed for {key}: expected {expected}, got {actual}")]
-    Integrity { key: String, expected: String, actual: String },
+    Integrity {
+        key: String,
+        expected: String,
+        actual: String,
+    },
     #[error("invalid store configuration: {0}")]
     Config(String),
     #[error("object store request failed: {0}")]
@@ -104,7 +108,9 @@ pub fn log_key(job_id: &str, name: &str) -> Result<String, StoreError> {
         let ok = !part.is_empty()
             && part.len() <= 128
             && !part.starts_with('.')
-            && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
         if !ok {
             return Err(StoreError::InvalidKey(part.to_owned()));
         }
@@ -114,7 +120,11 @@ pub fn log_key(job_id: &str, name: &str) -> Result<String, StoreError> {
 
 /// Check a capsule digest: 64 lowercase hex characters.
 pub fn validate_digest(digest: &str) -> Result<(), StoreError> {
-    if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if digest.len() == 64
+        && digest
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
         Ok(())
     } else {
         Err(StoreError::InvalidKey(digest.to_owned()))
@@ -126,9 +136,17 @@ pub fn validate_digest(digest: &str) -> Result<(), StoreError> {
 pub fn validate_key(key: &str) -> Result<(), StoreError> {
     let ok = !key.is_empty()
         && key.len() <= 1024
-        && key.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
-        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b));
-    if ok { Ok(()) } else { Err(StoreError::InvalidKey(key.to_owned())) }
+        && key
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidKey(key.to_owned()))
+    }
 }
 
 /// Hex SHA-256 of a file, streamed.
@@ -165,7 +183,10 @@ mod tests {
         assert_eq!(capsule_key(&d).expect("valid"), format!("capsules/{d}.zip"));
         assert!(capsule_key("../x").is_err());
         assert!(capsule_key(&"A".repeat(64)).is_err());
-        assert_eq!(log_key("job-1", "head").expect("valid"), "logs/job-1/head.log");
+        assert_eq!(
+            log_key("job-1", "head").expect("valid"),
+            "logs/job-1/head.log"
+        );
         assert!(log_key("../x", "head").is_err());
         assert!(log_key("j", "a/b").is_err());
         assert!(validate_key("logs/../x").is_err());

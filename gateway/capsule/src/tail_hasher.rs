@@ -28,21 +28,27 @@ impl TailHasher {
     pub fn start(path: &Path) -> io::Result<Self> {
         let file = File::open(path)?;
         let (tx, rx) = mpsc::channel::<u64>();
-        let handle = std::thread::Builder::new().name("capsule-sha256".into()).spawn(move || {
-            let mut hasher = Sha256::new();
-            let mut buf = vec![0u8; 1 << 20];
-            let mut pos: u64 = 0;
-            for settled in rx {
-                while pos < settled {
-                    let want = usize::try_from((settled - pos).min(buf.len() as u64)).expect("bounded by buffer length");
-                    file.read_exact_at(&mut buf[..want], pos)?;
-                    hasher.update(&buf[..want]);
-                    pos += want as u64;
+        let handle = std::thread::Builder::new()
+            .name("capsule-sha256".into())
+            .spawn(move || {
+                let mut hasher = Sha256::new();
+                let mut buf = vec![0u8; 1 << 20];
+                let mut pos: u64 = 0;
+                for settled in rx {
+                    while pos < settled {
+                        let want = usize::try_from((settled - pos).min(buf.len() as u64))
+                            .expect("bounded by buffer length");
+                        file.read_exact_at(&mut buf[..want], pos)?;
+                        hasher.update(&buf[..want]);
+                        pos += want as u64;
+                    }
                 }
-            }
-            Ok((hex::encode(hasher.finalize()), pos))
-        })?;
-        Ok(Self { tx: Some(tx), handle: Some(handle) })
+                Ok((hex::encode(hasher.finalize()), pos))
+            })?;
+        Ok(Self {
+            tx: Some(tx),
+            handle: Some(handle),
+        })
     }
 
     /// Bytes `[0, offset)` of the file will not change any more.
@@ -58,7 +64,9 @@ impl TailHasher {
         self.settled(len);
         drop(self.tx.take());
         let handle = self.handle.take().expect("finish is called once");
-        handle.join().map_err(|_| io::Error::other("capsule hashing thread panicked"))?
+        handle
+            .join()
+            .map_err(|_| io::Error::other("capsule hashing thread panicked"))?
     }
 }
 

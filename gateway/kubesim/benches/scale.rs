@@ -26,7 +26,10 @@ const NS: &str = "starforge";
 const PROBE_NS: &str = "probe";
 
 fn env_num(key: &str, default: usize) -> usize {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn pct(mut v: Vec<Duration>, p: f64) -> Duration {
@@ -45,8 +48,16 @@ fn ms(d: Duration) -> String {
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|k| k.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_owned)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|k| k.parse::<f64>().ok())
+        })
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
@@ -82,19 +93,32 @@ async fn sample_lists(client: &kube::Client, rounds: usize) -> ListSample {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let nodes: Api<Node> = Api::all(client.clone());
     let rjs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_resource());
-    let mut s = ListSample { pods: vec![], nodes_page: vec![], nodes_all: vec![], rayjobs: vec![] };
+    let mut s = ListSample {
+        pods: vec![],
+        nodes_page: vec![],
+        nodes_all: vec![],
+        rayjobs: vec![],
+    };
     for _ in 0..rounds {
         let t = Instant::now();
         pods.list(&ListParams::default()).await.expect("list pods");
         s.pods.push(t.elapsed());
         let t = Instant::now();
-        nodes.list(&ListParams::default().limit(500)).await.expect("list nodes page");
+        nodes
+            .list(&ListParams::default().limit(500))
+            .await
+            .expect("list nodes page");
         s.nodes_page.push(t.elapsed());
         let t = Instant::now();
-        nodes.list(&ListParams::default()).await.expect("list nodes");
+        nodes
+            .list(&ListParams::default())
+            .await
+            .expect("list nodes");
         s.nodes_all.push(t.elapsed());
         let t = Instant::now();
-        rjs.list(&ListParams::default()).await.expect("list rayjobs");
+        rjs.list(&ListParams::default())
+            .await
+            .expect("list rayjobs");
         s.rayjobs.push(t.elapsed());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -108,10 +132,15 @@ async fn sample_watch(client: &kube::Client, rounds: usize, tag: &str) -> Vec<Du
     let api: Api<Pod> = Api::namespaced(client.clone(), PROBE_NS);
     let s2 = seen.clone();
     let w = tokio::spawn(async move {
-        let mut st = watcher(api, watcher::Config::default()).applied_objects().boxed();
+        let mut st = watcher(api, watcher::Config::default())
+            .applied_objects()
+            .boxed();
         while let Ok(Some(p)) = st.try_next().await {
             if let Some(n) = p.metadata.name {
-                s2.lock().expect("lock").entry(n).or_insert_with(Instant::now);
+                s2.lock()
+                    .expect("lock")
+                    .entry(n)
+                    .or_insert_with(Instant::now);
             }
         }
     });
@@ -124,14 +153,18 @@ async fn sample_watch(client: &kube::Client, rounds: usize, tag: &str) -> Vec<Du
             "spec": {"schedulerName": "none", "containers": [{"name": "c", "image": "busybox"}]}}))
         .expect("pod");
         let t = Instant::now();
-        api.create(&PostParams::default(), &pod).await.expect("probe");
+        api.create(&PostParams::default(), &pod)
+            .await
+            .expect("probe");
         sent.push((name, t));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     w.abort();
     let seen = seen.lock().expect("lock");
-    sent.into_iter().filter_map(|(n, t)| seen.get(&n).map(|s| s.saturating_duration_since(t))).collect()
+    sent.into_iter()
+        .filter_map(|(n, t)| seen.get(&n).map(|s| s.saturating_duration_since(t)))
+        .collect()
 }
 
 fn report(label: &str, l: &ListSample, w: &[Duration]) {
@@ -143,7 +176,12 @@ fn report(label: &str, l: &ListSample, w: &[Duration]) {
         ("list rayjobs", &l.rayjobs),
         ("watch ADDED latency", &w.to_vec()),
     ] {
-        println!("  {what:<24} p50 {:>10}  p99 {:>10}  (n={})", ms(pct(v.clone(), 0.5)), ms(pct(v.clone(), 0.99)), v.len());
+        println!(
+            "  {what:<24} p50 {:>10}  p99 {:>10}  (n={})",
+            ms(pct(v.clone(), 0.5)),
+            ms(pct(v.clone(), 0.99)),
+            v.len()
+        );
     }
 }
 
@@ -151,14 +189,22 @@ async fn count_by_state(client: &kube::Client) -> HashMap<String, usize> {
     let rjs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_resource());
     let mut m = HashMap::new();
     for rj in rjs.list(&ListParams::default()).await.expect("list").items {
-        let s = rj.data.pointer("/status/jobDeploymentStatus").and_then(Value::as_str).unwrap_or("New").to_owned();
+        let s = rj
+            .data
+            .pointer("/status/jobDeploymentStatus")
+            .and_then(Value::as_str)
+            .unwrap_or("New")
+            .to_owned();
         *m.entry(s).or_default() += 1;
     }
     m
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(run());
 }
 
@@ -170,7 +216,10 @@ async fn run() {
     let layout = format!("h100={}x8,a100={}x8", nodes - half, half);
     let controllers = ControllerConfig {
         mode: RunMode::Timed(TimedModel {
-            run_secs: RunSecs::Uniform { min: run_secs * 0.5, max: run_secs * 1.5 },
+            run_secs: RunSecs::Uniform {
+                min: run_secs * 0.5,
+                max: run_secs * 1.5,
+            },
             fail_ratio: 0.1,
             submit_fail_ratio: 0.0,
             start_secs: 0.0,
@@ -190,8 +239,13 @@ async fn run() {
     .await
     .expect("sim starts");
     let client = sim.client().expect("client");
-    println!("kubesim scale: {nodes} nodes, {jobs} RayJobs, timed mode (run {run_secs}s ±50%, 10% app failures)");
-    println!("startup (seeding {nodes} nodes): {:.2} s", t0.elapsed().as_secs_f64());
+    println!(
+        "kubesim scale: {nodes} nodes, {jobs} RayJobs, timed mode (run {run_secs}s ±50%, 10% app failures)"
+    );
+    println!(
+        "startup (seeding {nodes} nodes): {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let base_lists = sample_lists(&client, 20).await;
@@ -205,15 +259,21 @@ async fn run() {
         .map(|i| {
             let rjs = rjs.clone();
             async move {
-                let obj: DynamicObject = serde_json::from_value(rayjob(&format!("bench-{i:05}"))).expect("rayjob");
-                rjs.create(&PostParams::default(), &obj).await.expect("create rayjob");
+                let obj: DynamicObject =
+                    serde_json::from_value(rayjob(&format!("bench-{i:05}"))).expect("rayjob");
+                rjs.create(&PostParams::default(), &obj)
+                    .await
+                    .expect("create rayjob");
             }
         })
         .buffer_unordered(32)
         .collect::<Vec<()>>()
         .await;
     let submitted = load_start.elapsed();
-    println!("submitted {jobs} RayJobs in {:.2} s", submitted.as_secs_f64());
+    println!(
+        "submitted {jobs} RayJobs in {:.2} s",
+        submitted.as_secs_f64()
+    );
 
     // Sample while the jobs run.
     let load_lists = sample_lists(&client, 20).await;
@@ -224,7 +284,8 @@ async fn run() {
     let deadline = Instant::now() + Duration::from_secs(900);
     let finished = loop {
         let by = count_by_state(&client).await;
-        let terminal = by.get("Complete").copied().unwrap_or(0) + by.get("Failed").copied().unwrap_or(0);
+        let terminal =
+            by.get("Complete").copied().unwrap_or(0) + by.get("Failed").copied().unwrap_or(0);
         let past_init = terminal + by.get("Running").copied().unwrap_or(0);
         if all_running.is_none() && past_init == jobs {
             all_running = Some(load_start.elapsed());
@@ -240,13 +301,29 @@ async fn run() {
     };
     let elapsed = load_start.elapsed();
     let writes = sim.resource_version() - rv0;
-    let ev_new = Api::<Event>::namespaced(client.clone(), NS).list(&ListParams::default()).await.expect("events").items.len();
-    let ev_core = Api::<CoreEvent>::namespaced(client.clone(), NS).list(&ListParams::default()).await.expect("events").items.len();
+    let ev_new = Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .len();
+    let ev_core = Api::<CoreEvent>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .len();
     if let Some(d) = all_running {
-        println!("all {jobs} RayJobs Running (or past it): {:.1} s after the first create", d.as_secs_f64());
+        println!(
+            "all {jobs} RayJobs Running (or past it): {:.1} s after the first create",
+            d.as_secs_f64()
+        );
     }
     if let Some((d, by)) = finished {
-        println!("all {jobs} RayJobs terminal: {:.1} s ({by:?})", d.as_secs_f64());
+        println!(
+            "all {jobs} RayJobs terminal: {:.1} s ({by:?})",
+            d.as_secs_f64()
+        );
     }
     let secs = elapsed.as_secs_f64();
     println!(
@@ -254,7 +331,10 @@ async fn run() {
         ev_new + ev_core,
         (ev_new + ev_core) as f64 / secs
     );
-    println!("API writes (resourceVersion delta): {writes} → {:.0} writes/s", writes as f64 / secs);
+    println!(
+        "API writes (resourceVersion delta): {writes} → {:.0} writes/s",
+        writes as f64 / secs
+    );
     println!("peak RSS (VmHWM): {:.0} MiB", peak_rss_mib());
     sim.shutdown().await;
 }

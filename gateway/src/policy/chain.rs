@@ -194,7 +194,11 @@ fn check_decision(request: &PolicyRequest, d: Decision) -> Result<Decision, Plug
                         pp.pool, pool.name
                     )));
                 }
-                if let Some((k, v)) = pp.ray_resources.iter().find(|(_, v)| !v.is_finite() || **v < 0.0) {
+                if let Some((k, v)) = pp
+                    .ray_resources
+                    .iter()
+                    .find(|(_, v)| !v.is_finite() || **v < 0.0)
+                {
                     return Err(PluginError::BadOutput(format!(
                         "placement.pools[{i}].rayResources[{k}] = {v} is not a non-negative number"
                     )));

@@ -88,11 +88,12 @@ pub fn build(engine: &PolicyEngine, links: &[LinkSpec]) -> Result<Chain, ChainFi
             path: shown.clone(),
             source,
         })?;
-        let plugin = Plugin::load(engine, &l.name, &bytes).map_err(|source| ChainFileError::Load {
-            name: l.name.clone(),
-            path: shown,
-            source,
-        })?;
+        let plugin =
+            Plugin::load(engine, &l.name, &bytes).map_err(|source| ChainFileError::Load {
+                name: l.name.clone(),
+                path: shown,
+                source,
+            })?;
         let settings = match &l.settings {
             None | Some(serde_json::Value::Null) => "{}".to_string(),
             Some(serde_json::Value::String(s)) => s.clone(),

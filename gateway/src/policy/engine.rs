@@ -95,11 +95,8 @@ impl PolicyEngine {
         let engine = Engine::new(&config).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
 
         let mut linker: Linker<HostState> = Linker::new(&engine);
-        wit_v0_1_0::Policy::add_to_linker::<HostState, HasSelf<HostState>>(
-            &mut linker,
-            |s| s,
-        )
-        .map_err(|e| LoadError::Compile(format!("linking host imports: {e:#}")))?;
+        wit_v0_1_0::Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| LoadError::Compile(format!("linking host imports: {e:#}")))?;
 
         if let Some(dir) = &cache_dir {
             std::fs::create_dir_all(dir).map_err(|e| LoadError::Cache {
@@ -167,7 +164,10 @@ impl PolicyEngine {
         // SipHash with fixed keys: stable across processes of the same build.
         #[allow(deprecated)]
         let mut h = std::hash::SipHasher::new();
-        self.inner.engine.precompile_compatibility_hash().hash(&mut h);
+        self.inner
+            .engine
+            .precompile_compatibility_hash()
+            .hash(&mut h);
         format!("{:016x}", h.finish())
     }
 }

@@ -11,12 +11,12 @@
 //! - [`model`]: the host's version-independent request and decision types.
 
 pub mod chain;
+pub mod chain_file;
 pub mod engine;
 pub mod error;
 pub mod model;
 pub mod plugin;
 pub mod runner;
-pub mod chain_file;
 mod sandbox;
 mod wit_v0_1_0;
 

@@ -181,10 +181,13 @@ fn check_imports(engine: &PolicyEngine, component: &Component) -> Result<(), Loa
 }
 
 /// Compile, or load the precompiled artifact for this digest and engine.
-fn compile_cached(engine: &PolicyEngine, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
-    let compile = || {
-        Component::new(engine.engine(), bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))
-    };
+fn compile_cached(
+    engine: &PolicyEngine,
+    digest: &str,
+    bytes: &[u8],
+) -> Result<Component, LoadError> {
+    let compile =
+        || Component::new(engine.engine(), bytes).map_err(|e| LoadError::Compile(format!("{e:#}")));
     let Some(dir) = engine.cache_dir() else {
         return compile();
     };

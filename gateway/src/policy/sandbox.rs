@@ -12,7 +12,8 @@ use super::error::PluginError;
 
 /// Longest log line a plugin may emit; longer lines are truncated.
 const MAX_LOG_LINE: usize = 1024;
-/// Most log lines one call may emit; later lines are dropped (and counted).
+/// Most log lines one evaluation (one store, the whole chain) may emit; later lines
+/// are dropped (and counted).
 const MAX_LOG_LINES: usize = 64;
 
 /// Data of one wasmtime `Store`: limits, and which plugin is running (for log tags).
@@ -40,6 +41,10 @@ impl HostState {
     /// Record a log line from the plugin, bounded in count and length.
     pub fn log(&mut self, level: tracing::Level, mut message: String) {
         if self.log_lines >= MAX_LOG_LINES {
+            if self.dropped_log_lines == 0 {
+                let (plugin, digest) = self.current_tags();
+                tracing::warn!(target: "forge::plugin", plugin, digest, "log cap of {MAX_LOG_LINES} lines reached; dropping further lines");
+            }
             self.dropped_log_lines += 1;
             return;
         }
@@ -52,17 +57,26 @@ impl HostState {
             message.truncate(cut);
             message.push('…');
         }
-        let (plugin, digest) = self
-            .current
-            .as_ref()
-            .map(|(n, d)| (n.as_str(), d.as_str()))
-            .unwrap_or(("?", "?"));
+        let (plugin, digest) = self.current_tags();
         match level {
-            tracing::Level::ERROR => tracing::error!(target: "forge::plugin", plugin, digest, "{message}"),
-            tracing::Level::WARN => tracing::warn!(target: "forge::plugin", plugin, digest, "{message}"),
-            tracing::Level::INFO => tracing::info!(target: "forge::plugin", plugin, digest, "{message}"),
+            tracing::Level::ERROR => {
+                tracing::error!(target: "forge::plugin", plugin, digest, "{message}")
+            }
+            tracing::Level::WARN => {
+                tracing::warn!(target: "forge::plugin", plugin, digest, "{message}")
+            }
+            tracing::Level::INFO => {
+                tracing::info!(target: "forge::plugin", plugin, digest, "{message}")
+            }
             _ => tracing::debug!(target: "forge::plugin", plugin, digest, "{message}"),
         }
+    }
+
+    fn current_tags(&self) -> (&str, &str) {
+        self.current
+            .as_ref()
+            .map(|(n, d)| (n.as_str(), d.as_str()))
+            .unwrap_or(("?", "?"))
     }
 
     /// Turn a wasmtime error from instantiation or a call into a typed failure.

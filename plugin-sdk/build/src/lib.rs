@@ -65,12 +65,19 @@ pub fn detect_toolchain() -> Result<Toolchain, BuildError> {
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == TARGET))
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.trim() == TARGET)
+        })
         .unwrap_or(false);
     if installed {
         return Ok(Toolchain::RustupTarget);
     }
-    if Path::new(DEBIAN_RUSTC).exists() && Path::new(DEBIAN_CARGO).exists() && Path::new(DEBIAN_STD_SRC).exists() {
+    if Path::new(DEBIAN_RUSTC).exists()
+        && Path::new(DEBIAN_CARGO).exists()
+        && Path::new(DEBIAN_STD_SRC).exists()
+    {
         return Ok(Toolchain::DebianBuildStd);
     }
     Err(BuildError::NoToolchain)
@@ -134,7 +141,13 @@ pub fn build(crate_dir: &Path, opts: &BuildOptions) -> Result<PathBuf, BuildErro
     cmd.arg("build")
         .arg("--manifest-path")
         .arg(&manifest)
-        .args(["--target", TARGET, "--profile", &opts.profile, "--target-dir"])
+        .args([
+            "--target",
+            TARGET,
+            "--profile",
+            &opts.profile,
+            "--target-dir",
+        ])
         .arg(&opts.target_dir)
         .args(["-p", &package]);
     let status = cmd.status().map_err(|source| BuildError::Io {
@@ -198,5 +211,9 @@ fn rust_lld() -> Result<PathBuf, BuildError> {
         })?;
     let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let lld = Path::new(&sysroot).join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld");
-    if lld.exists() { Ok(lld) } else { Err(BuildError::NoToolchain) }
+    if lld.exists() {
+        Ok(lld)
+    } else {
+        Err(BuildError::NoToolchain)
+    }
 }

@@ -7,7 +7,9 @@ use anyhow::{Context, bail};
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let Some(cmd) = args.next() else {
-        bail!("usage: forge-plugin build [--out DIR] [--profile NAME] [--target-dir DIR] <crate-dir>...");
+        bail!(
+            "usage: forge-plugin build [--out DIR] [--profile NAME] [--target-dir DIR] <crate-dir>..."
+        );
     };
     if cmd != "build" {
         bail!("unknown command `{cmd}`; try `forge-plugin build <crate-dir>`");
@@ -22,7 +24,12 @@ fn main() -> anyhow::Result<()> {
         match a.as_str() {
             "--out" => opts.out_dir = args.next().context("--out needs a directory")?.into(),
             "--profile" => opts.profile = args.next().context("--profile needs a name")?,
-            "--target-dir" => opts.target_dir = args.next().context("--target-dir needs a directory")?.into(),
+            "--target-dir" => {
+                opts.target_dir = args
+                    .next()
+                    .context("--target-dir needs a directory")?
+                    .into()
+            }
             _ => crates.push(PathBuf::from(a)),
         }
     }
@@ -30,7 +37,8 @@ fn main() -> anyhow::Result<()> {
         bail!("name at least one plugin crate directory");
     }
     for dir in crates {
-        let out = forge_plugin_build::build(&dir, &opts).with_context(|| format!("building {}", dir.display()))?;
+        let out = forge_plugin_build::build(&dir, &opts)
+            .with_context(|| format!("building {}", dir.display()))?;
         println!("{}", out.display());
     }
     Ok(())

@@ -42,7 +42,11 @@ impl Policy for PoolSeries {
             .pools
             .iter()
             .map(|(pool, series)| (format!("pools.{pool}"), series))
-            .chain(s.default_series.iter().map(|d| ("default_series".to_string(), d)));
+            .chain(
+                s.default_series
+                    .iter()
+                    .map(|d| ("default_series".to_string(), d)),
+            );
         for (field, series) in named {
             if series.trim().is_empty() {
                 return Err(format!("{field}: series must not be empty"));
@@ -90,13 +94,22 @@ impl Policy for PoolSeries {
                 );
             };
             let Some(cap) = req.series(series) else {
-                let known: Vec<&str> = req.cluster.series.iter().map(|c| c.series.as_str()).collect();
+                let known: Vec<&str> = req
+                    .cluster
+                    .series
+                    .iter()
+                    .map(|c| c.series.as_str())
+                    .collect();
                 return Decision::reject(
                     "series.unknown",
                     format!(
                         "no node carries series `{series}` (label {}); known series: {}",
                         req.cluster.gpu_node_label,
-                        if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
                     ),
                     Some(&field),
                 );
@@ -140,7 +153,9 @@ mod tests {
         r#"{"pools": {"rollout": "h100"}, "default_series": "h200", "allowed": ["h100", "h200"]}"#;
 
     fn cluster() -> RequestBuilder {
-        RequestBuilder::new().series("h100", 32, 16, 4).series("h200", 64, 64, 8)
+        RequestBuilder::new()
+            .series("h100", 32, 16, 4)
+            .series("h200", 64, 64, 8)
     }
 
     #[test]
@@ -150,22 +165,34 @@ mod tests {
             .pool("train", 2, 8, None)
             .pool("rollout", 1, 4, None)
             .build();
-        let Decision::Admit(p) = h.evaluate(&req) else { panic!("expected admit") };
+        let Decision::Admit(p) = h.evaluate(&req) else {
+            panic!("expected admit")
+        };
         assert_eq!(p.pools[0].series.as_deref(), Some("h200"));
         assert_eq!(p.pools[1].series.as_deref(), Some("h100"));
         assert_eq!(
             p.pools[1].node_selector,
             vec![("starforge/gpu-series".to_string(), "h100".to_string())]
         );
-        assert!(p.pools[1].ray_resources.contains(&("forge-series-h100".to_string(), 4.0)));
-        assert!(p.pools[1].ray_resources.contains(&("forge-pool-rollout".to_string(), 4.0)));
+        assert!(
+            p.pools[1]
+                .ray_resources
+                .contains(&("forge-series-h100".to_string(), 4.0))
+        );
+        assert!(
+            p.pools[1]
+                .ray_resources
+                .contains(&("forge-pool-rollout".to_string(), 4.0))
+        );
     }
 
     #[test]
     fn requested_series_wins_when_allowed() {
         let h = Harness::<PoolSeries>::new(SETTINGS).unwrap();
         let req = cluster().pool("rollout", 1, 8, Some("h200")).build();
-        let Decision::Admit(p) = h.evaluate(&req) else { panic!("expected admit") };
+        let Decision::Admit(p) = h.evaluate(&req) else {
+            panic!("expected admit")
+        };
         assert_eq!(p.pools[0].series.as_deref(), Some("h200"));
     }
 
@@ -176,8 +203,14 @@ mod tests {
             Decision::Reject(r) => (r.code, r.field),
             other => panic!("expected reject, got {other:?}"),
         };
-        let req = cluster().pool("a", 1, 8, None).pool("b", 1, 8, Some("a100")).build();
-        assert_eq!(code(h.evaluate(&req)), ("series.not-allowed".into(), Some("pools[1].series".into())));
+        let req = cluster()
+            .pool("a", 1, 8, None)
+            .pool("b", 1, 8, Some("a100"))
+            .build();
+        assert_eq!(
+            code(h.evaluate(&req)),
+            ("series.not-allowed".into(), Some("pools[1].series".into()))
+        );
 
         let open = Harness::<PoolSeries>::new("{}").unwrap();
         let req = cluster().pool("a", 1, 8, Some("b200")).build();
@@ -195,7 +228,10 @@ mod tests {
             largest_free_block: 0,
             nodes: 2,
         };
-        let req = RequestBuilder::new().capacity(blocked).pool("a", 1, 8, None).build();
+        let req = RequestBuilder::new()
+            .capacity(blocked)
+            .pool("a", 1, 8, None)
+            .build();
         assert_eq!(code(h.evaluate(&req)).0, "series.unavailable");
     }
 
@@ -203,8 +239,12 @@ mod tests {
     fn settings_are_checked() {
         assert!(validate::<PoolSeries>(SETTINGS).is_ok());
         assert!(validate::<PoolSeries>("").is_ok());
-        let err = validate::<PoolSeries>(r#"{"default_series": "a100", "allowed": ["h100"]}"#).unwrap_err();
-        assert!(err.contains("default_series") && err.contains("a100"), "{err}");
+        let err = validate::<PoolSeries>(r#"{"default_series": "a100", "allowed": ["h100"]}"#)
+            .unwrap_err();
+        assert!(
+            err.contains("default_series") && err.contains("a100"),
+            "{err}"
+        );
         let err = validate::<PoolSeries>(r#"{"pools": {"x": ""}}"#).unwrap_err();
         assert!(err.contains("pools.x"), "{err}");
         let err = validate::<PoolSeries>(r#"{"defaults": "h100"}"#).unwrap_err();

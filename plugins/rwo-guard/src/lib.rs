@@ -68,7 +68,9 @@ mod tests {
             .pool("train", 1, 8, None)
             .pool("rollout", 1, 8, None)
             .build();
-        let Decision::Reject(r) = h.evaluate(&req) else { panic!("expected reject") };
+        let Decision::Reject(r) = h.evaluate(&req) else {
+            panic!("expected reject")
+        };
         assert_eq!(r.code, "storage.rwo-multi-node");
         assert_eq!(r.field.as_deref(), Some("pools"));
         assert!(r.message.contains("spans 2"), "{}", r.message);
@@ -77,7 +79,10 @@ mod tests {
     #[test]
     fn admits_single_node_on_rwo_and_anything_on_shared() {
         let h = Harness::<RwoGuard>::new("").unwrap();
-        let single = RequestBuilder::new().storage(StorageMode::ReadWriteOnce).pool("t", 1, 8, None).build();
+        let single = RequestBuilder::new()
+            .storage(StorageMode::ReadWriteOnce)
+            .pool("t", 1, 8, None)
+            .build();
         assert!(matches!(h.evaluate(&single), Decision::Admit(_)));
         let shared = RequestBuilder::new().pool("t", 16, 8, None).build();
         assert!(matches!(h.evaluate(&shared), Decision::Admit(_)));
@@ -85,7 +90,10 @@ mod tests {
 
     #[test]
     fn settings_are_checked() {
-        assert_eq!(validate::<RwoGuard>(r#"{"max_nodes": 0}"#).unwrap_err(), "max_nodes must be at least 1");
+        assert_eq!(
+            validate::<RwoGuard>(r#"{"max_nodes": 0}"#).unwrap_err(),
+            "max_nodes must be at least 1"
+        );
         assert!(validate::<RwoGuard>(r#"{"max_nodes": 2}"#).is_ok());
     }
 }

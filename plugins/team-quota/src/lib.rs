@@ -46,7 +46,12 @@ impl Policy for TeamQuota {
     type Settings = Settings;
 
     fn validate(s: &Settings) -> Result<(), String> {
-        for (team, limits) in s.limits.iter().map(|(t, l)| (t.as_str(), l)).chain([("default", &s.default)]) {
+        for (team, limits) in s
+            .limits
+            .iter()
+            .map(|(t, l)| (t.as_str(), l))
+            .chain([("default", &s.default)])
+        {
             if team.trim().is_empty() {
                 return Err("limits: team names must not be empty".into());
             }
@@ -61,7 +66,9 @@ impl Policy for TeamQuota {
         let team = &req.job.team;
         for (series, needed) in req.gpus_by_series() {
             let key = series.as_deref().unwrap_or("*");
-            let Some(limit) = s.limit(team, key) else { continue };
+            let Some(limit) = s.limit(team, key) else {
+                continue;
+            };
             if needed > u64::from(limit) {
                 return Decision::reject(
                     "quota.job-exceeds-limit",
@@ -99,7 +106,9 @@ mod tests {
     const SETTINGS: &str = r#"{"limits": {"vision": {"h100": 16, "*": 8}}, "default": {"*": 4}}"#;
 
     fn job(team: &str, nodes: u32, gpus: u32, series: &str) -> RequestBuilder {
-        RequestBuilder::new().team(team).pool("train", nodes, gpus, Some(series))
+        RequestBuilder::new()
+            .team(team)
+            .pool("train", nodes, gpus, Some(series))
     }
 
     #[test]
@@ -113,28 +122,52 @@ mod tests {
     fn queues_when_usage_would_exceed() {
         let h = Harness::<TeamQuota>::new(SETTINGS).unwrap();
         let req = job("vision", 1, 8, "h100").usage("h100", 12, 0).build();
-        let Decision::Queue(hold) = h.evaluate(&req) else { panic!("expected queue") };
+        let Decision::Queue(hold) = h.evaluate(&req) else {
+            panic!("expected queue")
+        };
         assert_eq!(hold.code, "quota.exceeded");
-        assert!(hold.message.contains("runs 12 of its 16 h100"), "{}", hold.message);
+        assert!(
+            hold.message.contains("runs 12 of its 16 h100"),
+            "{}",
+            hold.message
+        );
     }
 
     #[test]
     fn rejects_a_job_larger_than_the_limit_with_numbers() {
         let h = Harness::<TeamQuota>::new(SETTINGS).unwrap();
         let req = job("vision", 3, 8, "h100").build();
-        let Decision::Reject(r) = h.evaluate(&req) else { panic!("expected reject") };
+        let Decision::Reject(r) = h.evaluate(&req) else {
+            panic!("expected reject")
+        };
         assert_eq!(r.code, "quota.job-exceeds-limit");
-        assert!(r.message.contains("24 h100") && r.message.contains("at most 16"), "{}", r.message);
+        assert!(
+            r.message.contains("24 h100") && r.message.contains("at most 16"),
+            "{}",
+            r.message
+        );
         // `*` for unlisted series, `default` for unlisted teams.
-        assert!(matches!(h.evaluate(&job("vision", 2, 8, "a100").build()), Decision::Reject(_)));
-        assert!(matches!(h.evaluate(&job("other", 1, 8, "a100").build()), Decision::Reject(_)));
-        assert!(matches!(h.evaluate(&job("other", 1, 4, "a100").build()), Decision::Admit(_)));
+        assert!(matches!(
+            h.evaluate(&job("vision", 2, 8, "a100").build()),
+            Decision::Reject(_)
+        ));
+        assert!(matches!(
+            h.evaluate(&job("other", 1, 8, "a100").build()),
+            Decision::Reject(_)
+        ));
+        assert!(matches!(
+            h.evaluate(&job("other", 1, 4, "a100").build()),
+            Decision::Admit(_)
+        ));
     }
 
     #[test]
     fn no_limit_means_unlimited() {
         let h = Harness::<TeamQuota>::new("{}").unwrap();
-        assert!(matches!(h.evaluate(&job("x", 64, 8, "h100").build()), Decision::Admit(_)));
+        assert!(matches!(
+            h.evaluate(&job("x", 64, 8, "h100").build()),
+            Decision::Admit(_)
+        ));
     }
 
     #[test]

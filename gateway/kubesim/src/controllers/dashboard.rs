@@ -155,8 +155,14 @@ mod tests {
     fn lifecycle_and_stop() {
         let d = Dashboard::default();
         let stop = d.submit("ns", "c", "j").expect("first submit");
-        assert!(d.submit("ns", "c", "j").is_none(), "submission id reuse is refused");
-        assert_eq!(d.get("ns", "c", "j").map(|i| i.status), Some("PENDING".into()));
+        assert!(
+            d.submit("ns", "c", "j").is_none(),
+            "submission id reuse is refused"
+        );
+        assert_eq!(
+            d.get("ns", "c", "j").map(|i| i.status),
+            Some("PENDING".into())
+        );
         d.set_running("ns", "c", "j");
         assert!(d.stop("ns", "c", "j"));
         assert!(stop.is_cancelled());

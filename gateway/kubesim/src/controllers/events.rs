@@ -36,7 +36,11 @@ impl Kind {
 fn event_name(regarding: &ObjectReference) -> String {
     let now = Timestamp::now().as_nanosecond();
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    format!("{}.{:x}", regarding.name.as_deref().unwrap_or("event"), now as u128 + u128::from(seq))
+    format!(
+        "{}.{:x}",
+        regarding.name.as_deref().unwrap_or("event"),
+        now as u128 + u128::from(seq)
+    )
 }
 
 /// Writes an `events.k8s.io/v1` Event about `regarding`.
@@ -49,9 +53,16 @@ pub async fn emit(
     action: &str,
     note: &str,
 ) {
-    let ns = regarding.namespace.clone().unwrap_or_else(|| "default".into());
+    let ns = regarding
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     let ev = Event {
-        metadata: ObjectMeta { name: Some(event_name(regarding)), namespace: Some(ns.clone()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(event_name(regarding)),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
         action: Some(action.into()),
         reason: Some(reason.into()),
         note: Some(note.chars().take(1024).collect()),
@@ -78,10 +89,17 @@ pub async fn emit_core(
     reason: &str,
     message: &str,
 ) {
-    let ns = involved.namespace.clone().unwrap_or_else(|| "default".into());
+    let ns = involved
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     let now = Timestamp::now();
     let ev = CoreEvent {
-        metadata: ObjectMeta { name: Some(event_name(involved)), namespace: Some(ns.clone()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(event_name(involved)),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
         involved_object: involved.clone(),
         reason: Some(reason.into()),
         message: Some(message.into()),
@@ -89,7 +107,10 @@ pub async fn emit_core(
         count: Some(1),
         first_timestamp: Some(Time(now)),
         last_timestamp: Some(Time(now)),
-        source: Some(EventSource { component: Some(component.into()), host: host.map(str::to_owned) }),
+        source: Some(EventSource {
+            component: Some(component.into()),
+            host: host.map(str::to_owned),
+        }),
         reporting_component: Some(component.into()),
         reporting_instance: host.map(str::to_owned),
         ..Default::default()

@@ -44,7 +44,9 @@ impl Reject {
     fn messages(&self) -> Vec<String> {
         match self {
             Self::Unschedulable => vec!["node(s) were unschedulable".into()],
-            Self::Taint { key, value } => vec![format!("node(s) had untolerated taint {{{key}: {value}}}")],
+            Self::Taint { key, value } => {
+                vec![format!("node(s) had untolerated taint {{{key}: {value}}}")]
+            }
             Self::Selector => vec!["node(s) didn't match Pod's node affinity/selector".into()],
             Self::Insufficient(r) => r.iter().map(|r| format!("Insufficient {r}")).collect(),
             Self::TooManyPods => vec!["Too many pods".into()],
@@ -90,7 +92,11 @@ impl NodeInfo {
             .any(|c| c.type_ == "Ready" && c.status == "True");
         let spec = node.spec.as_ref();
         let mut taints = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
-        if !ready && !taints.iter().any(|t| t.key == "node.kubernetes.io/not-ready") {
+        if !ready
+            && !taints
+                .iter()
+                .any(|t| t.key == "node.kubernetes.io/not-ready")
+        {
             taints.push(Taint {
                 key: "node.kubernetes.io/not-ready".into(),
                 effect: "NoSchedule".into(),
@@ -121,7 +127,9 @@ impl NodeInfo {
 /// The effective requests of a pod: per resource, max(Σ containers, max init container)
 /// plus overhead; a container's limit stands in for a missing request (API defaulting).
 pub fn pod_requests(pod: &Pod) -> Resources {
-    let Some(spec) = pod.spec.as_ref() else { return Resources::new() };
+    let Some(spec) = pod.spec.as_ref() else {
+        return Resources::new();
+    };
     let container_req = |c: &k8s_openapi::api::core::v1::Container| {
         let mut out = Resources::new();
         let res = c.resources.as_ref();
@@ -157,7 +165,10 @@ pub fn pod_requests(pod: &Pod) -> Resources {
 
 fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| {
-        let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == taint.effect);
+        let effect_ok = t
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == taint.effect);
         let key_ok = match t.key.as_deref() {
             None | Some("") => t.operator.as_deref() == Some("Exists"),
             Some(k) => k == taint.key,
@@ -179,18 +190,26 @@ fn requirement_matches(labels: &BTreeMap<String, String>, r: &NodeSelectorRequir
         "Exists" => v.is_some(),
         "DoesNotExist" => v.is_none(),
         "Gt" | "Lt" => {
-            let (Some(v), Some(bound)) = (v.and_then(|v| v.parse::<i64>().ok()), values.first().and_then(|b| b.parse::<i64>().ok()))
-            else {
+            let (Some(v), Some(bound)) = (
+                v.and_then(|v| v.parse::<i64>().ok()),
+                values.first().and_then(|b| b.parse::<i64>().ok()),
+            ) else {
                 return false;
             };
-            if r.operator == "Gt" { v > bound } else { v < bound }
+            if r.operator == "Gt" {
+                v > bound
+            } else {
+                v < bound
+            }
         }
         _ => false,
     }
 }
 
 fn matches_affinity(pod: &Pod, labels: &BTreeMap<String, String>) -> bool {
-    let Some(spec) = pod.spec.as_ref() else { return true };
+    let Some(spec) = pod.spec.as_ref() else {
+        return true;
+    };
     if let Some(sel) = spec.node_selector.as_ref()
         && !sel.iter().all(|(k, v)| labels.get(k) == Some(v))
     {
@@ -200,27 +219,46 @@ fn matches_affinity(pod: &Pod, labels: &BTreeMap<String, String>) -> bool {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     match required {
         None => true,
         Some(sel) => sel.node_selector_terms.iter().any(|term| {
-            term.match_expressions.iter().flatten().all(|r| requirement_matches(labels, r))
+            term.match_expressions
+                .iter()
+                .flatten()
+                .all(|r| requirement_matches(labels, r))
         }),
     }
 }
 
 /// Runs the filter plugins for one node; `None` means the pod fits.
 pub fn filter(node: &NodeInfo, pod: &Pod, req: &Resources) -> Option<Reject> {
-    let tolerations = pod.spec.as_ref().and_then(|s| s.tolerations.clone()).unwrap_or_default();
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.clone())
+        .unwrap_or_default();
     if node.unschedulable {
-        let t = Taint { key: "node.kubernetes.io/unschedulable".into(), effect: "NoSchedule".into(), ..Default::default() };
+        let t = Taint {
+            key: "node.kubernetes.io/unschedulable".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        };
         if !tolerates(&tolerations, &t) {
             return Some(Reject::Unschedulable);
         }
     }
     for taint in &node.taints {
-        if (taint.effect == "NoSchedule" || taint.effect == "NoExecute") && !tolerates(&tolerations, taint) {
-            return Some(Reject::Taint { key: taint.key.clone(), value: taint.value.clone().unwrap_or_default() });
+        if (taint.effect == "NoSchedule" || taint.effect == "NoExecute")
+            && !tolerates(&tolerations, taint)
+        {
+            return Some(Reject::Taint {
+                key: taint.key.clone(),
+                value: taint.value.clone().unwrap_or_default(),
+            });
         }
     }
     if !matches_affinity(pod, &node.labels) {
@@ -235,7 +273,8 @@ pub fn filter(node: &NodeInfo, pod: &Pod, req: &Resources) -> Option<Reject> {
         .iter()
         .filter(|(k, v)| **v > 0 && k.as_str() != "pods")
         .filter(|(k, v)| {
-            let free = node.allocatable.get(*k).copied().unwrap_or(0) - node.used.get(*k).copied().unwrap_or(0);
+            let free = node.allocatable.get(*k).copied().unwrap_or(0)
+                - node.used.get(*k).copied().unwrap_or(0);
             free < **v
         })
         .map(|(k, _)| k.clone())
@@ -262,7 +301,10 @@ fn histogram(lines: impl Iterator<Item = String>) -> String {
     for l in lines {
         *counts.entry(l).or_default() += 1;
     }
-    let mut parts: Vec<String> = counts.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+    let mut parts: Vec<String> = counts
+        .into_iter()
+        .map(|(r, n)| format!("{n} {r}"))
+        .collect();
     parts.sort();
     parts.join(", ")
 }
@@ -292,7 +334,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn node(name: &str, labels: serde_json::Value, gpus: &str, extra: serde_json::Value) -> NodeInfo {
+    fn node(
+        name: &str,
+        labels: serde_json::Value,
+        gpus: &str,
+        extra: serde_json::Value,
+    ) -> NodeInfo {
         let mut n = json!({
             "metadata": {"name": name, "labels": labels},
             "spec": {},
@@ -313,11 +360,31 @@ mod tests {
 
     #[test]
     fn gpu_and_selector_message_matches_the_real_scheduler() {
-        let nodes = vec![
-            node("a1", json!({"starforge/gpu-series": "a100"}), "8", json!({})),
-            node("a2", json!({"starforge/gpu-series": "a100"}), "8", json!({})),
-            node("h1", json!({"starforge/gpu-series": "h100"}), "8", json!({})),
-            node("h2", json!({"starforge/gpu-series": "h100"}), "8", json!({})),
+        let nodes = [
+            node(
+                "a1",
+                json!({"starforge/gpu-series": "a100"}),
+                "8",
+                json!({}),
+            ),
+            node(
+                "a2",
+                json!({"starforge/gpu-series": "a100"}),
+                "8",
+                json!({}),
+            ),
+            node(
+                "h1",
+                json!({"starforge/gpu-series": "h100"}),
+                "8",
+                json!({}),
+            ),
+            node(
+                "h2",
+                json!({"starforge/gpu-series": "h100"}),
+                "8",
+                json!({}),
+            ),
         ];
         let p = pod(json!({"metadata": {"name": "p"}, "spec": {
             "nodeSelector": {"starforge/gpu-series": "a100"},
@@ -336,22 +403,37 @@ mod tests {
 
     #[test]
     fn cordon_taints_and_not_ready() {
-        let cordoned = node("c", json!({}), "8", json!({"spec": {"unschedulable": true}}));
-        let tainted = node("t", json!({}), "8", json!({"spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}}));
+        let cordoned = node(
+            "c",
+            json!({}),
+            "8",
+            json!({"spec": {"unschedulable": true}}),
+        );
+        let tainted = node(
+            "t",
+            json!({}),
+            "8",
+            json!({"spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}}),
+        );
         let not_ready = NodeInfo::from_node(&serde_json::from_value(json!({
             "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1"}, "conditions": [{"type": "Ready", "status": "False"}]}
         })).expect("node"));
         let p = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}));
         let req = pod_requests(&p);
-        let rejects: Vec<Reject> = [&cordoned, &tainted, &not_ready].iter().filter_map(|n| filter(n, &p, &req)).collect();
+        let rejects: Vec<Reject> = [&cordoned, &tainted, &not_ready]
+            .iter()
+            .filter_map(|n| filter(n, &p, &req))
+            .collect();
         assert_eq!(
             fit_message(3, &rejects),
             "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, \
              1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 1 node(s) were unschedulable. \
              preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         );
-        let tolerant = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}],
-            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]}}));
+        let tolerant = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}],
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]}}),
+        );
         assert_eq!(filter(&tainted, &tolerant, &req), None);
     }
 
@@ -365,7 +447,10 @@ mod tests {
         assert_eq!(req.get("cpu"), Some(&4000), "init container max wins");
         assert_eq!(filter(&n, &p, &req), None);
         n.add(&req);
-        assert_eq!(filter(&n, &p, &req), Some(Reject::Insufficient(vec!["nvidia.com/gpu".into()])));
+        assert_eq!(
+            filter(&n, &p, &req),
+            Some(Reject::Insufficient(vec!["nvidia.com/gpu".into()]))
+        );
         assert!(score(&n, &req) < 100);
     }
 }

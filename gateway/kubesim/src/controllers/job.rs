@@ -37,8 +37,12 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
     let pods: Api<Pod> = Api::all(client);
     let token = shared.shutdown.clone();
     Controller::new(jobs, watcher::Config::default())
-        .watches(pods, watcher::Config::default(), |pod: Pod| owner_of(&pod, "Job"))
-        .with_config(kube::runtime::controller::Config::default().concurrency(shared.cfg.concurrency))
+        .watches(pods, watcher::Config::default(), |pod: Pod| {
+            owner_of(&pod, "Job")
+        })
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(shared.cfg.concurrency),
+        )
         .graceful_shutdown_on(async move { token.cancelled().await })
         .run(reconcile, error_policy, shared)
         .for_each(|_| futures::future::ready(()))
@@ -52,7 +56,10 @@ where
     K: Resource<DynamicType = ()>,
 {
     let ns = child.namespace()?;
-    let owner = child.owner_references().iter().find(|o| o.kind == kind && o.controller == Some(true))?;
+    let owner = child
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == kind && o.controller == Some(true))?;
     Some(ObjectRef::new(&owner.name).within(&ns))
 }
 
@@ -85,7 +92,9 @@ async fn reconcile(cached: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, Control
     let ns = cached.namespace().unwrap_or_default();
     // Live read: the cache may not show our last status write yet.
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(job) = jobs.get_opt(&cached.name_any()).await? else { return Ok(Action::await_change()) };
+    let Some(job) = jobs.get_opt(&cached.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
     let name = job.name_any();
     let uid = job.uid().unwrap_or_default();
     if job.metadata.deletion_timestamp.is_some() {
@@ -96,14 +105,28 @@ async fn reconcile(cached: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, Control
         return Ok(Action::await_change());
     }
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let pods = pods_api.list(&ListParams::default().labels(&format!("{CONTROLLER_UID}={uid}"))).await?;
-    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
-    let succeeded = pods.items.iter().filter(|p| phase(p) == "Succeeded").count() as i32;
+    let pods = pods_api
+        .list(&ListParams::default().labels(&format!("{CONTROLLER_UID}={uid}")))
+        .await?;
+    let phase = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default()
+    };
+    let succeeded = pods
+        .items
+        .iter()
+        .filter(|p| phase(p) == "Succeeded")
+        .count() as i32;
     let failed = pods.items.iter().filter(|p| phase(p) == "Failed").count() as i32;
     let active: Vec<&Pod> = pods
         .items
         .iter()
-        .filter(|p| !matches!(phase(p).as_str(), "Succeeded" | "Failed") && p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            !matches!(phase(p).as_str(), "Succeeded" | "Failed")
+                && p.metadata.deletion_timestamp.is_none()
+        })
         .collect();
     let ready = active
         .iter()
@@ -117,7 +140,9 @@ async fn reconcile(cached: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, Control
         })
         .count() as i32;
     let backoff_limit = job.spec.as_ref().and_then(|s| s.backoff_limit).unwrap_or(6);
-    let start_time = status.and_then(|s| s.start_time.clone()).unwrap_or(Time(Timestamp::now()));
+    let start_time = status
+        .and_then(|s| s.start_time.clone())
+        .unwrap_or(Time(Timestamp::now()));
     let job_ref = job.object_ref(&());
     let mut new_status = JobStatus {
         start_time: Some(start_time),
@@ -134,18 +159,43 @@ async fn reconcile(cached: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, Control
         new_status.active = Some(0);
         new_status.completion_time = Some(Time(Timestamp::now()));
         new_status.conditions = Some(vec![
-            condition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods"),
-            condition("Complete", "CompletionsReached", "Reached expected number of succeeded pods"),
+            condition(
+                "SuccessCriteriaMet",
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+            ),
+            condition(
+                "Complete",
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+            ),
         ]);
         patch_status(&ctx, &ns, &name, &new_status).await?;
-        emit(&ctx.client, REPORTER, &job_ref, Kind::Normal, "Completed", "Completed", "Job completed").await;
+        emit(
+            &ctx.client,
+            REPORTER,
+            &job_ref,
+            Kind::Normal,
+            "Completed",
+            "Completed",
+            "Job completed",
+        )
+        .await;
         return Ok(Action::await_change());
     }
     if failed > backoff_limit {
         new_status.active = Some(0);
         new_status.conditions = Some(vec![
-            condition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit"),
-            condition("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit"),
+            condition(
+                "FailureTarget",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            ),
+            condition(
+                "Failed",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            ),
         ]);
         patch_status(&ctx, &ns, &name, &new_status).await?;
         emit(
@@ -186,17 +236,30 @@ async fn reconcile(cached: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, Control
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 
-async fn patch_status(ctx: &Shared, ns: &str, name: &str, status: &JobStatus) -> Result<(), ControllerError> {
+async fn patch_status(
+    ctx: &Shared,
+    ns: &str,
+    name: &str,
+    status: &JobStatus,
+) -> Result<(), ControllerError> {
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
-        .await?;
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await?;
     Ok(())
 }
 
 /// The pod the job controller creates from the Job's template.
 fn pod_for(job: &Job, uid: &str) -> Result<Pod, ControllerError> {
     let name = job.name_any();
-    let template = job.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let template = job
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
     let meta = template.metadata.unwrap_or_default();
     let mut labels: BTreeMap<String, String> = meta.labels.unwrap_or_default();
     labels.insert(CONTROLLER_UID.into(), uid.into());

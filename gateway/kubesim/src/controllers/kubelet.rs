@@ -29,12 +29,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::{Kind, emit_core};
 use super::names::{
-    CAPSULE_SHA_ANNOTATION, IS_RAY_NODE, NODE_TYPE, ORIGINATED_FROM_CR_NAME, RAY_CLUSTER, SUBMITTER_CONTAINER,
-    cluster_from_dashboard,
+    CAPSULE_SHA_ANNOTATION, IS_RAY_NODE, NODE_TYPE, ORIGINATED_FROM_CR_NAME, RAY_CLUSTER,
+    SUBMITTER_CONTAINER, cluster_from_dashboard,
 };
 use super::runner::{
-    RunnerError, fetch_working_dir, parse_runtime_env, prepare_volumes, run_init_container, run_logged, unpack_zip,
-    verify_sha256,
+    RunnerError, fetch_working_dir, parse_runtime_env, prepare_volumes, run_init_container,
+    run_logged, unpack_zip, verify_sha256,
 };
 use super::{ControllerError, RunMode, Shared, rayjob_resource};
 
@@ -48,7 +48,9 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
     let mut workers: HashMap<String, CancellationToken> = HashMap::new();
     let images: ImageCache = Arc::default();
     let api: Api<Pod> = Api::all(shared.client.clone());
-    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     loop {
         let ev = tokio::select! {
             () = shared.shutdown.cancelled() => break,
@@ -64,7 +66,11 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
         match ev {
             watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
                 let uid = pod.uid().unwrap_or_default();
-                let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+                let node = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default();
                 if node.is_empty() {
                     continue;
                 }
@@ -74,13 +80,23 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
                     }
                     continue;
                 }
-                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+                let phase = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .unwrap_or("Pending");
                 if workers.contains_key(&uid) || matches!(phase, "Succeeded" | "Failed") {
                     continue;
                 }
                 let token = shared.shutdown.child_token();
                 workers.insert(uid, token.clone());
-                let w = Worker { shared: shared.clone(), pod, node, images: images.clone(), cancel: token };
+                let w = Worker {
+                    shared: shared.clone(),
+                    pod,
+                    node,
+                    images: images.clone(),
+                    cancel: token,
+                };
                 tokio::spawn(w.run());
             }
             watcher::Event::Delete(pod) => {
@@ -88,7 +104,9 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
                 if let Some(t) = workers.remove(&uid) {
                     t.cancel();
                 }
-                shared.logs.remove_pod(&pod.namespace().unwrap_or_default(), &pod.name_any());
+                shared
+                    .logs
+                    .remove_pod(&pod.namespace().unwrap_or_default(), &pod.name_any());
                 let dir = shared.cfg.scratch_root.join("pods").join(&uid);
                 if !uid.is_empty() && dir.exists() {
                     let _ = tokio::fs::remove_dir_all(dir).await;
@@ -121,7 +139,11 @@ pub fn normalize_image(image: &str) -> String {
     } else {
         format!("docker.io/{name}")
     };
-    if tagged { with_registry } else { format!("{with_registry}:latest") }
+    if tagged {
+        with_registry
+    } else {
+        format!("{with_registry}:latest")
+    }
 }
 
 /// Container status bookkeeping.
@@ -159,7 +181,11 @@ impl CStatus {
         });
         if !self.id.is_empty() {
             v["containerID"] = json!(format!("containerd://{}", self.id));
-            v["imageID"] = json!(format!("{}@sha256:{}", normalize_image(&self.image), "0".repeat(64)));
+            v["imageID"] = json!(format!(
+                "{}@sha256:{}",
+                normalize_image(&self.image),
+                "0".repeat(64)
+            ));
         }
         v
     }
@@ -197,8 +223,16 @@ impl State {
             }
             c
         };
-        let not_ready_reason = if self.completed { Some("PodCompleted") } else { Some("ContainersNotReady") };
-        let init_reason = if self.completed { Some("PodCompleted") } else { Some("ContainersNotInitialized") };
+        let not_ready_reason = if self.completed {
+            Some("PodCompleted")
+        } else {
+            Some("ContainersNotReady")
+        };
+        let init_reason = if self.completed {
+            Some("PodCompleted")
+        } else {
+            Some("ContainersNotInitialized")
+        };
         json!({
             "phase": self.phase,
             "hostIP": self.host_ip, "hostIPs": [{"ip": self.host_ip}],
@@ -221,7 +255,9 @@ impl State {
 fn container_id() -> String {
     use rand::Rng;
     let mut rng = rand::rng();
-    (0..64).map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0')).collect()
+    (0..64)
+        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
+        .collect()
 }
 
 enum Pull {
@@ -245,12 +281,28 @@ impl Worker {
     }
 
     async fn event(&self, field: Option<String>, kind: Kind, reason: &str, msg: &str) {
-        emit_core(&self.shared.client, COMPONENT, Some(&self.node), &self.reference(field), kind, reason, msg).await;
+        emit_core(
+            &self.shared.client,
+            COMPONENT,
+            Some(&self.node),
+            &self.reference(field),
+            kind,
+            reason,
+            msg,
+        )
+        .await;
     }
 
     async fn push(&self, st: &State) -> bool {
         let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &self.ns());
-        match api.patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(json!({"status": st.to_json()}))).await {
+        match api
+            .patch_status(
+                &self.name(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": st.to_json()})),
+            )
+            .await
+        {
             Ok(_) => true,
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 self.cancel.cancel();
@@ -275,7 +327,14 @@ impl Worker {
     }
 
     /// Pulls one image for container `c` (index `idx` into `list` of `st`).
-    async fn pull(&self, st: &mut State, init: bool, idx: usize, c: &Container, field: String) -> Pull {
+    async fn pull(
+        &self,
+        st: &mut State,
+        init: bool,
+        idx: usize,
+        c: &Container,
+        field: String,
+    ) -> Pull {
         let image = c.image.clone().unwrap_or_default();
         let policy = c.image_pull_policy.clone().unwrap_or_else(|| {
             if image.ends_with(":latest") || !image.rsplit('/').next().unwrap_or("").contains(':') {
@@ -284,7 +343,11 @@ impl Worker {
                 "IfNotPresent".into()
             }
         });
-        let cached = self.images.lock().expect("image cache lock").contains(&(self.node.clone(), image.clone()));
+        let cached = self
+            .images
+            .lock()
+            .expect("image cache lock")
+            .contains(&(self.node.clone(), image.clone()));
         if cached && policy != "Always" {
             let msg = format!("Container image \"{image}\" already present on machine");
             self.event(Some(field), Kind::Normal, "Pulled", &msg).await;
@@ -292,13 +355,22 @@ impl Worker {
         }
         let mut attempt = 0u32;
         loop {
-            self.event(Some(field.clone()), Kind::Normal, "Pulling", &format!("Pulling image \"{image}\"")).await;
+            self.event(
+                Some(field.clone()),
+                Kind::Normal,
+                "Pulling",
+                &format!("Pulling image \"{image}\""),
+            )
+            .await;
             let started = Instant::now();
             if !self.sleep(self.shared.cfg.image_pull).await {
                 return Pull::Cancelled;
             }
             if !self.shared.cfg.failing_images.contains(&image) {
-                self.images.lock().expect("image cache lock").insert((self.node.clone(), image.clone()));
+                self.images
+                    .lock()
+                    .expect("image cache lock")
+                    .insert((self.node.clone(), image.clone()));
                 let secs = started.elapsed().as_secs_f64();
                 let msg = format!(
                     "Successfully pulled image \"{image}\" in {secs:.3}s ({secs:.3}s including waiting). Image size: 104857600 bytes."
@@ -310,16 +382,38 @@ impl Worker {
             let msg = format!(
                 "Failed to pull image \"{image}\": rpc error: code = NotFound desc = failed to pull and unpack image \"{full}\": failed to resolve reference \"{full}\": {full}: not found"
             );
-            self.event(Some(field.clone()), Kind::Warning, "Failed", &msg).await;
-            self.event(Some(field.clone()), Kind::Warning, "Failed", "Error: ErrImagePull").await;
+            self.event(Some(field.clone()), Kind::Warning, "Failed", &msg)
+                .await;
+            self.event(
+                Some(field.clone()),
+                Kind::Warning,
+                "Failed",
+                "Error: ErrImagePull",
+            )
+            .await;
             let list = if init { &mut st.init } else { &mut st.main };
             list[idx].state = json!({"waiting": {"reason": "ErrImagePull", "message": msg}});
             self.push(st).await;
-            if !self.sleep(Duration::from_millis(500).min(self.shared.cfg.backoff_base)).await {
+            if !self
+                .sleep(Duration::from_millis(500).min(self.shared.cfg.backoff_base))
+                .await
+            {
                 return Pull::Cancelled;
             }
-            self.event(Some(field.clone()), Kind::Normal, "BackOff", &format!("Back-off pulling image \"{image}\"")).await;
-            self.event(Some(field.clone()), Kind::Warning, "Failed", "Error: ImagePullBackOff").await;
+            self.event(
+                Some(field.clone()),
+                Kind::Normal,
+                "BackOff",
+                &format!("Back-off pulling image \"{image}\""),
+            )
+            .await;
+            self.event(
+                Some(field.clone()),
+                Kind::Warning,
+                "Failed",
+                "Error: ImagePullBackOff",
+            )
+            .await;
             let list = if init { &mut st.init } else { &mut st.main };
             list[idx].state = json!({"waiting": {"reason": "ImagePullBackOff",
                 "message": format!("Back-off pulling image \"{image}\": ErrImagePull: {msg}")}});
@@ -338,7 +432,10 @@ impl Worker {
         let spec = self.pod.spec.clone().unwrap_or_default();
         let init_cs = spec.init_containers.clone().unwrap_or_default();
         let main_cs = spec.containers.clone();
-        let restart = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
+        let restart = spec
+            .restart_policy
+            .clone()
+            .unwrap_or_else(|| "Always".into());
         let scheduled_at = self
             .pod
             .status
@@ -348,19 +445,42 @@ impl Worker {
             .and_then(|c| c.last_transition_time.as_ref())
             .map_or_else(now, |t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
         let uid = self.pod.uid().unwrap_or_default();
-        let h = uid.bytes().fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let h = uid
+            .bytes()
+            .fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(u32::from(b)));
         let mut st = State {
             phase: "Pending",
-            init: init_cs.iter().map(|c| CStatus::new(c, "PodInitializing")).collect(),
+            init: init_cs
+                .iter()
+                .map(|c| CStatus::new(c, "PodInitializing"))
+                .collect(),
             main: main_cs
                 .iter()
-                .map(|c| CStatus::new(c, if init_cs.is_empty() { "ContainerCreating" } else { "PodInitializing" }))
+                .map(|c| {
+                    CStatus::new(
+                        c,
+                        if init_cs.is_empty() {
+                            "ContainerCreating"
+                        } else {
+                            "PodInitializing"
+                        },
+                    )
+                })
                 .collect(),
             initialized: init_cs.is_empty(),
             ready: false,
             completed: false,
-            pod_ip: format!("10.{}.{}.{}", 64 + (h >> 16) % 64, (h >> 8) % 256, h % 254 + 1),
-            host_ip: format!("192.168.{}.{}", (self.node.len() * 7) % 256, self.node.bytes().map(u32::from).sum::<u32>() % 254 + 1),
+            pod_ip: format!(
+                "10.{}.{}.{}",
+                64 + (h >> 16) % 64,
+                (h >> 8) % 256,
+                h % 254 + 1
+            ),
+            host_ip: format!(
+                "192.168.{}.{}",
+                (self.node.len() * 7) % 256,
+                self.node.bytes().map(u32::from).sum::<u32>() % 254 + 1
+            ),
             start_time: now(),
             scheduled_at,
         };
@@ -375,8 +495,20 @@ impl Worker {
                     return;
                 }
                 st.init[i].id = container_id();
-                self.event(Some(field.clone()), Kind::Normal, "Created", &format!("Created container: {}", c.name)).await;
-                self.event(Some(field.clone()), Kind::Normal, "Started", &format!("Started container {}", c.name)).await;
+                self.event(
+                    Some(field.clone()),
+                    Kind::Normal,
+                    "Created",
+                    &format!("Created container: {}", c.name),
+                )
+                .await;
+                self.event(
+                    Some(field.clone()),
+                    Kind::Normal,
+                    "Started",
+                    &format!("Started container {}", c.name),
+                )
+                .await;
                 let started_at = now();
                 st.init[i].state = json!({"running": {"startedAt": started_at}});
                 st.init[i].started = true;
@@ -384,10 +516,23 @@ impl Worker {
                 let code = match &self.shared.cfg.mode {
                     RunMode::Timed(_) => Some(0),
                     RunMode::Process => {
-                        match run_init_container(&self.shared.cfg.scratch_root, &self.shared.logs, &self.pod, c, &self.cancel).await {
+                        match run_init_container(
+                            &self.shared.cfg.scratch_root,
+                            &self.shared.logs,
+                            &self.pod,
+                            c,
+                            &self.cancel,
+                        )
+                        .await
+                        {
                             Ok(code) => code,
                             Err(e) => {
-                                self.shared.logs.append(&self.ns(), &self.name(), &c.name, format!("exec: {e}\n").as_bytes());
+                                self.shared.logs.append(
+                                    &self.ns(),
+                                    &self.name(),
+                                    &c.name,
+                                    format!("exec: {e}\n").as_bytes(),
+                                );
                                 Some(127)
                             }
                         }
@@ -414,8 +559,14 @@ impl Worker {
                 st.init[i].state = terminated.clone();
                 self.push(&st).await;
                 let wait = self.backoff(attempt);
-                let msg = format!("Back-off restarting failed container {} in pod {}_{}({uid})", c.name, self.name(), self.ns());
-                self.event(Some(field.clone()), Kind::Warning, "BackOff", &msg).await;
+                let msg = format!(
+                    "Back-off restarting failed container {} in pod {}_{}({uid})",
+                    c.name,
+                    self.name(),
+                    self.ns()
+                );
+                self.event(Some(field.clone()), Kind::Warning, "BackOff", &msg)
+                    .await;
                 st.init[i].last_state = terminated;
                 st.init[i].restarts += 1;
                 st.init[i].state = json!({"waiting": {"reason": "CrashLoopBackOff", "message":
@@ -443,8 +594,20 @@ impl Worker {
         for (i, c) in main_cs.iter().enumerate() {
             let field = format!("spec.containers{{{}}}", c.name);
             st.main[i].id = container_id();
-            self.event(Some(field.clone()), Kind::Normal, "Created", &format!("Created container: {}", c.name)).await;
-            self.event(Some(field), Kind::Normal, "Started", &format!("Started container {}", c.name)).await;
+            self.event(
+                Some(field.clone()),
+                Kind::Normal,
+                "Created",
+                &format!("Created container: {}", c.name),
+            )
+            .await;
+            self.event(
+                Some(field),
+                Kind::Normal,
+                "Started",
+                &format!("Started container {}", c.name),
+            )
+            .await;
             st.main[i].state = json!({"running": {"startedAt": now()}});
             st.main[i].started = true;
         }
@@ -462,12 +625,18 @@ impl Worker {
         st.ready = true;
         self.push(&st).await;
 
-        let is_submitter = main_cs.first().is_some_and(|c| c.name == SUBMITTER_CONTAINER);
+        let is_submitter = main_cs
+            .first()
+            .is_some_and(|c| c.name == SUBMITTER_CONTAINER);
         if is_submitter {
             let code = Submitter { w: &self }.run().await;
             let Some(code) = code else { return };
             let reason = if code == 0 { "Completed" } else { "Error" };
-            let started = st.main[0].state.pointer("/running/startedAt").cloned().unwrap_or_else(|| json!(now()));
+            let started = st.main[0]
+                .state
+                .pointer("/running/startedAt")
+                .cloned()
+                .unwrap_or_else(|| json!(now()));
             st.main[0].state = json!({"terminated": {"exitCode": code, "reason": reason, "startedAt": started,
                 "finishedAt": now(), "containerID": format!("containerd://{}", st.main[0].id)}});
             st.main[0].ready = false;
@@ -475,7 +644,9 @@ impl Worker {
             st.ready = false;
             st.completed = true;
             st.phase = if code == 0 { "Succeeded" } else { "Failed" };
-            self.shared.logs.close(&self.ns(), &self.name(), SUBMITTER_CONTAINER);
+            self.shared
+                .logs
+                .close(&self.ns(), &self.name(), SUBMITTER_CONTAINER);
             self.push(&st).await;
             return;
         }
@@ -483,7 +654,12 @@ impl Worker {
             && let Some(c) = main_cs.first()
         {
             let head = self.pod.labels().get(NODE_TYPE).map(String::as_str) == Some("head");
-            self.shared.logs.append(&self.ns(), &self.name(), &c.name, ray_start_log(head, &st.pod_ip).as_bytes());
+            self.shared.logs.append(
+                &self.ns(),
+                &self.name(),
+                &c.name,
+                ray_start_log(head, &st.pod_ip).as_bytes(),
+            );
         }
         // Runs until the pod is deleted (its logs go with it).
         self.cancel.cancelled().await;
@@ -526,7 +702,12 @@ impl Submitter<'_> {
     fn log(&self, line: &str) {
         let ts = Timestamp::now().strftime("%Y-%m-%d %H:%M:%S,%3f");
         let text = format!("{ts}\t{line}\n");
-        self.w.shared.logs.append(&self.w.ns(), &self.w.name(), SUBMITTER_CONTAINER, text.as_bytes());
+        self.w.shared.logs.append(
+            &self.w.ns(),
+            &self.w.name(),
+            SUBMITTER_CONTAINER,
+            text.as_bytes(),
+        );
     }
 
     fn env(&self, key: &str) -> String {
@@ -548,7 +729,9 @@ impl Submitter<'_> {
         let id = self.env("RAY_JOB_SUBMISSION_ID");
         let addr = self.env("RAY_DASHBOARD_ADDRESS");
         let cluster = cluster_from_dashboard(&addr).unwrap_or_default().to_owned();
-        self.log(&format!("INFO cli.py:41 -- Job submission server address: http://{addr}"));
+        self.log(&format!(
+            "INFO cli.py:41 -- Job submission server address: http://{addr}"
+        ));
         let draw = match &shared.cfg.mode {
             RunMode::Timed(m) => Some(m.draw()),
             RunMode::Process => None,
@@ -559,21 +742,35 @@ impl Submitter<'_> {
         }
         match shared.dashboard.submit(&ns, &cluster, &id) {
             Some(stop) => {
-                self.log("SUCC cli.py:65 -- -------------------------------------------------------");
-                self.log(&format!("SUCC cli.py:66 -- Job '{id}' submitted successfully"));
-                self.log("SUCC cli.py:67 -- -------------------------------------------------------");
+                self.log(
+                    "SUCC cli.py:65 -- -------------------------------------------------------",
+                );
+                self.log(&format!(
+                    "SUCC cli.py:66 -- Job '{id}' submitted successfully"
+                ));
+                self.log(
+                    "SUCC cli.py:67 -- -------------------------------------------------------",
+                );
                 let driver = Driver {
                     shared: shared.clone(),
                     ns: ns.clone(),
                     cluster: cluster.clone(),
                     id: id.clone(),
                     pod: self.w.name(),
-                    rayjob: self.w.pod.labels().get(ORIGINATED_FROM_CR_NAME).cloned().unwrap_or_default(),
+                    rayjob: self
+                        .w
+                        .pod
+                        .labels()
+                        .get(ORIGINATED_FROM_CR_NAME)
+                        .cloned()
+                        .unwrap_or_default(),
                     stop,
                 };
                 tokio::spawn(driver.run(draw));
             }
-            None => self.log(&format!("INFO cli.py:... -- Job '{id}' already exists; following its logs")),
+            None => self.log(&format!(
+                "INFO cli.py:... -- Job '{id}' already exists; following its logs"
+            )),
         }
         // `ray job logs --follow`: ends when the job is terminal (or the cluster is gone).
         loop {
@@ -581,7 +778,9 @@ impl Submitter<'_> {
                 Some(i) if super::dashboard::is_terminal(&i.status) => return Some(0),
                 Some(_) => {}
                 None => {
-                    self.log(&format!("ERROR cli.py:... -- Job '{id}' does not exist on the cluster"));
+                    self.log(&format!(
+                        "ERROR cli.py:... -- Job '{id}' does not exist on the cluster"
+                    ));
                     return Some(1);
                 }
             }
@@ -606,52 +805,94 @@ struct Driver {
 
 impl Driver {
     fn line(&self, s: &str) {
-        self.shared.logs.append(&self.ns, &self.pod, SUBMITTER_CONTAINER, format!("{s}\n").as_bytes());
+        self.shared.logs.append(
+            &self.ns,
+            &self.pod,
+            SUBMITTER_CONTAINER,
+            format!("{s}\n").as_bytes(),
+        );
     }
 
     async fn run(self, draw: Option<super::timed::Draw>) {
         let (status, message) = match draw {
             Some(d) => {
-                self.shared.dashboard.set_running(&self.ns, &self.cluster, &self.id);
+                self.shared
+                    .dashboard
+                    .set_running(&self.ns, &self.cluster, &self.id);
                 tokio::select! {
                     () = self.stop.cancelled() => return,
                     () = tokio::time::sleep(Duration::from_secs_f64(d.run_secs)) => {}
                 }
                 if d.app_fails {
                     self.line("Traceback (most recent call last):\nRuntimeError: simulated application failure");
-                    ("FAILED".to_owned(), "Job entrypoint command failed with exit code 1".to_owned())
+                    (
+                        "FAILED".to_owned(),
+                        "Job entrypoint command failed with exit code 1".to_owned(),
+                    )
                 } else {
-                    ("SUCCEEDED".to_owned(), "Job finished successfully.".to_owned())
+                    (
+                        "SUCCEEDED".to_owned(),
+                        "Job finished successfully.".to_owned(),
+                    )
                 }
             }
             None => match self.process().await {
-                Ok(Some(0)) => ("SUCCEEDED".to_owned(), "Job finished successfully.".to_owned()),
-                Ok(Some(code)) => ("FAILED".to_owned(), format!("Job entrypoint command failed with exit code {code}")),
+                Ok(Some(0)) => (
+                    "SUCCEEDED".to_owned(),
+                    "Job finished successfully.".to_owned(),
+                ),
+                Ok(Some(code)) => (
+                    "FAILED".to_owned(),
+                    format!("Job entrypoint command failed with exit code {code}"),
+                ),
                 Ok(None) => return,
                 Err(e) => {
                     self.line(&e.to_string());
-                    ("FAILED".to_owned(), format!("Job failed due to an error while setting up its runtime environment: {e}"))
+                    (
+                        "FAILED".to_owned(),
+                        format!(
+                            "Job failed due to an error while setting up its runtime environment: {e}"
+                        ),
+                    )
                 }
             },
         };
-        self.shared.dashboard.finish(&self.ns, &self.cluster, &self.id, &status, &message);
-        let verb = if status == "SUCCEEDED" { "succeeded" } else { "failed" };
+        self.shared
+            .dashboard
+            .finish(&self.ns, &self.cluster, &self.id, &status, &message);
+        let verb = if status == "SUCCEEDED" {
+            "succeeded"
+        } else {
+            "failed"
+        };
         let ts = Timestamp::now().strftime("%Y-%m-%d %H:%M:%S,%3f");
-        self.line(&format!("{ts}\tINFO cli.py:... -- Job '{}' {verb}", self.id));
+        self.line(&format!(
+            "{ts}\tINFO cli.py:... -- Job '{}' {verb}",
+            self.id
+        ));
     }
 
     async fn process(&self) -> Result<Option<i32>, RunnerError> {
         let client = &self.shared.client;
-        let rj_api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &self.ns, &rayjob_resource());
+        let rj_api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &self.ns, &rayjob_resource());
         let rj = rj_api
             .get(&self.rayjob)
             .await
-            .map_err(|e| RunnerError::Fetch { url: format!("rayjob {}", self.rayjob), reason: e.to_string() })?;
+            .map_err(|e| RunnerError::Fetch {
+                url: format!("rayjob {}", self.rayjob),
+                reason: e.to_string(),
+            })?;
         let spec = rj.data.get("spec").cloned().unwrap_or(Value::Null);
         let env = parse_runtime_env(spec.get("runtimeEnvYAML").and_then(Value::as_str))?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), &self.ns);
-        let lp = ListParams::default().labels(&format!("{RAY_CLUSTER}={},{NODE_TYPE}=head", self.cluster));
-        let head = pods.list(&lp).await.ok().and_then(|l| l.items.into_iter().next());
+        let lp = ListParams::default()
+            .labels(&format!("{RAY_CLUSTER}={},{NODE_TYPE}=head", self.cluster));
+        let head = pods
+            .list(&lp)
+            .await
+            .ok()
+            .and_then(|l| l.items.into_iter().next());
         let root = &self.shared.cfg.scratch_root;
         let workdir: PathBuf = root.join("jobs").join(&self.ns).join(&self.id);
         if workdir.exists() {
@@ -668,11 +909,20 @@ impl Driver {
                 .await
                 .map_err(|e| RunnerError::Io(std::io::Error::other(e)))??;
         }
-        self.shared.dashboard.set_running(&self.ns, &self.cluster, &self.id);
-        let entrypoint = spec.get("entrypoint").and_then(Value::as_str).unwrap_or("true");
+        self.shared
+            .dashboard
+            .set_running(&self.ns, &self.cluster, &self.id);
+        let entrypoint = spec
+            .get("entrypoint")
+            .and_then(Value::as_str)
+            .unwrap_or("true");
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c").arg(entrypoint).current_dir(&workdir);
-        if let Some(c0) = head.as_ref().and_then(|h| h.spec.as_ref()).and_then(|s| s.containers.first()) {
+        if let Some(c0) = head
+            .as_ref()
+            .and_then(|h| h.spec.as_ref())
+            .and_then(|s| s.containers.first())
+        {
             for e in c0.env.iter().flatten() {
                 if let Some(v) = &e.value {
                     cmd.env(&e.name, v);
@@ -682,9 +932,19 @@ impl Driver {
         for (k, v) in &env.env_vars {
             cmd.env(k, v);
         }
-        let pp = std::env::var("PYTHONPATH").map(|p| format!("{}:{p}", workdir.display())).unwrap_or_else(|_| workdir.display().to_string());
-        cmd.env("PYTHONPATH", pp).env("RAY_JOB_SUBMISSION_ID", &self.id);
-        let code = run_logged(cmd, &self.shared.logs, (&self.ns, &self.pod, SUBMITTER_CONTAINER), &self.stop, None).await?;
+        let pp = std::env::var("PYTHONPATH")
+            .map(|p| format!("{}:{p}", workdir.display()))
+            .unwrap_or_else(|_| workdir.display().to_string());
+        cmd.env("PYTHONPATH", pp)
+            .env("RAY_JOB_SUBMISSION_ID", &self.id);
+        let code = run_logged(
+            cmd,
+            &self.shared.logs,
+            (&self.ns, &self.pod, SUBMITTER_CONTAINER),
+            &self.stop,
+            None,
+        )
+        .await?;
         let _ = std::fs::remove_dir_all(&workdir);
         Ok(code)
     }
@@ -693,7 +953,10 @@ impl Driver {
 /// Deletes a pod immediately (what the kubelet does once containers are stopped).
 pub async fn force_delete(client: &kube::Client, ns: &str, name: &str) {
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
     let _ = api.delete(name, &dp).await;
 }
 
@@ -703,8 +966,14 @@ mod tests {
 
     #[test]
     fn image_names_normalize_like_containerd() {
-        assert_eq!(normalize_image("busybox"), "docker.io/library/busybox:latest");
-        assert_eq!(normalize_image("rayproject/ray:2.46.0"), "docker.io/rayproject/ray:2.46.0");
+        assert_eq!(
+            normalize_image("busybox"),
+            "docker.io/library/busybox:latest"
+        );
+        assert_eq!(
+            normalize_image("rayproject/ray:2.46.0"),
+            "docker.io/rayproject/ray:2.46.0"
+        );
         assert_eq!(normalize_image("ghcr.io/x/y"), "ghcr.io/x/y:latest");
         assert_eq!(normalize_image("localhost:5000/y:1"), "localhost:5000/y:1");
     }

@@ -95,7 +95,8 @@ impl Default for ControllerConfig {
         Self {
             mode: RunMode::Process,
             failing_images: BTreeSet::new(),
-            scratch_root: std::env::temp_dir().join(format!("forge-kubesim-{}", std::process::id())),
+            scratch_root: std::env::temp_dir()
+                .join(format!("forge-kubesim-{}", std::process::id())),
             image_pull: Duration::from_millis(200),
             backoff_base: Duration::from_secs(10),
             concurrency: 0,
@@ -148,7 +149,10 @@ pub fn rayjob_resource() -> ApiResource {
 
 /// `ray.io/v1` RayCluster.
 pub fn raycluster_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ray.io", "v1", "RayCluster"), "rayclusters")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("ray.io", "v1", "RayCluster"),
+        "rayclusters",
+    )
 }
 
 /// Runs the operator, job controller, scheduler and kubelet until `shutdown` is

@@ -66,7 +66,10 @@ pub fn head_service(cluster: &str) -> String {
 
 /// The dashboard address the operator records: no scheme (`util` FetchHeadServiceURL).
 pub fn dashboard_url(cluster: &str, namespace: &str) -> String {
-    format!("{}.{namespace}.svc.cluster.local:8265", head_service(cluster))
+    format!(
+        "{}.{namespace}.svc.cluster.local:8265",
+        head_service(cluster)
+    )
 }
 
 /// Inverse of [`dashboard_url`] (the submitter finds its cluster from its env).
@@ -85,7 +88,10 @@ mod tests {
         let (base, suffix) = s.rsplit_once('-').expect("has a dash");
         assert_eq!(base, "rayjob-sample");
         assert_eq!(suffix.len(), 5);
-        assert!(suffix.bytes().all(|b| RAND_ALPHABET.contains(&b)), "{suffix}");
+        assert!(
+            suffix.bytes().all(|b| RAND_ALPHABET.contains(&b)),
+            "{suffix}"
+        );
     }
 
     #[test]
@@ -93,7 +99,10 @@ mod tests {
         let url = dashboard_url("job-abcde", "starforge");
         assert_eq!(url, "job-abcde-head-svc.starforge.svc.cluster.local:8265");
         assert_eq!(cluster_from_dashboard(&url), Some("job-abcde"));
-        assert_eq!(cluster_from_dashboard(&format!("http://{url}")), Some("job-abcde"));
+        assert_eq!(
+            cluster_from_dashboard(&format!("http://{url}")),
+            Some("job-abcde")
+        );
         assert_eq!(cluster_from_dashboard("nothing"), None);
     }
 }

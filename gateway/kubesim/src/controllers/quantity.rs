@@ -27,11 +27,15 @@ pub fn parse_milli(s: &str) -> Result<i128, QuantityError> {
         None => (false, num.strip_prefix('+').unwrap_or(num)),
     };
     let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
-    if !int_part.bytes().all(|b| b.is_ascii_digit()) || !frac_part.bytes().all(|b| b.is_ascii_digit()) {
+    if !int_part.bytes().all(|b| b.is_ascii_digit())
+        || !frac_part.bytes().all(|b| b.is_ascii_digit())
+    {
         return Err(bad());
     }
     // value = digits * 10^(exp10) * 2^(exp2)
-    let digits: i128 = format!("{int_part}{frac_part}").parse().map_err(|_| bad())?;
+    let digits: i128 = format!("{int_part}{frac_part}")
+        .parse()
+        .map_err(|_| bad())?;
     let mut exp10: i32 = -(frac_part.len() as i32);
     let mut exp2: u32 = 0;
     match suffix {
@@ -59,7 +63,9 @@ pub fn parse_milli(s: &str) -> Result<i128, QuantityError> {
     exp10 += 3; // milli-units
     let mut v = digits.checked_mul(1i128 << exp2).ok_or_else(bad)?;
     if exp10 >= 0 {
-        v = v.checked_mul(10i128.checked_pow(exp10 as u32).ok_or_else(bad)?).ok_or_else(bad)?;
+        v = v
+            .checked_mul(10i128.checked_pow(exp10 as u32).ok_or_else(bad)?)
+            .ok_or_else(bad)?;
     } else {
         let d = 10i128.checked_pow((-exp10) as u32).ok_or_else(bad)?;
         v = (v + d - 1) / d;

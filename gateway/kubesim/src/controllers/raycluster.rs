@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 
 use super::events::{Kind, emit};
 use super::names::{
-    APP_NAME, CREATED_BY, GROUP, IDENTIFIER, IS_RAY_NODE, NODE_TYPE, RAY_CLUSTER, REPLICA_INDEX, head_service,
+    APP_NAME, CREATED_BY, GROUP, IDENTIFIER, IS_RAY_NODE, NODE_TYPE, RAY_CLUSTER, REPLICA_INDEX,
+    head_service,
 };
 use super::raystart::{desired_resource, desired_worker_pods, effective_params, ray_start_command};
 use super::{ControllerError, Shared, raycluster_resource};
@@ -40,12 +41,17 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
     let ar2 = ar.clone();
     let mapper = move |pod: Pod| -> Option<ObjectRef<DynamicObject>> {
         let ns = pod.namespace()?;
-        let owner = pod.owner_references().iter().find(|o| o.kind == "RayCluster")?;
+        let owner = pod
+            .owner_references()
+            .iter()
+            .find(|o| o.kind == "RayCluster")?;
         Some(ObjectRef::new_with(&owner.name, ar2.clone()).within(&ns))
     };
     Controller::new_with(clusters, watcher::Config::default(), ar)
         .watches(Api::<Pod>::all(client), watcher::Config::default(), mapper)
-        .with_config(kube::runtime::controller::Config::default().concurrency(shared.cfg.concurrency))
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(shared.cfg.concurrency),
+        )
         .graceful_shutdown_on(async move { token.cancelled().await })
         .run(reconcile, error_policy, shared)
         .for_each(|_| futures::future::ready(()))
@@ -59,7 +65,10 @@ fn error_policy(_rc: Arc<DynamicObject>, err: &ControllerError, _ctx: Arc<Shared
 }
 
 fn pod_phase(p: &Pod) -> &str {
-    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
 }
 
 fn pod_ready(p: &Pod) -> bool {
@@ -91,35 +100,64 @@ fn should_delete(p: &Pod) -> bool {
 
 /// Labels KubeRay puts on a Ray pod (`pod.go` labelPod): template and group labels
 /// first, then the reserved keys, which cannot be overridden.
-pub fn pod_labels(cluster: &str, node_type: &str, group: &str, template_labels: Option<&Value>) -> BTreeMap<String, String> {
+pub fn pod_labels(
+    cluster: &str,
+    node_type: &str,
+    group: &str,
+    template_labels: Option<&Value>,
+) -> BTreeMap<String, String> {
     let mut labels: BTreeMap<String, String> = template_labels
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
         .unwrap_or_default();
     labels.insert(IS_RAY_NODE.into(), "yes".into());
     labels.insert(RAY_CLUSTER.into(), cluster.into());
     labels.insert(NODE_TYPE.into(), node_type.into());
     labels.insert(GROUP.into(), group.into());
     labels.insert(IDENTIFIER.into(), format!("{cluster}-{node_type}"));
-    labels.entry(APP_NAME.into()).or_insert_with(|| "kuberay".into());
-    labels.entry(CREATED_BY.into()).or_insert_with(|| "kuberay-operator".into());
+    labels
+        .entry(APP_NAME.into())
+        .or_insert_with(|| "kuberay".into());
+    labels
+        .entry(CREATED_BY.into())
+        .or_insert_with(|| "kuberay-operator".into());
     labels
 }
 
 /// Builds a Ray pod from a group (head when `group_name` is `None`).
-pub fn build_pod(rc: &DynamicObject, group: &Value, group_name: Option<&str>, replica_index: Option<usize>) -> Value {
+pub fn build_pod(
+    rc: &DynamicObject,
+    group: &Value,
+    group_name: Option<&str>,
+    replica_index: Option<usize>,
+) -> Value {
     let cluster = rc.name_any();
     let ns = rc.namespace().unwrap_or_default();
     let is_head = group_name.is_none();
     let node_type = if is_head { "head" } else { "worker" };
     let template = group.get("template").cloned().unwrap_or_else(|| json!({}));
-    let mut tl = template.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}));
-    if let (Some(tl), Some(gl)) = (tl.as_object_mut(), group.get("labels").and_then(Value::as_object)) {
+    let mut tl = template
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    if let (Some(tl), Some(gl)) = (
+        tl.as_object_mut(),
+        group.get("labels").and_then(Value::as_object),
+    ) {
         for (k, v) in gl {
             tl.insert(k.clone(), v.clone());
         }
     }
-    let mut labels = pod_labels(&cluster, node_type, group_name.unwrap_or("headgroup"), Some(&tl));
+    let mut labels = pod_labels(
+        &cluster,
+        node_type,
+        group_name.unwrap_or("headgroup"),
+        Some(&tl),
+    );
     if let Some(i) = replica_index {
         labels.insert(REPLICA_INDEX.into(), i.to_string());
     }
@@ -131,24 +169,46 @@ pub fn build_pod(rc: &DynamicObject, group: &Value, group_name: Option<&str>, re
         let user_args: Vec<String> = c0
             .get("args")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default();
-        let full = if user_args.is_empty() { cmd.clone() } else { format!("{cmd} && {}", user_args.join(" ")) };
+        let full = if user_args.is_empty() {
+            cmd.clone()
+        } else {
+            format!("{cmd} && {}", user_args.join(" "))
+        };
         c0["command"] = json!(["/bin/bash", "-c", "--"]);
         c0["args"] = json!([full]);
-        let mut env = c0.get("env").and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut env = c0
+            .get("env")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         let mut add = |k: &str, v: String| {
-            if !env.iter().any(|e| e.get("name").and_then(Value::as_str) == Some(k)) {
+            if !env
+                .iter()
+                .any(|e| e.get("name").and_then(Value::as_str) == Some(k))
+            {
                 env.push(json!({"name": k, "value": v}));
             }
         };
         add("RAY_CLUSTER_NAME", cluster.clone());
         add("RAY_CLOUD_INSTANCE_ID", cluster.clone());
-        add("RAY_NODE_TYPE_NAME", group_name.unwrap_or("headgroup").to_owned());
+        add(
+            "RAY_NODE_TYPE_NAME",
+            group_name.unwrap_or("headgroup").to_owned(),
+        );
         add("KUBERAY_GEN_RAY_START_CMD", cmd.clone());
         add("RAY_PORT", "6379".into());
         add("RAY_USAGE_STATS_KUBERAY_IN_USE", "1".into());
-        add("RAY_USAGE_STATS_EXTRA_TAGS", "kuberay_version=v1.7.0;kuberay_crd=RayCluster".into());
+        add(
+            "RAY_USAGE_STATS_EXTRA_TAGS",
+            "kuberay_version=v1.7.0;kuberay_crd=RayCluster".into(),
+        );
         if is_head {
             add("RAY_ADDRESS", "127.0.0.1:6379".into());
             add("RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1".into());
@@ -163,7 +223,10 @@ pub fn build_pod(rc: &DynamicObject, group: &Value, group_name: Option<&str>, re
         None => format!("{cluster}-head-"),
         Some(g) => format!("{cluster}-{g}-worker-"),
     };
-    let mut annotations = template.pointer("/metadata/annotations").cloned().unwrap_or_else(|| json!({}));
+    let mut annotations = template
+        .pointer("/metadata/annotations")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     if let Some(a) = annotations.as_object_mut() {
         a.insert("ray.io/ft-enabled".into(), json!("false"));
     }
@@ -206,15 +269,25 @@ pub fn build_head_service(rc: &DynamicObject) -> Value {
         })
         .unwrap_or_default();
     let mut ports = if declared.is_empty() {
-        [("client", 10001), ("gcs-server", 6379), ("dashboard", 8265), ("serve", 8000)]
-            .iter()
-            .map(|(n, p)| json!({"name": n, "port": p, "protocol": "TCP", "appProtocol": "tcp"}))
-            .collect()
+        [
+            ("client", 10001),
+            ("gcs-server", 6379),
+            ("dashboard", 8265),
+            ("serve", 8000),
+        ]
+        .iter()
+        .map(|(n, p)| json!({"name": n, "port": p, "protocol": "TCP", "appProtocol": "tcp"}))
+        .collect()
     } else {
         declared
     };
-    if !ports.iter().any(|p| p.get("name").and_then(Value::as_str) == Some("metrics")) {
-        ports.push(json!({"name": "metrics", "port": 8080, "protocol": "TCP", "appProtocol": "tcp"}));
+    if !ports
+        .iter()
+        .any(|p| p.get("name").and_then(Value::as_str) == Some("metrics"))
+    {
+        ports.push(
+            json!({"name": "metrics", "port": 8080, "protocol": "TCP", "appProtocol": "tcp"}),
+        );
     }
     json!({
         "apiVersion": "v1", "kind": "Service",
@@ -256,7 +329,16 @@ async fn reconcile(rc: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, C
         match svcs.create(&PostParams::default(), &svc).await {
             Ok(_) => {
                 let note = format!("Created service {ns}/{svc_name}");
-                emit(&ctx.client, REPORTER, &rc_ref, Kind::Normal, "CreatedService", "Create", &note).await;
+                emit(
+                    &ctx.client,
+                    REPORTER,
+                    &rc_ref,
+                    Kind::Normal,
+                    "CreatedService",
+                    "Create",
+                    &note,
+                )
+                .await;
             }
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(e.into()),
@@ -265,7 +347,10 @@ async fn reconcile(rc: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, C
 
     // Pods.
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut pods = pods_api.list(&ListParams::default().labels(&format!("{RAY_CLUSTER}={name}"))).await?.items;
+    let mut pods = pods_api
+        .list(&ListParams::default().labels(&format!("{RAY_CLUSTER}={name}")))
+        .await?
+        .items;
     pods.retain(|p| p.metadata.deletion_timestamp.is_none());
     let mut kept = Vec::with_capacity(pods.len());
     for p in pods {
@@ -273,27 +358,62 @@ async fn reconcile(rc: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, C
             let pname = p.name_any();
             let head = p.labels().get(NODE_TYPE).map(String::as_str) == Some("head");
             pods_api.delete(&pname, &DeleteParams::default()).await?;
-            let (reason, what) = if head { ("DeletedHeadPod", "head") } else { ("DeletedWorkerPod", "worker") };
-            let note = format!("Deleted {what} Pod {ns}/{pname}; Pod status: {}", pod_phase(&p));
-            emit(&ctx.client, REPORTER, &rc_ref, Kind::Normal, reason, "Delete", &note).await;
+            let (reason, what) = if head {
+                ("DeletedHeadPod", "head")
+            } else {
+                ("DeletedWorkerPod", "worker")
+            };
+            let note = format!(
+                "Deleted {what} Pod {ns}/{pname}; Pod status: {}",
+                pod_phase(&p)
+            );
+            emit(
+                &ctx.client,
+                REPORTER,
+                &rc_ref,
+                Kind::Normal,
+                reason,
+                "Delete",
+                &note,
+            )
+            .await;
         } else {
             kept.push(p);
         }
     }
     let pods = kept;
-    let heads: Vec<&Pod> = pods.iter().filter(|p| p.labels().get(NODE_TYPE).map(String::as_str) == Some("head")).collect();
+    let heads: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.labels().get(NODE_TYPE).map(String::as_str) == Some("head"))
+        .collect();
     let head_spec = spec.get("headGroupSpec").cloned().unwrap_or(Value::Null);
     let mut created_any = false;
     if heads.is_empty() {
         let pod: Pod = serde_json::from_value(build_pod(&rc, &head_spec, None, None))?;
         let created = pods_api.create(&PostParams::default(), &pod).await?;
         let note = format!("Created head Pod {ns}/{}", created.name_any());
-        emit(&ctx.client, REPORTER, &rc_ref, Kind::Normal, "CreatedHeadPod", "Create", &note).await;
+        emit(
+            &ctx.client,
+            REPORTER,
+            &rc_ref,
+            Kind::Normal,
+            "CreatedHeadPod",
+            "Create",
+            &note,
+        )
+        .await;
         created_any = true;
     }
-    let groups: Vec<Value> = spec.get("workerGroupSpecs").and_then(Value::as_array).cloned().unwrap_or_default();
+    let groups: Vec<Value> = spec
+        .get("workerGroupSpecs")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     for g in &groups {
-        let gname = g.get("groupName").and_then(Value::as_str).unwrap_or("workers");
+        let gname = g
+            .get("groupName")
+            .and_then(Value::as_str)
+            .unwrap_or("workers");
         let mine: Vec<&Pod> = pods
             .iter()
             .filter(|p| {
@@ -310,29 +430,65 @@ async fn reconcile(rc: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, C
                     *per_index.entry(i).or_default() += 1;
                 }
             }
-            let hosts = g.get("numOfHosts").and_then(Value::as_i64).unwrap_or(1).max(1) as usize;
+            let hosts = g
+                .get("numOfHosts")
+                .and_then(Value::as_i64)
+                .unwrap_or(1)
+                .max(1) as usize;
             for _ in 0..(desired - mine.len()) {
-                let i = (0..).find(|i| per_index.get(i).copied().unwrap_or(0) < hosts).unwrap_or(0);
+                let i = (0..)
+                    .find(|i| per_index.get(i).copied().unwrap_or(0) < hosts)
+                    .unwrap_or(0);
                 *per_index.entry(i).or_default() += 1;
                 let idx = Some(i);
                 let pod: Pod = serde_json::from_value(build_pod(&rc, g, Some(gname), idx))?;
                 let created = pods_api.create(&PostParams::default(), &pod).await?;
                 let note = format!("Created worker Pod {ns}/{}", created.name_any());
-                emit(&ctx.client, REPORTER, &rc_ref, Kind::Normal, "CreatedWorkerPod", "Create", &note).await;
+                emit(
+                    &ctx.client,
+                    REPORTER,
+                    &rc_ref,
+                    Kind::Normal,
+                    "CreatedWorkerPod",
+                    "Create",
+                    &note,
+                )
+                .await;
                 created_any = true;
             }
         } else if mine.len() > desired {
             let to_delete: BTreeSet<String> = g
                 .pointer("/scaleStrategy/workersToDelete")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
                 .unwrap_or_default();
             let mut victims: Vec<&Pod> = mine.clone();
-            victims.sort_by_key(|p| (!to_delete.contains(&p.name_any()), std::cmp::Reverse(p.name_any())));
+            victims.sort_by_key(|p| {
+                (
+                    !to_delete.contains(&p.name_any()),
+                    std::cmp::Reverse(p.name_any()),
+                )
+            });
             for p in victims.into_iter().take(mine.len() - desired) {
-                pods_api.delete(&p.name_any(), &DeleteParams::default()).await?;
+                pods_api
+                    .delete(&p.name_any(), &DeleteParams::default())
+                    .await?;
                 let note = format!("Deleted worker Pod {ns}/{}", p.name_any());
-                emit(&ctx.client, REPORTER, &rc_ref, Kind::Normal, "DeletedWorkerPod", "Delete", &note).await;
+                emit(
+                    &ctx.client,
+                    REPORTER,
+                    &rc_ref,
+                    Kind::Normal,
+                    "DeletedWorkerPod",
+                    "Delete",
+                    &note,
+                )
+                .await;
                 created_any = true;
             }
         }
@@ -340,9 +496,14 @@ async fn reconcile(rc: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, C
 
     // Status (`calculateStatus`).
     let desired_workers: i64 = groups.iter().map(desired_worker_pods).sum();
-    let workers: Vec<&Pod> = pods.iter().filter(|p| p.labels().get(NODE_TYPE).map(String::as_str) == Some("worker")).collect();
+    let workers: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.labels().get(NODE_TYPE).map(String::as_str) == Some("worker"))
+        .collect();
     let ready_workers = workers.iter().filter(|p| pod_ready(p)).count() as i64;
-    let head = pods.iter().find(|p| p.labels().get(NODE_TYPE).map(String::as_str) == Some("head"));
+    let head = pods
+        .iter()
+        .find(|p| p.labels().get(NODE_TYPE).map(String::as_str) == Some("head"));
     let head_ready = head.is_some_and(pod_ready);
     let all_ready = !created_any
         && head_ready
@@ -352,14 +513,27 @@ async fn reconcile(rc: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, C
     let was_ready = old_status.get("state").and_then(Value::as_str) == Some("ready");
     let now = Timestamp::now().to_string();
     let sum = |f: fn(&Value) -> i64| groups.iter().map(f).sum::<i64>();
-    let min_workers = sum(|g| g.get("minReplicas").and_then(Value::as_i64).unwrap_or(0) * g.get("numOfHosts").and_then(Value::as_i64).unwrap_or(1));
-    let max_workers = sum(|g| g.get("maxReplicas").and_then(Value::as_i64).unwrap_or(i64::from(i32::MAX)) * g.get("numOfHosts").and_then(Value::as_i64).unwrap_or(1));
+    let min_workers = sum(|g| {
+        g.get("minReplicas").and_then(Value::as_i64).unwrap_or(0)
+            * g.get("numOfHosts").and_then(Value::as_i64).unwrap_or(1)
+    });
+    let max_workers = sum(|g| {
+        g.get("maxReplicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(i64::from(i32::MAX))
+            * g.get("numOfHosts").and_then(Value::as_i64).unwrap_or(1)
+    });
     let cond = |t: &str, ok: bool, reason: &str, prev: &Value| {
         let prev_t = prev
             .get("conditions")
             .and_then(Value::as_array)
-            .and_then(|c| c.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(t)))
-            .filter(|c| c.get("status").and_then(Value::as_str) == Some(if ok { "True" } else { "False" }))
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.get("type").and_then(Value::as_str) == Some(t))
+            })
+            .filter(|c| {
+                c.get("status").and_then(Value::as_str) == Some(if ok { "True" } else { "False" })
+            })
             .and_then(|c| c.get("lastTransitionTime").cloned());
         json!({"type": t, "status": if ok { "True" } else { "False" }, "reason": reason, "message": "",
                "lastTransitionTime": prev_t.unwrap_or_else(|| json!(now))})
@@ -370,7 +544,10 @@ async fn reconcile(rc: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, C
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .any(|c| c.get("type").and_then(Value::as_str) == Some("RayClusterProvisioned") && c.get("status").and_then(Value::as_str) == Some("True"));
+            .any(|c| {
+                c.get("type").and_then(Value::as_str) == Some("RayClusterProvisioned")
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            });
     let mut status = json!({
         "desiredWorkerReplicas": desired_workers,
         "availableWorkerReplicas": ready_workers,
@@ -396,7 +573,10 @@ async fn reconcile(rc: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, C
     });
     if all_ready || was_ready {
         status["state"] = json!("ready");
-        status["readyTimestamp"] = old_status.get("readyTimestamp").cloned().unwrap_or_else(|| json!(now));
+        status["readyTimestamp"] = old_status
+            .get("readyTimestamp")
+            .cloned()
+            .unwrap_or_else(|| json!(now));
     }
     let mut cmp_old = old_status.clone();
     if let Some(o) = cmp_old.as_object_mut() {
@@ -405,14 +585,24 @@ async fn reconcile(rc: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, C
     if cmp_old != status {
         status["lastUpdateTime"] = json!(now);
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
-            .await?;
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await?;
     }
-    Ok(Action::requeue(Duration::from_secs(if all_ready || was_ready { 300 } else { 5 })))
+    Ok(Action::requeue(Duration::from_secs(
+        if all_ready || was_ready { 300 } else { 5 },
+    )))
 }
 
 fn quantity(milli: i128) -> String {
-    if milli % 1000 == 0 { (milli / 1000).to_string() } else { format!("{milli}m") }
+    if milli % 1000 == 0 {
+        (milli / 1000).to_string()
+    } else {
+        format!("{milli}m")
+    }
 }
 
 #[cfg(test)]
@@ -441,16 +631,30 @@ mod tests {
                 {"name": "ray-head", "image": "rayproject/ray:2.46.0", "ports": [{"name": "dashboard", "containerPort": 8265}]}]}}}}
         }))
         .expect("rc");
-        let head = rc.data.pointer("/spec/headGroupSpec").cloned().expect("head");
+        let head = rc
+            .data
+            .pointer("/spec/headGroupSpec")
+            .cloned()
+            .expect("head");
         let pod = build_pod(&rc, &head, None, None);
         assert_eq!(pod["metadata"]["generateName"], "job-abcde-head-");
         assert_eq!(pod["metadata"]["ownerReferences"][0]["controller"], true);
         assert_eq!(pod["metadata"]["labels"][GROUP], "headgroup");
-        let args = pod["spec"]["containers"][0]["args"][0].as_str().expect("args");
-        assert!(args.starts_with("ulimit -n 65536; ray start --head"), "{args}");
+        let args = pod["spec"]["containers"][0]["args"][0]
+            .as_str()
+            .expect("args");
+        assert!(
+            args.starts_with("ulimit -n 65536; ray start --head"),
+            "{args}"
+        );
         let svc = build_head_service(&rc);
         assert_eq!(svc["metadata"]["name"], "job-abcde-head-svc");
-        let names: Vec<&str> = svc["spec"]["ports"].as_array().expect("ports").iter().filter_map(|p| p["name"].as_str()).collect();
+        let names: Vec<&str> = svc["spec"]["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
         assert_eq!(names, ["dashboard", "metrics"]);
     }
 }

@@ -32,8 +32,9 @@ use serde_json::{Value, json};
 use super::dashboard::is_terminal;
 use super::events::{Kind, emit};
 use super::names::{
-    CREATED_BY, IDENTIFIER, JOB_SUBMISSION_MODE, NODE_TYPE, ORIGINATED_FROM_CR_NAME, ORIGINATED_FROM_CRD,
-    RAY_CLUSTER, RAYJOB_FINALIZER, SUBMITTER_CONTAINER, dashboard_url, head_service, with_suffix,
+    CREATED_BY, IDENTIFIER, JOB_SUBMISSION_MODE, NODE_TYPE, ORIGINATED_FROM_CR_NAME,
+    ORIGINATED_FROM_CRD, RAY_CLUSTER, RAYJOB_FINALIZER, SUBMITTER_CONTAINER, dashboard_url,
+    head_service, with_suffix,
 };
 use super::validation::{validate_metadata, validate_spec};
 use super::{ControllerError, Shared, raycluster_resource, rayjob_resource};
@@ -50,23 +51,32 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
     let client = shared.client.clone();
     let token = shared.shutdown.clone();
     let (ar_a, ar_b) = (ar.clone(), ar.clone());
-    let owned = move |o: &dyn ResourceOwners, ar: &ApiResource| -> Option<ObjectRef<DynamicObject>> {
-        let (ns, owner) = o.rayjob_owner()?;
-        Some(ObjectRef::new_with(&owner, ar.clone()).within(&ns))
-    };
-    Controller::new_with(Api::<DynamicObject>::all_with(client.clone(), &ar), watcher::Config::default(), ar.clone())
-        .watches_with(
-            Api::<DynamicObject>::all_with(client.clone(), &rc_ar),
-            rc_ar,
-            watcher::Config::default(),
-            move |rc: DynamicObject| owned(&rc, &ar_a),
-        )
-        .watches(Api::<Job>::all(client), watcher::Config::default(), move |j: Job| owned(&j, &ar_b))
-        .with_config(kube::runtime::controller::Config::default().concurrency(shared.cfg.concurrency))
-        .graceful_shutdown_on(async move { token.cancelled().await })
-        .run(reconcile, error_policy, shared)
-        .for_each(|_| futures::future::ready(()))
-        .await;
+    let owned =
+        move |o: &dyn ResourceOwners, ar: &ApiResource| -> Option<ObjectRef<DynamicObject>> {
+            let (ns, owner) = o.rayjob_owner()?;
+            Some(ObjectRef::new_with(&owner, ar.clone()).within(&ns))
+        };
+    Controller::new_with(
+        Api::<DynamicObject>::all_with(client.clone(), &ar),
+        watcher::Config::default(),
+        ar.clone(),
+    )
+    .watches_with(
+        Api::<DynamicObject>::all_with(client.clone(), &rc_ar),
+        rc_ar,
+        watcher::Config::default(),
+        move |rc: DynamicObject| owned(&rc, &ar_a),
+    )
+    .watches(
+        Api::<Job>::all(client),
+        watcher::Config::default(),
+        move |j: Job| owned(&j, &ar_b),
+    )
+    .with_config(kube::runtime::controller::Config::default().concurrency(shared.cfg.concurrency))
+    .graceful_shutdown_on(async move { token.cancelled().await })
+    .run(reconcile, error_policy, shared)
+    .for_each(|_| futures::future::ready(()))
+    .await;
     Ok(())
 }
 
@@ -78,7 +88,10 @@ trait ResourceOwners {
 impl<K: ResourceExt> ResourceOwners for K {
     fn rayjob_owner(&self) -> Option<(String, String)> {
         let ns = self.namespace()?;
-        let o = self.owner_references().iter().find(|o| o.kind == "RayJob" && o.controller == Some(true))?;
+        let o = self
+            .owner_references()
+            .iter()
+            .find(|o| o.kind == "RayJob" && o.controller == Some(true))?;
         Some((ns, o.name.clone()))
     }
 }
@@ -117,12 +130,25 @@ impl View<'_> {
     }
 
     async fn event(&self, kind: Kind, reason: &str, action: &str, note: &str) {
-        emit(&self.ctx.client, REPORTER, &self.reference(), kind, reason, action, note).await;
+        emit(
+            &self.ctx.client,
+            REPORTER,
+            &self.reference(),
+            kind,
+            reason,
+            action,
+            note,
+        )
+        .await;
     }
 
     async fn patch_status(&self, patch: Value) -> Result<(), ControllerError> {
         self.api
-            .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(json!({ "status": patch })))
+            .patch_status(
+                &self.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": patch })),
+            )
             .await?;
         Ok(())
     }
@@ -145,7 +171,10 @@ impl View<'_> {
     }
 
     fn mode(&self) -> &str {
-        self.spec.get("submissionMode").and_then(Value::as_str).unwrap_or("K8sJobMode")
+        self.spec
+            .get("submissionMode")
+            .and_then(Value::as_str)
+            .unwrap_or("K8sJobMode")
     }
 
     /// Deadline checks shared by Initializing and Running; returns the failure patch.
@@ -179,13 +208,18 @@ impl View<'_> {
     }
 }
 
-async fn reconcile(cached: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, ControllerError> {
+async fn reconcile(
+    cached: Arc<DynamicObject>,
+    ctx: Arc<Shared>,
+) -> Result<Action, ControllerError> {
     let ar = rayjob_resource();
     let ns = cached.namespace().unwrap_or_default();
     // Read the live object: the reflector may lag behind our own status writes, and
     // acting twice on a stale "New" would mint a second jobId / cluster name.
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
-    let Some(rj) = api.get_opt(&cached.name_any()).await? else { return Ok(Action::await_change()) };
+    let Some(rj) = api.get_opt(&cached.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
     let v = View {
         ctx: &ctx,
         rj: &rj,
@@ -204,10 +238,13 @@ async fn reconcile(cached: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Actio
     let state = s(&v.status, "/jobDeploymentStatus").to_owned();
     if let Err(e) = validate_metadata(&v.name).and_then(|()| validate_spec(&v.spec)) {
         if state != "ValidationFailed" {
-            v.event(Kind::Warning, e.event_reason(), "Validate", &e.to_string()).await;
-            v.patch_status(json!({"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed",
-                                  "message": e.to_string()}))
-                .await?;
+            v.event(Kind::Warning, e.event_reason(), "Validate", &e.to_string())
+                .await;
+            v.patch_status(
+                json!({"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed",
+                                  "message": e.to_string()}),
+            )
+            .await?;
         }
         return Ok(Action::requeue(REQUEUE));
     }
@@ -236,11 +273,19 @@ async fn finalize(v: &View<'_>) -> Result<Action, ControllerError> {
         return Ok(Action::await_change());
     }
     if !is_terminal(s(&v.status, "/jobStatus")) {
-        v.ctx.dashboard.stop(&v.ns, v.cluster(), s(&v.status, "/jobId"));
+        v.ctx
+            .dashboard
+            .stop(&v.ns, v.cluster(), s(&v.status, "/jobId"));
     }
-    let rest: Vec<&String> = finalizers.iter().filter(|f| *f != RAYJOB_FINALIZER).collect();
-    let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": v.rj.resource_version()}});
-    v.api.patch(&v.name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+    let rest: Vec<&String> = finalizers
+        .iter()
+        .filter(|f| *f != RAYJOB_FINALIZER)
+        .collect();
+    let patch =
+        json!({"metadata": {"finalizers": rest, "resourceVersion": v.rj.resource_version()}});
+    v.api
+        .patch(&v.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
     Ok(Action::await_change())
 }
 
@@ -248,15 +293,22 @@ async fn new(v: &View<'_>) -> Result<Action, ControllerError> {
     if !v.rj.finalizers().iter().any(|f| f == RAYJOB_FINALIZER) {
         let mut f: Vec<String> = v.rj.finalizers().to_vec();
         f.push(RAYJOB_FINALIZER.into());
-        let patch = json!({"metadata": {"finalizers": f, "resourceVersion": v.rj.resource_version()}});
-        v.api.patch(&v.name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+        let patch =
+            json!({"metadata": {"finalizers": f, "resourceVersion": v.rj.resource_version()}});
+        v.api
+            .patch(&v.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
     }
     let job_id = match v.spec.get("jobId").and_then(Value::as_str) {
         Some(id) if !id.is_empty() => id.to_owned(),
         _ if v.mode() == "InteractiveMode" => String::new(),
         _ => with_suffix(&v.name),
     };
-    let cluster = match v.spec.pointer("/clusterSelector/ray.io~1cluster").and_then(Value::as_str) {
+    let cluster = match v
+        .spec
+        .pointer("/clusterSelector/ray.io~1cluster")
+        .and_then(Value::as_str)
+    {
         Some(c) => c.to_owned(),
         None => with_suffix(&v.name),
     };
@@ -270,7 +322,12 @@ async fn new(v: &View<'_>) -> Result<Action, ControllerError> {
 }
 
 /// Moves to Failed (or Retrying when `backoffLimit` allows, §3.5); sets `endTime`.
-async fn fail(v: &View<'_>, reason: &str, message: &str, extra: Value) -> Result<Action, ControllerError> {
+async fn fail(
+    v: &View<'_>,
+    reason: &str,
+    message: &str,
+    extra: Value,
+) -> Result<Action, ControllerError> {
     let failed = v.status.get("failed").and_then(Value::as_i64).unwrap_or(0) + 1;
     let limit = v.i64_spec("backoffLimit").unwrap_or(0);
     let mut patch = json!({"reason": reason, "message": message, "failed": failed});
@@ -279,7 +336,8 @@ async fn fail(v: &View<'_>, reason: &str, message: &str, extra: Value) -> Result
             p.insert(k.clone(), val.clone());
         }
     }
-    if failed < limit + 1 && !matches!(reason, "DeadlineExceeded" | "JobStatusCheckTimeoutExceeded") {
+    if failed < limit + 1 && !matches!(reason, "DeadlineExceeded" | "JobStatusCheckTimeoutExceeded")
+    {
         patch["jobDeploymentStatus"] = json!("Retrying");
     } else {
         patch["jobDeploymentStatus"] = json!("Failed");
@@ -321,7 +379,9 @@ pub fn submit_command(v_spec: &Value, dashboard: &str, job_id: &str) -> String {
         ("entrypointResources", "--entrypoint-resources"),
     ] {
         if let Some(val) = v_spec.get(k).filter(|x| !x.is_null()) {
-            let val = val.as_str().map_or_else(|| val.to_string(), |s| format!("'{s}'"));
+            let val = val
+                .as_str()
+                .map_or_else(|| val.to_string(), |s| format!("'{s}'"));
             submit.push_str(&format!(" {flag} {val}"));
         }
     }
@@ -333,7 +393,12 @@ pub fn submit_command(v_spec: &Value, dashboard: &str, job_id: &str) -> String {
     )
 }
 
-fn submitter_job(v: &View<'_>, head_image: &str, dashboard: &str, job_id: &str) -> Result<Job, ControllerError> {
+fn submitter_job(
+    v: &View<'_>,
+    head_image: &str,
+    dashboard: &str,
+    job_id: &str,
+) -> Result<Job, ControllerError> {
     let labels = json!({ORIGINATED_FROM_CR_NAME: v.name, ORIGINATED_FROM_CRD: "RayJob", CREATED_BY: "kuberay-operator"});
     let env = json!([
         {"name": "PYTHONUNBUFFERED", "value": "1"},
@@ -349,7 +414,9 @@ fn submitter_job(v: &View<'_>, head_image: &str, dashboard: &str, job_id: &str) 
     });
     if let Some(m) = template.as_object_mut() {
         let meta = m.entry("metadata").or_insert_with(|| json!({}));
-        let l = meta.as_object_mut().map(|o| o.entry("labels").or_insert_with(|| json!({})));
+        let l = meta
+            .as_object_mut()
+            .map(|o| o.entry("labels").or_insert_with(|| json!({})));
         if let (Some(Value::Object(l)), Some(add)) = (l, labels.as_object()) {
             for (k, val) in add {
                 l.insert(k.clone(), val.clone());
@@ -361,14 +428,22 @@ fn submitter_job(v: &View<'_>, head_image: &str, dashboard: &str, job_id: &str) 
             c0["command"] = json!(["/bin/bash", "-ce", "--"]);
             c0["args"] = json!([cmd]);
         }
-        let mut all = c0.get("env").and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut all = c0
+            .get("env")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         all.extend(env.as_array().cloned().unwrap_or_default());
         c0["env"] = Value::Array(all);
     }
     if template.pointer("/spec/restartPolicy").is_none() {
         template["spec"]["restartPolicy"] = json!("Never");
     }
-    let backoff = v.spec.pointer("/submitterConfig/backoffLimit").and_then(Value::as_i64).unwrap_or(2);
+    let backoff = v
+        .spec
+        .pointer("/submitterConfig/backoffLimit")
+        .and_then(Value::as_i64)
+        .unwrap_or(2);
     Ok(serde_json::from_value(json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": v.name, "namespace": v.ns, "labels": labels, "ownerReferences": [v.owner_ref()]},
@@ -378,32 +453,49 @@ fn submitter_job(v: &View<'_>, head_image: &str, dashboard: &str, job_id: &str) 
 
 async fn initializing(v: &View<'_>) -> Result<Action, ControllerError> {
     if v.bool_spec("suspend") {
-        v.patch_status(json!({"jobDeploymentStatus": "Suspending"})).await?;
+        v.patch_status(json!({"jobDeploymentStatus": "Suspending"}))
+            .await?;
         return Ok(Action::requeue(Duration::ZERO));
     }
     if let Some((reason, msg)) = v.deadline(true) {
         return fail(v, &reason, &msg, json!({})).await;
     }
-    let rc_api: Api<DynamicObject> = Api::namespaced_with(v.ctx.client.clone(), &v.ns, &raycluster_resource());
+    let rc_api: Api<DynamicObject> =
+        Api::namespaced_with(v.ctx.client.clone(), &v.ns, &raycluster_resource());
     let cluster = v.cluster().to_owned();
     let rc = match rc_api.get_opt(&cluster).await? {
         Some(rc) => rc,
         None if v.spec.get("clusterSelector").is_some_and(|c| c.is_object()) => {
-            v.event(Kind::Warning, "RayClusterNotFound", "Create", &format!("RayCluster {}/{cluster} not found", v.ns))
-                .await;
+            v.event(
+                Kind::Warning,
+                "RayClusterNotFound",
+                "Create",
+                &format!("RayCluster {}/{cluster} not found", v.ns),
+            )
+            .await;
             return Ok(Action::requeue(REQUEUE));
         }
         None => {
             let obj: DynamicObject = serde_json::from_value(cluster_object(v, &cluster))?;
             match rc_api.create(&PostParams::default(), &obj).await {
                 Ok(rc) => {
-                    v.event(Kind::Normal, "CreatedRayCluster", "Create", &format!("Created RayCluster {}/{cluster}", v.ns))
-                        .await;
+                    v.event(
+                        Kind::Normal,
+                        "CreatedRayCluster",
+                        "Create",
+                        &format!("Created RayCluster {}/{cluster}", v.ns),
+                    )
+                    .await;
                     rc
                 }
                 Err(e) => {
-                    v.event(Kind::Warning, "FailedToCreateRayCluster", "Create",
-                        &format!("Failed to create RayCluster {}/{cluster}: {e}", v.ns)).await;
+                    v.event(
+                        Kind::Warning,
+                        "FailedToCreateRayCluster",
+                        "Create",
+                        &format!("Failed to create RayCluster {}/{cluster}: {e}", v.ns),
+                    )
+                    .await;
                     return Err(e.into());
                 }
             }
@@ -412,7 +504,8 @@ async fn initializing(v: &View<'_>) -> Result<Action, ControllerError> {
     let rc_status = rc.data.get("status").cloned().unwrap_or(Value::Null);
     if s(&rc_status, "/state") != "ready" {
         if v.status.get("rayClusterStatus") != Some(&rc_status) && !rc_status.is_null() {
-            v.patch_status(json!({"rayClusterStatus": rc_status})).await?;
+            v.patch_status(json!({"rayClusterStatus": rc_status}))
+                .await?;
         }
         return Ok(Action::requeue(REQUEUE));
     }
@@ -426,17 +519,34 @@ async fn initializing(v: &View<'_>) -> Result<Action, ControllerError> {
     }
     let jobs: Api<Job> = Api::namespaced(v.ctx.client.clone(), &v.ns);
     if jobs.get_opt(&v.name).await?.is_none() {
-        let head_image = s(&v.spec, "/rayClusterSpec/headGroupSpec/template/spec/containers/0/image").to_owned();
+        let head_image = s(
+            &v.spec,
+            "/rayClusterSpec/headGroupSpec/template/spec/containers/0/image",
+        )
+        .to_owned();
         let job = submitter_job(v, &head_image, &dashboard, s(&v.status, "/jobId"))?;
         match jobs.create(&PostParams::default(), &job).await {
             Ok(_) => {
-                v.event(Kind::Normal, "CreatedRayJobSubmitter", "Create", &format!("Created Kubernetes Job {}/{}", v.ns, v.name))
-                    .await;
+                v.event(
+                    Kind::Normal,
+                    "CreatedRayJobSubmitter",
+                    "Create",
+                    &format!("Created Kubernetes Job {}/{}", v.ns, v.name),
+                )
+                .await;
             }
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => {
-                v.event(Kind::Warning, "FailedToCreateRayJobSubmitter", "Create",
-                    &format!("Failed to create new Kubernetes Job {}/{}: {e}", v.ns, v.name)).await;
+                v.event(
+                    Kind::Warning,
+                    "FailedToCreateRayJobSubmitter",
+                    "Create",
+                    &format!(
+                        "Failed to create new Kubernetes Job {}/{}: {e}",
+                        v.ns, v.name
+                    ),
+                )
+                .await;
                 return Err(e.into());
             }
         }
@@ -462,7 +572,13 @@ async fn ensure_rayjob_service(v: &View<'_>) -> Result<(), ControllerError> {
     }))?;
     match svcs.create(&PostParams::default(), &svc).await {
         Ok(_) => {
-            v.event(Kind::Normal, "CreatedService", "Create", &format!("Created service {}/{name}", v.ns)).await;
+            v.event(
+                Kind::Normal,
+                "CreatedService",
+                "Create",
+                &format!("Created service {}/{name}", v.ns),
+            )
+            .await;
             Ok(())
         }
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
@@ -476,12 +592,18 @@ fn submitter_finished(job: Option<&Job>) -> Option<(String, Option<Timestamp>)> 
     conds
         .iter()
         .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        .map(|c| (c.type_.clone(), c.last_transition_time.as_ref().map(|t| t.0)))
+        .map(|c| {
+            (
+                c.type_.clone(),
+                c.last_transition_time.as_ref().map(|t| t.0),
+            )
+        })
 }
 
 async fn running(v: &View<'_>) -> Result<Action, ControllerError> {
     if v.bool_spec("suspend") {
-        v.patch_status(json!({"jobDeploymentStatus": "Suspending"})).await?;
+        v.patch_status(json!({"jobDeploymentStatus": "Suspending"}))
+            .await?;
         return Ok(Action::requeue(Duration::ZERO));
     }
     if let Some((reason, msg)) = v.deadline(false) {
@@ -495,14 +617,24 @@ async fn running(v: &View<'_>) -> Result<Action, ControllerError> {
     if let Some((kind, _)) = &finished
         && kind == "Failed"
     {
-        let reason = if job_status == "FAILED" { "AppFailed" } else { "SubmissionFailed" };
+        let reason = if job_status == "FAILED" {
+            "AppFailed"
+        } else {
+            "SubmissionFailed"
+        };
         let msg = "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the specified backoff limit";
         return fail(v, reason, msg, json!({})).await;
     }
-    let info = v.ctx.dashboard.get(&v.ns, v.cluster(), s(&v.status, "/jobId"));
+    let info = v
+        .ctx
+        .dashboard
+        .get(&v.ns, v.cluster(), s(&v.status, "/jobId"));
     if let Some((_, Some(at))) = &finished
         && Timestamp::now() > *at + SUBMITTER_GRACE
-        && !is_terminal(info.as_ref().map_or(job_status.as_str(), |i| i.status.as_str()))
+        && !is_terminal(
+            info.as_ref()
+                .map_or(job_status.as_str(), |i| i.status.as_str()),
+        )
     {
         return fail(
             v,
@@ -515,14 +647,24 @@ async fn running(v: &View<'_>) -> Result<Action, ControllerError> {
     let mut patch = json!({});
     match &info {
         None if finished.is_some() => {
-            return fail(v, "AppFailed", "Submitter completed but Ray job not found", json!({})).await;
+            return fail(
+                v,
+                "AppFailed",
+                "Submitter completed but Ray job not found",
+                json!({}),
+            )
+            .await;
         }
         None => {}
         Some(i) => {
             job_status.clone_from(&i.status);
             patch["jobStatus"] = json!(i.status);
             patch["message"] = json!(i.message);
-            let ms = |m: i64| Timestamp::from_millisecond(m).ok().map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+            let ms = |m: i64| {
+                Timestamp::from_millisecond(m)
+                    .ok()
+                    .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+            };
             let mut ri = json!({});
             if i.start_ms > 0 {
                 ri["startTime"] = json!(ms(i.start_ms));
@@ -540,7 +682,13 @@ async fn running(v: &View<'_>) -> Result<Action, ControllerError> {
         patch["jobDeploymentStatus"] = json!("Complete");
         patch["endTime"] = json!(now_str());
         if job_status == "SUCCEEDED" {
-            patch["succeeded"] = json!(v.status.get("succeeded").and_then(Value::as_i64).unwrap_or(0) + 1);
+            patch["succeeded"] = json!(
+                v.status
+                    .get("succeeded")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    + 1
+            );
         }
         v.patch_status(patch).await?;
         return Ok(Action::requeue(Duration::ZERO));
@@ -555,10 +703,14 @@ async fn running(v: &View<'_>) -> Result<Action, ControllerError> {
 }
 
 async fn finished(v: &View<'_>) -> Result<Action, ControllerError> {
-    if v.spec.get("clusterSelector").is_some_and(|c| c.is_object()) || !v.bool_spec("shutdownAfterJobFinishes") {
+    if v.spec.get("clusterSelector").is_some_and(|c| c.is_object())
+        || !v.bool_spec("shutdownAfterJobFinishes")
+    {
         return Ok(Action::await_change());
     }
-    let Some(end) = parse_time(v.status.get("endTime")) else { return Ok(Action::await_change()) };
+    let Some(end) = parse_time(v.status.get("endTime")) else {
+        return Ok(Action::await_change());
+    };
     let ttl = v.i64_spec("ttlSecondsAfterFinished").unwrap_or(0).max(0);
     let due = end + SignedDuration::from_secs(ttl);
     let now = Timestamp::now();
@@ -570,21 +722,35 @@ async fn finished(v: &View<'_>) -> Result<Action, ControllerError> {
     if cluster.is_empty() {
         return Ok(Action::await_change());
     }
-    let rc_api: Api<DynamicObject> = Api::namespaced_with(v.ctx.client.clone(), &v.ns, &raycluster_resource());
+    let rc_api: Api<DynamicObject> =
+        Api::namespaced_with(v.ctx.client.clone(), &v.ns, &raycluster_resource());
     if let Some(rc) = rc_api.get_opt(&cluster).await?
         && rc.metadata.deletion_timestamp.is_none()
     {
-        let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
         match rc_api.delete(&cluster, &dp).await {
             Ok(_) => {
                 v.ctx.dashboard.drop_cluster(&v.ns, &cluster);
-                v.event(Kind::Normal, "DeletedRayCluster", "Delete", &format!("Deleted RayCluster {}/{cluster}", v.ns))
-                    .await;
+                v.event(
+                    Kind::Normal,
+                    "DeletedRayCluster",
+                    "Delete",
+                    &format!("Deleted RayCluster {}/{cluster}", v.ns),
+                )
+                .await;
             }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
-                v.event(Kind::Warning, "FailedToDeleteRayCluster", "Delete",
-                    &format!("Failed to delete cluster {}/{cluster}: {e}", v.ns)).await;
+                v.event(
+                    Kind::Warning,
+                    "FailedToDeleteRayCluster",
+                    "Delete",
+                    &format!("Failed to delete cluster {}/{cluster}: {e}", v.ns),
+                )
+                .await;
                 return Err(e.into());
             }
         }
@@ -595,8 +761,12 @@ async fn finished(v: &View<'_>) -> Result<Action, ControllerError> {
 /// Suspending / Retrying: delete the RayCluster and the submitter Job, wait until
 /// both are gone, clear the per-attempt fields (§3.6).
 async fn tear_down(v: &View<'_>, state: &str) -> Result<Action, ControllerError> {
-    let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
-    let rc_api: Api<DynamicObject> = Api::namespaced_with(v.ctx.client.clone(), &v.ns, &raycluster_resource());
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
+    let rc_api: Api<DynamicObject> =
+        Api::namespaced_with(v.ctx.client.clone(), &v.ns, &raycluster_resource());
     let jobs: Api<Job> = Api::namespaced(v.ctx.client.clone(), &v.ns);
     let cluster = v.cluster().to_owned();
     let mut pending = false;
@@ -607,21 +777,36 @@ async fn tear_down(v: &View<'_>, state: &str) -> Result<Action, ControllerError>
         if rc.metadata.deletion_timestamp.is_none() {
             rc_api.delete(&cluster, &dp).await?;
             v.ctx.dashboard.drop_cluster(&v.ns, &cluster);
-            v.event(Kind::Normal, "DeletedRayCluster", "Delete", &format!("Deleted RayCluster {}/{cluster}", v.ns)).await;
+            v.event(
+                Kind::Normal,
+                "DeletedRayCluster",
+                "Delete",
+                &format!("Deleted RayCluster {}/{cluster}", v.ns),
+            )
+            .await;
         }
     }
     if let Some(job) = jobs.get_opt(&v.name).await? {
         pending = true;
         if job.metadata.deletion_timestamp.is_none() {
             jobs.delete(&v.name, &dp).await?;
-            v.event(Kind::Normal, "DeletedRayJobSubmitter", "Delete", &format!("Deleted Kubernetes Job {}/{}", v.ns, v.name))
-                .await;
+            v.event(
+                Kind::Normal,
+                "DeletedRayJobSubmitter",
+                "Delete",
+                &format!("Deleted Kubernetes Job {}/{}", v.ns, v.name),
+            )
+            .await;
         }
     }
     if pending {
         return Ok(Action::requeue(REQUEUE));
     }
-    let next = if state == "Suspending" { "Suspended" } else { "" };
+    let next = if state == "Suspending" {
+        "Suspended"
+    } else {
+        ""
+    };
     v.patch_status(json!({
         "jobDeploymentStatus": next, "rayClusterStatus": null, "rayClusterName": null, "dashboardURL": null,
         "jobId": null, "message": null, "reason": null, "rayJobInfo": null, "jobStatus": null,
@@ -639,9 +824,22 @@ mod tests {
         let spec = json!({"entrypoint": "python /home/ray/samples/sample_code.py",
                           "runtimeEnvYAML": "pip:\n  - requests==2.26.0\nenv_vars:\n  counter_name: test_counter\n"});
         let cmd = submit_command(&spec, "c-head-svc.ns.svc.cluster.local:8265", "job-x");
-        assert!(cmd.contains("ray job submit --address http://c-head-svc.ns.svc.cluster.local:8265 --no-wait"), "{cmd}");
-        assert!(cmd.contains("--runtime-env-json '{\"env_vars\":{\"counter_name\":\"test_counter\"}"), "{cmd}");
-        assert!(cmd.contains("--submission-id job-x -- python /home/ray/samples/sample_code.py"), "{cmd}");
-        assert!(cmd.ends_with("ray job logs --address http://c-head-svc.ns.svc.cluster.local:8265 --follow job-x"));
+        assert!(
+            cmd.contains(
+                "ray job submit --address http://c-head-svc.ns.svc.cluster.local:8265 --no-wait"
+            ),
+            "{cmd}"
+        );
+        assert!(
+            cmd.contains("--runtime-env-json '{\"env_vars\":{\"counter_name\":\"test_counter\"}"),
+            "{cmd}"
+        );
+        assert!(
+            cmd.contains("--submission-id job-x -- python /home/ray/samples/sample_code.py"),
+            "{cmd}"
+        );
+        assert!(cmd.ends_with(
+            "ray job logs --address http://c-head-svc.ns.svc.cluster.local:8265 --follow job-x"
+        ));
     }
 }

@@ -12,14 +12,32 @@ use super::quantity::{ceil_units, parse_milli};
 /// group is suspended. Defaults follow the CRD (replicas 0, min 0, max MaxInt32,
 /// numOfHosts 1).
 pub fn desired_worker_pods(group: &Value) -> i64 {
-    if group.get("suspend").and_then(Value::as_bool).unwrap_or(false) {
+    if group
+        .get("suspend")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+    {
         return 0;
     }
-    let min = group.get("minReplicas").and_then(Value::as_i64).unwrap_or(0);
-    let max = group.get("maxReplicas").and_then(Value::as_i64).unwrap_or(i64::from(i32::MAX));
+    let min = group
+        .get("minReplicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let max = group
+        .get("maxReplicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(i64::from(i32::MAX));
     let replicas = group.get("replicas").and_then(Value::as_i64).unwrap_or(0);
-    let hosts = group.get("numOfHosts").and_then(Value::as_i64).unwrap_or(1).max(1);
-    let clamped = if min > max { max } else { replicas.clamp(min, max) };
+    let hosts = group
+        .get("numOfHosts")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(1);
+    let clamped = if min > max {
+        max
+    } else {
+        replicas.clamp(min, max)
+    };
     clamped.max(0) * hosts
 }
 
@@ -56,13 +74,22 @@ fn container_quantity(container: &Value, key: &str, limits_only: bool) -> Option
 
 /// The effective rayStartParams of a group: the user's map, the group `resources` map
 /// translated, and the derived/added defaults.
-pub fn effective_params(group: &Value, is_head: bool, head_service_fqdn: &str) -> BTreeMap<String, String> {
+pub fn effective_params(
+    group: &Value,
+    is_head: bool,
+    head_service_fqdn: &str,
+) -> BTreeMap<String, String> {
     let mut params: BTreeMap<String, String> = group
         .get("rayStartParams")
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -90,7 +117,10 @@ pub fn effective_params(group: &Value, is_head: bool, head_service_fqdn: &str) -
             params.insert("resources".into(), format!("'{}'", Value::Object(custom)));
         }
     }
-    let container = group.pointer("/template/spec/containers/0").cloned().unwrap_or(Value::Null);
+    let container = group
+        .pointer("/template/spec/containers/0")
+        .cloned()
+        .unwrap_or(Value::Null);
     if !params.contains_key("num-cpus")
         && let Some(cpu) = container_quantity(&container, "cpu", false)
     {
@@ -102,7 +132,9 @@ pub fn effective_params(group: &Value, is_head: bool, head_service_fqdn: &str) -
         params.insert("memory".into(), (mem / 1000).to_string());
     }
     if !params.contains_key("num-gpus") {
-        let limits = container.pointer("/resources/limits").and_then(Value::as_object);
+        let limits = container
+            .pointer("/resources/limits")
+            .and_then(Value::as_object);
         if let Some((_, q)) = limits.into_iter().flatten().find(|(k, _)| is_gpu_key(k))
             && let Some(q) = q.as_str().and_then(|s| parse_milli(s).ok())
             && q > 0
@@ -110,12 +142,20 @@ pub fn effective_params(group: &Value, is_head: bool, head_service_fqdn: &str) -
             params.insert("num-gpus".into(), ceil_units(q).to_string());
         }
     }
-    params.entry("metrics-export-port".into()).or_insert_with(|| "8080".into());
-    params.entry("dashboard-agent-listen-port".into()).or_insert_with(|| "52365".into());
+    params
+        .entry("metrics-export-port".into())
+        .or_insert_with(|| "8080".into());
+    params
+        .entry("dashboard-agent-listen-port".into())
+        .or_insert_with(|| "52365".into());
     if is_head {
-        params.entry("dashboard-host".into()).or_insert_with(|| "0.0.0.0".into());
+        params
+            .entry("dashboard-host".into())
+            .or_insert_with(|| "0.0.0.0".into());
     } else {
-        params.entry("address".into()).or_insert_with(|| format!("{head_service_fqdn}:6379"));
+        params
+            .entry("address".into())
+            .or_insert_with(|| format!("{head_service_fqdn}:6379"));
     }
     params.insert("block".into(), "true".into());
     params
@@ -129,7 +169,10 @@ pub fn convert_params(params: &BTreeMap<String, String>) -> String {
         match v.to_lowercase().as_str() {
             "true" => out.push(format!("--{k}")),
             "false" => {
-                if matches!(k.as_str(), "log-color" | "include-dashboard" | "include-log-monitor") {
+                if matches!(
+                    k.as_str(),
+                    "log-color" | "include-dashboard" | "include-log-monitor"
+                ) {
                     out.push(format!("--{k}={v}"));
                 }
             }
@@ -142,13 +185,19 @@ pub fn convert_params(params: &BTreeMap<String, String>) -> String {
 /// The Ray container's shell command: `ulimit -n 65536; ray start [--head] <flags>`.
 pub fn ray_start_command(params: &BTreeMap<String, String>, is_head: bool) -> String {
     let head = if is_head { " --head" } else { "" };
-    format!("ulimit -n 65536; ray start{head} {}", convert_params(params))
+    format!(
+        "ulimit -n 65536; ray start{head} {}",
+        convert_params(params)
+    )
 }
 
 /// Σ of a resource over the desired pods of a cluster (`status.desiredCPU` & co).
 pub fn desired_resource(cluster_spec: &Value, key: &str) -> i128 {
     let of = |group: &Value, n: i64| {
-        let c = group.pointer("/template/spec/containers/0").cloned().unwrap_or(Value::Null);
+        let c = group
+            .pointer("/template/spec/containers/0")
+            .cloned()
+            .unwrap_or(Value::Null);
         let q = if is_gpu_key(key) {
             container_quantity(&c, key, true)
         } else {
@@ -156,7 +205,10 @@ pub fn desired_resource(cluster_spec: &Value, key: &str) -> i128 {
         };
         q.unwrap_or(0) * i128::from(n)
     };
-    let head = cluster_spec.get("headGroupSpec").map(|h| of(h, 1)).unwrap_or(0);
+    let head = cluster_spec
+        .get("headGroupSpec")
+        .map(|h| of(h, 1))
+        .unwrap_or(0);
     let workers: i128 = cluster_spec
         .get("workerGroupSpecs")
         .and_then(Value::as_array)
@@ -174,14 +226,28 @@ mod tests {
 
     #[test]
     fn desired_replicas_clamp_and_multiply() {
-        assert_eq!(desired_worker_pods(&json!({"replicas": 3, "minReplicas": 1, "maxReplicas": 5})), 3);
-        assert_eq!(desired_worker_pods(&json!({"replicas": 9, "minReplicas": 1, "maxReplicas": 5})), 5);
-        assert_eq!(desired_worker_pods(&json!({"replicas": 0, "minReplicas": 2, "maxReplicas": 5})), 2);
         assert_eq!(
-            desired_worker_pods(&json!({"replicas": 2, "minReplicas": 1, "maxReplicas": 5, "numOfHosts": 4})),
+            desired_worker_pods(&json!({"replicas": 3, "minReplicas": 1, "maxReplicas": 5})),
+            3
+        );
+        assert_eq!(
+            desired_worker_pods(&json!({"replicas": 9, "minReplicas": 1, "maxReplicas": 5})),
+            5
+        );
+        assert_eq!(
+            desired_worker_pods(&json!({"replicas": 0, "minReplicas": 2, "maxReplicas": 5})),
+            2
+        );
+        assert_eq!(
+            desired_worker_pods(
+                &json!({"replicas": 2, "minReplicas": 1, "maxReplicas": 5, "numOfHosts": 4})
+            ),
             8
         );
-        assert_eq!(desired_worker_pods(&json!({"replicas": 2, "suspend": true})), 0);
+        assert_eq!(
+            desired_worker_pods(&json!({"replicas": 2, "suspend": true})),
+            0
+        );
         assert_eq!(desired_worker_pods(&json!({})), 0);
     }
 
@@ -199,8 +265,13 @@ mod tests {
              --num-cpus=1 --num-gpus=2"
         );
         let head = effective_params(&json!({"rayStartParams": {}}), true, "x");
-        assert_eq!(head.get("dashboard-host").map(String::as_str), Some("0.0.0.0"));
-        assert!(ray_start_command(&head, true).starts_with("ulimit -n 65536; ray start --head --block"));
+        assert_eq!(
+            head.get("dashboard-host").map(String::as_str),
+            Some("0.0.0.0")
+        );
+        assert!(
+            ray_start_command(&head, true).starts_with("ulimit -n 65536; ray start --head --block")
+        );
     }
 
     #[test]
@@ -209,7 +280,10 @@ mod tests {
         let p = effective_params(&group, true, "x");
         assert_eq!(p.get("num-cpus").map(String::as_str), Some("1"));
         assert_eq!(p.get("num-gpus").map(String::as_str), Some("1"));
-        assert_eq!(p.get("resources").map(String::as_str), Some("'{\"custom\":2}'"));
+        assert_eq!(
+            p.get("resources").map(String::as_str),
+            Some("'{\"custom\":2}'")
+        );
     }
 
     #[test]

@@ -30,7 +30,9 @@ use crate::logs::LogStore;
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
     /// The working_dir URI scheme is not one the emulator can fetch.
-    #[error("unsupported working_dir URI {0:?} (the emulator fetches http://, https:// and file:// zips)")]
+    #[error(
+        "unsupported working_dir URI {0:?} (the emulator fetches http://, https:// and file:// zips)"
+    )]
     Unsupported(String),
     /// A `file://` path is not under an emptyDir volumeMount of the head container.
     #[error("{0} is not on an emptyDir volume mounted in the head container")]
@@ -70,7 +72,13 @@ pub fn volume_dir(root: &Path, pod_uid: &str, volume: &str) -> PathBuf {
 /// Creates the host directories of a pod's emptyDir volumes.
 pub fn prepare_volumes(root: &Path, pod: &Pod) -> std::io::Result<()> {
     let uid = pod.uid().unwrap_or_default();
-    for v in pod.spec.as_ref().and_then(|s| s.volumes.as_ref()).into_iter().flatten() {
+    for v in pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+    {
         if v.empty_dir.is_some() {
             std::fs::create_dir_all(volume_dir(root, &uid, &v.name))?;
         }
@@ -90,7 +98,10 @@ pub fn map_path(root: &Path, pod: &Pod, mounts: &[VolumeMount], path: &str) -> O
             path == mp || path.starts_with(&format!("{mp}/"))
         })
         .max_by_key(|m| m.mount_path.len())?;
-    let is_empty_dir = volumes.into_iter().flatten().any(|v| v.name == m.name && v.empty_dir.is_some());
+    let is_empty_dir = volumes
+        .into_iter()
+        .flatten()
+        .any(|v| v.name == m.name && v.empty_dir.is_some());
     if !is_empty_dir {
         return None;
     }
@@ -99,7 +110,11 @@ pub fn map_path(root: &Path, pod: &Pod, mounts: &[VolumeMount], path: &str) -> O
         host = host.join(sub);
     }
     let rest = path[m.mount_path.trim_end_matches('/').len()..].trim_start_matches('/');
-    Some(if rest.is_empty() { host } else { host.join(rest) })
+    Some(if rest.is_empty() {
+        host
+    } else {
+        host.join(rest)
+    })
 }
 
 /// Replaces every mount path of `mounts` in `s` by its host directory (longest first).
@@ -132,13 +147,19 @@ pub async fn run_logged(
     cancel: &CancellationToken,
     mut tee: Option<&mut Vec<u8>>,
 ) -> std::io::Result<Option<i32>> {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
     #[cfg(unix)]
     cmd.process_group(0);
     let mut child = cmd.spawn()?;
     let pid = child.id();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    fn pump(r: impl AsyncRead + Unpin + Send + 'static, tx: tokio::sync::mpsc::UnboundedSender<Vec<u8>>) {
+    fn pump(
+        r: impl AsyncRead + Unpin + Send + 'static,
+        tx: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    ) {
         tokio::spawn(async move {
             let mut r = BufReader::new(r);
             loop {
@@ -180,7 +201,11 @@ pub async fn run_logged(
         }
     }
     let status = child.wait().await?;
-    Ok(if killed { None } else { Some(status.code().unwrap_or(137)) })
+    Ok(if killed {
+        None
+    } else {
+        Some(status.code().unwrap_or(137))
+    })
 }
 
 fn kill_group(pid: Option<u32>) {
@@ -207,12 +232,26 @@ pub async fn run_init_container(
     let name = pod.name_any();
     let mounts = c.volume_mounts.clone().unwrap_or_default();
     let rw = |s: &str| rewrite_mounts(root, pod, &mounts, s);
-    let argv: Vec<String> =
-        c.command.iter().flatten().chain(c.args.iter().flatten()).map(|s| rw(s)).collect();
-    let workdir = root.join("pods").join(pod.uid().unwrap_or_default()).join("containers").join(&c.name);
+    let argv: Vec<String> = c
+        .command
+        .iter()
+        .flatten()
+        .chain(c.args.iter().flatten())
+        .map(|s| rw(s))
+        .collect();
+    let workdir = root
+        .join("pods")
+        .join(pod.uid().unwrap_or_default())
+        .join("containers")
+        .join(&c.name);
     std::fs::create_dir_all(&workdir)?;
     let mut cmd = Command::new("sh");
-    match argv.first().map(|a| Path::new(a).file_name().and_then(|f| f.to_str()).unwrap_or("")) {
+    match argv.first().map(|a| {
+        Path::new(a)
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or("")
+    }) {
         Some("sh" | "bash" | "dash" | "ash") => {
             cmd.args(&argv[1..]);
         }
@@ -235,10 +274,21 @@ pub async fn run_init_container(
 
 /// Fetches `working_dir` bytes: `http(s)://` over the network, `file://` through the
 /// head pod's volumeMounts (container 0).
-pub async fn fetch_working_dir(root: &Path, head: Option<&Pod>, uri: &str) -> Result<Vec<u8>, RunnerError> {
+pub async fn fetch_working_dir(
+    root: &Path,
+    head: Option<&Pod>,
+    uri: &str,
+) -> Result<Vec<u8>, RunnerError> {
     if uri.starts_with("http://") || uri.starts_with("https://") {
-        let fetch_err = |e: reqwest::Error| RunnerError::Fetch { url: uri.to_owned(), reason: e.to_string() };
-        let resp = reqwest::get(uri).await.map_err(fetch_err)?.error_for_status().map_err(fetch_err)?;
+        let fetch_err = |e: reqwest::Error| RunnerError::Fetch {
+            url: uri.to_owned(),
+            reason: e.to_string(),
+        };
+        let resp = reqwest::get(uri)
+            .await
+            .map_err(fetch_err)?
+            .error_for_status()
+            .map_err(fetch_err)?;
         return Ok(resp.bytes().await.map_err(fetch_err)?.to_vec());
     }
     if let Some(path) = uri.strip_prefix("file://") {
@@ -249,7 +299,8 @@ pub async fn fetch_working_dir(root: &Path, head: Option<&Pod>, uri: &str) -> Re
             .and_then(|s| s.containers.first())
             .and_then(|c| c.volume_mounts.clone())
             .unwrap_or_default();
-        let host = map_path(root, head, &mounts, path).ok_or_else(|| RunnerError::NotMounted(path.to_owned()))?;
+        let host = map_path(root, head, &mounts, path)
+            .ok_or_else(|| RunnerError::NotMounted(path.to_owned()))?;
         return Ok(tokio::fs::read(&host).await?);
     }
     Err(RunnerError::Unsupported(uri.to_owned()))
@@ -261,7 +312,10 @@ pub fn verify_sha256(bytes: &[u8], expected: &str) -> Result<(), RunnerError> {
     if got.eq_ignore_ascii_case(expected.trim()) {
         Ok(())
     } else {
-        Err(RunnerError::Checksum { expected: expected.trim().to_owned(), got })
+        Err(RunnerError::Checksum {
+            expected: expected.trim().to_owned(),
+            got,
+        })
     }
 }
 
@@ -278,22 +332,36 @@ pub fn unpack_zip(bytes: &[u8], dest: &Path) -> Result<(), RunnerError> {
     }
     let top: std::collections::BTreeSet<String> = names
         .iter()
-        .filter_map(|(p, _)| p.components().next().map(|c| c.as_os_str().to_string_lossy().into_owned()))
+        .filter_map(|(p, _)| {
+            p.components()
+                .next()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        })
         .filter(|c| c != "__MACOSX")
         .collect();
     let strip = top.len() == 1
         && names.iter().any(|(p, dir)| {
-            let first = p.components().next().map(|c| c.as_os_str().to_string_lossy().into_owned());
+            let first = p
+                .components()
+                .next()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned());
             first.as_ref() == top.iter().next() && (p.components().count() > 1 || *dir)
         });
     std::fs::create_dir_all(dest)?;
     for i in 0..archive.len() {
         let mut f = archive.by_index(i)?;
         let Some(p) = f.enclosed_name() else { continue };
-        if p.components().next().is_some_and(|c| c.as_os_str() == "__MACOSX") {
+        if p.components()
+            .next()
+            .is_some_and(|c| c.as_os_str() == "__MACOSX")
+        {
             continue;
         }
-        let rel: PathBuf = if strip { p.components().skip(1).collect() } else { p.clone() };
+        let rel: PathBuf = if strip {
+            p.components().skip(1).collect()
+        } else {
+            p.clone()
+        };
         if rel.as_os_str().is_empty() {
             continue;
         }
@@ -328,9 +396,15 @@ pub struct RuntimeEnv {
 
 /// Parses `runtimeEnvYAML`.
 pub fn parse_runtime_env(yaml: Option<&str>) -> Result<RuntimeEnv, RunnerError> {
-    let Some(yaml) = yaml.filter(|y| !y.trim().is_empty()) else { return Ok(RuntimeEnv::default()) };
-    let v: serde_yaml::Value = serde_yaml::from_str(yaml).map_err(|e| RunnerError::RuntimeEnv(e.to_string()))?;
-    let working_dir = v.get("working_dir").and_then(serde_yaml::Value::as_str).map(str::to_owned);
+    let Some(yaml) = yaml.filter(|y| !y.trim().is_empty()) else {
+        return Ok(RuntimeEnv::default());
+    };
+    let v: serde_yaml::Value =
+        serde_yaml::from_str(yaml).map_err(|e| RunnerError::RuntimeEnv(e.to_string()))?;
+    let working_dir = v
+        .get("working_dir")
+        .and_then(serde_yaml::Value::as_str)
+        .map(str::to_owned);
     let env_vars = v
         .get("env_vars")
         .and_then(serde_yaml::Value::as_mapping)
@@ -347,7 +421,10 @@ pub fn parse_runtime_env(yaml: Option<&str>) -> Result<RuntimeEnv, RunnerError> 
                 .collect()
         })
         .unwrap_or_default();
-    Ok(RuntimeEnv { working_dir, env_vars })
+    Ok(RuntimeEnv {
+        working_dir,
+        env_vars,
+    })
 }
 
 #[cfg(test)]
@@ -359,9 +436,11 @@ mod tests {
         let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
         for (name, body) in entries {
             if name.ends_with('/') {
-                w.add_directory(*name, zip::write::SimpleFileOptions::default()).expect("dir");
+                w.add_directory(*name, zip::write::SimpleFileOptions::default())
+                    .expect("dir");
             } else {
-                w.start_file(*name, zip::write::SimpleFileOptions::default()).expect("file");
+                w.start_file(*name, zip::write::SimpleFileOptions::default())
+                    .expect("file");
                 w.write_all(body.as_bytes()).expect("write");
             }
         }
@@ -371,7 +450,11 @@ mod tests {
     #[test]
     fn single_top_level_dir_is_stripped() {
         let dir = std::env::temp_dir().join(format!("kubesim-unzip-{}", std::process::id()));
-        let bytes = zip_of(&[("proj/", ""), ("proj/main.py", "print(1)"), ("__MACOSX/._main.py", "x")]);
+        let bytes = zip_of(&[
+            ("proj/", ""),
+            ("proj/main.py", "print(1)"),
+            ("__MACOSX/._main.py", "x"),
+        ]);
         unpack_zip(&bytes, &dir.join("a")).expect("unpack");
         assert!(dir.join("a/main.py").exists());
         assert!(!dir.join("a/__MACOSX").exists());
@@ -388,7 +471,13 @@ mod tests {
             e.to_string(),
             "capsule sha256 mismatch: expected 00 got ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-        assert!(verify_sha256(b"abc", "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD").is_ok());
+        assert!(
+            verify_sha256(
+                b"abc",
+                "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -405,9 +494,15 @@ mod tests {
         let root = Path::new("/scratch");
         assert_eq!(
             map_path(root, &pod, &mounts, "/forge/capsule/abc.zip"),
-            Some(PathBuf::from("/scratch/pods/u1/volumes/forge-capsule/abc.zip"))
+            Some(PathBuf::from(
+                "/scratch/pods/u1/volumes/forge-capsule/abc.zip"
+            ))
         );
-        assert_eq!(map_path(root, &pod, &mounts, "/etc/cfg/a"), None, "not an emptyDir");
+        assert_eq!(
+            map_path(root, &pod, &mounts, "/etc/cfg/a"),
+            None,
+            "not an emptyDir"
+        );
         assert_eq!(map_path(root, &pod, &mounts, "/forge/capsulex"), None);
         assert_eq!(
             rewrite_mounts(root, &pod, &mounts, "mv /tmp/x /forge/capsule/abc.zip"),
@@ -417,9 +512,14 @@ mod tests {
 
     #[test]
     fn runtime_env_parses() {
-        let env = parse_runtime_env(Some("working_dir: file:///forge/capsule/x.zip\nenv_vars:\n  A: b\n  N: 3\n"))
-            .expect("parse");
-        assert_eq!(env.working_dir.as_deref(), Some("file:///forge/capsule/x.zip"));
+        let env = parse_runtime_env(Some(
+            "working_dir: file:///forge/capsule/x.zip\nenv_vars:\n  A: b\n  N: 3\n",
+        ))
+        .expect("parse");
+        assert_eq!(
+            env.working_dir.as_deref(),
+            Some("file:///forge/capsule/x.zip")
+        );
         assert_eq!(env.env_vars.get("A").map(String::as_str), Some("b"));
         assert_eq!(env.env_vars.get("N").map(String::as_str), Some("3"));
         assert!(parse_runtime_env(Some("a: [")).is_err());
@@ -430,7 +530,15 @@ mod tests {
         let logs = Arc::new(LogStore::new());
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg("echo out; echo err >&2; exit 3");
-        let code = run_logged(cmd, &logs, ("ns", "p", "c"), &CancellationToken::new(), None).await.expect("spawn");
+        let code = run_logged(
+            cmd,
+            &logs,
+            ("ns", "p", "c"),
+            &CancellationToken::new(),
+            None,
+        )
+        .await
+        .expect("spawn");
         assert_eq!(code, Some(3));
         let log = String::from_utf8(logs.read("ns", "p", "c", None).expect("log")).expect("utf8");
         assert!(log.contains("out\n") && log.contains("err\n"), "{log}");
@@ -443,7 +551,12 @@ mod tests {
             c2.cancel();
         });
         let start = std::time::Instant::now();
-        assert_eq!(run_logged(cmd, &logs, ("ns", "p", "d"), &cancel, None).await.expect("spawn"), None);
+        assert_eq!(
+            run_logged(cmd, &logs, ("ns", "p", "d"), &cancel, None)
+                .await
+                .expect("spawn"),
+            None
+        );
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 }

@@ -45,21 +45,27 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
     {
         let n = notify.clone();
         let g = generation.clone();
-        let stream = reflector::reflector(pods_writer, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()))
-            .default_backoff()
-            .for_each(move |ev| {
-                // A pod finishing or going away frees resources: retry unschedulable pods.
-                if let Ok(watcher::Event::Delete(_) | watcher::Event::InitDone) = &ev {
-                    g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                if let Ok(watcher::Event::Apply(p)) = &ev
-                    && p.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
-                {
-                    g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                n.notify_one();
-                futures::future::ready(())
-            });
+        let stream = reflector::reflector(
+            pods_writer,
+            watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff()
+        .for_each(move |ev| {
+            // A pod finishing or going away frees resources: retry unschedulable pods.
+            if let Ok(watcher::Event::Delete(_) | watcher::Event::InitDone) = &ev {
+                g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if let Ok(watcher::Event::Apply(p)) = &ev
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
+            {
+                g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            n.notify_one();
+            futures::future::ready(())
+        });
         let token = shared.shutdown.clone();
         tokio::spawn(async move {
             tokio::select! { () = stream => {}, () = token.cancelled() => {} }
@@ -68,13 +74,16 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
     {
         let n = notify.clone();
         let g = generation.clone();
-        let stream = reflector::reflector(nodes_writer, watcher(Api::<Node>::all(client.clone()), watcher::Config::default()))
-            .default_backoff()
-            .for_each(move |_| {
-                g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                n.notify_one();
-                futures::future::ready(())
-            });
+        let stream = reflector::reflector(
+            nodes_writer,
+            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff()
+        .for_each(move |_| {
+            g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            n.notify_one();
+            futures::future::ready(())
+        });
         let token = shared.shutdown.clone();
         tokio::spawn(async move {
             tokio::select! { () = stream => {}, () = token.cancelled() => {} }
@@ -97,9 +106,14 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
 fn is_pending_for_us(p: &Pod) -> bool {
     let spec = p.spec.as_ref();
     spec.is_some_and(|s| s.node_name.as_deref().unwrap_or("").is_empty())
-        && spec.and_then(|s| s.scheduler_name.as_deref()).is_none_or(|n| n.is_empty() || n == REPORTER)
+        && spec
+            .and_then(|s| s.scheduler_name.as_deref())
+            .is_none_or(|n| n.is_empty() || n == REPORTER)
         && p.metadata.deletion_timestamp.is_none()
-        && p.status.as_ref().and_then(|s| s.phase.as_deref()).is_none_or(|ph| ph == "Pending")
+        && p.status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_none_or(|ph| ph == "Pending")
 }
 
 fn key(p: &Pod) -> String {
@@ -126,11 +140,19 @@ async fn schedule_pass(
     let mut pending: Vec<Arc<Pod>> = Vec::new();
     for p in &all_pods {
         let k = key(p);
-        let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty());
         match node {
             Some(node) => {
                 assumed.remove(&k);
-                let done = p.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+                let done = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
                 if !done && let Some(info) = infos.get_mut(&node) {
                     info.add(&pod_requests(p));
                 }
@@ -147,7 +169,12 @@ async fn schedule_pass(
     let live: std::collections::HashSet<String> = all_pods.iter().map(|p| key(p)).collect();
     failed.retain(|k, _| live.contains(k));
     assumed.retain(|k, _| live.contains(k));
-    pending.sort_by_key(|p| (p.metadata.creation_timestamp.as_ref().map(|t| t.0), p.name_any()));
+    pending.sort_by_key(|p| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.name_any(),
+        )
+    });
     for pod in pending {
         if shared.shutdown.is_cancelled() {
             return;
@@ -176,7 +203,25 @@ async fn schedule_pass(
         let ns = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         let pod_ref = pod.object_ref(&());
-        match best.map(|(_, n)| n.to_owned()) {
+        let choice = best.map(|(_, n)| n.to_owned());
+        // The node cache may lag behind node updates (a cordon or taint that just
+        // happened): re-check the chosen node live before binding. If it no longer
+        // fits, refresh the cached view; the pod waits for the next pass.
+        if let Some(node) = &choice
+            && let Ok(fresh) = Api::<Node>::all(shared.client.clone()).get(node).await
+        {
+            let mut info = NodeInfo::from_node(&fresh);
+            if let Some(cached) = infos.get(node) {
+                info.used = cached.used.clone();
+                info.pod_count = cached.pod_count;
+            }
+            let stale = filter(&info, &pod, &req).is_some();
+            infos.insert(node.clone(), info);
+            if stale {
+                continue;
+            }
+        }
+        match choice {
             Some(node) => {
                 if bind(shared, &ns, &name, &node).await {
                     failed.remove(&k);
@@ -185,16 +230,43 @@ async fn schedule_pass(
                     }
                     assumed.insert(k, (node.clone(), req));
                     let note = format!("Successfully assigned {ns}/{name} to {node}");
-                    emit(&shared.client, REPORTER, &pod_ref, Kind::Normal, "Scheduled", "Binding", &note).await;
+                    emit(
+                        &shared.client,
+                        REPORTER,
+                        &pod_ref,
+                        Kind::Normal,
+                        "Scheduled",
+                        "Binding",
+                        &note,
+                    )
+                    .await;
                 }
             }
             None => {
                 let message = fit_message(infos.len(), &rejects);
-                let repeat = failed.get(&k).is_some_and(|f| f.message == message && f.at.elapsed() < Duration::from_secs(60));
-                failed.insert(k, Unschedulable { message: message.clone(), at: Instant::now(), generation });
+                let repeat = failed.get(&k).is_some_and(|f| {
+                    f.message == message && f.at.elapsed() < Duration::from_secs(60)
+                });
+                failed.insert(
+                    k,
+                    Unschedulable {
+                        message: message.clone(),
+                        at: Instant::now(),
+                        generation,
+                    },
+                );
                 if !repeat {
                     mark_unschedulable(shared, &ns, &name, &message).await;
-                    emit(&shared.client, REPORTER, &pod_ref, Kind::Warning, "FailedScheduling", "Scheduling", &message).await;
+                    emit(
+                        &shared.client,
+                        REPORTER,
+                        &pod_ref,
+                        Kind::Warning,
+                        "FailedScheduling",
+                        "Scheduling",
+                        &message,
+                    )
+                    .await;
                 }
             }
         }
@@ -204,10 +276,27 @@ async fn schedule_pass(
 async fn bind(shared: &Shared, ns: &str, name: &str, node: &str) -> bool {
     let api: Api<Pod> = Api::namespaced(shared.client.clone(), ns);
     let binding = Binding {
-        metadata: kube::api::ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() },
-        target: ObjectReference { api_version: Some("v1".into()), kind: Some("Node".into()), name: Some(node.into()), ..Default::default() },
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            ..Default::default()
+        },
     };
-    match api.create_subresource::<Binding, serde_json::Value>("binding", name, &PostParams::default(), &binding).await {
+    match api
+        .create_subresource::<Binding, serde_json::Value>(
+            "binding",
+            name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+    {
         Ok(_) => true,
         Err(e) => {
             tracing::debug!(error = %e, pod = name, node, "binding failed");
@@ -222,7 +311,10 @@ async fn mark_unschedulable(shared: &Shared, ns: &str, name: &str, message: &str
     let patch = json!({"status": {"phase": "Pending", "conditions": [{
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
         "lastProbeTime": null, "lastTransitionTime": now}]}});
-    if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch)).await {
+    if let Err(e) = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
         tracing::debug!(error = %e, pod = name, "could not set PodScheduled=False");
     }
 }

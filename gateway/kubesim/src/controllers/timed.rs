@@ -34,7 +34,12 @@ pub struct TimedModel {
 
 impl Default for TimedModel {
     fn default() -> Self {
-        Self { run_secs: RunSecs::Fixed(1.0), fail_ratio: 0.0, submit_fail_ratio: 0.0, start_secs: 0.0 }
+        Self {
+            run_secs: RunSecs::Fixed(1.0),
+            fail_ratio: 0.0,
+            submit_fail_ratio: 0.0,
+            start_secs: 0.0,
+        }
     }
 }
 

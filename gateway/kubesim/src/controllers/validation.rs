@@ -39,7 +39,8 @@ pub fn is_dns1035_label(name: &str) -> bool {
     !b.is_empty()
         && b.len() <= 63
         && b[0].is_ascii_lowercase()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[b.len() - 1] != b'-'
 }
 
@@ -69,29 +70,53 @@ pub fn validate_spec(spec: &Value) -> Result<(), ValidationError> {
         .get("clusterSelector")
         .and_then(Value::as_object)
         .filter(|m| !m.is_empty());
-    let mode = spec.get("submissionMode").and_then(Value::as_str).unwrap_or("K8sJobMode");
-    let shutdown = spec.get("shutdownAfterJobFinishes").and_then(Value::as_bool).unwrap_or(false);
-    let suspend = spec.get("suspend").and_then(Value::as_bool).unwrap_or(false);
-    let backoff = spec.get("backoffLimit").and_then(Value::as_i64).unwrap_or(0);
-    let ttl = spec.get("ttlSecondsAfterFinished").and_then(Value::as_i64).unwrap_or(0);
+    let mode = spec
+        .get("submissionMode")
+        .and_then(Value::as_str)
+        .unwrap_or("K8sJobMode");
+    let shutdown = spec
+        .get("shutdownAfterJobFinishes")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let suspend = spec
+        .get("suspend")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let backoff = spec
+        .get("backoffLimit")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let ttl = spec
+        .get("ttlSecondsAfterFinished")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
 
-    if !matches!(mode, "K8sJobMode" | "HTTPMode" | "InteractiveMode" | "SidecarMode") {
+    if !matches!(
+        mode,
+        "K8sJobMode" | "HTTPMode" | "InteractiveMode" | "SidecarMode"
+    ) {
         return spec_err(format!("invalid SubmissionMode {mode:?}"));
     }
     if cluster_spec.is_none() && selector.is_none() {
         return spec_err("one of RayClusterSpec or ClusterSelector must be set");
     }
     if selector.is_some() && (suspend || mode == "SidecarMode" || backoff > 0) {
-        return spec_err("clusterSelector cannot be combined with suspend, SidecarMode or backoffLimit > 0");
+        return spec_err(
+            "clusterSelector cannot be combined with suspend, SidecarMode or backoffLimit > 0",
+        );
     }
     if suspend && !shutdown {
-        return spec_err("a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended");
+        return spec_err(
+            "a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended",
+        );
     }
     if ttl < 0 {
         return spec_err("TTLSecondsAfterFinished must be a non-negative integer");
     }
     if !shutdown && ttl > 0 {
-        return spec_err("a RayJob with shutdownAfterJobFinishes set to false cannot have TTLSecondsAfterFinished");
+        return spec_err(
+            "a RayJob with shutdownAfterJobFinishes set to false cannot have TTLSecondsAfterFinished",
+        );
     }
     if backoff < 0 {
         return spec_err("backoffLimit must be a non-negative integer");
@@ -116,7 +141,9 @@ pub fn validate_spec(spec: &Value) -> Result<(), ValidationError> {
         .and_then(Value::as_array)
         .is_some_and(|r| !r.is_empty());
     if has_rules && shutdown {
-        return spec_err("The RayJob spec is invalid: spec.shutdownAfterJobFinishes and spec.deletionStrategy.deletionRules are mutually exclusive");
+        return spec_err(
+            "The RayJob spec is invalid: spec.shutdownAfterJobFinishes and spec.deletionStrategy.deletionRules are mutually exclusive",
+        );
     }
     if let Some(cs) = cluster_spec {
         validate_cluster_spec(cs)?;
@@ -124,14 +151,20 @@ pub fn validate_spec(spec: &Value) -> Result<(), ValidationError> {
     Ok(())
 }
 
-fn validate_group(params: Option<&Value>, resources: Option<&Value>, what: &str) -> Result<(), ValidationError> {
+fn validate_group(
+    params: Option<&Value>,
+    resources: Option<&Value>,
+    what: &str,
+) -> Result<(), ValidationError> {
     let params = params.and_then(Value::as_object);
     if params.is_some_and(|p| p.contains_key("labels")) {
         return spec_err(format!(
             "rayStartParams['labels'] is not supported for {what}. Please use the labels field instead"
         ));
     }
-    let has_resources = resources.and_then(Value::as_object).is_some_and(|m| !m.is_empty());
+    let has_resources = resources
+        .and_then(Value::as_object)
+        .is_some_and(|m| !m.is_empty());
     if has_resources
         && let Some(p) = params
         && let Some(k) = RESOURCE_PARAMS.iter().find(|k| p.contains_key(**k))
@@ -145,25 +178,50 @@ fn validate_group(params: Option<&Value>, resources: Option<&Value>, what: &str)
 
 /// ValidateRayClusterSpec (the parts a RayJob's `rayClusterSpec` is checked for).
 pub fn validate_cluster_spec(cs: &Value) -> Result<(), ValidationError> {
-    let autoscaling = cs.get("enableInTreeAutoscaling").and_then(Value::as_bool).unwrap_or(false);
+    let autoscaling = cs
+        .get("enableInTreeAutoscaling")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let head = cs
         .get("headGroupSpec")
         .ok_or_else(|| ValidationError::Spec("headGroupSpec is required".into()))?;
-    let head_containers = head.pointer("/template/spec/containers").and_then(Value::as_array);
+    let head_containers = head
+        .pointer("/template/spec/containers")
+        .and_then(Value::as_array);
     if head_containers.is_none_or(Vec::is_empty) {
         return spec_err("headGroupSpec should have at least one container");
     }
-    validate_group(head.get("rayStartParams"), head.get("resources"), "the head group")?;
+    validate_group(
+        head.get("rayStartParams"),
+        head.get("resources"),
+        "the head group",
+    )?;
     let mut names = std::collections::BTreeSet::new();
-    for g in cs.get("workerGroupSpecs").and_then(Value::as_array).into_iter().flatten() {
+    for g in cs
+        .get("workerGroupSpecs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let name = g.get("groupName").and_then(Value::as_str).unwrap_or("");
         if !names.insert(name.to_owned()) {
-            return spec_err(format!("worker group names must be unique, found duplicate {name:?}"));
+            return spec_err(format!(
+                "worker group names must be unique, found duplicate {name:?}"
+            ));
         }
-        if g.pointer("/template/spec/containers").and_then(Value::as_array).is_none_or(Vec::is_empty) {
-            return spec_err(format!("workerGroupSpec {name} should have at least one container"));
+        if g.pointer("/template/spec/containers")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+        {
+            return spec_err(format!(
+                "workerGroupSpec {name} should have at least one container"
+            ));
         }
-        validate_group(g.get("rayStartParams"), g.get("resources"), &format!("worker group {name}"))?;
+        validate_group(
+            g.get("rayStartParams"),
+            g.get("resources"),
+            &format!("worker group {name}"),
+        )?;
         let min = g.get("minReplicas").and_then(Value::as_i64);
         let max = g.get("maxReplicas").and_then(Value::as_i64);
         if !autoscaling && (min.is_none() || max.is_none()) {
@@ -174,20 +232,29 @@ pub fn validate_cluster_spec(cs: &Value) -> Result<(), ValidationError> {
         if let (Some(min), Some(max)) = (min, max)
             && min > max
         {
-            return spec_err(format!("worker group {name} has minReplicas {min} greater than maxReplicas {max}"));
+            return spec_err(format!(
+                "worker group {name} has minReplicas {min} greater than maxReplicas {max}"
+            ));
         }
-        if g.get("numOfHosts").and_then(Value::as_i64).is_some_and(|n| n <= 0) {
+        if g.get("numOfHosts")
+            .and_then(Value::as_i64)
+            .is_some_and(|n| n <= 0)
+        {
             return spec_err(format!("worker group {name} has numOfHosts <= 0"));
         }
     }
     if !autoscaling {
         let v2_env = head_containers.into_iter().flatten().any(|c| {
-            c.get("env").and_then(Value::as_array).into_iter().flatten().any(|e| {
-                e.get("name").and_then(Value::as_str) == Some("RAY_enable_autoscaler_v2")
-            })
+            c.get("env")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|e| e.get("name").and_then(Value::as_str) == Some("RAY_enable_autoscaler_v2"))
         });
         if v2_env {
-            return spec_err("RAY_enable_autoscaler_v2 env var is set but enableInTreeAutoscaling is false");
+            return spec_err(
+                "RAY_enable_autoscaler_v2 env var is set but enableInTreeAutoscaling is false",
+            );
         }
     }
     Ok(())
