@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::auth::AuthError;
+use crate::jobs::JobError;
 use crate::jobspec::SpecErrors;
 use crate::policy::RunError;
 
@@ -24,15 +25,112 @@ pub enum ApiError {
     /// A policy plugin failed; admission fails closed.
     #[error("policy failed: {0}")]
     Policy(#[from] RunError),
+    /// A job operation failed.
+    #[error(transparent)]
+    Job(JobError),
     /// A bug or an unexpected dependency failure: logged, not echoed.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<JobError> for ApiError {
+    fn from(e: JobError) -> Self {
+        match e {
+            JobError::InvalidSpec(errors) => ApiError::InvalidSpec(errors),
+            JobError::Policy(e) => ApiError::Policy(e),
+            other => ApiError::Job(other),
+        }
+    }
+}
+
+/// Status, code, message and details of a job error.
+fn job_error(e: JobError) -> (StatusCode, &'static str, String, Option<serde_json::Value>) {
+    match e {
+        JobError::NotFound(id) => (
+            StatusCode::NOT_FOUND,
+            "not-found",
+            format!("job {id} not found"),
+            None,
+        ),
+        JobError::BadRequest {
+            code,
+            field,
+            message,
+        } => {
+            let status = match code {
+                "logs-not-archived" => StatusCode::NOT_FOUND,
+                "body-too-large" => StatusCode::PAYLOAD_TOO_LARGE,
+                "forbidden-team" => StatusCode::FORBIDDEN,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            (status, code, message, Some(json!({ "field": field })))
+        }
+        JobError::Rejected {
+            job_id,
+            code,
+            message,
+            field,
+            plugin,
+        } => (
+            StatusCode::FORBIDDEN,
+            "policy-rejected",
+            message,
+            Some(json!({ "reason": code, "field": field, "plugin": plugin, "jobId": job_id })),
+        ),
+        JobError::Capsule(e) if e.is_client_error() => (
+            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST),
+            e.code(),
+            e.to_string(),
+            Some(json!({ "field": e.field() })),
+        ),
+        JobError::UnknownCapsule(digest) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown-capsule",
+            format!("capsule {digest} is not stored; submit the code as a multipart upload"),
+            Some(json!({ "field": "capsule" })),
+        ),
+        JobError::NotCancellable { id, state } => (
+            StatusCode::CONFLICT,
+            "not-cancellable",
+            format!("job {id} is {state} and cannot be cancelled"),
+            Some(json!({ "state": state })),
+        ),
+        JobError::ObjectStore(e) => {
+            tracing::error!("object store: {e}");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "storage-unavailable",
+                "object storage is unavailable; nothing was stored, try again".into(),
+                None,
+            )
+        }
+        JobError::InvalidSpec(_) | JobError::Policy(_) => {
+            // Converted to their own variants by `From<JobError>`; kept total here.
+            tracing::error!("unconverted job error");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error".into(),
+                None,
+            )
+        }
+        other => {
+            tracing::error!("job operation failed: {other}");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error".into(),
+                None,
+            )
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message, details) = match self {
             ApiError::Auth(e) => return e.into_response(),
+            ApiError::Job(e) => job_error(e),
             ApiError::InvalidSpec(errors) => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid-spec",

@@ -1,7 +1,9 @@
 //! The HTTP application: shared state and `router(state)`, so tests drive the real app.
 //!
 //! Every `/v1` endpoint is authenticated (bearer tokens, see [`crate::auth`]);
-//! `/healthz` and `/readyz` are open for the kubelet's probes and reveal nothing.
+//! `/healthz`, `/readyz` and `/metrics` are open for probes and scrapers and reveal no
+//! job data; `/v1/capsules/{sha}.zip` (dev-mode local store only) is authorized by its
+//! HMAC-signed, expiring URL instead of a token, so Ray pods can fetch it.
 //! Middleware: request ids (`x-request-id`, generated when absent and echoed back),
 //! tracing, a body-size limit (413) and a request timeout.
 
@@ -14,6 +16,7 @@ use axum::extract::{FromRef, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use forge_capsule::{CapsuleStore, LocalStore};
 use serde::Serialize;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -24,9 +27,12 @@ use crate::api_error::ApiError;
 use crate::auth::{Caller, Tokens};
 use crate::capacity::Capacity;
 use crate::config::Config;
+use crate::jobs::{self, QueueBoard};
 use crate::jobspec::{self, JobSpec, SpecFormat};
+use crate::metrics::Metrics;
 use crate::policy::model::{JobView, PolicyRequest, PoolView, StorageMode};
 use crate::policy::{Chain, ChainOutcome, PolicyRunner};
+use crate::store::JobStore;
 
 /// The active policy chain and its version (hot-swapped as a whole).
 #[derive(Debug)]
@@ -44,6 +50,17 @@ pub struct AppState {
     pub capacity: Capacity,
     pub policy: Arc<ArcSwap<ActivePolicy>>,
     pub runner: PolicyRunner,
+    /// The durable job store.
+    pub store: Arc<dyn JobStore>,
+    /// Capsules and archived logs (S3, or the local store in dev mode).
+    pub capsules: Arc<dyn CapsuleStore>,
+    /// Set when `capsules` is the local store, whose signed URLs this app serves.
+    pub local_capsules: Option<Arc<LocalStore>>,
+    /// The Kubernetes client (RayJobs, pods, logs).
+    pub kube: kube::Client,
+    /// The dispatcher's wake-up signal and published queue view.
+    pub queue: Arc<QueueBoard>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl FromRef<AppState> for Arc<Tokens> {
@@ -55,14 +72,29 @@ impl FromRef<AppState> for Arc<Tokens> {
 /// The gateway's HTTP API.
 pub fn router(state: AppState) -> Router {
     let max_body = state.config.gateway.max_body_bytes();
-    Router::new()
+    let local = state.local_capsules.clone();
+    let mut app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ready" }))
+        .route("/metrics", get(metrics))
+        .route("/v1/openapi.json", get(openapi))
         .route("/v1/capacity", get(capacity))
         .route("/v1/admission/review", post(review))
         .route("/v1/schemas/jobspec", get(jobspec_schema))
-        .with_state(state)
-        .layer(RequestBodyLimitLayer::new(max_body))
+        .route(
+            "/v1/jobs",
+            post(jobs::routes::create).get(jobs::routes::list),
+        )
+        .route(
+            "/v1/jobs/{id}",
+            get(jobs::routes::get).delete(jobs::routes::delete),
+        )
+        .route("/v1/jobs/{id}/logs", get(jobs::routes::logs))
+        .with_state(state);
+    if let Some(local) = local {
+        app = app.merge(forge_capsule::local_routes(local));
+    }
+    app.layer(RequestBodyLimitLayer::new(max_body))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(60),
@@ -100,6 +132,25 @@ async fn capacity(State(state): State<AppState>, caller: Caller) -> Json<Capacit
     })
 }
 
+/// `GET /metrics`: Prometheus text format.
+async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    let text = state
+        .metrics
+        .render(&state.queue.depth_by_series(), state.policy.load().version);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+}
+
+/// `GET /v1/openapi.json`: the API description.
+async fn openapi(_caller: Caller) -> Json<serde_json::Value> {
+    Json(crate::openapi::document())
+}
+
 /// `GET /v1/schemas/jobspec`: the JobSpec JSON Schema.
 async fn jobspec_schema(_caller: Caller) -> Json<serde_json::Value> {
     Json(jobspec::json_schema())
@@ -133,13 +184,15 @@ async fn review(
         .runner
         .evaluate(active.chain.clone(), Arc::new(request))
         .await?;
+    state.metrics.admission(outcome.decision.kind(), "review");
     Ok(Json(ReviewResponse {
         policy_version: active.version,
         outcome,
     }))
 }
 
-/// The policy's view of a job, with the live cluster snapshot and the team's usage.
+/// The policy's view of a job, with the live cluster snapshot and the team's usage
+/// (GPUs its dispatched and queued jobs hold or want, as the dispatcher last counted).
 pub fn policy_request(
     state: &AppState,
     caller: &Caller,
@@ -147,30 +200,35 @@ pub fn policy_request(
     spec: &JobSpec,
 ) -> PolicyRequest {
     PolicyRequest {
-        job: JobView {
-            id: job_id.to_string(),
-            team: caller.team.clone(),
-            name: spec.name.clone(),
-            framework: spec.framework.clone(),
-            priority: spec.priority,
-            pools: spec
-                .pools
-                .iter()
-                .map(|p| PoolView {
-                    name: p.name.clone(),
-                    nodes: p.nodes,
-                    gpus_per_node: p.gpus_per_node,
-                    series: p.series.clone(),
-                })
-                .collect(),
-            storage: if state.config.storage.shared {
-                StorageMode::Shared
-            } else {
-                StorageMode::ReadWriteOnce
-            },
-            labels: spec.labels.clone(),
-        },
+        job: job_view(&state.config, job_id, &caller.team, spec),
         cluster: state.capacity.snapshot(),
-        usage: state.capacity.team_usage(&caller.team),
+        usage: state.queue.usage(&caller.team),
+    }
+}
+
+/// The policy's view of a job spec.
+pub fn job_view(config: &Config, job_id: &str, team: &str, spec: &JobSpec) -> JobView {
+    JobView {
+        id: job_id.to_string(),
+        team: team.to_string(),
+        name: spec.name.clone(),
+        framework: spec.framework.clone(),
+        priority: spec.priority,
+        pools: spec
+            .pools
+            .iter()
+            .map(|p| PoolView {
+                name: p.name.clone(),
+                nodes: p.nodes,
+                gpus_per_node: p.gpus_per_node,
+                series: p.series.clone(),
+            })
+            .collect(),
+        storage: if config.storage.shared {
+            StorageMode::Shared
+        } else {
+            StorageMode::ReadWriteOnce
+        },
+        labels: spec.labels.clone(),
     }
 }

@@ -212,6 +212,11 @@ impl Tokens {
 
     /// Loads a YAML (`.yaml`/`.yml`) or TOML (`.toml`) tokens file.
     pub fn load(path: &Path) -> Result<Self, TokensFileError> {
+        Self::from_entries(Self::read_entries(path)?)
+    }
+
+    /// The entries of a tokens file, unchecked (see [`Tokens::from_entries`]).
+    pub fn read_entries(path: &Path) -> Result<Vec<TokenEntry>, TokensFileError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| TokensFileError::Io {
             path: shown.clone(),
@@ -228,7 +233,7 @@ impl Tokens {
             }
             _ => return Err(parse("the name must end in .yaml, .yml or .toml".into())),
         };
-        Self::from_entries(doc.tokens)
+        Ok(doc.tokens)
     }
 
     /// Number of tokens.

@@ -36,7 +36,16 @@ pub struct Capacity {
     nodes: Store<Node>,
     pods: Store<Pod>,
     gpu_label: Arc<str>,
+    /// Bumped on every Node or Pod event: the dispatcher waits on it to re-run the
+    /// queue when capacity may have changed.
+    changes: tokio::sync::watch::Receiver<u64>,
 }
+
+/// Free GPUs of each schedulable node, per series (input of the gang fit).
+pub type FreeByNode = BTreeMap<String, Vec<u32>>;
+
+/// Label carrying the job id on every object Forge creates for a job.
+pub const JOB_ID_LABEL: &str = "forge.dev/job-id";
 
 impl std::fmt::Debug for Capacity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -53,8 +62,10 @@ impl Capacity {
         gpu_label: &str,
         ready_within: Duration,
     ) -> Result<Self, CapacityError> {
-        let nodes = spawn_reflector(Api::<Node>::all(client.clone()));
-        let pods = spawn_reflector(Api::<Pod>::all(client));
+        let (tx, changes) = tokio::sync::watch::channel(0u64);
+        let tx = Arc::new(tx);
+        let nodes = spawn_reflector(Api::<Node>::all(client.clone()), tx.clone());
+        let pods = spawn_reflector(Api::<Pod>::all(client), tx);
         for (kind, ready) in [
             (
                 "node",
@@ -77,7 +88,39 @@ impl Capacity {
             nodes,
             pods,
             gpu_label: gpu_label.into(),
+            changes,
         })
+    }
+
+    /// A receiver that changes whenever a Node or Pod event arrives.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.clone()
+    }
+
+    /// The node label that names a node's GPU series.
+    pub fn gpu_label(&self) -> &str {
+        &self.gpu_label
+    }
+
+    /// Free GPUs per schedulable node, per series.
+    pub fn free_by_node(&self) -> FreeByNode {
+        free_by_node(&self.gpu_label, &self.nodes.state(), &self.pods.state())
+    }
+
+    /// GPUs held by bound, unfinished pods of each Forge job (by the job-id label).
+    pub fn bound_gpus_by_job(&self) -> BTreeMap<String, u32> {
+        let mut out = BTreeMap::new();
+        for pod in self.pods.state().iter().filter(|p| holds_resources(p)) {
+            if let Some(id) = pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(JOB_ID_LABEL))
+            {
+                *out.entry(id.clone()).or_default() += pod_gpus(pod);
+            }
+        }
+        out
     }
 
     /// The cluster snapshot policies and users see.
@@ -96,7 +139,7 @@ impl Capacity {
     }
 }
 
-fn spawn_reflector<K>(api: Api<K>) -> Store<K>
+fn spawn_reflector<K>(api: Api<K>, changed: Arc<tokio::sync::watch::Sender<u64>>) -> Store<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -113,8 +156,9 @@ where
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
-            if let Err(e) = event {
-                tracing::warn!("capacity watch error (retrying with backoff): {e}");
+            match event {
+                Ok(_) => changed.send_modify(|n| *n = n.wrapping_add(1)),
+                Err(e) => tracing::warn!("capacity watch error (retrying with backoff): {e}"),
             }
         }
     });
@@ -228,6 +272,21 @@ pub fn compute(gpu_label: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> Clust
     }
 }
 
+/// Free GPUs of every schedulable node, grouped by series (pure; unit-tested).
+pub fn free_by_node(gpu_label: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> FreeByNode {
+    let used = used_by_node(pods);
+    let mut out = FreeByNode::new();
+    for node in nodes.iter().filter(|n| node_schedulable(n)) {
+        let Some(series) = node_series(node, gpu_label) else {
+            continue;
+        };
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let free = node_gpus(node, true).saturating_sub(used.get(name).copied().unwrap_or(0));
+        out.entry(series.to_string()).or_default().push(free);
+    }
+    out
+}
+
 /// GPUs a team holds per series (pure; unit-tested).
 pub fn team_usage(
     gpu_label: &str,
@@ -327,6 +386,20 @@ mod tests {
             (h200.total, h200.allocatable, h200.blocked, h200.free),
             (8, 0, 8, 0)
         );
+    }
+
+    #[test]
+    fn free_by_node_skips_blocked_nodes_and_finished_pods() {
+        let nodes = vec![
+            node("a1", "h100", 8, true, false),
+            node("a2", "h100", 8, true, false),
+            node("a3", "h100", 8, false, false),
+            node("b1", "h200", 8, true, true),
+        ];
+        let pods = vec![pod("a1", 6, "Running", "t"), pod("a2", 8, "Succeeded", "t")];
+        let free = free_by_node("starforge/gpu-series", &nodes, &pods);
+        assert_eq!(free.get("h100"), Some(&vec![2, 8]));
+        assert_eq!(free.get("h200"), None);
     }
 
     #[test]

@@ -1,24 +1,22 @@
 //! `forge-gateway dev`: the embedded default — the gateway against an in-process
-//! Kubernetes + KubeRay emulator (process mode, GPU nodes in two series), the reference
-//! policy chain and a fresh admin token. No cluster, no S3.
+//! Kubernetes + KubeRay emulator (process mode, GPU nodes in two series), the local
+//! capsule store (signed URLs served by the gateway itself), the reference policy
+//! chain and a fresh admin token. No cluster, no S3.
 //!
 //! This is a composition root (an edge), so it reports errors with `anyhow`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
-use arc_swap::ArcSwap;
 use forge_kubesim::{NodeSpec, Sim, SimConfig};
+use url::Url;
 
-use crate::app::{ActivePolicy, AppState};
+use crate::app::AppState;
 use crate::auth::{Role, TokenEntry, Tokens, hash_token};
-use crate::capacity::Capacity;
+use crate::compose::{self, CapsuleBackend};
 use crate::config::{self, Config};
 use crate::policy::chain_file::{self, LinkSpec};
-use crate::policy::{EngineLimits, PolicyEngine, PolicyRunner};
 
 /// Options of the dev mode.
 #[derive(Debug, Clone)]
@@ -58,8 +56,9 @@ pub fn reference_links(plugins_dir: &std::path::Path) -> Vec<LinkSpec> {
     ]
 }
 
-/// Start the emulator and build the gateway state.
-pub async fn start(opts: &DevOptions) -> anyhow::Result<DevGateway> {
+/// Start the emulator and build the gateway state. `public_url` is where the gateway
+/// will listen (pods fetch capsules from its local store there).
+pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGateway> {
     let mut env = config::dev_defaults();
     env.entry("FORGE_DATA_DIR".into())
         .or_insert_with(|| "forge-data".into());
@@ -85,23 +84,21 @@ pub async fn start(opts: &DevOptions) -> anyhow::Result<DevGateway> {
     sim.write_kubeconfig(&kubeconfig)
         .context("writing the kubeconfig")?;
 
+    // A fresh admin token each start, plus the tokens file's entries if one is set.
     let token = hex::encode(rand::random::<[u8; 32]>());
-    let tokens = Tokens::from_entries(vec![TokenEntry {
+    let mut entries = match &cfg.gateway.tokens_file {
+        Some(path) => Tokens::read_entries(path)?,
+        None => Vec::new(),
+    };
+    entries.push(TokenEntry {
         token_sha256: hash_token(&token),
         team: "team-a".into(),
         role: Role::Admin,
         name: Some("dev".into()),
-    }])?;
+    });
+    let tokens = Tokens::from_entries(entries)?;
 
-    let engine = PolicyEngine::new(
-        EngineLimits {
-            deadline: Duration::from_millis(cfg.gateway.policy_deadline_ms),
-            memory_cap_bytes: usize::try_from(cfg.gateway.policy_memory_mib << 20)
-                .unwrap_or(usize::MAX),
-            ..EngineLimits::default()
-        },
-        Some(cfg.gateway.data_dir.join("plugin-cache")),
-    )?;
+    let engine = compose::policy_engine(&cfg)?;
     let chain =
         chain_file::build(&engine, &reference_links(&opts.plugins_dir)).with_context(|| {
             format!(
@@ -109,24 +106,61 @@ pub async fn start(opts: &DevOptions) -> anyhow::Result<DevGateway> {
                 opts.plugins_dir.display()
             )
         })?;
-
     let client = sim.client().context("emulator client")?;
-    let capacity =
-        Capacity::start(client, &cfg.k8s.gpu_node_label, Duration::from_secs(10)).await?;
-    let state = AppState {
-        runner: PolicyRunner::new(cfg.gateway.policy_concurrency),
-        config: Arc::new(cfg),
-        tokens: Arc::new(tokens),
-        capacity,
-        policy: Arc::new(ArcSwap::from_pointee(ActivePolicy {
-            version: 1,
-            chain: Arc::new(chain),
-        })),
-    };
+    let state = compose::build_state(
+        cfg,
+        tokens,
+        client,
+        chain,
+        CapsuleBackend::Local {
+            base_url: public_url.clone(),
+        },
+    )
+    .await?;
     Ok(DevGateway {
         state,
         sim,
         token,
         kubeconfig,
     })
+}
+
+/// The sample job `dev` prints a submit command for.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// The JobSpec (JSON).
+    pub spec: PathBuf,
+    /// The code archive (`.zip` with `train.py`).
+    pub code: PathBuf,
+}
+
+const SAMPLE_TRAIN_PY: &str = r#"import os, time
+print("forge sample: starting on", os.environ.get("FORGE_JOB_ID", "?"), flush=True)
+for step in range(1, 4):
+    print(f"step {step}/3 loss={1.0 / step:.3f}", flush=True)
+    time.sleep(0.2)
+print("forge sample: done", flush=True)
+"#;
+
+/// Write the sample job (spec + code zip) into `<data dir>/sample`.
+pub fn write_sample(data_dir: &std::path::Path) -> anyhow::Result<Sample> {
+    let dir = data_dir.join("sample");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let spec = dir.join("job.json");
+    let doc = serde_json::json!({
+        "name": "sample",
+        "framework": "nemo-rl",
+        "entrypoint": "python3 train.py",
+        "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 8}]
+    });
+    std::fs::write(&spec, serde_json::to_vec_pretty(&doc)?)
+        .with_context(|| format!("writing {}", spec.display()))?;
+    let code = dir.join("code.zip");
+    let file =
+        std::fs::File::create(&code).with_context(|| format!("creating {}", code.display()))?;
+    let mut zip = zip::ZipWriter::new(file);
+    zip.start_file("train.py", zip::write::SimpleFileOptions::default())?;
+    std::io::Write::write_all(&mut zip, SAMPLE_TRAIN_PY.as_bytes())?;
+    zip.finish()?;
+    Ok(Sample { spec, code })
 }

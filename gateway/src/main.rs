@@ -1,17 +1,14 @@
 //! `forge-gateway`: config → build → run.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
-use arc_swap::ArcSwap;
 use clap::{Parser, Subcommand};
-use forge_gateway::app::{ActivePolicy, AppState, router};
+use forge_gateway::app::router;
 use forge_gateway::auth::{Tokens, hash_token};
-use forge_gateway::capacity::Capacity;
+use forge_gateway::compose::{self, CapsuleBackend, spawn_controllers};
 use forge_gateway::config::Config;
-use forge_gateway::policy::{EngineLimits, PolicyEngine, PolicyRunner, chain_file};
+use forge_gateway::policy::chain_file;
 
 #[derive(Parser)]
 #[command(
@@ -58,73 +55,88 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", hash_token(&token));
             Ok(())
         }
-        Command::Dev { nodes, plugins_dir } => {
-            let dev = forge_gateway::dev::start(&forge_gateway::dev::DevOptions {
-                nodes,
-                plugins_dir,
-                env: std::env::vars()
-                    .filter(|(k, _)| k.starts_with("FORGE_"))
-                    .collect(),
-            })
-            .await?;
-            let listen = dev.state.config.gateway.listen;
-            let listener = tokio::net::TcpListener::bind(listen)
-                .await
-                .with_context(|| format!("binding {listen}"))?;
-            let url = format!("http://{}", listener.local_addr()?);
-            println!("Forge gateway (dev) listening on {url}");
-            println!("  token:      {}", dev.token);
-            println!(
-                "  kubeconfig: {}  (kubectl --kubeconfig {} get nodes)",
-                dev.kubeconfig.display(),
-                dev.kubeconfig.display()
-            );
-            println!("  try:");
-            println!(
-                "    curl -s -H 'Authorization: Bearer {}' {url}/v1/capacity",
-                dev.token
-            );
-            println!(
-                "    curl -s -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' \\\n      -d '{{\"name\":\"demo\",\"framework\":\"nemo-rl\",\"entrypoint\":\"python train.py\",\"pools\":[{{\"name\":\"train\",\"nodes\":2,\"gpusPerNode\":8}}]}}' \\\n      {url}/v1/admission/review",
-                dev.token
-            );
-            serve(listener, router(dev.state)).await?;
-            dev.sim.shutdown().await;
-            Ok(())
-        }
-        Command::Serve { policy_chain } => {
-            let cfg = Config::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let tokens = Tokens::load(&cfg.gateway.tokens_path())?;
-            let client = kube::Client::try_default()
-                .await
-                .context("connecting to Kubernetes")?;
-            let engine = PolicyEngine::new(
-                EngineLimits {
-                    deadline: Duration::from_millis(cfg.gateway.policy_deadline_ms),
-                    memory_cap_bytes: usize::try_from(cfg.gateway.policy_memory_mib << 20)
-                        .unwrap_or(usize::MAX),
-                    ..EngineLimits::default()
-                },
-                Some(cfg.gateway.data_dir.join("plugin-cache")),
-            )?;
-            let chain = chain_file::build(&engine, &chain_file::read(&policy_chain)?)?;
-            let capacity =
-                Capacity::start(client, &cfg.k8s.gpu_node_label, Duration::from_secs(30)).await?;
-            let listener = tokio::net::TcpListener::bind(cfg.gateway.listen).await?;
-            tracing::info!("forge-gateway listening on {}", listener.local_addr()?);
-            let state = AppState {
-                runner: PolicyRunner::new(cfg.gateway.policy_concurrency),
-                config: Arc::new(cfg),
-                tokens: Arc::new(tokens),
-                capacity,
-                policy: Arc::new(ArcSwap::from_pointee(ActivePolicy {
-                    version: 1,
-                    chain: Arc::new(chain),
-                })),
-            };
-            serve(listener, router(state)).await
-        }
+        Command::Dev { nodes, plugins_dir } => dev(nodes, plugins_dir).await,
+        Command::Serve { policy_chain } => serve_cluster(policy_chain).await,
     }
+}
+
+async fn dev(nodes: String, plugins_dir: PathBuf) -> anyhow::Result<()> {
+    let env: std::collections::HashMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("FORGE_"))
+        .collect();
+    let listen = env
+        .get("FORGE_LISTEN")
+        .map(|l| l.parse())
+        .transpose()
+        .context("FORGE_LISTEN")?
+        .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8080)));
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let public: url::Url = url.parse().context("listen URL")?;
+    let dev = forge_gateway::dev::start(
+        &forge_gateway::dev::DevOptions {
+            nodes,
+            plugins_dir,
+            env,
+        },
+        &public,
+    )
+    .await?;
+    let sample = forge_gateway::dev::write_sample(&dev.state.config.gateway.data_dir)?;
+    let _controllers = spawn_controllers(&dev.state);
+    println!("Forge gateway (dev) listening on {url}");
+    println!("  token:      {}", dev.token);
+    println!(
+        "  kubeconfig: {0}  (kubectl --kubeconfig {0} get rayjobs,pods -w)",
+        dev.kubeconfig.display()
+    );
+    println!("  submit the sample job:");
+    println!(
+        "    curl -s -H 'Authorization: Bearer {}' -F spec=@{} -F code=@{} {url}/v1/jobs",
+        dev.token,
+        sample.spec.display(),
+        sample.code.display()
+    );
+    println!(
+        "  then: curl -s -H 'Authorization: Bearer {}' {url}/v1/jobs/<id>",
+        dev.token
+    );
+    println!(
+        "        curl -s -H 'Authorization: Bearer {}' {url}/v1/jobs/<id>/logs",
+        dev.token
+    );
+    serve(listener, router(dev.state)).await?;
+    dev.sim.shutdown().await;
+    Ok(())
+}
+
+async fn serve_cluster(policy_chain: PathBuf) -> anyhow::Result<()> {
+    let cfg = Config::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tokens = Tokens::load(&cfg.gateway.tokens_path())?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to Kubernetes")?;
+    let engine = compose::policy_engine(&cfg)?;
+    let chain = chain_file::build(&engine, &chain_file::read(&policy_chain)?)?;
+    let capsules = match compose::s3_backend(&cfg).await? {
+        Some(s3) => s3,
+        None => {
+            let public = cfg.gateway.public_url.clone().context(
+                "without FORGE_S3_* the gateway serves capsules itself: set FORGE_PUBLIC_URL to \
+                 the URL pods reach it at",
+            )?;
+            CapsuleBackend::Local {
+                base_url: public.parse().context("FORGE_PUBLIC_URL")?,
+            }
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(cfg.gateway.listen).await?;
+    let state = compose::build_state(cfg, tokens, client, chain, capsules).await?;
+    let _controllers = spawn_controllers(&state);
+    tracing::info!("forge-gateway listening on {}", listener.local_addr()?);
+    serve(listener, router(state)).await
 }
 
 async fn serve(listener: tokio::net::TcpListener, app: axum::Router) -> anyhow::Result<()> {

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use forge_gateway::app::router;
+use forge_gateway::app::{AppState, router};
+use forge_gateway::compose::{Controllers, spawn_controllers};
 use forge_gateway::dev::{self, DevOptions};
 
 use crate::plugins;
@@ -14,6 +15,9 @@ pub struct TestGateway {
     pub token: String,
     pub sim: forge_kubesim::Sim,
     pub http: reqwest::Client,
+    /// The app's state (store, queue board, metrics) for assertions.
+    pub state: AppState,
+    _controllers: Controllers,
     _data: tempfile::TempDir,
 }
 
@@ -29,17 +33,22 @@ impl TestGateway {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         vars.insert("FORGE_DATA_DIR".into(), data.path().display().to_string());
-        let dev = dev::start(&DevOptions {
-            nodes: nodes.into(),
-            plugins_dir: plugins::workspace_root().join("target/plugins/components"),
-            env: vars,
-        })
-        .await
-        .expect("dev gateway");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let dev = dev::start(
+            &DevOptions {
+                nodes: nodes.into(),
+                plugins_dir: plugins::workspace_root().join("target/plugins/components"),
+                env: vars,
+            },
+            &url.parse().expect("url"),
+        )
+        .await
+        .expect("dev gateway");
+        let controllers = spawn_controllers(&dev.state);
+        let state = dev.state.clone();
         let app = router(dev.state);
         tokio::spawn(async move {
             axum::serve(listener, app).await.expect("serve");
@@ -49,6 +58,8 @@ impl TestGateway {
             token: dev.token,
             sim: dev.sim,
             http: reqwest::Client::new(),
+            state,
+            _controllers: controllers,
             _data: data,
         }
     }
@@ -58,6 +69,37 @@ impl TestGateway {
         self.http
             .get(format!("{}{path}", self.url))
             .bearer_auth(&self.token)
+    }
+
+    /// An authenticated DELETE.
+    pub fn delete(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .delete(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+    }
+
+    /// Submit a job as a multipart upload (spec JSON + code zip bytes) with `token`.
+    pub fn submit(
+        &self,
+        token: &str,
+        spec: &serde_json::Value,
+        code_zip: Vec<u8>,
+    ) -> reqwest::RequestBuilder {
+        let form = reqwest::multipart::Form::new()
+            .part(
+                "spec",
+                reqwest::multipart::Part::text(spec.to_string())
+                    .mime_str("application/json")
+                    .expect("mime"),
+            )
+            .part(
+                "code",
+                reqwest::multipart::Part::bytes(code_zip).file_name("code.zip"),
+            );
+        self.http
+            .post(format!("{}/v1/jobs", self.url))
+            .bearer_auth(token)
+            .multipart(form)
     }
 
     /// An authenticated POST with a JSON body.

@@ -49,3 +49,30 @@ impl Placement {
         }
     }
 }
+
+impl From<&crate::policy::model::Placement> for Placement {
+    /// The policy chain's placement (maps) as the builder's ordered pairs.
+    fn from(p: &crate::policy::model::Placement) -> Self {
+        let pairs = |m: &std::collections::BTreeMap<String, String>| {
+            m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        Self {
+            pools: p
+                .pools
+                .iter()
+                .map(|pp| PoolPlacement {
+                    pool: pp.pool.clone(),
+                    series: pp.series.clone(),
+                    node_selector: pairs(&pp.node_selector),
+                    ray_resources: pp
+                        .ray_resources
+                        .iter()
+                        .map(|(k, v)| (k.clone(), *v))
+                        .collect(),
+                    labels: pairs(&pp.labels),
+                    annotations: pairs(&pp.annotations),
+                })
+                .collect(),
+        }
+    }
+}

@@ -49,6 +49,11 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX decisions_job ON decisions (job_id, id);
     "#,
+    // 2: the placement a job was dispatched with (JSON), so GPU accounting and the
+    // RayJob can be rebuilt after a restart.
+    r#"
+    ALTER TABLE jobs ADD COLUMN placement TEXT;
+    "#,
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

@@ -23,6 +23,7 @@ pub use sqlite::SqliteStore;
 pub use state::{JobState, UnknownState};
 
 use crate::jobspec::JobSpec;
+use crate::rayjob::Placement;
 
 /// Most jobs one list page returns.
 pub const MAX_PAGE: u32 = 500;
@@ -49,6 +50,8 @@ pub struct JobRecord {
     pub rayjob_name: Option<String>,
     /// GPU series the job queues on (its primary pool's series), if known.
     pub queue_series: Option<String>,
+    /// Where each pool runs, set when the job is dispatched.
+    pub placement: Option<Placement>,
     /// Monotonic submission sequence (queue order and pagination key).
     pub seq: i64,
     /// Unix milliseconds of the submission.
@@ -89,6 +92,22 @@ pub struct Transition {
     pub reason: Option<String>,
     /// Sets the RayJob name (on dispatch).
     pub rayjob_name: Option<String>,
+    /// Sets the placement (on dispatch).
+    pub placement: Option<Placement>,
+}
+
+impl Transition {
+    /// A plain state change with a reason.
+    pub fn new(id: &str, from: JobState, to: JobState, reason: Option<String>) -> Self {
+        Self {
+            id: id.to_string(),
+            from,
+            to,
+            reason,
+            rayjob_name: None,
+            placement: None,
+        }
+    }
 }
 
 /// One entry of a job's state history.
@@ -202,8 +221,13 @@ pub enum StoreError {
 /// The durable job store.
 #[async_trait]
 pub trait JobStore: Send + Sync {
-    /// Inserts a job and its first history entry; returns after the commit is durable.
-    async fn insert(&self, job: NewJob) -> Result<JobRecord, StoreError>;
+    /// Inserts a job, its first history entry and (optionally) the admission decision
+    /// that let it in, in one transaction; returns after the commit is durable.
+    async fn insert(
+        &self,
+        job: NewJob,
+        decision: Option<NewDecision>,
+    ) -> Result<JobRecord, StoreError>;
     /// A job by id.
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
     /// Moves a job `from → to` if it is still in `from` (compare-and-set).

@@ -19,7 +19,7 @@ use super::{
 };
 
 const JOB_COLUMNS: &str = "seq, id, team, name, spec, state, reason, capsule_sha256, \
-                           rayjob_name, queue_series, created_at_ms, updated_at_ms";
+                           rayjob_name, queue_series, created_at_ms, updated_at_ms, placement";
 
 /// The SQLite job store.
 #[derive(Clone)]
@@ -41,6 +41,7 @@ fn parse_state(s: &str) -> Result<JobState, StoreError> {
 fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>> {
     let spec_json: String = row.get(4)?;
     let state: String = row.get(5)?;
+    let placement_json: Option<String> = row.get(12)?;
     let build = || -> Result<JobRecord, StoreError> {
         Ok(JobRecord {
             seq: row.get(0)?,
@@ -54,6 +55,10 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>
             capsule_sha256: row.get(7)?,
             rayjob_name: row.get(8)?,
             queue_series: row.get(9)?,
+            placement: placement_json
+                .map(|p| serde_json::from_str(&p))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("placement: {e}")))?,
             created_at_ms: row.get(10)?,
             updated_at_ms: row.get(11)?,
         })
@@ -80,6 +85,29 @@ fn query_jobs(
         out.push(row??);
     }
     Ok(out)
+}
+
+fn insert_decision(
+    conn: &Connection,
+    d: &NewDecision,
+    plugins: &str,
+    at_ms: i64,
+) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO decisions (job_id, kind, code, message, field, plugins, \
+         chain_version, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            d.job_id,
+            d.kind,
+            d.code,
+            d.message,
+            d.field,
+            plugins,
+            d.chain_version,
+            at_ms
+        ],
+    )?;
+    Ok(())
 }
 
 impl SqliteStore {
@@ -134,9 +162,20 @@ impl SqliteStore {
 
 #[async_trait]
 impl JobStore for SqliteStore {
-    async fn insert(&self, job: NewJob) -> Result<JobRecord, StoreError> {
+    async fn insert(
+        &self,
+        job: NewJob,
+        decision: Option<NewDecision>,
+    ) -> Result<JobRecord, StoreError> {
         let spec_json =
             serde_json::to_string(&job.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let decision = decision
+            .map(|d| {
+                serde_json::to_string(&d.plugins)
+                    .map(|plugins| (d, plugins))
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))
+            })
+            .transpose()?;
         self.with(move |conn| {
             let now = now_ms();
             let tx = conn.transaction()?;
@@ -164,6 +203,9 @@ impl JobStore for SqliteStore {
                  VALUES (?1, NULL, ?2, ?3, ?4)",
                 params![job.id, job.state.as_str(), job.reason, now],
             )?;
+            if let Some((d, plugins)) = decision {
+                insert_decision(&tx, &d, &plugins, now)?;
+            }
             let record =
                 get_job(&tx, &job.id)?.ok_or_else(|| StoreError::NotFound(job.id.clone()))?;
             tx.commit()?;
@@ -184,19 +226,27 @@ impl JobStore for SqliteStore {
                 to: t.to,
             });
         }
+        let placement = t
+            .placement
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.with(move |conn| {
             let now = now_ms();
             let tx = conn.transaction()?;
             let changed = tx.execute(
                 "UPDATE jobs SET state = ?1, reason = ?2, updated_at_ms = ?3, \
-                 rayjob_name = COALESCE(?4, rayjob_name) WHERE id = ?5 AND state = ?6",
+                 rayjob_name = COALESCE(?4, rayjob_name), placement = COALESCE(?7, placement) \
+                 WHERE id = ?5 AND state = ?6",
                 params![
                     t.to.as_str(),
                     t.reason,
                     now,
                     t.rayjob_name,
                     t.id,
-                    t.from.as_str()
+                    t.from.as_str(),
+                    placement
                 ],
             )?;
             if changed == 0 {
@@ -280,20 +330,7 @@ impl JobStore for SqliteStore {
         let plugins =
             serde_json::to_string(&d.plugins).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.with(move |conn| {
-            conn.execute(
-                "INSERT INTO decisions (job_id, kind, code, message, field, plugins, \
-                 chain_version, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    d.job_id,
-                    d.kind,
-                    d.code,
-                    d.message,
-                    d.field,
-                    plugins,
-                    d.chain_version,
-                    now_ms()
-                ],
-            )?;
+            insert_decision(conn, &d, &plugins, now_ms())?;
             Ok(())
         })
         .await
@@ -406,6 +443,17 @@ mod tests {
         }
     }
 
+    fn placement() -> crate::rayjob::Placement {
+        crate::rayjob::Placement {
+            pools: vec![crate::rayjob::PoolPlacement {
+                pool: "train".into(),
+                series: Some("h200".into()),
+                node_selector: vec![("gpu".into(), "h200".into())],
+                ..Default::default()
+            }],
+        }
+    }
+
     fn t(id: &str, from: JobState, to: JobState) -> Transition {
         Transition {
             id: id.into(),
@@ -413,6 +461,7 @@ mod tests {
             to,
             reason: None,
             rayjob_name: None,
+            placement: None,
         }
     }
 
@@ -428,13 +477,14 @@ mod tests {
                 migrations::MIGRATIONS.len()
             );
             let job = store
-                .insert(new_job("team-a", "one", "h200"))
+                .insert(new_job("team-a", "one", "h200"), None)
                 .await
                 .expect("insert");
             id = job.id.clone();
             let mut tr = t(&id, JobState::Queued, JobState::Dispatched);
             tr.rayjob_name = Some(format!("forge-{id}"));
             tr.reason = Some("admitted".into());
+            tr.placement = Some(placement());
             store.transition(tr).await.expect("dispatch");
             store
                 .record_decision(NewDecision {
@@ -468,7 +518,11 @@ mod tests {
         assert_eq!(decisions.len(), 1);
         assert_eq!(decisions[0].decision.plugins[0]["name"], "team-quota");
         assert_eq!(store.active().await.expect("active").len(), 1);
-        assert_eq!(store.schema_version().expect("version"), 1);
+        assert_eq!(
+            store.schema_version().expect("version"),
+            migrations::MIGRATIONS.len()
+        );
+        assert_eq!(job.placement, Some(placement()));
     }
 
     #[tokio::test]
@@ -476,7 +530,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = SqliteStore::open(dir.path().join("s.db")).expect("open");
         let job = store
-            .insert(new_job("a", "x", "h200"))
+            .insert(new_job("a", "x", "h200"), None)
             .await
             .expect("insert");
 
@@ -513,7 +567,7 @@ mod tests {
         let mut dup = new_job("a", "y", "h200");
         dup.id = job.id.clone();
         assert!(matches!(
-            store.insert(dup).await,
+            store.insert(dup, None).await,
             Err(StoreError::Duplicate(_))
         ));
     }
@@ -525,12 +579,12 @@ mod tests {
         let mut a_ids = Vec::new();
         for i in 0..7 {
             let a = store
-                .insert(new_job("a", &format!("a{i}"), "h200"))
+                .insert(new_job("a", &format!("a{i}"), "h200"), None)
                 .await
                 .expect("a");
             a_ids.push(a.id);
             store
-                .insert(new_job("b", &format!("b{i}"), "h200"))
+                .insert(new_job("b", &format!("b{i}"), "h200"), None)
                 .await
                 .expect("b");
         }
@@ -595,19 +649,19 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = SqliteStore::open(dir.path().join("s.db")).expect("open");
         let h1 = store
-            .insert(new_job("a", "h1", "h200"))
+            .insert(new_job("a", "h1", "h200"), None)
             .await
             .expect("insert");
         let b1 = store
-            .insert(new_job("b", "b1", "b200"))
+            .insert(new_job("b", "b1", "b200"), None)
             .await
             .expect("insert");
         let h2 = store
-            .insert(new_job("b", "h2", "h200"))
+            .insert(new_job("b", "h2", "h200"), None)
             .await
             .expect("insert");
         let h3 = store
-            .insert(new_job("a", "h3", "h200"))
+            .insert(new_job("a", "h3", "h200"), None)
             .await
             .expect("insert");
         store

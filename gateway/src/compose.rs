@@ -1,0 +1,160 @@
+//! Composition shared by `serve`, `dev` and the tests: from a validated [`Config`],
+//! tokens, a Kubernetes client, a policy chain and a capsule backend to a ready
+//! [`AppState`], and the background controllers (dispatcher, lifecycle) that run beside
+//! the HTTP server. One constructor, so the binary's modes and the tests cannot drift.
+//!
+//! An edge of the crate: errors are `anyhow` with context.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+use forge_capsule::{CapsuleStore, LocalStore};
+use url::Url;
+
+use crate::app::{ActivePolicy, AppState};
+use crate::auth::Tokens;
+use crate::capacity::Capacity;
+use crate::config::Config;
+use crate::jobs::{self, QueueBoard};
+use crate::metrics::Metrics;
+use crate::policy::{Chain, EngineLimits, PolicyEngine, PolicyRunner};
+use crate::store::SqliteStore;
+
+/// Where capsules and archived logs go.
+pub enum CapsuleBackend {
+    /// An S3-compatible store (`FORGE_S3_*`), checked at start-up.
+    S3(forge_capsule::S3Store),
+    /// A directory in the data dir whose signed URLs the gateway itself serves at
+    /// `base_url` (dev mode, or a cluster without object storage).
+    Local { base_url: Url },
+}
+
+/// The policy engine with the configured limits and a precompile cache in the data dir.
+pub fn policy_engine(cfg: &Config) -> anyhow::Result<PolicyEngine> {
+    let engine = PolicyEngine::new(
+        EngineLimits {
+            deadline: Duration::from_millis(cfg.gateway.policy_deadline_ms),
+            memory_cap_bytes: usize::try_from(cfg.gateway.policy_memory_mib << 20)
+                .unwrap_or(usize::MAX),
+            ..EngineLimits::default()
+        },
+        Some(cfg.gateway.data_dir.join("plugin-cache")),
+    )?;
+    Ok(engine)
+}
+
+/// The S3 store from `FORGE_S3_*`, with credentials and bucket checked now so a
+/// misconfiguration is reported at start-up, not at the first job.
+pub async fn s3_backend(cfg: &Config) -> anyhow::Result<Option<CapsuleBackend>> {
+    let Some(s3) = &cfg.s3 else {
+        return Ok(None);
+    };
+    let store = forge_capsule::S3Store::connect(forge_capsule::S3Config::new(
+        &s3.endpoint,
+        &s3.bucket,
+        s3.access_key.expose(),
+        s3.secret_key.expose(),
+    ))
+    .await
+    .context("configuring the S3 capsule store (FORGE_S3_*)")?;
+    store
+        .check()
+        .await
+        .context("checking the S3 capsule store (FORGE_S3_*)")?;
+    Ok(Some(CapsuleBackend::S3(store)))
+}
+
+/// The HMAC key of the local store's URLs: kept in the data dir (mode 0600) so URLs
+/// handed to pods stay valid across a gateway restart.
+fn local_url_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    let path = data_dir.join("capsule-url.key");
+    if let Ok(bytes) = std::fs::read(&path)
+        && bytes.len() >= 32
+    {
+        return Ok(bytes);
+    }
+    let key = rand::random::<[u8; 32]>().to_vec();
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::io::Write::write_all(&mut f, &key)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(key)
+}
+
+/// Build the application state: store, capacity caches, policy, capsules.
+pub async fn build_state(
+    config: Config,
+    tokens: Tokens,
+    client: kube::Client,
+    chain: Chain,
+    capsules: CapsuleBackend,
+) -> anyhow::Result<AppState> {
+    std::fs::create_dir_all(&config.gateway.data_dir)
+        .with_context(|| format!("creating {}", config.gateway.data_dir.display()))?;
+    let store = SqliteStore::open(config.gateway.store_path())
+        .with_context(|| format!("opening {}", config.gateway.store_path().display()))?;
+    let capacity = Capacity::start(
+        client.clone(),
+        &config.k8s.gpu_node_label,
+        Duration::from_secs(30),
+    )
+    .await?;
+    let (capsules, local_capsules): (Arc<dyn CapsuleStore>, _) = match capsules {
+        CapsuleBackend::S3(s3) => (Arc::new(s3), None),
+        CapsuleBackend::Local { base_url } => {
+            let key = local_url_key(&config.gateway.data_dir)?;
+            let local = Arc::new(
+                LocalStore::new(config.gateway.data_dir.join("objects"), key, base_url)
+                    .context("opening the local capsule store")?,
+            );
+            (local.clone() as Arc<dyn CapsuleStore>, Some(local))
+        }
+    };
+    Ok(AppState {
+        runner: PolicyRunner::new(config.gateway.policy_concurrency),
+        config: Arc::new(config),
+        tokens: Arc::new(tokens),
+        capacity,
+        policy: Arc::new(ArcSwap::from_pointee(ActivePolicy {
+            version: 1,
+            chain: Arc::new(chain),
+        })),
+        store: Arc::new(store),
+        capsules,
+        local_capsules,
+        kube: client,
+        queue: QueueBoard::new(),
+        metrics: Arc::new(Metrics::new()),
+    })
+}
+
+/// The background controllers; aborted when dropped.
+pub struct Controllers {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Controllers {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Start the dispatcher and the lifecycle controller.
+pub fn spawn_controllers(state: &AppState) -> Controllers {
+    Controllers {
+        tasks: vec![
+            jobs::dispatch::spawn(state.clone()),
+            jobs::lifecycle::spawn(state.clone()),
+        ],
+    }
+}

@@ -1,0 +1,382 @@
+//! The dispatcher: the one place RayJobs are created.
+//!
+//! A pass reads the durable queue (oldest first) and the live capacity caches, then for
+//! each queued job re-runs the policy chain against the current snapshot and usage
+//! (holds lift when capacity or usage changes; a policy may now reject) and, for an
+//! admitted job, checks the gang fit (every machine of every pool on a node of its
+//! series, after subtracting what earlier jobs in this pass and dispatched-but-unbound
+//! jobs take). Jobs that fit are dispatched in queue order per series; a job that does
+//! not fit keeps its place, and a younger job that does fit may go (the oldest job that
+//! *fits* goes first).
+//!
+//! Dispatch persists the intent first (queued → dispatched with the RayJob name and
+//! placement), then creates the RayJob. The name is deterministic from the job id, so a
+//! retry or a restart never creates a second one: AlreadyExists is adopted. A failed
+//! create puts the job back in the queue.
+//!
+//! Passes run on every submission, every Node/Pod change (debounced) and every few
+//! seconds; many wake-ups coalesce into one pass.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{DynamicObject, PostParams};
+
+use super::fit::{self, PoolDemand};
+use super::queue::{self, Ledger, QueueEntry};
+use super::submit::{decision_record, primary_series};
+use super::{JobError, rayjob_api};
+use crate::app::{AppState, job_view};
+use crate::policy::model::{ClusterView, Decision, PolicyRequest};
+use crate::rayjob::{self, CapsuleRef, JobView, Placement};
+use crate::store::{JobRecord, JobState, Transition};
+
+/// Longest a presigned capsule URL may live (S3's SigV4 limit).
+const MAX_URL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How many RayJob creates run at once.
+const CREATE_CONCURRENCY: usize = 32;
+/// Minimum gap between two passes triggered by cluster changes.
+const DEBOUNCE: Duration = Duration::from_millis(25);
+/// A pass runs at least this often.
+const IDLE_PASS: Duration = Duration::from_secs(5);
+
+/// Run the dispatcher until the task is aborted.
+pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut changes = state.capacity.changes();
+        loop {
+            let started = Instant::now();
+            match pass(&state).await {
+                Ok(n) if n > 0 => tracing::debug!(dispatched = n, "dispatcher pass"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("dispatcher pass failed (retrying): {e}"),
+            }
+            state.metrics.dispatch_pass(started.elapsed());
+            tokio::select! {
+                () = state.queue.woken() => {}
+                r = changes.changed() => {
+                    if r.is_err() {
+                        // The capacity caches are gone (shutdown): poll slowly.
+                        tokio::time::sleep(IDLE_PASS).await;
+                    }
+                    tokio::time::sleep(DEBOUNCE).await;
+                }
+                () = tokio::time::sleep(IDLE_PASS) => {}
+            }
+        }
+    })
+}
+
+/// What each pool of a job needs, placed by `placement` (or as the spec asks).
+pub fn demands(job: &JobRecord, placement: Option<&Placement>) -> Vec<PoolDemand> {
+    job.spec
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(i, pool)| PoolDemand {
+            series: placement
+                .and_then(|p| p.pools.get(i))
+                .and_then(|p| p.series.clone())
+                .or_else(|| pool.series.clone())
+                .or_else(|| job.queue_series.clone())
+                .unwrap_or_else(|| "unplaced".to_string()),
+            nodes: pool.nodes,
+            gpus_per_node: pool.gpus_per_node,
+        })
+        .collect()
+}
+
+/// The cluster view with the pass's reservations applied.
+fn adjusted(mut view: ClusterView, free: &crate::capacity::FreeByNode) -> ClusterView {
+    let totals = fit::totals(free);
+    for s in &mut view.series {
+        let (f, largest) = totals.get(&s.series).copied().unwrap_or((0, 0));
+        s.free = f;
+        s.largest_free_block = largest;
+        s.in_use = s.allocatable.saturating_sub(f);
+    }
+    view
+}
+
+/// One pass over the queue; returns how many jobs were dispatched.
+pub async fn pass(state: &AppState) -> Result<usize, JobError> {
+    let queued = state.store.queued(None).await?;
+    let active = state.store.active().await?;
+
+    // GPUs already promised: active jobs count as running for their team, and the
+    // part of them not yet bound to nodes is reserved out of the free map.
+    let mut free = state.capacity.free_by_node();
+    let bound = state.capacity.bound_gpus_by_job();
+    let mut ledger = Ledger::new();
+    for job in &active {
+        let mut unbound = job
+            .spec
+            .total_gpus()
+            .saturating_sub(u64::from(bound.get(&job.id).copied().unwrap_or(0)));
+        for d in demands(job, job.placement.as_ref()) {
+            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
+            let take = d.gpus().min(unbound);
+            fit::take(&mut free, &d.series, take);
+            unbound -= take;
+        }
+    }
+    for job in &queued {
+        for d in demands(job, None) {
+            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), false);
+        }
+    }
+    if queued.is_empty() {
+        state.queue.publish(BTreeMap::new(), ledger);
+        return Ok(0);
+    }
+
+    let chain = state.policy.load_full();
+    let snapshot = state.capacity.snapshot();
+    let mut entries = BTreeMap::new();
+    let mut positions: BTreeMap<String, u32> = BTreeMap::new();
+    let mut to_dispatch = Vec::new();
+    for job in queued {
+        let request = PolicyRequest {
+            job: job_view(&state.config, &job.id, &job.team, &job.spec),
+            cluster: adjusted(snapshot.clone(), &free),
+            usage: usage_of(&ledger, &job.team),
+        };
+        let outcome = match state
+            .runner
+            .evaluate(chain.chain.clone(), Arc::new(request))
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                // Fail closed: the job keeps waiting, with the failure as its reason.
+                let series = primary_series(
+                    &job.spec,
+                    &Decision::Queue {
+                        code: String::new(),
+                        message: String::new(),
+                    },
+                );
+                let position = next_position(&mut positions, &series);
+                entries.insert(
+                    job.id.clone(),
+                    QueueEntry {
+                        series,
+                        position,
+                        code: "policy.failed".into(),
+                        reason: format!("the admission policy failed: {e}"),
+                    },
+                );
+                continue;
+            }
+        };
+        state.metrics.admission(outcome.decision.kind(), "queue");
+        let series = primary_series(&job.spec, &outcome.decision);
+        match &outcome.decision {
+            Decision::Reject { code, message, .. } => {
+                let reason = format!("{code}: {message}");
+                let t =
+                    Transition::new(&job.id, JobState::Queued, JobState::Rejected, Some(reason));
+                if state.store.transition(t).await.is_ok() {
+                    state.metrics.transition(JobState::Rejected);
+                    let d = decision_record(&job.id, &outcome, chain.version);
+                    if let Err(e) = state.store.record_decision(d).await {
+                        tracing::warn!(job = %job.id, "recording a decision: {e}");
+                    }
+                }
+            }
+            Decision::Queue { code, message } => {
+                let position = next_position(&mut positions, &series);
+                entries.insert(
+                    job.id.clone(),
+                    QueueEntry {
+                        series,
+                        position,
+                        code: code.clone(),
+                        reason: message.clone(),
+                    },
+                );
+            }
+            Decision::Admit { placement } => {
+                let placement = Placement::from(placement);
+                let wanted = demands(&job, Some(&placement));
+                match fit::reserve(&mut free, &wanted) {
+                    Ok(()) => {
+                        for d in &wanted {
+                            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
+                        }
+                        let d = decision_record(&job.id, &outcome, chain.version);
+                        to_dispatch.push((job, placement, d));
+                    }
+                    Err(nofit) => {
+                        let position = next_position(&mut positions, &series);
+                        entries.insert(
+                            job.id.clone(),
+                            QueueEntry {
+                                series,
+                                position,
+                                code: "capacity.no-room".into(),
+                                reason: nofit.to_string(),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+    state.queue.publish(entries, ledger);
+
+    let dispatched = futures::stream::iter(to_dispatch)
+        .map(|(job, placement, decision)| async move {
+            let id = job.id.clone();
+            match dispatch(state, job, placement).await {
+                Ok(created) => {
+                    if let Err(e) = state.store.record_decision(decision).await {
+                        tracing::warn!(job = %id, "recording a decision: {e}");
+                    }
+                    created
+                }
+                Err(e) => {
+                    tracing::warn!(job = %id, "dispatch failed: {e}");
+                    false
+                }
+            }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .filter(|created| std::future::ready(*created))
+        .count()
+        .await;
+    Ok(dispatched)
+}
+
+fn next_position(positions: &mut BTreeMap<String, u32>, series: &str) -> u32 {
+    let p = positions.entry(series.to_string()).or_default();
+    *p += 1;
+    *p
+}
+
+fn usage_of(ledger: &Ledger, team: &str) -> Vec<crate::policy::model::SeriesUsage> {
+    ledger
+        .get(team)
+        .map(|m| {
+            m.iter()
+                .map(
+                    |(series, (running, queued))| crate::policy::model::SeriesUsage {
+                        series: series.clone(),
+                        running: *running,
+                        queued: *queued,
+                    },
+                )
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The capsule as the RayJob references it: a URL valid past the job's deadlines, and
+/// for plain-HTTP storage the init container that fetches and verifies it.
+pub async fn capsule_ref(
+    state: &AppState,
+    digest: &str,
+    job: &JobRecord,
+) -> Result<CapsuleRef, JobError> {
+    let cfg = &state.config;
+    let pre = job
+        .spec
+        .deadlines
+        .pre_running_seconds
+        .unwrap_or(i64::from(cfg.kuberay.prerunning_deadline_s));
+    let active = job.spec.deadlines.active_seconds.unwrap_or(24 * 3600);
+    let secs = u64::try_from(pre.saturating_add(active).saturating_add(3600)).unwrap_or(0);
+    let ttl = Duration::from_secs(secs).min(MAX_URL_TTL);
+    let url = state.capsules.get_url(digest, ttl).await?;
+    let init = if url.scheme() == "http" {
+        Some(forge_capsule::init_container(
+            &url,
+            digest,
+            Some(&cfg.gateway.capsule_init_image),
+        )?)
+    } else {
+        None
+    };
+    Ok(CapsuleRef {
+        sha256: digest.to_string(),
+        working_dir_url: url.to_string(),
+        init,
+    })
+}
+
+/// Dispatch one job: persist the intent, then create (or adopt) its RayJob. Returns
+/// whether the job was dispatched (false when it was cancelled meanwhile).
+pub async fn dispatch(
+    state: &AppState,
+    job: JobRecord,
+    placement: Placement,
+) -> Result<bool, JobError> {
+    let started = Instant::now();
+    let digest = job
+        .capsule_sha256
+        .clone()
+        .ok_or_else(|| JobError::Io(format!("job {} has no capsule", job.id)))?;
+    let capsule = capsule_ref(state, &digest, &job).await?;
+    let view = JobView {
+        id: &job.id,
+        team: &job.team,
+        spec: &job.spec,
+    };
+    let manifest = match rayjob::build_rayjob(&view, &placement, &capsule, &state.config) {
+        Ok(m) => m,
+        Err(e) => {
+            // The job cannot run as placed: fail it rather than retry forever.
+            let t = Transition::new(
+                &job.id,
+                JobState::Queued,
+                JobState::Failed,
+                Some(format!("dispatch.invalid: {e}")),
+            );
+            state.store.transition(t).await?;
+            state.metrics.transition(JobState::Failed);
+            return Err(e.into());
+        }
+    };
+    let name = rayjob::rayjob_name(&job.id);
+    let mut t = Transition::new(
+        &job.id,
+        JobState::Queued,
+        JobState::Dispatched,
+        Some(format!("RayJob {name} created")),
+    );
+    t.rayjob_name = Some(name.clone());
+    t.placement = Some(placement);
+    match state.store.transition(t).await {
+        Ok(_) => {}
+        Err(crate::store::StoreError::Conflict { .. }) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    let object: DynamicObject =
+        serde_json::from_value(manifest).map_err(|e| JobError::Io(format!("manifest: {e}")))?;
+    let api = rayjob_api(state);
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            tracing::info!(job = %job.id, rayjob = %name, "RayJob exists: adopted");
+        }
+        Err(e) => {
+            let t = Transition::new(
+                &job.id,
+                JobState::Dispatched,
+                JobState::Queued,
+                Some(format!(
+                    "dispatch.retry: creating the RayJob failed ({e}); will retry"
+                )),
+            );
+            if let Err(e2) = state.store.transition(t).await {
+                tracing::warn!(job = %job.id, "re-queueing after a failed create: {e2}");
+            }
+            return Err(e.into());
+        }
+    }
+    state.metrics.transition(JobState::Dispatched);
+    state.metrics.dispatched(started.elapsed());
+    Ok(true)
+}

@@ -1,0 +1,202 @@
+//! Prometheus metrics (`GET /metrics`, text exposition format), with the
+//! `prometheus-client` crate. Everything is counted where it happens; the queue depth
+//! is read from the dispatcher's board at scrape time.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `forge_admission_decisions_total` | `decision`, `path` (`submit`, `queue`, `review`) | policy chain decisions |
+//! | `forge_job_transitions_total` | `state` | job state changes, by new state |
+//! | `forge_dispatch_seconds` | | queued → RayJob created (persist + create) |
+//! | `forge_dispatch_pass_seconds` | | one dispatcher pass over the queue |
+//! | `forge_capsule_uploads_total` | `outcome` (`uploaded`, `deduplicated`) | capsules stored |
+//! | `forge_logs_archived_total` | | job logs archived to object storage |
+//! | `forge_queue_depth` | `series` | queued jobs per GPU series |
+//! | `forge_policy_version` | | version of the active global chain |
+
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::store::JobState;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The gateway's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    decisions: Family<Labels, Counter>,
+    transitions: Family<Labels, Counter>,
+    dispatch: Histogram,
+    pass: Histogram,
+    capsules: Family<Labels, Counter>,
+    logs: Counter,
+    queue_depth: Family<Labels, Gauge>,
+    policy_version: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let decisions = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_admission_decisions",
+            "Policy chain decisions by kind and path",
+            decisions.clone(),
+        );
+        let transitions = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_job_transitions",
+            "Job state changes by new state",
+            transitions.clone(),
+        );
+        let dispatch = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        registry.register(
+            "forge_dispatch_seconds",
+            "Seconds from the dispatch decision to the RayJob created",
+            dispatch.clone(),
+        );
+        let pass = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        registry.register(
+            "forge_dispatch_pass_seconds",
+            "Seconds of one dispatcher pass",
+            pass.clone(),
+        );
+        let capsules = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_capsule_uploads",
+            "Capsules stored, by outcome",
+            capsules.clone(),
+        );
+        let logs = Counter::default();
+        registry.register(
+            "forge_logs_archived",
+            "Job logs archived to object storage",
+            logs.clone(),
+        );
+        let queue_depth = Family::<Labels, Gauge>::default();
+        registry.register(
+            "forge_queue_depth",
+            "Queued jobs per GPU series",
+            queue_depth.clone(),
+        );
+        let policy_version = Gauge::default();
+        registry.register(
+            "forge_policy_version",
+            "Version of the active global policy chain",
+            policy_version.clone(),
+        );
+        Self {
+            registry,
+            decisions,
+            transitions,
+            dispatch,
+            pass,
+            capsules,
+            logs,
+            queue_depth,
+            policy_version,
+        }
+    }
+
+    /// A policy decision.
+    pub fn admission(&self, decision: &str, path: &'static str) {
+        self.decisions
+            .get_or_create(&vec![
+                ("decision", decision.to_string()),
+                ("path", path.to_string()),
+            ])
+            .inc();
+    }
+
+    /// A job state change.
+    pub fn transition(&self, to: JobState) {
+        self.transitions
+            .get_or_create(&vec![("state", to.as_str().to_string())])
+            .inc();
+    }
+
+    /// A dispatch's latency.
+    pub fn dispatched(&self, took: Duration) {
+        self.dispatch.observe(took.as_secs_f64());
+    }
+
+    /// A dispatcher pass's duration.
+    pub fn dispatch_pass(&self, took: Duration) {
+        self.pass.observe(took.as_secs_f64());
+    }
+
+    /// A capsule stored (or found already stored).
+    pub fn capsule(&self, deduplicated: bool) {
+        let outcome = if deduplicated {
+            "deduplicated"
+        } else {
+            "uploaded"
+        };
+        self.capsules
+            .get_or_create(&vec![("outcome", outcome.to_string())])
+            .inc();
+    }
+
+    /// A log archived.
+    pub fn log_archived(&self) {
+        self.logs.inc();
+    }
+
+    /// The exposition text, with the scrape-time gauges set first.
+    pub fn render(
+        &self,
+        queue_depth: &std::collections::BTreeMap<String, u64>,
+        policy_version: u64,
+    ) -> String {
+        self.queue_depth.clear();
+        for (series, n) in queue_depth {
+            self.queue_depth
+                .get_or_create(&vec![("series", series.clone())])
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        self.policy_version
+            .set(i64::try_from(policy_version).unwrap_or(i64::MAX));
+        let mut out = String::new();
+        if let Err(e) = encode(&mut out, &self.registry) {
+            tracing::error!("encoding metrics: {e}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_scrape_gauges() {
+        let m = Metrics::new();
+        m.admission("admit", "submit");
+        m.admission("admit", "submit");
+        m.transition(JobState::Dispatched);
+        let mut depth = std::collections::BTreeMap::new();
+        depth.insert("h100".to_string(), 3);
+        let text = m.render(&depth, 7);
+        assert!(
+            text.contains(r#"forge_admission_decisions_total{decision="admit",path="submit"} 2"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"forge_job_transitions_total{state="dispatched"} 1"#));
+        assert!(text.contains(r#"forge_queue_depth{series="h100"} 3"#));
+        assert!(text.contains("forge_policy_version 7"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
