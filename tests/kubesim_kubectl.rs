@@ -1,12 +1,17 @@
 //! kubesim (issue 3) driven by the installed `kubectl` (v1.32) through the kubeconfig
 //! the emulator writes: discovery, get/describe/delete/logs, `cordon`, `apply -f` of a
-//! KubeRay-sample RayJob (and a schema-violating one), and `get -w`.
+//! KubeRay-sample RayJob (and a schema-violating one), `get -w`, and — with the
+//! simulated controllers in process mode — a KubeRay-sample RayJob applied with
+//! `kubectl apply -f` that waits while `kubectl cordon` leaves no node, then runs to
+//! Complete / SUCCEEDED after `kubectl uncordon`, its output in `kubectl logs`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use forge_tests::kubesim::{pod, start_bare};
+use std::time::Instant;
+
+use forge_tests::kubesim::{pod, start_bare, start_process};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -269,5 +274,163 @@ async fn kubectl_get_watch_prints_changes() {
         .expect("line");
     assert_eq!(next, "pod/second");
     child.kill().await.expect("kill kubectl");
+    sim.shutdown().await;
+}
+
+impl Kubectl {
+    /// Polls `kubectl args` until its stdout satisfies `done`, or panics after `secs`.
+    async fn wait_for(&self, secs: u64, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let (ok, out, err) = self.run(args).await;
+            if ok && done(&out) {
+                return out;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting on kubectl {args:?}: stdout {out:?} stderr {err:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// `kubectl apply -f` of a RayJob shaped like KubeRay's `ray-job.sample.yaml`
+/// (fixture on disk) against the emulator with its controllers in process mode. With
+/// both nodes cordoned through `kubectl cordon` the head pod stays Pending with the
+/// scheduler's `FailedScheduling` event; after `kubectl uncordon` the job runs through
+/// the simulated operator to Complete / SUCCEEDED and `kubectl logs` of the submitter
+/// pod shows the entrypoint's output (with `env_vars` from `runtimeEnvYAML`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_sample_rayjob_runs_to_complete_in_process_mode() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = start_process("h100=2x8", &dir.path().join("scratch")).await;
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let k = Kubectl { kubeconfig };
+
+    for node in ["h100-0", "h100-1"] {
+        let out = k.ok(&["cordon", node]).await;
+        assert!(out.contains(&format!("node/{node} cordoned")), "{out}");
+    }
+    let sample = fixture("rayjob-sample-process.yaml");
+    let out = k.ok(&["apply", "-f", sample.to_str().expect("utf8")]).await;
+    assert!(out.contains("rayjob.ray.io/rayjob-sample created"), "{out}");
+
+    // Cordoned: the head pod cannot bind, and the scheduler says why.
+    let cluster = k
+        .wait_for(
+            30,
+            &[
+                "get",
+                "rayjob",
+                "rayjob-sample",
+                "-o",
+                "jsonpath={.status.rayClusterName}",
+            ],
+            |o| !o.is_empty(),
+        )
+        .await;
+    let head_sel = format!("ray.io/cluster={cluster},ray.io/node-type=head");
+    let head = k
+        .wait_for(30, &["get", "pods", "-l", &head_sel, "-o", "name"], |o| {
+            o.starts_with("pod/")
+        })
+        .await;
+    let head = head.trim().trim_start_matches("pod/").to_owned();
+    // The scheduler writes events.k8s.io/v1 Events (`note` is their message).
+    let msg = k
+        .wait_for(
+            30,
+            &[
+                "get",
+                "events.events.k8s.io",
+                "--field-selector",
+                &format!("regarding.name={head},reason=FailedScheduling"),
+                "-o",
+                "jsonpath={.items[0].note}",
+            ],
+            |o| !o.is_empty(),
+        )
+        .await;
+    assert!(
+        msg.starts_with("0/2 nodes are available: 2 node(s) were unschedulable."),
+        "{msg}"
+    );
+    let phase = k
+        .ok(&[
+            "get",
+            "pod",
+            &head,
+            "-o",
+            "jsonpath={.status.phase} {.spec.nodeName}",
+        ])
+        .await;
+    assert_eq!(phase.trim(), "Pending", "not bound while cordoned");
+    let state = k
+        .ok(&[
+            "get",
+            "rayjob",
+            "rayjob-sample",
+            "-o",
+            "jsonpath={.status.jobDeploymentStatus}",
+        ])
+        .await;
+    assert_eq!(state, "Initializing");
+
+    // Uncordoned: it schedules and runs to the end.
+    for node in ["h100-0", "h100-1"] {
+        k.ok(&["uncordon", node]).await;
+    }
+    let done = k
+        .wait_for(
+            90,
+            &[
+                "get",
+                "rayjob",
+                "rayjob-sample",
+                "-o",
+                "jsonpath={.status.jobDeploymentStatus}/{.status.jobStatus}",
+            ],
+            |o| o.starts_with("Complete/") || o.starts_with("Failed/"),
+        )
+        .await;
+    assert_eq!(done, "Complete/SUCCEEDED");
+    let bound = k
+        .ok(&["get", "pod", &head, "-o", "jsonpath={.spec.nodeName}"])
+        .await;
+    assert!(
+        bound.starts_with("h100-"),
+        "head bound after uncordon: {bound}"
+    );
+
+    let submitter = k
+        .ok(&[
+            "get",
+            "pods",
+            "-l",
+            "batch.kubernetes.io/job-name=rayjob-sample",
+            "-o",
+            "name",
+        ])
+        .await;
+    let submitter = submitter.trim();
+    assert!(submitter.starts_with("pod/rayjob-sample-"), "{submitter}");
+    let log = k.ok(&["logs", submitter]).await;
+    let counted: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("test_counter got "))
+        .collect();
+    assert_eq!(
+        counted,
+        (1..=5)
+            .map(|i| format!("test_counter got {i}"))
+            .collect::<Vec<_>>(),
+        "{log}"
+    );
+    assert!(log.contains("sample done"), "{log}");
     sim.shutdown().await;
 }

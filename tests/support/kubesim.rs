@@ -1,7 +1,10 @@
 //! Helpers for the kubesim (issue 3) integration tests: start an emulator on port 0,
 //! build sample objects, and talk raw HTTP to check exact `Status` bodies.
 
-use forge_kubesim::{NodeSpec, Sim, SimConfig};
+use std::path::Path;
+use std::time::Duration;
+
+use forge_kubesim::{ControllerConfig, NodeSpec, RunMode, Sim, SimConfig};
 use serde_json::{Value, json};
 
 /// Starts a bare API server (no simulated controllers) with two h100 nodes
@@ -18,6 +21,24 @@ pub async fn start_bare() -> Sim {
 /// Starts an emulator with `cfg`.
 pub async fn start_with(cfg: SimConfig) -> Sim {
     Sim::start(cfg).await.expect("kubesim starts")
+}
+
+/// Starts an emulator with its controllers in process mode (jobs really run on the
+/// host) on `layout` (`series=COUNTxGPUS,...`), keeping the kubelet's scratch space
+/// (emptyDir volumes, unpacked working dirs) under `scratch`. Image pulls take 20 ms.
+pub async fn start_process(layout: &str, scratch: &Path) -> Sim {
+    start_with(SimConfig {
+        nodes: NodeSpec::parse_layout(layout).expect("valid layout"),
+        controllers: ControllerConfig {
+            mode: RunMode::Process,
+            scratch_root: scratch.to_path_buf(),
+            image_pull: Duration::from_millis(20),
+            backoff_base: Duration::from_millis(500),
+            ..ControllerConfig::default()
+        },
+        ..SimConfig::default()
+    })
+    .await
 }
 
 /// A pod with one container.

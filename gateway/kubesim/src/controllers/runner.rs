@@ -118,6 +118,10 @@ pub fn map_path(root: &Path, pod: &Pod, mounts: &[VolumeMount], path: &str) -> O
 }
 
 /// Replaces every mount path of `mounts` in `s` by its host directory (longest first).
+/// Only whole path occurrences are replaced: the mount path must not be glued to a
+/// name character on either side, so `/forge/capsule` is rewritten in
+/// `/forge/capsule/x.zip` and `file:///forge/capsule` but not inside
+/// `http://host:9000/forge/capsules/x.zip` (an S3 URL whose bucket is `forge`).
 pub fn rewrite_mounts(root: &Path, pod: &Pod, mounts: &[VolumeMount], s: &str) -> String {
     let mut sorted: Vec<&VolumeMount> = mounts.iter().collect();
     sorted.sort_by_key(|m| std::cmp::Reverse(m.mount_path.len()));
@@ -128,9 +132,34 @@ pub fn rewrite_mounts(root: &Path, pod: &Pod, mounts: &[VolumeMount], s: &str) -
             continue;
         }
         if let Some(host) = map_path(root, pod, std::slice::from_ref(m), mp) {
-            out = out.replace(mp, &host.to_string_lossy());
+            out = replace_whole_path(&out, mp, &host.to_string_lossy());
         }
     }
+    out
+}
+
+/// Replaces `from` by `to` in `s` where `from` is not preceded or followed by a name
+/// character (alphanumeric, `.`, `-`, `_`).
+fn replace_whole_path(s: &str, from: &str, to: &str) -> String {
+    let name_char =
+        |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || ".-_".contains(c));
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(from) {
+        let before = rest[..i]
+            .chars()
+            .next_back()
+            .or_else(|| out.chars().next_back());
+        let after = rest[i + from.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if name_char(before) || name_char(after) {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = &rest[i + from.len()..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -507,6 +536,18 @@ mod tests {
         assert_eq!(
             rewrite_mounts(root, &pod, &mounts, "mv /tmp/x /forge/capsule/abc.zip"),
             "mv /tmp/x /scratch/pods/u1/volumes/forge-capsule/abc.zip"
+        );
+        // Whole paths only: an S3 URL with bucket `forge` and key `capsules/…` stays.
+        let url = "http://127.0.0.1:9000/forge/capsules/abc.zip?X-Amz-Signature=1";
+        assert_eq!(rewrite_mounts(root, &pod, &mounts, url), url);
+        assert_eq!(
+            rewrite_mounts(
+                root,
+                &pod,
+                &mounts,
+                "file:///forge/capsule x=/forge/capsule"
+            ),
+            "file:///scratch/pods/u1/volumes/forge-capsule x=/scratch/pods/u1/volumes/forge-capsule"
         );
     }
 
