@@ -1,13 +1,15 @@
 //! Scale run of the emulator in timed mode: 10,000 nodes and 1,000 concurrent RayJobs
 //! in one process, driven only through the `kube` client.
 //!
-//! Reports list and watch latency (p50/p99) on the idle cluster first (the baseline,
+//! Reports list latency (pods in one list and paged by 500, nodes, RayJobs) and watch
+//! latency (p50/p99) on the idle cluster first (the baseline,
 //! same process, same nodes) and then under the RayJob load, the time for all jobs to
 //! reach Running and a terminal state, events written per second, API writes per
 //! second, and peak RSS (`VmHWM`). Run it with
 //! `cargo bench -p forge-kubesim --bench scale` (release); optional env:
 //! `KUBESIM_SCALE_NODES` (10000), `KUBESIM_SCALE_JOBS` (1000), `KUBESIM_SCALE_RUN_SECS`
-//! (30). `harness = false`: one measured scenario, not a criterion micro-benchmark.
+//! (30), `KUBESIM_SCALE_MAX_SECS` (900, give up waiting for terminal states). Prints
+//! the RayJob states every 10 s while waiting. `harness = false`: one measured scenario, not a criterion micro-benchmark.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -84,6 +86,7 @@ fn rayjob(name: &str) -> Value {
 /// List latencies for one phase.
 struct ListSample {
     pods: Vec<Duration>,
+    pods_paged: Vec<Duration>,
     nodes_page: Vec<Duration>,
     nodes_all: Vec<Duration>,
     rayjobs: Vec<Duration>,
@@ -95,6 +98,7 @@ async fn sample_lists(client: &kube::Client, rounds: usize) -> ListSample {
     let rjs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_resource());
     let mut s = ListSample {
         pods: vec![],
+        pods_paged: vec![],
         nodes_page: vec![],
         nodes_all: vec![],
         rayjobs: vec![],
@@ -103,6 +107,17 @@ async fn sample_lists(client: &kube::Client, rounds: usize) -> ListSample {
         let t = Instant::now();
         pods.list(&ListParams::default()).await.expect("list pods");
         s.pods.push(t.elapsed());
+        // Every page of 500, following `continue` to the end.
+        let t = Instant::now();
+        let mut lp = ListParams::default().limit(500);
+        loop {
+            let page = pods.list(&lp).await.expect("list pods page");
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => lp = lp.continue_token(&c),
+                None => break,
+            }
+        }
+        s.pods_paged.push(t.elapsed());
         let t = Instant::now();
         nodes
             .list(&ListParams::default().limit(500))
@@ -171,6 +186,7 @@ fn report(label: &str, l: &ListSample, w: &[Duration]) {
     println!("{label}:");
     for (what, v) in [
         ("list pods (ns)", &l.pods),
+        ("list pods paged by 500", &l.pods_paged),
         ("list nodes limit=500", &l.nodes_page),
         ("list nodes (all)", &l.nodes_all),
         ("list rayjobs", &l.rayjobs),
@@ -281,14 +297,28 @@ async fn run() {
     report("under load (RayJobs running)", &load_lists, &load_watch);
 
     let mut all_running: Option<Duration> = None;
-    let deadline = Instant::now() + Duration::from_secs(900);
+    let mut peak_running = 0usize;
+    let max_secs = env_num("KUBESIM_SCALE_MAX_SECS", 900) as u64;
+    let deadline = Instant::now() + Duration::from_secs(max_secs);
+    let mut last_progress = Instant::now();
     let finished = loop {
         let by = count_by_state(&client).await;
         let terminal =
             by.get("Complete").copied().unwrap_or(0) + by.get("Failed").copied().unwrap_or(0);
-        let past_init = terminal + by.get("Running").copied().unwrap_or(0);
+        let running = by.get("Running").copied().unwrap_or(0);
+        peak_running = peak_running.max(running);
+        let past_init = terminal + running;
         if all_running.is_none() && past_init == jobs {
             all_running = Some(load_start.elapsed());
+        }
+        if last_progress.elapsed() >= Duration::from_secs(10) {
+            last_progress = Instant::now();
+            let mut states: Vec<_> = by.iter().collect();
+            states.sort();
+            println!(
+                "  t+{:>4.0} s: {states:?}",
+                load_start.elapsed().as_secs_f64()
+            );
         }
         if terminal == jobs {
             break Some((load_start.elapsed(), by));
@@ -319,6 +349,7 @@ async fn run() {
             d.as_secs_f64()
         );
     }
+    println!("peak RayJobs Running at the same time (1 s polls): {peak_running}");
     if let Some((d, by)) = finished {
         println!(
             "all {jobs} RayJobs terminal: {:.1} s ({by:?})",

@@ -114,6 +114,17 @@ impl LabelSelector {
         Ok(Self(reqs))
     }
 
+    /// The `key=value` equality requirements (`=`, `==`, and `in` with one value):
+    /// every match carries all of them, so a label index can narrow a list to the
+    /// objects carrying one of them before [`LabelSelector::matches`] runs.
+    pub fn equalities(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().filter_map(|r| match r {
+            LabelReq::Eq(k, v) => Some((k.as_str(), v.as_str())),
+            LabelReq::In(k, vs) if vs.len() == 1 => Some((k.as_str(), vs[0].as_str())),
+            _ => None,
+        })
+    }
+
     /// Whether `obj`'s `metadata.labels` satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels");
