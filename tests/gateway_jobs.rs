@@ -624,3 +624,98 @@ async fn bad_submissions_get_clear_errors_and_store_nothing() {
         .expect("json");
     assert!(doc["paths"]["/v1/jobs"]["post"].is_object());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_image_is_diagnosed_then_times_out_at_the_pre_running_deadline() {
+    let image = "registry.invalid/forge/ray:missing";
+    let gw = TestGateway::start_with(
+        "h100=1x8",
+        &[
+            ("FORGE_IMAGE_NEMO_RL", image),
+            ("FORGE_KUBERAY_PRERUNNING_DEADLINE_S", "8"),
+        ],
+        &[image],
+    )
+    .await;
+    let s = spec(
+        "noimage",
+        "python3 train.py",
+        json!([{"name": "train", "nodes": 1, "gpusPerNode": 8}]),
+    );
+    let (status, body) = submit(&gw, &gw.token, &s, train_zip()).await;
+    assert_eq!(status, 202, "{body:#}");
+    let id = body["id"].as_str().expect("id").to_string();
+
+    // While it starts, the job says why it is stuck, from Kubernetes' own words.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let pending = loop {
+        let j = job(&gw, &id).await;
+        let code = j["pending"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if code == "ErrImagePull" || code == "ImagePullBackOff" {
+            break j["pending"].clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no image-pull diagnosis: {j:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        pending["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(image)),
+        "{pending:#}"
+    );
+    assert!(
+        pending["object"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("Pod/"))
+    );
+    let events: Value = gw
+        .get(&format!("/v1/jobs/{id}/events"))
+        .send()
+        .await
+        .expect("events")
+        .json()
+        .await
+        .expect("json");
+    let pulls: Vec<&Value> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("ErrImagePull"))
+        })
+        .collect();
+    assert!(!pulls.is_empty(), "{events:#}");
+    assert!(
+        pulls
+            .iter()
+            .all(|e| e["type"] == "Warning" && e["kind"] == "Pod")
+    );
+
+    // Never Running: timed out at the pre-running deadline, cleaned up.
+    let done = wait_state(&gw, &id, "timed-out", Duration::from_secs(60)).await;
+    assert!(
+        done["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("PreRunningDeadlineExceeded")),
+        "{done:#}"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while rayjob_count(&gw).await > 0 {
+        if tokio::time::Instant::now() >= deadline {
+            let left = rayjobs(&gw).list(&ListParams::default()).await.expect("list");
+            panic!(
+                "RayJob left behind: {:#}",
+                serde_json::to_value(&left.items).expect("json")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -90,6 +90,7 @@ pub fn router(state: AppState) -> Router {
             get(jobs::routes::get).delete(jobs::routes::delete),
         )
         .route("/v1/jobs/{id}/logs", get(jobs::routes::logs))
+        .route("/v1/jobs/{id}/events", get(jobs::routes::events))
         .with_state(state);
     if let Some(local) = local {
         app = app.merge(forge_capsule::local_routes(local));

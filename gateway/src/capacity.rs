@@ -39,6 +39,9 @@ pub struct Capacity {
     /// Bumped on every Node or Pod event: the dispatcher waits on it to re-run the
     /// queue when capacity may have changed.
     changes: tokio::sync::watch::Receiver<u64>,
+    /// The last snapshot and the change generation it was computed at: requests reuse
+    /// it until a Node or Pod event arrives (computing it walks every node and pod).
+    cached: Arc<arc_swap::ArcSwapOption<(u64, ClusterView)>>,
 }
 
 /// Free GPUs of each schedulable node, per series (input of the gang fit).
@@ -89,6 +92,7 @@ impl Capacity {
             pods,
             gpu_label: gpu_label.into(),
             changes,
+            cached: Arc::default(),
         })
     }
 
@@ -123,9 +127,19 @@ impl Capacity {
         out
     }
 
-    /// The cluster snapshot policies and users see.
+    /// The cluster snapshot policies and users see (recomputed only after a Node or
+    /// Pod event; otherwise the cached one).
     pub fn snapshot(&self) -> ClusterView {
-        compute(&self.gpu_label, &self.nodes.state(), &self.pods.state())
+        let generation = *self.changes.borrow();
+        if let Some(hit) = self.cached.load().as_ref()
+            && hit.0 == generation
+        {
+            return hit.1.clone();
+        }
+        let view = compute(&self.gpu_label, &self.nodes.state(), &self.pods.state());
+        self.cached
+            .store(Some(Arc::new((generation, view.clone()))));
+        view
     }
 
     /// GPUs the team's pods hold per series (bound, unfinished pods labelled with the team).

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use forge_kubesim::controllers::{ControllerConfig, RunMode, RunSecs, TimedModel};
 use forge_kubesim::{NodeSpec, Sim, SimConfig};
 use url::Url;
 
@@ -28,6 +29,25 @@ pub struct DevOptions {
     /// `FORGE_*` settings layered over the dev defaults (the binary passes its
     /// environment; tests pass a temporary data directory).
     pub env: HashMap<String, String>,
+    /// How the embedded cluster runs jobs.
+    pub sim: SimMode,
+    /// A chain file to run instead of the reference chain.
+    pub policy_chain: Option<PathBuf>,
+    /// Images whose pulls fail in the embedded cluster (ErrImagePull, then
+    /// ImagePullBackOff), to see how Forge reports it.
+    pub failing_images: Vec<String>,
+}
+
+/// How the embedded cluster runs jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Default, clap::ValueEnum)]
+pub enum SimMode {
+    /// Really run entrypoints as local processes (fetching and verifying the capsule).
+    #[default]
+    Process,
+    /// Simulated run times (no processes), for scale and load tests.
+    Timed,
+    /// A bare API server: RayJobs are stored, nothing runs (gateway load benchmarks).
+    ApiOnly,
 }
 
 /// A running dev environment.
@@ -72,10 +92,22 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
         .with_context(|| format!("creating {}", cfg.gateway.data_dir.display()))?;
 
     let nodes = NodeSpec::parse_layout(&opts.nodes).context("--nodes")?;
+    let mut controllers = ControllerConfig {
+        failing_images: opts.failing_images.iter().cloned().collect(),
+        ..ControllerConfig::default()
+    };
+    if opts.sim == SimMode::Timed {
+        controllers.mode = RunMode::Timed(TimedModel {
+            run_secs: RunSecs::Fixed(30.0),
+            ..TimedModel::default()
+        });
+    }
     let sim = Sim::start(SimConfig {
         namespaces: vec![cfg.k8s.namespace.clone()],
         nodes,
         gpu_node_label: cfg.k8s.gpu_node_label.clone(),
+        controllers,
+        run_controllers: opts.sim != SimMode::ApiOnly,
         ..SimConfig::default()
     })
     .await
@@ -99,13 +131,18 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     let tokens = Tokens::from_entries(entries)?;
 
     let engine = compose::policy_engine(&cfg)?;
-    let chain =
-        chain_file::build(&engine, &reference_links(&opts.plugins_dir)).with_context(|| {
-            format!(
-                "loading the reference policies from {} (build them with `bash deploy/dev.sh`)",
-                opts.plugins_dir.display()
-            )
-        })?;
+    let chain = match &opts.policy_chain {
+        Some(file) => chain_file::build(&engine, &chain_file::read(file)?)
+            .with_context(|| format!("loading the policy chain {}", file.display()))?,
+        None => {
+            chain_file::build(&engine, &reference_links(&opts.plugins_dir)).with_context(|| {
+                format!(
+                    "loading the reference policies from {} (build them with `bash deploy/dev.sh`)",
+                    opts.plugins_dir.display()
+                )
+            })?
+        }
+    };
     let client = sim.client().context("emulator client")?;
     let state = compose::build_state(
         cfg,

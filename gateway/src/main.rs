@@ -37,6 +37,15 @@ enum Command {
         /// Directory with the built reference policy components.
         #[arg(long, default_value = "target/plugins/components")]
         plugins_dir: PathBuf,
+        /// How the embedded cluster runs jobs.
+        #[arg(long, value_enum, default_value = "process")]
+        sim: forge_gateway::dev::SimMode,
+        /// Run this chain file instead of the reference chain.
+        #[arg(long)]
+        policy_chain: Option<PathBuf>,
+        /// An image whose pulls fail in the embedded cluster (repeatable).
+        #[arg(long = "failing-image")]
+        failing_images: Vec<String>,
     },
     /// Print the SHA-256 to put in the tokens file for a token.
     HashToken { token: String },
@@ -55,16 +64,32 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", hash_token(&token));
             Ok(())
         }
-        Command::Dev { nodes, plugins_dir } => dev(nodes, plugins_dir).await,
+        Command::Dev {
+            nodes,
+            plugins_dir,
+            sim,
+            policy_chain,
+            failing_images,
+        } => {
+            dev(forge_gateway::dev::DevOptions {
+                nodes,
+                plugins_dir,
+                env: std::env::vars()
+                    .filter(|(k, _)| k.starts_with("FORGE_"))
+                    .collect(),
+                sim,
+                policy_chain,
+                failing_images,
+            })
+            .await
+        }
         Command::Serve { policy_chain } => serve_cluster(policy_chain).await,
     }
 }
 
-async fn dev(nodes: String, plugins_dir: PathBuf) -> anyhow::Result<()> {
-    let env: std::collections::HashMap<String, String> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("FORGE_"))
-        .collect();
-    let listen = env
+async fn dev(opts: forge_gateway::dev::DevOptions) -> anyhow::Result<()> {
+    let listen = opts
+        .env
         .get("FORGE_LISTEN")
         .map(|l| l.parse())
         .transpose()
@@ -75,15 +100,7 @@ async fn dev(nodes: String, plugins_dir: PathBuf) -> anyhow::Result<()> {
         .with_context(|| format!("binding {listen}"))?;
     let url = format!("http://{}", listener.local_addr()?);
     let public: url::Url = url.parse().context("listen URL")?;
-    let dev = forge_gateway::dev::start(
-        &forge_gateway::dev::DevOptions {
-            nodes,
-            plugins_dir,
-            env,
-        },
-        &public,
-    )
-    .await?;
+    let dev = forge_gateway::dev::start(&opts, &public).await?;
     let sample = forge_gateway::dev::write_sample(&dev.state.config.gateway.data_dir)?;
     let _controllers = spawn_controllers(&dev.state);
     println!("Forge gateway (dev) listening on {url}");

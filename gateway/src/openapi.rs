@@ -19,6 +19,7 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("get", "/v1/jobs/{id}"),
     ("delete", "/v1/jobs/{id}"),
     ("get", "/v1/jobs/{id}/logs"),
+    ("get", "/v1/jobs/{id}/events"),
 ];
 
 fn error_response(description: &str) -> Value {
@@ -151,6 +152,11 @@ pub fn document() -> Value {
                     "responses": {"200": job_response("the job"), "404": error_response("not found (or another team's)")}},
                 "delete": {"summary": "Cancel a job",
                     "responses": {"200": job_response("cancelled"), "404": error_response("not found"), "409": error_response("not-cancellable")}}
+            },
+            "/v1/jobs/{id}/events": {
+                "parameters": id_param.clone(),
+                "get": {"summary": "Deduplicated Kubernetes events of the job's objects and the structured pending reason",
+                    "responses": {"200": {"description": "{pending?, events[]}"}, "404": error_response("not found")}}
             },
             "/v1/jobs/{id}/logs": {
                 "parameters": id_param,

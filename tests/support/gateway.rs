@@ -24,6 +24,23 @@ pub struct TestGateway {
 impl TestGateway {
     /// Start with a node layout (e.g. `h100=2x8,h200=2x8`) and extra `FORGE_*` settings.
     pub async fn start(nodes: &str, env: &[(&str, &str)]) -> TestGateway {
+        Self::start_with(nodes, env, &[]).await
+    }
+
+    /// Like [`TestGateway::start`], with images whose pulls fail in the cluster.
+    pub async fn start_with(
+        nodes: &str,
+        env: &[(&str, &str)],
+        failing_images: &[&str],
+    ) -> TestGateway {
+        // `RUST_LOG=forge_gateway=debug cargo test …` shows the gateway's logs.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .with_test_writer()
+            .try_init();
         for name in ["pool-series", "team-quota", "rwo-guard"] {
             plugins::component(name);
         }
@@ -42,6 +59,9 @@ impl TestGateway {
                 nodes: nodes.into(),
                 plugins_dir: plugins::workspace_root().join("target/plugins/components"),
                 env: vars,
+                sim: dev::SimMode::Process,
+                policy_chain: None,
+                failing_images: failing_images.iter().map(|s| s.to_string()).collect(),
             },
             &url.parse().expect("url"),
         )

@@ -88,9 +88,9 @@ pub fn demands(job: &JobRecord, placement: Option<&Placement>) -> Vec<PoolDemand
         .collect()
 }
 
-/// The cluster view with the pass's reservations applied.
-fn adjusted(mut view: ClusterView, free: &crate::capacity::FreeByNode) -> ClusterView {
-    let totals = fit::totals(free);
+/// The cluster view with the pass's reservations applied (`totals` from
+/// [`fit::totals`] of the pass's free map).
+fn adjusted(mut view: ClusterView, totals: &BTreeMap<String, (u32, u32)>) -> ClusterView {
     for s in &mut view.series {
         let (f, largest) = totals.get(&s.series).copied().unwrap_or((0, 0));
         s.free = f;
@@ -137,10 +137,11 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
     let mut entries = BTreeMap::new();
     let mut positions: BTreeMap<String, u32> = BTreeMap::new();
     let mut to_dispatch = Vec::new();
+    let mut totals = fit::totals(&free);
     for job in queued {
         let request = PolicyRequest {
             job: job_view(&state.config, &job.id, &job.team, &job.spec),
-            cluster: adjusted(snapshot.clone(), &free),
+            cluster: adjusted(snapshot.clone(), &totals),
             usage: usage_of(&ledger, &job.team),
         };
         let outcome = match state
@@ -205,6 +206,11 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
                     Ok(()) => {
                         for d in &wanted {
                             queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
+                            if let Some(nodes) = free.get(&d.series) {
+                                let sum = nodes.iter().sum::<u32>();
+                                let max = nodes.iter().copied().max().unwrap_or(0);
+                                totals.insert(d.series.clone(), (sum, max));
+                            }
                         }
                         let d = decision_record(&job.id, &outcome, chain.version);
                         to_dispatch.push((job, placement, d));

@@ -14,6 +14,11 @@
 //! then the RayJob is deleted at once — the operator's TTL is only the fallback. A
 //! RayJob whose job is unknown or already over is deleted (orphans never hold GPUs).
 //!
+//! Calls to the API server that fail transiently (429, 5xx, connection errors) are
+//! retried with a short backoff; when log archival still cannot finish, the RayJob is
+//! kept (so its pods and logs survive) and a periodic resync — a LIST of the gateway's
+//! RayJobs every [`RESYNC`] — tries again, as it does for a failed delete.
+//!
 //! After the watcher's initial list (every start and every relist) the store is
 //! reconciled with what exists: a dispatched job without its RayJob (the gateway died
 //! between persisting the intent and creating it) goes back to the queue; a job that
@@ -36,6 +41,10 @@ use crate::store::{JobRecord, JobState, StoreError, Transition};
 const SUBMITTER_CONTAINER: &str = "ray-job-submitter";
 /// Most bytes of one archived log (the tail is kept).
 const MAX_LOG_BYTES: i64 = 64 * 1024 * 1024;
+/// How often every RayJob of the gateway is looked at again, events or not.
+const RESYNC: std::time::Duration = std::time::Duration::from_secs(10);
+/// Attempts of one API call that fails transiently.
+const ATTEMPTS: u32 = 6;
 
 /// Run the controller until the task is aborted.
 pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
@@ -44,7 +53,21 @@ pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
         let cfg = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
         let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
         let mut seen: BTreeSet<String> = BTreeSet::new();
-        while let Some(event) = stream.next().await {
+        let mut resync = tokio::time::interval(RESYNC);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let event = tokio::select! {
+                ev = stream.next() => match ev {
+                    Some(ev) => ev,
+                    None => break,
+                },
+                _ = resync.tick() => {
+                    if let Err(e) = resync_all(&state).await {
+                        tracing::warn!("lifecycle resync: {e}");
+                    }
+                    continue;
+                }
+            };
             let result = match event {
                 Ok(watcher::Event::Init) => {
                     seen.clear();
@@ -67,6 +90,49 @@ pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// Look at every RayJob of the gateway again (a LIST, not the watch): finishes what a
+/// transient failure interrupted (archival, delete) even when no event comes.
+async fn resync_all(state: &AppState) -> Result<(), JobError> {
+    let api = rayjob_api(state);
+    let lp = ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    let list = with_retry(|| api.list(&lp)).await?;
+    for obj in &list.items {
+        if let Err(e) = on_rayjob(state, obj).await {
+            tracing::warn!(rayjob = %obj.name_any(), "lifecycle resync: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// Whether an API error is worth retrying: throttling, a server error, or no answer.
+fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// Run an API call, retrying transient failures with a doubling backoff.
+async fn with_retry<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut delay = std::time::Duration::from_millis(100);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(e) if attempt < ATTEMPTS && transient(&e) => {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(2));
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The job state a RayJob status means, with the reason to record.
@@ -153,8 +219,7 @@ async fn on_rayjob(state: &AppState, obj: &DynamicObject) -> Result<(), JobError
     };
     if job.state.is_terminal() {
         // Cancelled, or finished but not yet cleaned up (e.g. a crash before the delete).
-        archive_logs(state, &job, obj).await;
-        return delete_rayjob(state, &name).await;
+        return archive_then_delete(state, &job, obj).await;
     }
     let status = obj.data.get("status").cloned().unwrap_or_default();
     let (to, reason) = target_state(&status);
@@ -164,12 +229,37 @@ async fn on_rayjob(state: &AppState, obj: &DynamicObject) -> Result<(), JobError
     } else {
         job
     };
+    let job = if to == JobState::Succeeded && job.state == JobState::Initializing {
+        // A job that completed ran, even when the watch missed its Running status (a
+        // dropped watch, a restart): record the passage so no transition is lost.
+        let reason = "kuberay.running: inferred, the job completed before Running was seen";
+        advance(state, job, JobState::Running, reason.into()).await?
+    } else {
+        job
+    };
     let job = advance(state, job, to, reason).await?;
     if job.state.is_terminal() {
-        archive_logs(state, &job, obj).await;
-        delete_rayjob(state, &name).await?;
+        archive_then_delete(state, &job, obj).await?;
     }
     Ok(())
+}
+
+/// Archive a finished job's logs, then delete its RayJob — but keep the RayJob (and
+/// with it the pods holding the logs) when archival failed transiently; the resync
+/// tries again.
+async fn archive_then_delete(
+    state: &AppState,
+    job: &JobRecord,
+    obj: &DynamicObject,
+) -> Result<(), JobError> {
+    let name = obj.name_any();
+    if !archive_logs(state, job, obj).await {
+        return Err(JobError::Io(format!(
+            "archiving the logs of job {} failed; RayJob {name} kept for a retry",
+            job.id
+        )));
+    }
+    delete_rayjob(state, &name).await
 }
 
 async fn on_deleted(state: &AppState, obj: &DynamicObject) -> Result<(), JobError> {
@@ -223,19 +313,21 @@ async fn reconcile(state: &AppState, seen: &BTreeSet<String>) -> Result<(), JobE
 /// Delete a RayJob (background propagation; the operator's finalizer and the garbage
 /// collector remove its RayCluster, submitter Job and pods). Gone already is fine.
 pub async fn delete_rayjob(state: &AppState, name: &str) -> Result<(), JobError> {
-    match rayjob_api(state)
-        .delete(name, &DeleteParams::background())
-        .await
-    {
+    let api = rayjob_api(state);
+    let dp = DeleteParams::background();
+    match with_retry(|| api.delete(name, &dp)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Archive the driver and head logs of a job's RayJob, best effort: a missing pod or a
-/// storage failure is logged and the job still ends.
-pub async fn archive_logs(state: &AppState, job: &JobRecord, obj: &DynamicObject) {
+/// Archive the driver and head logs of a job's RayJob. A pod that does not exist (the
+/// job never got that far) is not an error. Returns false when a log that exists could
+/// not be archived (the API server or the storage kept failing): the caller keeps the
+/// RayJob and tries again later.
+pub async fn archive_logs(state: &AppState, job: &JobRecord, obj: &DynamicObject) -> bool {
+    let mut complete = true;
     let pods: Api<Pod> = Api::namespaced(state.kube.clone(), &state.config.k8s.namespace);
     let rayjob = obj.name_any();
     let cluster = obj
@@ -262,10 +354,12 @@ pub async fn archive_logs(state: &AppState, job: &JobRecord, obj: &DynamicObject
         if state.capsules.get_object(&key).await.is_ok() {
             continue; // archived before (e.g. by a previous run of this controller)
         }
-        let list = match pods.list(&ListParams::default().labels(&selector)).await {
+        let lp = ListParams::default().labels(&selector);
+        let list = match with_retry(|| pods.list(&lp)).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(job = %job.id, "listing {name} pods: {e}");
+                complete = false;
                 continue;
             }
         };
@@ -282,10 +376,19 @@ pub async fn archive_logs(state: &AppState, job: &JobRecord, obj: &DynamicObject
             limit_bytes: Some(MAX_LOG_BYTES),
             ..LogParams::default()
         };
-        let text = match pods.logs(&pod.name_any(), &params).await {
+        let pod_name = pod.name_any();
+        let text = match with_retry(|| pods.logs(&pod_name, &params)).await {
             Ok(t) => t,
+            Err(kube::Error::Api(s)) if s.code == 404 => continue, // the pod is gone
+            // 400: the container never started ("is waiting to start") — there is no
+            // log to archive, and waiting will not make one appear.
+            Err(kube::Error::Api(s)) if s.code == 400 => {
+                tracing::debug!(job = %job.id, pod = %pod_name, "no {name} log: {}", s.message);
+                continue;
+            }
             Err(e) => {
-                tracing::warn!(job = %job.id, pod = %pod.name_any(), "reading the {name} log: {e}");
+                tracing::warn!(job = %job.id, pod = %pod_name, "reading the {name} log: {e}");
+                complete = false;
                 continue;
             }
         };
@@ -295,9 +398,13 @@ pub async fn archive_logs(state: &AppState, job: &JobRecord, obj: &DynamicObject
             .await
         {
             Ok(()) => state.metrics.log_archived(),
-            Err(e) => tracing::warn!(job = %job.id, "archiving the {name} log: {e}"),
+            Err(e) => {
+                tracing::warn!(job = %job.id, "archiving the {name} log: {e}");
+                complete = false;
+            }
         }
     }
+    complete
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod dispatch;
 pub mod error;
+pub mod events;
 pub mod fit;
 pub mod lifecycle;
 pub mod queue;

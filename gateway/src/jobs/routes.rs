@@ -11,6 +11,8 @@
 //! - `GET /v1/jobs/{id}`: the job with its queue position and reason, history and
 //!   decisions. `DELETE /v1/jobs/{id}`: cancel.
 //! - `GET /v1/jobs/{id}/logs?name=driver|head`: the archived log once the job ended.
+//! - `GET /v1/jobs/{id}/events`: deduplicated Kubernetes events of the job's objects and
+//!   the structured pending reason (also on `GET /v1/jobs/{id}` while it starts).
 
 use axum::Json;
 use axum::body::Bytes;
@@ -46,6 +48,9 @@ pub struct JobResponse {
     /// Recorded decisions (single-job reads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decisions: Option<Vec<DecisionRecord>>,
+    /// Why a dispatched job is not running yet (single-job reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<super::events::PendingReason>,
 }
 
 /// The decision made at submission.
@@ -67,6 +72,7 @@ fn response(state: &AppState, job: JobRecord) -> JobResponse {
         admission: None,
         history: None,
         decisions: None,
+        pending: None,
     }
 }
 
@@ -293,10 +299,33 @@ pub async fn get(
     let job = visible(&state, &caller, &id).await?;
     let history = state.store.history(&id).await.map_err(JobError::from)?;
     let decisions = state.store.decisions(&id).await.map_err(JobError::from)?;
+    let pending = if matches!(job.state, JobState::Dispatched | JobState::Initializing) {
+        match super::events::diagnose(&state, &job).await {
+            Ok(d) => d.pending,
+            Err(e) => {
+                tracing::warn!(job = %job.id, "pending diagnosis: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let mut resp = response(&state, job);
     resp.history = Some(history);
     resp.decisions = Some(decisions);
+    resp.pending = pending;
     Ok(Json(resp))
+}
+
+/// `GET /v1/jobs/{id}/events`: the deduplicated Kubernetes events of the job's
+/// objects and the structured pending reason.
+pub async fn events(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<super::events::Diagnosis>, ApiError> {
+    let job = visible(&state, &caller, &id).await?;
+    Ok(Json(super::events::diagnose(&state, &job).await?))
 }
 
 /// `DELETE /v1/jobs/{id}`.
@@ -316,7 +345,8 @@ pub struct LogQuery {
     name: Option<String>,
 }
 
-/// `GET /v1/jobs/{id}/logs`: the archived driver (default) or head log.
+/// `GET /v1/jobs/{id}/logs`: the driver (default) or head log — archived once the job
+/// ended, live from the pod before that.
 pub async fn logs(
     State(state): State<AppState>,
     caller: Caller,
@@ -329,18 +359,59 @@ pub async fn logs(
         return Err(bad("invalid-query", "name", "`driver` or `head`"));
     }
     let key = forge_capsule::log_key(&job.id, &name).map_err(JobError::from)?;
+    let text = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     match state.capsules.get_object(&key).await {
-        Ok(bytes) => {
-            Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes).into_response())
-        }
-        Err(forge_capsule::StoreError::NotFound(_)) => Err(ApiError::Job(JobError::BadRequest {
-            code: "logs-not-archived",
-            field: "name",
-            message: format!(
-                "no archived {name} log for job {} (state {}); logs are archived when the job ends",
-                job.id, job.state
-            ),
-        })),
-        Err(e) => Err(ApiError::Job(e.into())),
+        Ok(bytes) => return Ok((text, bytes).into_response()),
+        Err(forge_capsule::StoreError::NotFound(_)) => {}
+        Err(e) => return Err(ApiError::Job(e.into())),
     }
+    // Not archived (yet): the live log from the cluster, while the pods exist.
+    if let Some(live) = live_log(&state, &job, &name).await {
+        return Ok((text, live).into_response());
+    }
+    Err(ApiError::Job(JobError::BadRequest {
+        code: "logs-not-archived",
+        field: "name",
+        message: format!(
+            "no {name} log for job {} (state {}): not archived and no live pod",
+            job.id, job.state
+        ),
+    }))
+}
+
+/// The current log of a job's submitter (driver) or head pod, if it can be read.
+async fn live_log(state: &AppState, job: &JobRecord, name: &str) -> Option<String> {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::ResourceExt;
+    let rayjob = job.rayjob_name.as_deref()?;
+    let pods: kube::Api<Pod> =
+        kube::Api::namespaced(state.kube.clone(), &state.config.k8s.namespace);
+    let (selector, container) = if name == "driver" {
+        (
+            format!("batch.kubernetes.io/job-name={rayjob}"),
+            Some("ray-job-submitter".to_string()),
+        )
+    } else {
+        (
+            format!(
+                "{}={},ray.io/node-type=head",
+                crate::rayjob::LABEL_JOB_ID,
+                job.id
+            ),
+            None,
+        )
+    };
+    let list = pods
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .ok()?;
+    let pod = list
+        .items
+        .iter()
+        .max_by_key(|p| p.metadata.creation_timestamp.clone())?;
+    let params = kube::api::LogParams {
+        container,
+        ..Default::default()
+    };
+    pods.logs(&pod.name_any(), &params).await.ok()
 }

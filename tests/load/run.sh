@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Load benchmark of the gateway (release build, loopback, wrk as the load generator).
+#
+#   bash tests/load/run.sh            # DURATION=15 CONNECTIONS=32 by default
+#
+# Starts `forge-gateway dev --sim api-only` (a bare emulated API server: RayJobs are
+# stored, nothing runs, so the numbers are the gateway's) on 2000 nodes x 8 GPUs with
+# tests/load/chain.yaml (reference plugins, quota out of the way), then measures, in
+# this order and in the same run:
+#   1. baseline: GET /healthz (HTTP stack only);
+#   2. dry-run reviews: POST /v1/admission/review (auth + spec validation + the WASM
+#      chain), throughput and p50/p99;
+#   3. submissions: POST /v1/jobs naming a stored capsule (durable insert + decision),
+#      and submit → RayJob-created throughput (the dispatcher's creates, from
+#      forge_job_transitions_total{state="dispatched"}).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+DURATION="${DURATION:-15}"
+CONNECTIONS="${CONNECTIONS:-32}"
+THREADS="${THREADS:-1}"
+
+if ! command -v wrk >/dev/null; then
+  echo "installing wrk (Debian package)" >&2
+  apt-get install -y -qq wrk >/dev/null
+fi
+cargo run --quiet --release -p forge-plugin-build --bin forge-plugin -- build \
+  --target-dir target/plugins --out target/plugins/components \
+  plugins/pool-series plugins/team-quota plugins/rwo-guard
+cargo build --quiet --release -p forge-gateway
+
+data="$(mktemp -d)"
+port=$((20000 + RANDOM % 20000))
+log="$data/gateway.log"
+FORGE_DATA_DIR="$data" FORGE_LISTEN="127.0.0.1:$port" RUST_LOG=warn \
+  target/release/forge-gateway dev --sim api-only --nodes h100=2000x8 \
+  --policy-chain tests/load/chain.yaml >"$log" 2>&1 &
+gw=$!
+trap 'kill $gw 2>/dev/null; wait $gw 2>/dev/null; rm -rf "$data"' EXIT
+url="http://127.0.0.1:$port"
+for _ in $(seq 1 300); do
+  grep -q "token:" "$log" 2>/dev/null && break
+  sleep 0.1
+done
+FORGE_TOKEN="$(awk '/token:/ {print $2; exit}' "$log")"
+[ -n "$FORGE_TOKEN" ] || { cat "$log"; exit 1; }
+export FORGE_TOKEN
+
+# Store the capsule once (a multipart submission of the dev sample).
+FORGE_CAPSULE="$(curl -sf -H "Authorization: Bearer $FORGE_TOKEN" \
+  -F "spec=@$data/sample/job.json" -F "code=@$data/sample/code.zip" "$url/v1/jobs" |
+  sed -n 's/.*"capsuleSha256":"\([0-9a-f]*\)".*/\1/p')"
+[ -n "$FORGE_CAPSULE" ] || { echo "could not store the capsule" >&2; cat "$log"; exit 1; }
+export FORGE_CAPSULE
+
+run() { # name script url
+  wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "tests/load/$2" "$3" |
+    awk -v name="$1" '/^RESULT/ {print name, $0}'
+}
+metric() { curl -sf "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+
+base="$(run baseline health.lua "$url/healthz")"; echo "$base"
+rev="$(run review review.lua "$url/v1/admission/review")"; echo "$rev"
+before="$(metric 'forge_job_transitions_total{state="dispatched"}')"
+before="${before:-0}"
+start=$(date +%s.%N)
+sub="$(run submit submit.lua "$url/v1/jobs")"; echo "$sub"
+# Wait until the dispatcher has drained the queue; the end time is the last time the
+# created count moved.
+last="$before"; end="$start"; still=0
+while [ "$still" -lt 10 ]; do
+  now="$(metric 'forge_job_transitions_total{state="dispatched"}')"; now="${now:-0}"
+  depth="$(metric 'forge_queue_depth{series="h100"}')"; depth="${depth:-0}"
+  if [ "$now" != "$last" ]; then last="$now"; end=$(date +%s.%N); still=0
+  elif [ "$depth" = "0" ]; then still=$((still + 1)); fi
+  sleep 0.2
+done
+rps() { sed -n 's/.*requests=\([0-9]*\) seconds=\([0-9.]*\).*/\1 \2/p' | awk '{printf "%.1f", $1 / $2}'; }
+b=$(echo "$base" | rps); r=$(echo "$rev" | rps); s=$(echo "$sub" | rps)
+created=$(( ${last%.*} - ${before%.*} ))
+awk -v b="$b" -v r="$r" -v s="$s" -v c="$created" -v t0="$start" -v t1="$end" 'BEGIN {
+  printf "baseline %.0f req/s | reviews %.0f req/s (%.2f of baseline) | submits %.0f req/s\n", b, r, r / b, s
+  printf "submit -> RayJob created: %d RayJobs in %.2f s = %.0f jobs/s\n", c, t1 - t0, c / (t1 - t0)
+}'

@@ -1,0 +1,11 @@
+-- wrk script: job submissions naming an already stored capsule (POST /v1/jobs, JSON).
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("FORGE_TOKEN")
+wrk.body = '{"capsule":"' .. os.getenv("FORGE_CAPSULE") .. '","spec":{"name":"load","framework":"nemo-rl","entrypoint":"python3 train.py","pools":[{"name":"train","nodes":1,"gpusPerNode":1}]}}'
+
+function done(summary, latency, requests)
+  io.write(string.format("RESULT requests=%d seconds=%.3f non2xx=%d p50_us=%d p99_us=%d\n",
+    summary.requests, summary.duration / 1e6, summary.errors.status,
+    latency:percentile(50), latency:percentile(99)))
+end
