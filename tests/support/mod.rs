@@ -2,6 +2,7 @@
 
 pub mod capsule;
 pub mod gateway;
+pub mod jobs;
 pub mod kubesim;
 pub mod plugins;
 pub mod s3;

@@ -1,0 +1,303 @@
+//! Job-API helpers shared by the fault and crash tests: code archives, specs, an HTTP
+//! client bound to one gateway URL and token, terminal-state polling, and a RayJob
+//! recorder that notices a second RayJob created for one job.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+
+/// A zip archive of `files` (path, body).
+pub fn zip_of(files: &[(&str, &str)]) -> Vec<u8> {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (path, body) in files {
+        zip.start_file(*path, zip::write::SimpleFileOptions::default())
+            .expect("zip entry");
+        zip.write_all(body.as_bytes()).expect("zip write");
+    }
+    zip.finish().expect("zip finish").into_inner()
+}
+
+/// A tiny job's code: prints a marker with its job id, appends one line per run to
+/// `<runs_dir>/<job id>` (so a job that ran twice is visible), then sleeps `secs`.
+pub fn marker_zip(runs_dir: &std::path::Path, secs: f64) -> Vec<u8> {
+    let script = format!(
+        "import os, time\n\
+         jid = os.environ.get('FORGE_JOB_ID', 'unknown')\n\
+         with open(os.path.join({dir:?}, jid), 'a') as f:\n    f.write('run\\n')\n\
+         print('forge-marker ' + jid, flush=True)\n\
+         time.sleep({secs})\n\
+         print('forge-done ' + jid, flush=True)\n",
+        dir = runs_dir.display().to_string(),
+    );
+    zip_of(&[("job.py", &script)])
+}
+
+/// A 1-GPU JobSpec running `entrypoint`.
+pub fn one_gpu_spec(name: &str, entrypoint: &str) -> Value {
+    json!({
+        "name": name,
+        "framework": "nemo-rl",
+        "entrypoint": entrypoint,
+        "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 1}]
+    })
+}
+
+/// How many times each job's code ran (lines in its marker file).
+pub fn runs_of(runs_dir: &std::path::Path, id: &str) -> usize {
+    std::fs::read_to_string(runs_dir.join(id))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// The RayJob API of a namespace.
+pub fn rayjobs(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("ray.io", "v1", "RayJob"),
+        "rayjobs",
+    );
+    Api::namespaced_with(client, namespace, &ar)
+}
+
+/// Names of the RayJobs that exist now (retrying transient API errors).
+pub async fn rayjob_names(api: &Api<DynamicObject>) -> Vec<String> {
+    for _ in 0..50 {
+        if let Ok(list) = api.list(&ListParams::default()).await {
+            return list
+                .items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .collect();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("listing RayJobs kept failing");
+}
+
+/// Wait until no RayJob exists.
+pub async fn wait_no_rayjobs(api: &Api<DynamicObject>, within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let names = rayjob_names(api).await;
+        if names.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "RayJobs left behind: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Records every RayJob object (name → distinct UIDs) seen by a watcher: two UIDs
+/// under one name mean the RayJob was created twice.
+#[derive(Clone, Default)]
+pub struct RayJobRecorder {
+    seen: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>,
+}
+
+impl RayJobRecorder {
+    /// Start watching `api` in the background.
+    pub fn start(api: Api<DynamicObject>) -> (RayJobRecorder, tokio::task::JoinHandle<()>) {
+        let rec = RayJobRecorder::default();
+        let seen = rec.seen.clone();
+        let task = tokio::spawn(async move {
+            let mut stream =
+                std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+            while let Some(ev) = stream.next().await {
+                let obj = match ev {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+                    Ok(watcher::Event::Delete(o)) => o,
+                    _ => continue,
+                };
+                if let (Some(name), Some(uid)) = (obj.metadata.name, obj.metadata.uid) {
+                    seen.lock()
+                        .expect("recorder lock")
+                        .entry(name)
+                        .or_default()
+                        .insert(uid);
+                }
+            }
+        });
+        (rec, task)
+    }
+
+    /// RayJob name → the distinct UIDs seen.
+    pub fn seen(&self) -> BTreeMap<String, BTreeSet<String>> {
+        self.seen.lock().expect("recorder lock").clone()
+    }
+}
+
+/// An HTTP client for one gateway URL and token.
+#[derive(Clone)]
+pub struct JobClient {
+    pub url: String,
+    pub token: String,
+    pub http: reqwest::Client,
+}
+
+impl JobClient {
+    pub fn new(url: &str, token: &str) -> JobClient {
+        JobClient {
+            url: url.to_string(),
+            token: token.to_string(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("http client"),
+        }
+    }
+
+    /// Submit a job (multipart spec + code zip); returns the status and JSON body.
+    pub async fn submit(&self, spec: &Value, code: Vec<u8>) -> (u16, Value) {
+        let form = reqwest::multipart::Form::new()
+            .part(
+                "spec",
+                reqwest::multipart::Part::text(spec.to_string())
+                    .mime_str("application/json")
+                    .expect("mime"),
+            )
+            .part(
+                "code",
+                reqwest::multipart::Part::bytes(code).file_name("code.zip"),
+            );
+        let resp = self
+            .http
+            .post(format!("{}/v1/jobs", self.url))
+            .bearer_auth(&self.token)
+            .multipart(form)
+            .send()
+            .await
+            .expect("submit");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.expect("submit JSON"))
+    }
+
+    /// Submit and expect 202; returns the job id.
+    pub async fn submit_ok(&self, spec: &Value, code: Vec<u8>) -> String {
+        let (status, body) = self.submit(spec, code).await;
+        assert_eq!(status, 202, "{body:#}");
+        body["id"].as_str().expect("job id").to_string()
+    }
+
+    /// The job's JSON view, or `None` when the gateway does not answer.
+    pub async fn try_job(&self, id: &str) -> Option<Value> {
+        let resp = self
+            .http
+            .get(format!("{}/v1/jobs/{id}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .ok()?;
+        if resp.status() != 200 {
+            return None;
+        }
+        resp.json().await.ok()
+    }
+
+    /// The job's JSON view.
+    pub async fn job(&self, id: &str) -> Value {
+        self.try_job(id).await.expect("get job")
+    }
+
+    /// Poll until every job is terminal; returns id → final view.
+    pub async fn wait_terminal(&self, ids: &[String], within: Duration) -> BTreeMap<String, Value> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut done = BTreeMap::new();
+        loop {
+            for id in ids {
+                if done.contains_key(id) {
+                    continue;
+                }
+                if let Some(j) = self.try_job(id).await
+                    && is_terminal(&j)
+                {
+                    done.insert(id.clone(), j);
+                }
+            }
+            if done.len() == ids.len() {
+                return done;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let mut pending = Vec::new();
+                for id in ids.iter().filter(|i| !done.contains_key(*i)) {
+                    pending.push(self.try_job(id).await);
+                }
+                panic!(
+                    "{} of {} jobs not terminal within {within:?}: {pending:#?}",
+                    ids.len() - done.len(),
+                    ids.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    /// The archived driver log (status, body).
+    pub async fn logs(&self, id: &str) -> (u16, String) {
+        let resp = self
+            .http
+            .get(format!("{}/v1/jobs/{id}/logs", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .expect("logs");
+        let status = resp.status().as_u16();
+        (status, resp.text().await.expect("log text"))
+    }
+
+    /// Every job the token sees (ids), following the list's cursor.
+    pub async fn list_ids(&self) -> BTreeSet<String> {
+        let mut ids = BTreeSet::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut url = format!("{}/v1/jobs?limit=100", self.url);
+            if let Some(c) = &cursor {
+                url.push_str(&format!("&cursor={c}"));
+            }
+            let body: Value = self
+                .http
+                .get(url)
+                .bearer_auth(&self.token)
+                .send()
+                .await
+                .expect("list")
+                .json()
+                .await
+                .expect("list JSON");
+            for j in body["jobs"].as_array().expect("jobs array") {
+                ids.insert(j["id"].as_str().expect("id").to_string());
+            }
+            match body["next"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return ids,
+            }
+        }
+    }
+}
+
+/// Whether a job view is in a terminal state.
+pub fn is_terminal(job: &Value) -> bool {
+    matches!(
+        job["state"].as_str(),
+        Some("succeeded" | "failed" | "cancelled" | "timed-out" | "rejected")
+    )
+}
+
+/// The `to` states of a job's history.
+pub fn history(job: &Value) -> Vec<String> {
+    job["history"]
+        .as_array()
+        .map(|h| {
+            h.iter()
+                .filter_map(|t| t["to"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
