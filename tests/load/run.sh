@@ -65,12 +65,12 @@ before="$(metric 'forge_job_transitions_total{state="dispatched"}')"
 before="${before:-0}"
 start=$(date +%s.%N)
 sub="$(run submit submit.lua "$url/v1/jobs")"; echo "$sub"
-# Wait until the dispatcher has drained the queue; the end time is the last time the
-# created count moved.
+# Wait until the dispatcher has drained the queue (no queued job left); the end time is
+# the last time the created count moved.
 last="$before"; end="$start"; still=0
 while [ "$still" -lt 10 ]; do
   now="$(metric 'forge_job_transitions_total{state="dispatched"}')"; now="${now:-0}"
-  depth="$(metric 'forge_queue_depth{series="h100"}')"; depth="${depth:-0}"
+  depth="$(curl -sf -H "Authorization: Bearer $FORGE_TOKEN" "$url/v1/jobs?state=queued&limit=1" | grep -c '"id"' || true)"
   if [ "$now" != "$last" ]; then last="$now"; end=$(date +%s.%N); still=0
   elif [ "$depth" = "0" ]; then still=$((still + 1)); fi
   sleep 0.2
