@@ -3,13 +3,12 @@
 //! lifecycle controllers) admits, queues, rejects, dispatches RayJobs of the documented
 //! shape, runs them to the end and cleans up; tenancy and the error contract.
 
-use std::io::Write;
-
 use sha2::Digest;
 use std::time::Duration;
 
 use forge_tests::gateway::TestGateway;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use forge_tests::jobs::{self, zip_of};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
 /// Token of a `team-b` member (its SHA-256 is in the tokens file written below).
@@ -17,16 +16,6 @@ const TEAM_B_TOKEN: &str = "team-b-member-token";
 
 fn spec(name: &str, entrypoint: &str, pools: Value) -> Value {
     json!({"name": name, "framework": "nemo-rl", "entrypoint": entrypoint, "pools": pools})
-}
-
-fn zip_of(files: &[(&str, &str)]) -> Vec<u8> {
-    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for (path, body) in files {
-        zip.start_file(*path, zip::write::SimpleFileOptions::default())
-            .expect("zip entry");
-        zip.write_all(body.as_bytes()).expect("zip write");
-    }
-    zip.finish().expect("zip finish").into_inner()
 }
 
 fn train_zip() -> Vec<u8> {
@@ -54,14 +43,9 @@ async fn gateway(nodes: &str, extra: &[(&str, &str)]) -> TestGateway {
 }
 
 fn rayjobs(gw: &TestGateway) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("ray.io", "v1", "RayJob"),
-        "rayjobs",
-    );
-    Api::namespaced_with(
+    jobs::rayjobs(
         gw.sim.client().expect("client"),
         &gw.state.config.k8s.namespace,
-        &ar,
     )
 }
 
@@ -224,11 +208,7 @@ async fn admitted_job_runs_to_success_with_logs_and_cleanup() {
         text.contains("hello from forge") && text.contains("step 2"),
         "{text}"
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while rayjob_count(&gw).await > 0 {
-        assert!(tokio::time::Instant::now() < deadline, "RayJob left behind");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    jobs::wait_no_rayjobs(&rayjobs(&gw), Duration::from_secs(20)).await;
     // Pods go with the RayJob through the garbage collector; give a loaded machine time.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -539,11 +519,7 @@ async fn gang_admission_waits_for_all_gpus_and_cancel_leaves_the_queue() {
         .expect("cancel running");
     assert_eq!(resp.status(), 200);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while rayjob_count(&gw).await > 0 {
-        assert!(tokio::time::Instant::now() < deadline, "RayJob left behind");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    jobs::wait_no_rayjobs(&rayjobs(&gw), Duration::from_secs(20)).await;
     assert_eq!(job(&gw, &second_id).await["state"], "cancelled");
 }
 
@@ -708,18 +684,5 @@ async fn missing_image_is_diagnosed_then_times_out_at_the_pre_running_deadline()
             .is_some_and(|r| r.contains("PreRunningDeadlineExceeded")),
         "{done:#}"
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while rayjob_count(&gw).await > 0 {
-        if tokio::time::Instant::now() >= deadline {
-            let left = rayjobs(&gw)
-                .list(&ListParams::default())
-                .await
-                .expect("list");
-            panic!(
-                "RayJob left behind: {:#}",
-                serde_json::to_value(&left.items).expect("json")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    jobs::wait_no_rayjobs(&rayjobs(&gw), Duration::from_secs(20)).await;
 }

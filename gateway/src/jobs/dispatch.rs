@@ -159,15 +159,14 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
                         message: String::new(),
                     },
                 );
-                let position = next_position(&mut positions, &series);
-                entries.insert(
-                    job.id.clone(),
-                    QueueEntry {
-                        series,
-                        position,
-                        code: "policy.failed".into(),
-                        reason: format!("the admission policy failed: {e}"),
-                    },
+                let reason = format!("the admission policy failed: {e}");
+                waits(
+                    &mut entries,
+                    &mut positions,
+                    &job.id,
+                    series,
+                    "policy.failed",
+                    reason,
                 );
                 continue;
             }
@@ -188,15 +187,13 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
                 }
             }
             Decision::Queue { code, message } => {
-                let position = next_position(&mut positions, &series);
-                entries.insert(
-                    job.id.clone(),
-                    QueueEntry {
-                        series,
-                        position,
-                        code: code.clone(),
-                        reason: message.clone(),
-                    },
+                waits(
+                    &mut entries,
+                    &mut positions,
+                    &job.id,
+                    series,
+                    code,
+                    message.clone(),
                 );
             }
             Decision::Admit { placement } => {
@@ -216,15 +213,14 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
                         to_dispatch.push((job, placement, d));
                     }
                     Err(nofit) => {
-                        let position = next_position(&mut positions, &series);
-                        entries.insert(
-                            job.id.clone(),
-                            QueueEntry {
-                                series,
-                                position,
-                                code: "capacity.no-room".into(),
-                                reason: nofit.to_string(),
-                            },
+                        let reason = nofit.to_string();
+                        waits(
+                            &mut entries,
+                            &mut positions,
+                            &job.id,
+                            series,
+                            "capacity.no-room",
+                            reason,
                         );
                     }
                 }
@@ -256,10 +252,26 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
     Ok(dispatched)
 }
 
-fn next_position(positions: &mut BTreeMap<String, u32>, series: &str) -> u32 {
-    let p = positions.entry(series.to_string()).or_default();
+/// Records that a job keeps waiting in its series' queue (next position, with why).
+fn waits(
+    entries: &mut BTreeMap<String, QueueEntry>,
+    positions: &mut BTreeMap<String, u32>,
+    job_id: &str,
+    series: String,
+    code: &str,
+    reason: String,
+) {
+    let p = positions.entry(series.clone()).or_default();
     *p += 1;
-    *p
+    entries.insert(
+        job_id.to_string(),
+        QueueEntry {
+            series,
+            position: *p,
+            code: code.to_string(),
+            reason,
+        },
+    );
 }
 
 fn usage_of(ledger: &Ledger, team: &str) -> Vec<crate::policy::model::SeriesUsage> {
