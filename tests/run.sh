@@ -33,5 +33,8 @@ log "policy plugins -> WebAssembly components"
 cargo run --quiet -p forge-plugin-build --bin forge-plugin -- build \
   plugins/pool-series plugins/team-quota plugins/rwo-guard tests/fixtures/plugins/hostile
 
+log "binaries (the crash tests run the gateway and the emulator as real processes)"
+cargo build --quiet --workspace --bins
+
 log "unit and integration tests"
 cargo test --workspace --no-fail-fast
