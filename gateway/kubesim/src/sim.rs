@@ -1,10 +1,11 @@
 //! The emulator as a library: [`SimConfig`] describes the cluster, [`Sim::start`]
 //! binds the HTTP listener, seeds namespaces and nodes, runs the garbage collector and
 //! starts the simulated controllers (`controllers::run`) against the server through a
-//! real `kube::Client`.
+//! real `kube::Client`. A kubelet scratch root the simulator had to create is removed
+//! again when the [`Sim`] is shut down or dropped, so runs leave nothing in `/tmp`.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +46,14 @@ pub enum SimError {
     #[error("write kubeconfig {path}: {source}")]
     Write {
         /// Target path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Creating the kubelet's scratch root failed.
+    #[error("create scratch root {path}: {source}")]
+    Scratch {
+        /// The scratch root.
         path: String,
         /// Cause.
         source: std::io::Error,
@@ -215,6 +224,40 @@ pub struct Sim {
     logs: Arc<LogStore>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
+    /// The kubelet's scratch root when the simulator created it (removed on drop).
+    /// Declared last so it is removed after everything else has been dropped.
+    scratch: Option<ScratchDir>,
+}
+
+/// A directory the simulator created; removed (recursively, best effort) on drop.
+#[derive(Debug)]
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// Creates `path` if it does not exist yet and returns the guard that removes it;
+    /// `None` if it already existed (then it is the caller's).
+    fn claim(path: &Path) -> Result<Option<Self>, SimError> {
+        if path.exists() {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(path).map_err(|source| SimError::Scratch {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(Some(Self(path.to_path_buf())))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %self.0.display(), error = %e, "removing kubesim scratch root");
+            }
+        }
+    }
 }
 
 /// Bearer token written to the kubeconfig (the server accepts any token).
@@ -298,8 +341,12 @@ impl Sim {
             logs,
             shutdown,
             tasks,
+            scratch: None,
         };
         if cfg.run_controllers {
+            let mut sim = sim;
+            // Only the controllers (the kubelet) write to the scratch root.
+            sim.scratch = ScratchDir::claim(&cfg.controllers.scratch_root)?;
             let client = sim.client()?;
             let logs = sim.logs.clone();
             let stop = sim.shutdown.clone();
@@ -309,7 +356,6 @@ impl Sim {
                     tracing::error!(error = %e, "kubesim controllers stopped");
                 }
             });
-            let mut sim = sim;
             sim.tasks.push(handle);
             return Ok(sim);
         }
@@ -378,7 +424,8 @@ impl Sim {
         self.store.current_rv()
     }
 
-    /// Stops the server, watches, garbage collector and controllers.
+    /// Stops the server, watches, garbage collector and controllers, then removes the
+    /// scratch root if the simulator created it.
     pub async fn shutdown(mut self) {
         self.shutdown.cancel();
         for t in std::mem::take(&mut self.tasks) {
@@ -393,7 +440,87 @@ impl Sim {
 }
 
 impl Drop for Sim {
+    /// Cancels everything; the scratch root (if the simulator created it) is removed
+    /// right after, when the `scratch` field is dropped. Without [`Sim::shutdown`] the
+    /// cancelled tasks are not awaited first, so removal is best effort there.
     fn drop(&mut self) {
         self.shutdown.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_controllers(scratch_root: PathBuf) -> SimConfig {
+        SimConfig {
+            controllers: ControllerConfig {
+                scratch_root,
+                ..ControllerConfig::default()
+            },
+            ..SimConfig::default()
+        }
+    }
+
+    #[test]
+    fn default_scratch_roots_are_distinct() {
+        let a = ControllerConfig::default().scratch_root;
+        let b = ControllerConfig::default().scratch_root;
+        assert_ne!(a, b);
+        let prefix = format!("forge-kubesim-{}-", std::process::id());
+        for p in [&a, &b] {
+            let name = p.file_name().and_then(|n| n.to_str()).expect("name");
+            assert!(name.starts_with(&prefix), "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn created_scratch_root_is_removed_on_shutdown() {
+        let cfg = SimConfig::default();
+        let root = cfg.controllers.scratch_root.clone();
+        assert!(!root.exists());
+        let sim = Sim::start(cfg).await.expect("start");
+        assert!(root.is_dir(), "scratch root created at start");
+        std::fs::create_dir_all(root.join("jobs/ns/id")).expect("write into scratch");
+        sim.shutdown().await;
+        assert!(!root.exists(), "{} left behind", root.display());
+    }
+
+    #[tokio::test]
+    async fn created_scratch_root_is_removed_on_drop() {
+        let cfg = SimConfig::default();
+        let root = cfg.controllers.scratch_root.clone();
+        let sim = Sim::start(cfg).await.expect("start");
+        std::fs::write(root.join("marker"), b"x").expect("write into scratch");
+        drop(sim);
+        assert!(!root.exists(), "{} left behind", root.display());
+    }
+
+    #[tokio::test]
+    async fn existing_scratch_root_is_left_in_place() {
+        let root = std::env::temp_dir().join(format!(
+            "forge-kubesim-test-existing-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&root).expect("create");
+        let sim = Sim::start(with_controllers(root.clone()))
+            .await
+            .expect("start");
+        sim.shutdown().await;
+        let kept = root.is_dir();
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert!(kept, "caller's scratch root was removed");
+    }
+
+    #[tokio::test]
+    async fn bare_server_creates_no_scratch_root() {
+        let cfg = SimConfig {
+            run_controllers: false,
+            ..SimConfig::default()
+        };
+        let root = cfg.controllers.scratch_root.clone();
+        let sim = Sim::start(cfg).await.expect("start");
+        assert!(!root.exists());
+        sim.shutdown().await;
     }
 }

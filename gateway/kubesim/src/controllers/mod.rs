@@ -49,6 +49,7 @@ pub mod validation;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::core::{ApiResource, GroupVersionKind};
@@ -80,6 +81,12 @@ pub struct ControllerConfig {
     pub failing_images: BTreeSet<String>,
     /// Root of the kubelet's host scratch space: emptyDir volumes live in
     /// `<root>/pods/<pod uid>/volumes/<volume>`, unpacked jobs in `<root>/jobs/…`.
+    ///
+    /// A root that does not exist when [`crate::Sim::start`] runs is created by the
+    /// simulator and removed again when it is shut down or dropped; an existing
+    /// directory belongs to the caller and is left in place. The default is a fresh
+    /// `<tmp>/forge-kubesim-<pid>-<n>` per configuration, so simulators running side by
+    /// side in one process never share (or remove) each other's scratch space.
     pub scratch_root: PathBuf,
     /// Simulated image pull time (per image, first pull on a node).
     pub image_pull: Duration,
@@ -95,13 +102,20 @@ impl Default for ControllerConfig {
         Self {
             mode: RunMode::Process,
             failing_images: BTreeSet::new(),
-            scratch_root: std::env::temp_dir()
-                .join(format!("forge-kubesim-{}", std::process::id())),
+            scratch_root: default_scratch_root(),
             image_pull: Duration::from_millis(200),
             backoff_base: Duration::from_secs(10),
             concurrency: 0,
         }
     }
+}
+
+/// A scratch root no other default configuration of this process uses:
+/// `<tmp>/forge-kubesim-<pid>-<n>`.
+fn default_scratch_root() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("forge-kubesim-{}-{n}", std::process::id()))
 }
 
 /// Errors of the controllers.
