@@ -13,9 +13,24 @@ use serde_json::{Value, json};
 
 /// Token of a `team-b` member (its SHA-256 is in the tokens file written below).
 const TEAM_B_TOKEN: &str = "team-b-member-token";
+/// Token of a `team-a` member (not an admin: the dev token is team-a's admin).
+const TEAM_A_MEMBER_TOKEN: &str = "team-a-member-token";
 
 fn spec(name: &str, entrypoint: &str, pools: Value) -> Value {
     json!({"name": name, "framework": "nemo-rl", "entrypoint": entrypoint, "pools": pools})
+}
+
+/// 16 GPUs as two single-node pools (within the dev quota, allowed on RWO storage):
+/// on an `h100=1x8` cluster it never fits and waits with `capacity.no-room`.
+fn sixteen_gpus(name: &str) -> Value {
+    spec(
+        name,
+        "python3 train.py",
+        json!([
+            {"name": "a", "nodes": 1, "gpusPerNode": 8},
+            {"name": "b", "nodes": 1, "gpusPerNode": 8}
+        ]),
+    )
 }
 
 fn train_zip() -> Vec<u8> {
@@ -31,8 +46,9 @@ async fn gateway(nodes: &str, extra: &[(&str, &str)]) -> TestGateway {
     std::fs::write(
         &tokens,
         format!(
-            "tokens:\n  - team: team-b\n    role: member\n    token_sha256: {}\n",
-            forge_gateway::auth::hash_token(TEAM_B_TOKEN)
+            "tokens:\n  - team: team-b\n    role: member\n    token_sha256: {}\n  - team: team-a\n    role: member\n    token_sha256: {}\n",
+            forge_gateway::auth::hash_token(TEAM_B_TOKEN),
+            forge_gateway::auth::hash_token(TEAM_A_MEMBER_TOKEN),
         ),
     )
     .expect("tokens file");
@@ -684,5 +700,233 @@ async fn missing_image_is_diagnosed_then_times_out_at_the_pre_running_deadline()
             .is_some_and(|r| r.contains("PreRunningDeadlineExceeded")),
         "{done:#}"
     );
+    jobs::wait_no_rayjobs(&rayjobs(&gw), Duration::from_secs(20)).await;
+}
+
+/// Poll until the queued job shows the queue reason `code`.
+async fn wait_queue_code(gw: &TestGateway, id: &str, code: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let j = job(gw, id).await;
+        if j["state"] == "queued" && j["queue"]["code"] == code {
+            return j;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "job {id} not queued with {code}: {j:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Files directly in `dir` (0 when it does not exist).
+fn entries(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_of_jobs_that_never_ran_are_404_logs_not_archived() {
+    let gw = gateway("h100=1x8", &[]).await;
+    let admin = gw.client(&gw.token);
+    // Queued for good (16 GPUs on an 8-GPU cluster): no RayJob, no pod, no log.
+    let queued = admin.submit_ok(&sixteen_gpus("waits"), train_zip()).await;
+    let before = wait_queue_code(&gw, &queued, "capacity.no-room").await;
+    // Rejected at admission: an audit record that never ran.
+    let unknown = spec(
+        "a100",
+        "python3 train.py",
+        json!([{"name": "train", "nodes": 1, "gpusPerNode": 8, "series": "a100"}]),
+    );
+    let (status, body) = admin.submit(&unknown, train_zip()).await;
+    assert_eq!(status, 403, "{body:#}");
+    let rejected = body["error"]["details"]["jobId"]
+        .as_str()
+        .expect("rejected job id")
+        .to_string();
+
+    for (id, query, name) in [
+        (&queued, "", "driver"),
+        (&queued, "?name=head", "head"),
+        (&rejected, "", "driver"),
+        (&rejected, "?name=head", "head"),
+    ] {
+        let (status, body) = admin
+            .call(reqwest::Method::GET, &format!("/v1/jobs/{id}/logs{query}"))
+            .await;
+        assert_eq!(status, 404, "{id}{query}: {body:#}");
+        assert_eq!(body["error"]["code"], "logs-not-archived", "{body:#}");
+        assert_eq!(body["error"]["details"]["field"], "name", "{body:#}");
+        let message = body["error"]["message"].as_str().expect("message");
+        assert!(
+            message.contains(&format!("no {name} log for job {id}")),
+            "{message}"
+        );
+    }
+    // Asking changed nothing: still queued at the same place, no RayJob created.
+    let after = job(&gw, &queued).await;
+    assert_eq!(after["state"], "queued", "{after:#}");
+    assert_eq!(after["history"], before["history"]);
+    assert_eq!(after["queue"]["position"], before["queue"]["position"]);
+    assert_eq!(job(&gw, &rejected).await["state"], "rejected");
+    assert_eq!(rayjob_count(&gw).await, 0);
+
+    // Cancelled before it ever ran: still nothing to serve.
+    let (status, cancelled) = admin
+        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{queued}"))
+        .await;
+    assert_eq!(status, 200, "{cancelled:#}");
+    assert_eq!(cancelled["state"], "cancelled");
+    let (status, body) = admin
+        .call(reqwest::Method::GET, &format!("/v1/jobs/{queued}/logs"))
+        .await;
+    assert_eq!(status, 404, "{body:#}");
+    assert_eq!(body["error"]["code"], "logs-not-archived", "{body:#}");
+
+    // Distinct from a job that does not exist and from a log that has no name.
+    let missing = "0".repeat(queued.len());
+    let (status, body) = admin
+        .call(reqwest::Method::GET, &format!("/v1/jobs/{missing}/logs"))
+        .await;
+    assert_eq!(status, 404, "{body:#}");
+    assert_eq!(body["error"]["code"], "not-found", "{body:#}");
+    let (status, body) = admin
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/jobs/{rejected}/logs?name=stdout"),
+        )
+        .await;
+    assert_eq!(status, 400, "{body:#}");
+    assert_eq!(body["error"]["code"], "invalid-query", "{body:#}");
+    assert_eq!(body["error"]["details"]["field"], "name", "{body:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_multipart_part_is_400_and_creates_nothing() {
+    let gw = gateway("h100=1x8", &[]).await;
+    let admin = gw.client(&gw.token);
+    let data = &gw.state.config.gateway.data_dir;
+    let s = sixteen_gpus("extra");
+    let listed = admin.list_ids().await;
+    assert!(listed.is_empty(), "{listed:?}");
+
+    // An extra part after a complete submission (the code is already spooled), and a
+    // misspelled `spec` part before anything else.
+    let extra_last = jobs::submission_form(&s, train_zip()).text("requirements", "numpy==2.0\n");
+    let misspelled_first = reqwest::multipart::Form::new()
+        .text("specs", s.to_string())
+        .part(
+            "code",
+            reqwest::multipart::Part::bytes(train_zip()).file_name("code.zip"),
+        );
+    for (part, form) in [("requirements", extra_last), ("specs", misspelled_first)] {
+        let (status, body) = admin.submit_form(form).await;
+        assert_eq!(status, 400, "{part}: {body:#}");
+        assert_eq!(body["error"]["code"], "unknown-part", "{body:#}");
+        assert_eq!(body["error"]["details"]["field"], "body", "{body:#}");
+        let message = body["error"]["message"].as_str().expect("message");
+        assert!(message.contains(&format!("`{part}`")), "{message}");
+    }
+
+    // Nothing was created or kept: no job, no capsule, no spooled upload, no RayJob.
+    assert_eq!(admin.list_ids().await, listed);
+    assert_eq!(entries(&data.join("objects/capsules")), 0);
+    assert_eq!(
+        entries(&data.join("spool")),
+        0,
+        "spooled upload left behind"
+    );
+    assert_eq!(rayjob_count(&gw).await, 0);
+
+    // The same submission without the extra part is accepted and listed: the checks
+    // above do see a created job.
+    let id = admin.submit_ok(&s, train_zip()).await;
+    let mut expected = listed.clone();
+    expected.insert(id);
+    assert_eq!(admin.list_ids().await, expected);
+    assert_eq!(entries(&data.join("objects/capsules")), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_teams_job_is_404_to_a_member_and_left_alone() {
+    let gw = gateway("h100=1x8", &[]).await;
+    let team_a = gw.client(TEAM_A_MEMBER_TOKEN);
+    let team_b = gw.client(TEAM_B_TOKEN);
+    // team-b's job, running: a cancel that got through would delete its RayJob.
+    let long = zip_of(&[(
+        "long.py",
+        "import time\nprint('holding', flush=True)\ntime.sleep(120)\n",
+    )]);
+    let one = spec(
+        "bees",
+        "python3 long.py",
+        json!([{"name": "train", "nodes": 1, "gpusPerNode": 8}]),
+    );
+    let id = team_b.submit_ok(&one, long).await;
+    wait_state(&gw, &id, "running", Duration::from_secs(60)).await;
+    let before = team_b.job(&id).await;
+    let rayjob = format!("forge-{id}");
+    assert!(
+        rayjobs(&gw)
+            .get_opt(&rayjob)
+            .await
+            .expect("get rayjob")
+            .is_some()
+    );
+
+    // Team isolation answers exactly as for a job that does not exist (404
+    // `not-found`), so a member cannot even learn that the id is taken.
+    let missing = "0".repeat(id.len());
+    for (method, path) in [
+        (reqwest::Method::GET, "".to_string()),
+        (reqwest::Method::DELETE, "".to_string()),
+        (reqwest::Method::GET, "/logs".to_string()),
+        (reqwest::Method::GET, "/logs?name=head".to_string()),
+        (reqwest::Method::GET, "/events".to_string()),
+    ] {
+        let (status, body) = team_a
+            .call(method.clone(), &format!("/v1/jobs/{id}{path}"))
+            .await;
+        assert_eq!(status, 404, "{method} {path}: {body:#}");
+        assert_eq!(body["error"]["code"], "not-found", "{body:#}");
+        assert_eq!(body["error"]["message"], format!("job {id} not found"));
+        let (status, absent) = team_a
+            .call(method.clone(), &format!("/v1/jobs/{missing}{path}"))
+            .await;
+        assert_eq!(status, 404, "{method} {path}: {absent:#}");
+        assert_eq!(
+            body["error"]["message"]
+                .as_str()
+                .map(|m| m.replace(&id, &missing)),
+            absent["error"]["message"].as_str().map(str::to_string),
+            "a foreign job must look like a missing one"
+        );
+        assert_eq!(body["error"]["code"], absent["error"]["code"]);
+    }
+    // Not listed to team-a's member, who cannot ask for team-b's list either.
+    assert!(!team_a.list_ids().await.contains(&id));
+    let (status, body) = team_a
+        .call(reqwest::Method::GET, "/v1/jobs?team=team-b")
+        .await;
+    assert_eq!(status, 403, "{body:#}");
+    assert_eq!(body["error"]["code"], "forbidden-team", "{body:#}");
+
+    // The job is untouched: still running, same history, its RayJob still there.
+    let after = team_b.job(&id).await;
+    assert_eq!(after["state"], "running", "{after:#}");
+    assert_eq!(after["history"], before["history"]);
+    assert!(
+        rayjobs(&gw)
+            .get_opt(&rayjob)
+            .await
+            .expect("get rayjob")
+            .is_some(),
+        "RayJob deleted by another team's request"
+    );
+    // Its own team can cancel it with the very same request.
+    let (status, cancelled) = team_b
+        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{id}"))
+        .await;
+    assert_eq!(status, 200, "{cancelled:#}");
+    assert_eq!(cancelled["state"], "cancelled");
     jobs::wait_no_rayjobs(&rayjobs(&gw), Duration::from_secs(20)).await;
 }

@@ -7,6 +7,7 @@ use forge_gateway::app::{AppState, router};
 use forge_gateway::compose::{Controllers, spawn_controllers};
 use forge_gateway::dev::{self, DevOptions};
 
+use crate::jobs::JobClient;
 use crate::plugins;
 
 /// A running gateway for tests.
@@ -49,7 +50,9 @@ impl TestGateway {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        vars.insert("FORGE_DATA_DIR".into(), data.path().display().to_string());
+        // A caller-given data dir (a restart test) wins over the temporary one.
+        vars.entry("FORGE_DATA_DIR".into())
+            .or_insert_with(|| data.path().display().to_string());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -84,6 +87,12 @@ impl TestGateway {
         }
     }
 
+    /// A job-API client for this gateway acting with `token` (another team's member,
+    /// say).
+    pub fn client(&self, token: &str) -> JobClient {
+        JobClient::new(&self.url, token)
+    }
+
     /// An authenticated request builder.
     pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
         self.http
@@ -105,21 +114,10 @@ impl TestGateway {
         spec: &serde_json::Value,
         code_zip: Vec<u8>,
     ) -> reqwest::RequestBuilder {
-        let form = reqwest::multipart::Form::new()
-            .part(
-                "spec",
-                reqwest::multipart::Part::text(spec.to_string())
-                    .mime_str("application/json")
-                    .expect("mime"),
-            )
-            .part(
-                "code",
-                reqwest::multipart::Part::bytes(code_zip).file_name("code.zip"),
-            );
         self.http
             .post(format!("{}/v1/jobs", self.url))
             .bearer_auth(token)
-            .multipart(form)
+            .multipart(crate::jobs::submission_form(spec, code_zip))
     }
 
     /// An authenticated POST with a JSON body.

@@ -156,17 +156,12 @@ impl JobClient {
 
     /// Submit a job (multipart spec + code zip); returns the status and JSON body.
     pub async fn submit(&self, spec: &Value, code: Vec<u8>) -> (u16, Value) {
-        let form = reqwest::multipart::Form::new()
-            .part(
-                "spec",
-                reqwest::multipart::Part::text(spec.to_string())
-                    .mime_str("application/json")
-                    .expect("mime"),
-            )
-            .part(
-                "code",
-                reqwest::multipart::Part::bytes(code).file_name("code.zip"),
-            );
+        self.submit_form(submission_form(spec, code)).await
+    }
+
+    /// Submit a multipart form as is (for malformed submissions); returns the status
+    /// and JSON body.
+    pub async fn submit_form(&self, form: reqwest::multipart::Form) -> (u16, Value) {
         let resp = self
             .http
             .post(format!("{}/v1/jobs", self.url))
@@ -239,6 +234,22 @@ impl JobClient {
         }
     }
 
+    /// `method path` with this client's token; returns the status and the body as
+    /// JSON (a JSON string holding the text when the body is not JSON, e.g. a log).
+    pub async fn call(&self, method: reqwest::Method, path: &str) -> (u16, Value) {
+        let resp = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("response body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, body)
+    }
+
     /// The archived driver log (status, body).
     pub async fn logs(&self, id: &str) -> (u16, String) {
         let resp = self
@@ -280,6 +291,22 @@ impl JobClient {
             }
         }
     }
+}
+
+/// The multipart body of a submission: a JSON `spec` part and a `code` part
+/// (`code.zip`). Add parts to it to build malformed submissions.
+pub fn submission_form(spec: &Value, code: Vec<u8>) -> reqwest::multipart::Form {
+    reqwest::multipart::Form::new()
+        .part(
+            "spec",
+            reqwest::multipart::Part::text(spec.to_string())
+                .mime_str("application/json")
+                .expect("mime"),
+        )
+        .part(
+            "code",
+            reqwest::multipart::Part::bytes(code).file_name("code.zip"),
+        )
 }
 
 /// Whether a job view is in a terminal state.
