@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::auth::AuthError;
 use crate::jobs::JobError;
 use crate::jobspec::SpecErrors;
+use crate::policies::PolicyAdminError;
 use crate::policy::RunError;
 
 /// Everything a handler can fail with.
@@ -28,6 +29,9 @@ pub enum ApiError {
     /// A job operation failed.
     #[error(transparent)]
     Job(JobError),
+    /// A policy-management operation failed.
+    #[error(transparent)]
+    PolicyAdmin(#[from] PolicyAdminError),
     /// A bug or an unexpected dependency failure: logged, not echoed.
     #[error("internal error: {0}")]
     Internal(String),
@@ -126,11 +130,42 @@ fn job_error(e: JobError) -> (StatusCode, &'static str, String, Option<serde_jso
     }
 }
 
+/// Status, code, message and details of a policy-management error.
+fn policy_admin_error(
+    e: &PolicyAdminError,
+) -> (StatusCode, &'static str, String, Option<serde_json::Value>) {
+    let (status, code, field) = e.status_code_field();
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if status.is_server_error() {
+        tracing::error!("policy management: {e}");
+        let message = if status == StatusCode::SERVICE_UNAVAILABLE {
+            "object storage is unavailable; nothing was changed, try again"
+        } else {
+            "internal error"
+        };
+        return (status, code, message.into(), None);
+    }
+    let mut details = json!({ "field": field });
+    match e {
+        PolicyAdminError::VersionConflict {
+            expected, current, ..
+        } => {
+            details["expected"] = json!(expected);
+            details["current"] = json!(current);
+        }
+        PolicyAdminError::Settings { plugin, .. } => details["plugin"] = json!(plugin),
+        PolicyAdminError::VersionExists { digest, .. } => details["digest"] = json!(digest),
+        _ => {}
+    }
+    (status, code, e.to_string(), Some(details))
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, message, details) = match self {
             ApiError::Auth(e) => return e.into_response(),
             ApiError::Job(e) => job_error(e),
+            ApiError::PolicyAdmin(e) => policy_admin_error(&e),
             ApiError::InvalidSpec(errors) => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid-spec",

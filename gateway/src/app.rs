@@ -10,9 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use axum::body::Bytes;
-use axum::extract::{FromRef, State};
+use axum::extract::{DefaultBodyLimit, FromRef, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -30,17 +29,10 @@ use crate::config::Config;
 use crate::jobs::{self, QueueBoard};
 use crate::jobspec::{self, JobSpec, SpecFormat};
 use crate::metrics::Metrics;
+use crate::policies::{self, PolicyManager};
+use crate::policy::ChainOutcome;
 use crate::policy::model::{JobView, PolicyRequest, PoolView, StorageMode};
-use crate::policy::{Chain, ChainOutcome, PolicyRunner};
 use crate::store::JobStore;
-
-/// The active policy chain and its version (hot-swapped as a whole).
-#[derive(Debug)]
-pub struct ActivePolicy {
-    /// Monotonic version of the global chain; recorded with every decision.
-    pub version: u64,
-    pub chain: Arc<Chain>,
-}
 
 /// State shared by all handlers. Cheap to clone.
 #[derive(Clone)]
@@ -48,8 +40,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub tokens: Arc<Tokens>,
     pub capacity: Capacity,
-    pub policy: Arc<ArcSwap<ActivePolicy>>,
-    pub runner: PolicyRunner,
+    /// The active policy (global and team chains), its registry and its history.
+    pub policies: Arc<PolicyManager>,
     /// The durable job store.
     pub store: Arc<dyn JobStore>,
     /// Capsules and archived logs (S3, or the local store in dev mode).
@@ -91,11 +83,30 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/jobs/{id}/logs", get(jobs::routes::logs))
         .route("/v1/jobs/{id}/events", get(jobs::routes::events))
+        .route(
+            "/v1/plugins",
+            post(policies::routes::upload).get(policies::routes::list_plugins),
+        )
+        .route(
+            "/v1/policy",
+            get(policies::routes::get_policy).put(policies::routes::put_policy),
+        )
+        .route("/v1/policy/rollback", post(policies::routes::rollback))
+        .route("/v1/policy/history", get(policies::routes::history))
+        .route(
+            "/v1/policy/shadow",
+            get(policies::routes::get_shadow)
+                .put(policies::routes::put_shadow)
+                .delete(policies::routes::delete_shadow),
+        )
         .with_state(state);
     if let Some(local) = local {
         app = app.merge(forge_capsule::local_routes(local));
     }
-    app.layer(RequestBodyLimitLayer::new(max_body))
+    // The body limit is enforced once, for every extractor, by the tower layer; axum's
+    // own 2 MB default (which would cap multipart code and plugin uploads) is off.
+    app.layer(DefaultBodyLimit::disable())
+        .layer(RequestBodyLimitLayer::new(max_body))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(60),
@@ -135,9 +146,10 @@ async fn capacity(State(state): State<AppState>, caller: Caller) -> Json<Capacit
 
 /// `GET /metrics`: Prometheus text format.
 async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
-    let text = state
-        .metrics
-        .render(&state.queue.depth_by_series(), state.policy.load().version);
+    let text = state.metrics.render(
+        &state.queue.depth_by_series(),
+        state.policies.current().global().version,
+    );
     (
         [(
             header::CONTENT_TYPE,
@@ -160,8 +172,13 @@ async fn jobspec_schema(_caller: Caller) -> Json<serde_json::Value> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ReviewResponse {
-    /// Version of the policy chain that decided.
+    /// Version of the global chain that decided.
     policy_version: u64,
+    /// Version of the caller's team chain, if the team has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    team_policy_version: Option<u64>,
+    /// Both, as recorded with decisions (`global@3+team@1`).
+    policy: String,
     #[serde(flatten)]
     outcome: ChainOutcome,
 }
@@ -180,15 +197,15 @@ async fn review(
         .map_or(SpecFormat::Json, SpecFormat::from_content_type);
     let spec = jobspec::parse_and_validate(&body, format, &state.config)?;
     let request = policy_request(&state, &caller, "dry-run", &spec);
-    let active = state.policy.load_full();
-    let outcome = state
-        .runner
-        .evaluate(active.chain.clone(), Arc::new(request))
+    let evaluated = state
+        .policies
+        .evaluate(&caller.team, request, "review")
         .await?;
-    state.metrics.admission(outcome.decision.kind(), "review");
     Ok(Json(ReviewResponse {
-        policy_version: active.version,
-        outcome,
+        policy_version: evaluated.global_version,
+        team_policy_version: evaluated.team_version,
+        policy: evaluated.label,
+        outcome: evaluated.outcome,
     }))
 }
 

@@ -10,17 +10,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use arc_swap::ArcSwap;
 use forge_capsule::{CapsuleStore, LocalStore};
 use url::Url;
 
-use crate::app::{ActivePolicy, AppState};
+use crate::app::AppState;
 use crate::auth::Tokens;
 use crate::capacity::Capacity;
 use crate::config::Config;
 use crate::jobs::{self, QueueBoard};
 use crate::metrics::Metrics;
-use crate::policy::{Chain, EngineLimits, PolicyEngine, PolicyRunner};
+use crate::policies::{BootLink, PolicyManager, PolicyStore, Registry, RegistryLimits};
+use crate::policy::{EngineLimits, PolicyEngine, PolicyRunner};
 use crate::store::SqliteStore;
 
 /// Where capsules and archived logs go.
@@ -89,12 +89,14 @@ fn local_url_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(key)
 }
 
-/// Build the application state: store, capacity caches, policy, capsules.
+/// Build the application state: store, capacity caches, policy, capsules. `boot` is
+/// the global chain to start with when the store has none yet (a fresh data dir);
+/// otherwise the stored active policy is restored.
 pub async fn build_state(
     config: Config,
     tokens: Tokens,
     client: kube::Client,
-    chain: Chain,
+    boot: Vec<BootLink>,
     capsules: CapsuleBackend,
 ) -> anyhow::Result<AppState> {
     std::fs::create_dir_all(&config.gateway.data_dir)
@@ -118,21 +120,40 @@ pub async fn build_state(
             (local.clone() as Arc<dyn CapsuleStore>, Some(local))
         }
     };
+    let metrics = Arc::new(Metrics::new());
+    let policy_store =
+        PolicyStore::open(&config.gateway.store_path()).context("opening the policy store")?;
+    let gw = &config.gateway;
+    let registry = Registry::new(
+        policy_engine(&config)?,
+        capsules.clone(),
+        policy_store.clone(),
+        RegistryLimits {
+            max_plugin_bytes: gw.plugin_max_kib << 10,
+            team_max_count: gw.team_plugin_max_count,
+            team_max_bytes: gw.team_plugin_max_mib << 20,
+        },
+    );
+    let policies = PolicyManager::start(
+        registry,
+        policy_store,
+        PolicyRunner::new(gw.policy_concurrency),
+        metrics.clone(),
+        boot,
+    )
+    .await
+    .context("activating the policy (stored, or the start-up chain)")?;
     Ok(AppState {
-        runner: PolicyRunner::new(config.gateway.policy_concurrency),
         config: Arc::new(config),
         tokens: Arc::new(tokens),
         capacity,
-        policy: Arc::new(ArcSwap::from_pointee(ActivePolicy {
-            version: 1,
-            chain: Arc::new(chain),
-        })),
+        policies,
         store: Arc::new(store),
         capsules,
         local_capsules,
         kube: client,
         queue: QueueBoard::new(),
-        metrics: Arc::new(Metrics::new()),
+        metrics,
     })
 }
 
@@ -149,12 +170,16 @@ impl Drop for Controllers {
     }
 }
 
-/// Start the dispatcher and the lifecycle controller.
+/// Start the dispatcher, the lifecycle controller and the policy sync (other
+/// replicas' policy changes).
 pub fn spawn_controllers(state: &AppState) -> Controllers {
     Controllers {
         tasks: vec![
             jobs::dispatch::spawn(state.clone()),
             jobs::lifecycle::spawn(state.clone()),
+            state
+                .policies
+                .spawn_sync(Duration::from_millis(state.config.gateway.policy_sync_ms)),
         ],
     }
 }

@@ -49,6 +49,10 @@
 //! | `FORGE_POLICY_DEADLINE_MS` | `50` | wall-clock deadline of one policy plugin call (> 0) |
 //! | `FORGE_POLICY_MEMORY_MIB` | `32` | memory cap of one plugin instance (> 0) |
 //! | `FORGE_POLICY_CONCURRENCY` | number of CPUs | concurrent policy evaluations (> 0) |
+//! | `FORGE_POLICY_SYNC_MS` | `1000` | how often a gateway polls the store for policy changes made by other replicas (> 0) |
+//! | `FORGE_PLUGIN_MAX_KIB` | `4096` | largest policy plugin component accepted (1..=16384) |
+//! | `FORGE_TEAM_PLUGIN_MAX_COUNT` | `20` | plugins (versions) one team may register (> 0) |
+//! | `FORGE_TEAM_PLUGIN_MAX_MIB` | `64` | total plugin bytes one team may register (≥ one plugin) |
 //! | `FORGE_MAX_BODY_MIB` | `256` | maximum request body (spec + code archive) (> 0) |
 //! | `FORGE_CAPSULE_INIT_IMAGE` | `busybox:1.36` | image of the `forge-capsule-fetch` init container (needs `sh`, `wget`, `sha256sum`) |
 //! | `FORGE_PUBLIC_URL` | — | external base URL of the gateway (`http(s)://…`), used in capsule URLs |
@@ -174,6 +178,14 @@ pub struct GatewayConfig {
     pub policy_memory_mib: u64,
     /// `FORGE_POLICY_CONCURRENCY`.
     pub policy_concurrency: usize,
+    /// `FORGE_POLICY_SYNC_MS`.
+    pub policy_sync_ms: u64,
+    /// `FORGE_PLUGIN_MAX_KIB`.
+    pub plugin_max_kib: u64,
+    /// `FORGE_TEAM_PLUGIN_MAX_COUNT`.
+    pub team_plugin_max_count: u64,
+    /// `FORGE_TEAM_PLUGIN_MAX_MIB`.
+    pub team_plugin_max_mib: u64,
     /// `FORGE_MAX_BODY_MIB`.
     pub max_body_mib: u64,
     /// `FORGE_CAPSULE_INIT_IMAGE`.
@@ -335,6 +347,10 @@ pub const KNOWN_VARS: &[&str] = &[
     "FORGE_POLICY_DEADLINE_MS",
     "FORGE_POLICY_MEMORY_MIB",
     "FORGE_POLICY_CONCURRENCY",
+    "FORGE_POLICY_SYNC_MS",
+    "FORGE_PLUGIN_MAX_KIB",
+    "FORGE_TEAM_PLUGIN_MAX_COUNT",
+    "FORGE_TEAM_PLUGIN_MAX_MIB",
     "FORGE_MAX_BODY_MIB",
     "FORGE_CAPSULE_INIT_IMAGE",
     "FORGE_PUBLIC_URL",
@@ -639,6 +655,10 @@ impl Config {
             policy_memory_mib: r.integer("FORGE_POLICY_MEMORY_MIB", 32, 1, 65_536) as u64,
             policy_concurrency: r.integer("FORGE_POLICY_CONCURRENCY", cpus as i64, 1, 4096)
                 as usize,
+            policy_sync_ms: r.integer("FORGE_POLICY_SYNC_MS", 1000, 1, 3_600_000) as u64,
+            plugin_max_kib: r.integer("FORGE_PLUGIN_MAX_KIB", 4096, 1, 16_384) as u64,
+            team_plugin_max_count: r.integer("FORGE_TEAM_PLUGIN_MAX_COUNT", 20, 1, 10_000) as u64,
+            team_plugin_max_mib: r.integer("FORGE_TEAM_PLUGIN_MAX_MIB", 64, 1, 65_536) as u64,
             max_body_mib: r.integer("FORGE_MAX_BODY_MIB", 256, 1, 1_048_576) as u64,
             capsule_init_image: r.string("FORGE_CAPSULE_INIT_IMAGE", "busybox:1.36"),
             public_url: r.url("FORGE_PUBLIC_URL"),
@@ -759,6 +779,16 @@ impl Config {
                 "FORGE_CAPSULE_INIT_IMAGE",
                 "image reference contains whitespace".to_string(),
             );
+        }
+        if self.gateway.plugin_max_kib > self.gateway.team_plugin_max_mib * 1024 {
+            errors.push(ConfigError::Requires {
+                var: "FORGE_TEAM_PLUGIN_MAX_MIB".to_string(),
+                requires: "FORGE_PLUGIN_MAX_KIB".to_string(),
+                reason: format!(
+                    "a team's plugin budget ({} MiB) is smaller than one plugin may be ({} KiB)",
+                    self.gateway.team_plugin_max_mib, self.gateway.plugin_max_kib
+                ),
+            });
         }
         if self.k8s.token.is_some() && self.k8s.api_server.is_none() {
             errors.push(ConfigError::Requires {
@@ -1067,6 +1097,36 @@ mod tests {
         ] {
             assert_eq!(only_error_var(&[(var, "0")]), var);
         }
+    }
+
+    #[test]
+    fn rejects_out_of_range_plugin_limits() {
+        for (var, v) in [
+            ("FORGE_POLICY_SYNC_MS", "0"),
+            ("FORGE_PLUGIN_MAX_KIB", "0"),
+            ("FORGE_PLUGIN_MAX_KIB", "16385"),
+            ("FORGE_TEAM_PLUGIN_MAX_COUNT", "0"),
+        ] {
+            assert_eq!(only_error_var(&[(var, v)]), var, "{var}={v}");
+        }
+    }
+
+    #[test]
+    fn rejects_team_plugin_budget_below_one_plugin() {
+        assert_eq!(
+            only_error_var(&[
+                ("FORGE_TEAM_PLUGIN_MAX_MIB", "1"),
+                ("FORGE_PLUGIN_MAX_KIB", "2048")
+            ]),
+            "FORGE_TEAM_PLUGIN_MAX_MIB"
+        );
+        assert!(
+            Config::from_env_map(with(&[
+                ("FORGE_TEAM_PLUGIN_MAX_MIB", "2"),
+                ("FORGE_PLUGIN_MAX_KIB", "2048")
+            ]))
+            .is_ok()
+        );
     }
 
     #[test]

@@ -130,25 +130,22 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     });
     let tokens = Tokens::from_entries(entries)?;
 
-    let engine = compose::policy_engine(&cfg)?;
-    let chain = match &opts.policy_chain {
-        Some(file) => chain_file::build(&engine, &chain_file::read(file)?)
+    let boot = match &opts.policy_chain {
+        Some(file) => chain_file::boot_links(&chain_file::read(file)?)
             .with_context(|| format!("loading the policy chain {}", file.display()))?,
-        None => {
-            chain_file::build(&engine, &reference_links(&opts.plugins_dir)).with_context(|| {
-                format!(
-                    "loading the reference policies from {} (build them with `bash deploy/dev.sh`)",
-                    opts.plugins_dir.display()
-                )
-            })?
-        }
+        None => chain_file::boot_links(&reference_links(&opts.plugins_dir)).with_context(|| {
+            format!(
+                "loading the reference policies from {} (build them with `bash deploy/dev.sh`)",
+                opts.plugins_dir.display()
+            )
+        })?,
     };
     let client = sim.client().context("emulator client")?;
     let state = compose::build_state(
         cfg,
         tokens,
         client,
-        chain,
+        boot,
         CapsuleBackend::Local {
             base_url: public_url.clone(),
         },

@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod jobspec;
 pub mod metrics;
 pub mod openapi;
+pub mod policies;
 pub mod policy;
 pub mod rayjob;
 pub mod store;

@@ -135,8 +135,7 @@ async fn serve_cluster(policy_chain: PathBuf) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("connecting to Kubernetes")?;
-    let engine = compose::policy_engine(&cfg)?;
-    let chain = chain_file::build(&engine, &chain_file::read(&policy_chain)?)?;
+    let boot = chain_file::boot_links(&chain_file::read(&policy_chain)?)?;
     let capsules = match compose::s3_backend(&cfg).await? {
         Some(s3) => s3,
         None => {
@@ -150,7 +149,7 @@ async fn serve_cluster(policy_chain: PathBuf) -> anyhow::Result<()> {
         }
     };
     let listener = tokio::net::TcpListener::bind(cfg.gateway.listen).await?;
-    let state = compose::build_state(cfg, tokens, client, chain, capsules).await?;
+    let state = compose::build_state(cfg, tokens, client, boot, capsules).await?;
     let _controllers = spawn_controllers(&state);
     tracing::info!("forge-gateway listening on {}", listener.local_addr()?);
     serve(listener, router(state)).await

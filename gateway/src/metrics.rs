@@ -12,6 +12,9 @@
 //! | `forge_logs_archived_total` | | job logs archived to object storage |
 //! | `forge_queue_depth` | `series` | queued jobs per GPU series |
 //! | `forge_policy_version` | | version of the active global chain |
+//! | `forge_plugin_calls_total` | `plugin`, `version`, `outcome` (`admit`, `queue`, `reject`, `error`) | policy plugin calls |
+//! | `forge_plugin_call_seconds` | `plugin`, `version` | one plugin call's latency (successful calls) |
+//! | `forge_plugin_failures_total` | `plugin`, `version`, `cause` (`deadline`, `memory`, `trap`, `bad-output`, `instantiate`) | plugin calls that failed (closed) |
 
 use std::time::Duration;
 
@@ -22,9 +25,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::policy::{ChainError, ChainOutcome};
 use crate::store::JobState;
 
 type Labels = Vec<(&'static str, String)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+fn plugin_call_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_02, 2.0, 16))
+}
 
 /// The gateway's metrics.
 #[derive(Debug)]
@@ -38,6 +47,9 @@ pub struct Metrics {
     logs: Counter,
     queue_depth: Family<Labels, Gauge>,
     policy_version: Gauge,
+    plugin_calls: Family<Labels, Counter>,
+    plugin_seconds: HistogramFamily,
+    plugin_failures: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -98,8 +110,30 @@ impl Metrics {
             "Version of the active global policy chain",
             policy_version.clone(),
         );
+        let plugin_calls = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_plugin_calls",
+            "Policy plugin calls by plugin, version and outcome",
+            plugin_calls.clone(),
+        );
+        let plugin_seconds: HistogramFamily =
+            Family::new_with_constructor(plugin_call_histogram as fn() -> Histogram);
+        registry.register(
+            "forge_plugin_call_seconds",
+            "Seconds of one policy plugin call",
+            plugin_seconds.clone(),
+        );
+        let plugin_failures = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_plugin_failures",
+            "Policy plugin calls that failed, by cause",
+            plugin_failures.clone(),
+        );
         Self {
             registry,
+            plugin_calls,
+            plugin_seconds,
+            plugin_failures,
             decisions,
             transitions,
             dispatch,
@@ -119,6 +153,46 @@ impl Metrics {
                 ("path", path.to_string()),
             ])
             .inc();
+    }
+
+    /// The per-plugin outcome of one chain evaluation.
+    pub fn plugin_calls(&self, result: &Result<ChainOutcome, ChainError>) {
+        match result {
+            Ok(outcome) => {
+                for t in &outcome.trace {
+                    self.plugin_calls
+                        .get_or_create(&vec![
+                            ("plugin", t.plugin.clone()),
+                            ("version", t.version.clone()),
+                            ("outcome", t.outcome.to_string()),
+                        ])
+                        .inc();
+                    #[allow(clippy::cast_precision_loss)]
+                    self.plugin_seconds
+                        .get_or_create(&vec![
+                            ("plugin", t.plugin.clone()),
+                            ("version", t.version.clone()),
+                        ])
+                        .observe(t.elapsed_us as f64 / 1e6);
+                }
+            }
+            Err(e) => {
+                self.plugin_calls
+                    .get_or_create(&vec![
+                        ("plugin", e.plugin.clone()),
+                        ("version", e.version.clone()),
+                        ("outcome", "error".to_string()),
+                    ])
+                    .inc();
+                self.plugin_failures
+                    .get_or_create(&vec![
+                        ("plugin", e.plugin.clone()),
+                        ("version", e.version.clone()),
+                        ("cause", e.source.cause().to_string()),
+                    ])
+                    .inc();
+            }
+        }
     }
 
     /// A job state change.

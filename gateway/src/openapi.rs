@@ -20,6 +20,15 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("delete", "/v1/jobs/{id}"),
     ("get", "/v1/jobs/{id}/logs"),
     ("get", "/v1/jobs/{id}/events"),
+    ("post", "/v1/plugins"),
+    ("get", "/v1/plugins"),
+    ("get", "/v1/policy"),
+    ("put", "/v1/policy"),
+    ("post", "/v1/policy/rollback"),
+    ("get", "/v1/policy/history"),
+    ("get", "/v1/policy/shadow"),
+    ("put", "/v1/policy/shadow"),
+    ("delete", "/v1/policy/shadow"),
 ];
 
 fn error_response(description: &str) -> Value {
@@ -99,7 +108,7 @@ pub fn document() -> Value {
     }
     let id_param =
         json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "Forge gateway",
@@ -164,6 +173,70 @@ pub fn document() -> Value {
                     "parameters": [{"name": "name", "in": "query", "schema": {"type": "string", "enum": ["driver", "head"]}}],
                     "responses": {"200": {"description": "text/plain"}, "404": error_response("not archived yet")}}
             }
+        }
+    });
+    if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), policy_paths()) {
+        paths.extend(more);
+    }
+    doc
+}
+
+/// The policy-management operations (`crate::policies::routes`).
+fn policy_paths() -> Value {
+    let team = json!({"name": "team", "in": "query", "schema": {"type": "string"},
+        "description": "address this team's chain (members: their own team) instead of the global one"});
+    let link = json!({"type": "object", "properties": {
+        "name": {"type": "string"}, "version": {"type": "string"},
+        "digest": {"type": "string", "description": "sha256:<hex>; or name + version"},
+        "settings": {"description": "JSON settings checked by the plugin's validate-settings"}}});
+    json!({
+        "/v1/plugins": {
+            "post": {"summary": "Upload a policy plugin (checked before it is stored)",
+                "requestBody": {"required": true, "content": {"multipart/form-data": {"schema": {
+                    "type": "object", "required": ["component", "name", "version"], "properties": {
+                        "component": {"type": "string", "format": "binary"},
+                        "name": {"type": "string"}, "version": {"type": "string"},
+                        "description": {"type": "string"},
+                        "settings": {"type": "string", "description": "JSON, checked with validate-settings"},
+                        "scope": {"type": "string", "enum": ["team", "global"]}}}}}},
+                "responses": {"201": {"description": "registered"}, "200": {"description": "identical re-upload"},
+                    "403": error_response("global plugins are admin-only"),
+                    "409": error_response("plugin.version-exists"),
+                    "413": error_response("plugin.too-large"),
+                    "422": error_response("plugin.not-a-component | plugin.wrong-world | plugin.forbidden-import | plugin.compile-failed | plugin.invalid-settings | plugin.team-limit")}},
+            "get": {"summary": "Plugins the caller may use (global and the team's; admins: all)",
+                "parameters": [team.clone()], "responses": {"200": {"description": "{plugins[]}"}}}
+        },
+        "/v1/policy": {
+            "get": {"summary": "The active global chain and the team's chain", "parameters": [team.clone()],
+                "responses": {"200": {"description": "{global, team}"}}},
+            "put": {"summary": "Replace a chain (optimistic concurrency on expectedVersion); built and warmed before an atomic swap",
+                "parameters": [team.clone()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["expectedVersion", "plugins"], "properties": {
+                        "expectedVersion": {"type": "integer"}, "plugins": {"type": "array", "items": link.clone()},
+                        "comment": {"type": "string"}, "replay": {"type": "integer", "description": "replay against the last N decisions"},
+                        "dryRun": {"type": "boolean"}}}}}},
+                "responses": {"200": {"description": "{activated?, replay?, dryRun}"},
+                    "403": error_response("the global chain is admin-only"),
+                    "409": error_response("policy.version-conflict"),
+                    "422": error_response("policy.unknown-plugin | plugin.invalid-settings")}}
+        },
+        "/v1/policy/rollback": {"post": {"summary": "Activate the previous (or a given) version's exact chain as a new version",
+            "parameters": [team.clone()],
+            "responses": {"200": {"description": "the activation"}, "409": error_response("policy.no-previous-version | policy.version-conflict")}}},
+        "/v1/policy/history": {"get": {"summary": "Versions of a chain: who, when, from → to, comment",
+            "parameters": [team], "responses": {"200": {"description": "{scope, versions[]}"}}}},
+        "/v1/policy/shadow": {
+            "get": {"summary": "The shadow candidate, its agreement rate and the differing cases",
+                "responses": {"200": {"description": "report"}}},
+            "put": {"summary": "Shadow a candidate global chain on real submissions (never enforced; admin)",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["plugins"], "properties": {
+                        "plugins": {"type": "array", "items": link}, "comment": {"type": "string"}}}}}},
+                "responses": {"200": {"description": "report"}, "403": error_response("admin only")}},
+            "delete": {"summary": "Stop shadowing (final report)",
+                "responses": {"200": {"description": "report"}, "404": error_response("no candidate")}}
         }
     })
 }

@@ -5,4 +5,5 @@ pub mod gateway;
 pub mod jobs;
 pub mod kubesim;
 pub mod plugins;
+pub mod policy;
 pub mod s3;

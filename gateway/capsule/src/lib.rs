@@ -70,4 +70,4 @@ pub use runtime_env::runtime_env_yaml;
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Store};
 pub use source::CodeSource;
-pub use store::{CapsuleStore, PutOutcome, StoreError, capsule_key, log_key};
+pub use store::{CapsuleStore, PutOutcome, StoreError, capsule_key, log_key, plugin_key};

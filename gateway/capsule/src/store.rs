@@ -4,6 +4,7 @@
 //! Key scheme (one function each, so every component agrees):
 //! - capsules: `capsules/<sha256 hex>.zip` ([`capsule_key`])
 //! - job logs: `logs/<job-id>/<name>.log` ([`log_key`])
+//! - policy plugins: `plugins/<sha256 hex>.wasm` ([`plugin_key`])
 
 use std::path::Path;
 use std::sync::Arc;
@@ -129,6 +130,13 @@ pub fn validate_digest(digest: &str) -> Result<(), StoreError> {
     } else {
         Err(StoreError::InvalidKey(digest.to_owned()))
     }
+}
+
+/// Key of a policy plugin component by its `sha256:<hex>` (or bare hex) digest.
+pub fn plugin_key(digest: &str) -> Result<String, StoreError> {
+    let hexd = digest.trim_start_matches("sha256:");
+    validate_digest(hexd)?;
+    Ok(format!("plugins/{hexd}.wasm"))
 }
 
 /// Check a generic object key: relative, `/`-separated, no empty, `.` or

@@ -18,7 +18,6 @@
 //! seconds; many wake-ups coalesce into one pass.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -132,7 +131,6 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
         return Ok(0);
     }
 
-    let chain = state.policy.load_full();
     let snapshot = state.capacity.snapshot();
     let mut entries = BTreeMap::new();
     let mut positions: BTreeMap<String, u32> = BTreeMap::new();
@@ -144,12 +142,12 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
             cluster: adjusted(snapshot.clone(), &totals),
             usage: usage_of(&ledger, &job.team),
         };
-        let outcome = match state
-            .runner
-            .evaluate(chain.chain.clone(), Arc::new(request))
+        let evaluated = match state
+            .policies
+            .evaluate(&job.team, request.clone(), "queue")
             .await
         {
-            Ok(o) => o,
+            Ok(e) => e,
             Err(e) => {
                 // Fail closed: the job keeps waiting, with the failure as its reason.
                 let series = primary_series(
@@ -171,7 +169,16 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
                 continue;
             }
         };
-        state.metrics.admission(outcome.decision.kind(), "queue");
+        let outcome = &evaluated.outcome;
+        let record = || {
+            decision_record(
+                &job.id,
+                &job.team,
+                outcome,
+                &evaluated.label,
+                Some(&request),
+            )
+        };
         let series = primary_series(&job.spec, &outcome.decision);
         match &outcome.decision {
             Decision::Reject { code, message, .. } => {
@@ -180,8 +187,7 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
                     Transition::new(&job.id, JobState::Queued, JobState::Rejected, Some(reason));
                 if state.store.transition(t).await.is_ok() {
                     state.metrics.transition(JobState::Rejected);
-                    let d = decision_record(&job.id, &outcome, chain.version);
-                    if let Err(e) = state.store.record_decision(d).await {
+                    if let Err(e) = state.store.record_decision(record()).await {
                         tracing::warn!(job = %job.id, "recording a decision: {e}");
                     }
                 }
@@ -209,7 +215,7 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
                                 totals.insert(d.series.clone(), (sum, max));
                             }
                         }
-                        let d = decision_record(&job.id, &outcome, chain.version);
+                        let d = record();
                         to_dispatch.push((job, placement, d));
                     }
                     Err(nofit) => {

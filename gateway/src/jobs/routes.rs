@@ -58,6 +58,8 @@ pub struct JobResponse {
 #[serde(rename_all = "camelCase")]
 pub struct Admission {
     pub policy_version: u64,
+    /// `global@3` / `global@3+team@1`.
+    pub policy: String,
     #[serde(flatten)]
     pub outcome: ChainOutcome,
 }
@@ -103,6 +105,7 @@ pub async fn create(
     let mut resp = response(&state, submitted.job);
     resp.admission = Some(Admission {
         policy_version: submitted.policy_version,
+        policy: submitted.policy,
         outcome: submitted.outcome,
     });
     Ok((StatusCode::ACCEPTED, Json(resp)))

@@ -7,7 +7,6 @@
 //! oversize archive is refused before anything is written.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use forge_capsule::{CapsuleLimits, CodeSource, assemble};
 use serde::Serialize;
@@ -17,7 +16,7 @@ use crate::app::{AppState, policy_request};
 use crate::auth::Caller;
 use crate::jobspec::JobSpec;
 use crate::policy::ChainOutcome;
-use crate::policy::model::Decision;
+use crate::policy::model::{Decision, PolicyRequest};
 use crate::store::{JobRecord, JobState, NewDecision, NewJob, new_job_id};
 
 /// Where a submission's code comes from.
@@ -36,12 +35,21 @@ pub struct Submitted {
     pub job: JobRecord,
     /// The admission decision and its per-plugin trace.
     pub outcome: ChainOutcome,
-    /// Version of the policy chain that decided.
+    /// Version of the global chain that decided.
     pub policy_version: u64,
+    /// The policy versions as recorded (`global@3`, `global@3+team@1`).
+    pub policy: String,
 }
 
 /// The decision as stored: kind, code, message, field, plugin digests and trace.
-pub fn decision_record(job_id: &str, outcome: &ChainOutcome, version: u64) -> NewDecision {
+/// `request` is kept so candidate chains can be replayed against the decision.
+pub fn decision_record(
+    job_id: &str,
+    team: &str,
+    outcome: &ChainOutcome,
+    policy: &str,
+    request: Option<&PolicyRequest>,
+) -> NewDecision {
     let (code, message, field) = match &outcome.decision {
         Decision::Admit { .. } => (None, None, None),
         Decision::Queue { code, message } => (Some(code.clone()), Some(message.clone()), None),
@@ -53,12 +61,14 @@ pub fn decision_record(job_id: &str, outcome: &ChainOutcome, version: u64) -> Ne
     };
     NewDecision {
         job_id: job_id.to_string(),
+        team: team.to_string(),
         kind: outcome.decision.kind().to_string(),
         code,
         message,
         field,
         plugins: serde_json::to_value(&outcome.trace).unwrap_or_default(),
-        chain_version: format!("v{version}"),
+        chain_version: policy.to_string(),
+        request: request.and_then(|r| serde_json::to_value(r).ok()),
     }
 }
 
@@ -83,13 +93,21 @@ pub async fn submit(
 ) -> Result<Submitted, JobError> {
     let id = new_job_id();
     let request = policy_request(state, caller, &id, &spec);
-    let active = state.policy.load_full();
-    let outcome = state
-        .runner
-        .evaluate(active.chain.clone(), Arc::new(request))
+    let evaluated = state
+        .policies
+        .evaluate(&caller.team, request.clone(), "submit")
         .await?;
-    state.metrics.admission(outcome.decision.kind(), "submit");
-    let decision = decision_record(&id, &outcome, active.version);
+    let outcome = evaluated.outcome;
+    let decision = decision_record(
+        &id,
+        &caller.team,
+        &outcome,
+        &evaluated.label,
+        Some(&request),
+    );
+    state
+        .policies
+        .shadow_submission(&id, &caller.team, request, &outcome);
 
     if let Decision::Reject {
         code,
@@ -164,7 +182,8 @@ pub async fn submit(
     Ok(Submitted {
         job,
         outcome,
-        policy_version: active.version,
+        policy_version: evaluated.global_version,
+        policy: evaluated.label,
     })
 }
 

@@ -31,6 +31,8 @@ pub struct ChainLink {
 #[serde(rename_all = "camelCase")]
 pub struct TraceEntry {
     pub plugin: String,
+    /// The plugin's version label (registry version, else a short digest).
+    pub version: String,
     pub digest: String,
     /// `admit`, `queue`, `reject`, or `error`.
     pub outcome: &'static str,
@@ -87,6 +89,16 @@ impl Chain {
         })
     }
 
+    /// The concatenation of already validated chains, in order, without validating
+    /// again (a team's own links followed by the global chain, see `policies`).
+    pub fn concat(parts: &[&Chain]) -> Option<Chain> {
+        let first = parts.first()?;
+        Some(Chain {
+            engine: first.engine.clone(),
+            links: parts.iter().flat_map(|c| c.links.iter().cloned()).collect(),
+        })
+    }
+
     /// The links, in order.
     pub fn links(&self) -> &[ChainLink] {
         &self.links
@@ -114,6 +126,7 @@ impl Chain {
                 Err(source) => {
                     trace.push(TraceEntry {
                         plugin: plugin.name().to_string(),
+                        version: plugin.version().to_string(),
                         digest: plugin.digest().to_string(),
                         outcome: "error",
                         decision: None,
@@ -128,6 +141,7 @@ impl Chain {
                     );
                     return Err(ChainError {
                         plugin: plugin.name().to_string(),
+                        version: plugin.version().to_string(),
                         digest: plugin.digest().to_string(),
                         source,
                     });
@@ -135,6 +149,7 @@ impl Chain {
             };
             trace.push(TraceEntry {
                 plugin: plugin.name().to_string(),
+                version: plugin.version().to_string(),
                 digest: plugin.digest().to_string(),
                 outcome: decision.kind(),
                 decision: Some(decision.clone()),

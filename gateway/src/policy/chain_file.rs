@@ -79,6 +79,25 @@ pub fn read(path: &Path) -> Result<Vec<LinkSpec>, ChainFileError> {
         .collect())
 }
 
+/// Read every component, for the policy manager to register and activate (it runs
+/// the same checks as [`build`], and keeps the chain in the policy store).
+pub fn boot_links(links: &[LinkSpec]) -> Result<Vec<crate::policies::BootLink>, ChainFileError> {
+    links
+        .iter()
+        .map(|l| {
+            let bytes = std::fs::read(&l.component).map_err(|source| ChainFileError::Io {
+                path: l.component.display().to_string(),
+                source,
+            })?;
+            Ok(crate::policies::BootLink {
+                name: l.name.clone(),
+                component: bytes.into(),
+                settings: l.settings.clone().unwrap_or(serde_json::Value::Null),
+            })
+        })
+        .collect()
+}
+
 /// Load every component and build (validate and warm) the chain.
 pub fn build(engine: &PolicyEngine, links: &[LinkSpec]) -> Result<Chain, ChainFileError> {
     let mut chain = Vec::with_capacity(links.len());

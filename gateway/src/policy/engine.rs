@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
@@ -49,6 +49,8 @@ struct Inner {
     limits: EngineLimits,
     cache_dir: Option<PathBuf>,
     stop: Arc<AtomicBool>,
+    /// Components compiled by this engine (precompile-cache misses).
+    compilations: AtomicU64,
 }
 
 impl Drop for Inner {
@@ -114,6 +116,7 @@ impl PolicyEngine {
                 limits,
                 cache_dir,
                 stop,
+                compilations: AtomicU64::new(0),
             }),
         })
     }
@@ -129,6 +132,16 @@ impl PolicyEngine {
     /// The limits calls run under.
     pub fn limits(&self) -> &EngineLimits {
         &self.inner.limits
+    }
+
+    /// How many components this engine has compiled (as opposed to loading their
+    /// precompiled form from the cache). A restart that finds its cache compiles none.
+    pub fn compilations(&self) -> u64 {
+        self.inner.compilations.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_compilation(&self) {
+        self.inner.compilations.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn cache_dir(&self) -> Option<&PathBuf> {

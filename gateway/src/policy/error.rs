@@ -78,6 +78,8 @@ impl PluginError {
 pub struct ChainError {
     /// Name of the failing plugin in the chain.
     pub plugin: String,
+    /// Version label of the failing plugin.
+    pub version: String,
     /// Content digest of the failing plugin.
     pub digest: String,
     /// What went wrong.

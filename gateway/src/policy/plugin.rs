@@ -29,6 +29,8 @@ enum Abi {
 /// A policy plugin ready to be instantiated per call.
 pub struct Plugin {
     name: String,
+    /// The version label (the registry's version, else a short digest).
+    version: String,
     digest: String,
     world: &'static str,
     abi: Abi,
@@ -39,6 +41,7 @@ impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
             .field("name", &self.name)
+            .field("version", &self.version)
             .field("digest", &self.digest)
             .field("world", &self.world)
             .finish()
@@ -51,8 +54,22 @@ pub fn digest_of(bytes: &[u8]) -> String {
 }
 
 impl Plugin {
-    /// Check and compile a component. `name` is how logs and traces refer to it.
+    /// Check and compile a component. `name` is how logs and traces refer to it; its
+    /// version label is a short form of its digest.
     pub fn load(engine: &PolicyEngine, name: &str, bytes: &[u8]) -> Result<Arc<Plugin>, LoadError> {
+        let digest = digest_of(bytes);
+        let short = digest.trim_start_matches("sha256:").get(..12).unwrap_or("");
+        Self::load_as(engine, name, short, bytes)
+    }
+
+    /// Like [`Plugin::load`], with the version label metrics and traces carry (the
+    /// plugin registry's version).
+    pub fn load_as(
+        engine: &PolicyEngine,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<Arc<Plugin>, LoadError> {
         let max = engine.limits().max_component_bytes;
         if bytes.len() > max {
             return Err(LoadError::Compile(format!(
@@ -81,6 +98,7 @@ impl Plugin {
         })?;
         Ok(Arc::new(Plugin {
             name: name.to_string(),
+            version: version.to_string(),
             digest,
             world: "forge:policy/policy@0.1.0",
             abi: Abi::V0_1_0(pre),
@@ -91,6 +109,11 @@ impl Plugin {
     /// Name given at load.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Version label given at load.
+    pub fn version(&self) -> &str {
+        &self.version
     }
 
     /// `sha256:<hex>` of the component bytes.
@@ -186,8 +209,10 @@ fn compile_cached(
     digest: &str,
     bytes: &[u8],
 ) -> Result<Component, LoadError> {
-    let compile =
-        || Component::new(engine.engine(), bytes).map_err(|e| LoadError::Compile(format!("{e:#}")));
+    let compile = || {
+        engine.count_compilation();
+        Component::new(engine.engine(), bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))
+    };
     let Some(dir) = engine.cache_dir() else {
         return compile();
     };
@@ -209,6 +234,7 @@ fn compile_cached(
         path: file.display().to_string(),
         detail: e.to_string(),
     };
+    engine.count_compilation();
     let compiled = engine
         .engine()
         .precompile_component(bytes)

@@ -47,6 +47,28 @@ impl PolicyRunner {
         }
     }
 
+    /// Run `f` on the blocking pool once a permit is free. Whatever `f` loads (e.g. the
+    /// active chain) is loaded only when it can run, so a request that waited for a
+    /// permit across a policy swap runs on the new chain.
+    pub async fn run<T, F>(&self, f: F) -> Result<T, RunError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| RunError::Unavailable(e.to_string()))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f()
+        })
+        .await
+        .map_err(|e| RunError::Unavailable(e.to_string()))
+    }
+
     /// Evaluate `request` with `chain` on the blocking pool.
     pub async fn evaluate(
         &self,

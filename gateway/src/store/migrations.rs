@@ -54,6 +54,50 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE jobs ADD COLUMN placement TEXT;
     "#,
+    // 3: policy management: the plugin registry, versioned policy chains per scope
+    // (`global`, `team:<name>`), shadow-mode results, and the team and policy request
+    // of each decision (so a candidate chain can be replayed against recent decisions).
+    r#"
+    ALTER TABLE decisions ADD COLUMN team TEXT;
+    ALTER TABLE decisions ADD COLUMN request TEXT;
+
+    CREATE TABLE plugins (
+        owner          TEXT    NOT NULL,
+        name           TEXT    NOT NULL,
+        version        TEXT    NOT NULL,
+        digest         TEXT    NOT NULL,
+        size           INTEGER NOT NULL,
+        description    TEXT    NOT NULL,
+        world          TEXT    NOT NULL,
+        uploaded_by    TEXT    NOT NULL,
+        uploaded_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (owner, name, version)
+    );
+
+    CREATE TABLE policy_versions (
+        scope        TEXT    NOT NULL,
+        version      INTEGER NOT NULL,
+        links        TEXT    NOT NULL,
+        from_version INTEGER,
+        action       TEXT    NOT NULL,
+        author       TEXT    NOT NULL,
+        comment      TEXT    NOT NULL,
+        at_ms        INTEGER NOT NULL,
+        PRIMARY KEY (scope, version)
+    );
+
+    CREATE TABLE shadow_results (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        candidate TEXT    NOT NULL,
+        job_id    TEXT    NOT NULL,
+        team      TEXT    NOT NULL,
+        live      TEXT    NOT NULL,
+        shadow    TEXT    NOT NULL,
+        agree     INTEGER NOT NULL,
+        at_ms     INTEGER NOT NULL
+    );
+    CREATE INDEX shadow_results_candidate ON shadow_results (candidate, id);
+    "#,
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

@@ -130,6 +130,8 @@ pub struct HistoryEntry {
 pub struct NewDecision {
     /// The job.
     pub job_id: String,
+    /// The job's team.
+    pub team: String,
     /// `admit`, `queue`, `reject` or `error`.
     pub kind: String,
     /// Stable code (hold / rejection code), if any.
@@ -140,8 +142,12 @@ pub struct NewDecision {
     pub field: Option<String>,
     /// Per-plugin trace / digests (JSON).
     pub plugins: serde_json::Value,
-    /// Version (digest) of the policy chain that decided.
+    /// Version of the policy that decided (`global@3`, `global@3+team@1`).
     pub chain_version: String,
+    /// The policy request the chain saw (kept for replaying candidate chains; not
+    /// part of API answers).
+    #[serde(skip)]
+    pub request: Option<serde_json::Value>,
 }
 
 /// A recorded admission decision.

@@ -93,9 +93,11 @@ fn insert_decision(
     plugins: &str,
     at_ms: i64,
 ) -> Result<(), StoreError> {
+    let request = d.request.as_ref().map(serde_json::Value::to_string);
     conn.execute(
         "INSERT INTO decisions (job_id, kind, code, message, field, plugins, \
-         chain_version, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         chain_version, at_ms, team, request) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             d.job_id,
             d.kind,
@@ -104,7 +106,9 @@ fn insert_decision(
             d.field,
             plugins,
             d.chain_version,
-            at_ms
+            at_ms,
+            d.team,
+            request
         ],
     )?;
     Ok(())
@@ -340,19 +344,21 @@ impl JobStore for SqliteStore {
         let job_id = job_id.to_string();
         self.with(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT job_id, kind, code, message, field, plugins, chain_version, at_ms \
-                 FROM decisions WHERE job_id = ?1 ORDER BY id ASC",
+                "SELECT job_id, kind, code, message, field, plugins, chain_version, at_ms, \
+                 team FROM decisions WHERE job_id = ?1 ORDER BY id ASC",
             )?;
             let rows = stmt.query_map([&job_id], |r| {
                 Ok((
                     NewDecision {
                         job_id: r.get(0)?,
+                        team: r.get::<_, Option<String>>(8)?.unwrap_or_default(),
                         kind: r.get(1)?,
                         code: r.get(2)?,
                         message: r.get(3)?,
                         field: r.get(4)?,
                         plugins: serde_json::Value::Null,
                         chain_version: r.get(6)?,
+                        request: None,
                     },
                     r.get::<_, String>(5)?,
                     r.get::<_, i64>(7)?,
@@ -489,12 +495,14 @@ mod tests {
             store
                 .record_decision(NewDecision {
                     job_id: id.clone(),
+                    team: "team-a".into(),
                     kind: "admit".into(),
                     code: None,
                     message: None,
                     field: None,
                     plugins: json!([{"name": "team-quota", "digest": "sha256:00"}]),
                     chain_version: "v1".into(),
+                    request: Some(json!({"job": {"id": "x"}})),
                 })
                 .await
                 .expect("decision");
