@@ -308,15 +308,13 @@ async fn failing_entrypoint_ends_failed_with_its_logs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejections_are_403_with_a_reason_and_create_nothing() {
-    let gw = gateway("h100=2x8", &[]).await;
-    // Multi-node on ReadWriteOnce storage (the dev default).
+    let gw = gateway("h100=2x8", &[("FORGE_K8S_STORAGE_SHARED", "false")]).await;
+    // Multi-node on ReadWriteOnce storage.
     let multi = spec(
         "multi",
         "python3 train.py",
         json!([{"name": "train", "nodes": 2, "gpusPerNode": 8}]),
     );
-    let mut with_storage = multi.clone();
-    with_storage["sharedStorage"] = json!(true);
     // Unknown series.
     let unknown = spec(
         "a100",
@@ -345,11 +343,15 @@ async fn rejections_are_403_with_a_reason_and_create_nothing() {
         .json()
         .await
         .expect("json");
-    if review["decision"]["kind"] == "reject" {
-        let (status, body) = submit(&gw, &gw.token, &multi, train_zip()).await;
-        assert_eq!(status, 403, "{body:#}");
-        assert_eq!(body["error"]["details"]["plugin"], "rwo-guard");
-    }
+    assert_eq!(review["decision"]["kind"], "reject", "{review:#}");
+    assert_eq!(
+        review["decision"]["code"], "storage.rwo-multi-node",
+        "{review:#}"
+    );
+    let (status, body) = submit(&gw, &gw.token, &multi, train_zip()).await;
+    assert_eq!(status, 403, "{body:#}");
+    assert_eq!(body["error"]["details"]["plugin"], "rwo-guard");
+    assert_eq!(body["error"]["details"]["reason"], "storage.rwo-multi-node");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(rayjob_count(&gw).await, 0);
     let objects = gw.state.config.gateway.data_dir.join("objects/capsules");

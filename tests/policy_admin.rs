@@ -624,3 +624,81 @@ async fn shadow_mode_and_replay_report_agreement_and_differences() {
     let (s, none) = admin.get("/v1/policy/shadow").await;
     assert_eq!((s, &none["active"]), (200, &json!(false)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_team_plugin_holds_queued_jobs_and_a_rollback_releases_them() {
+    let gw = gateway("h100=1x8", &[]).await;
+    let team_a = JobClient::new(&gw.url, &gw.token);
+    let policy = PolicyClient::new(&gw, &gw.token);
+    let sleeper = zip_of(&[("job.py", "import time\ntime.sleep(60)\n")]);
+    let quick = zip_of(&[("job.py", "print('released', flush=True)\n")]);
+
+    // A holds every GPU; B waits for room.
+    let a = team_a.submit_ok(&spec_with_gpus("hog", 8), sleeper).await;
+    let b = team_a.submit_ok(&spec_with_gpus("waiter", 1), quick).await;
+    let queue_code = |j: &Value| j["queue"]["code"].as_str().unwrap_or("").to_string();
+    let wait_for = |want: &'static str| {
+        let team_a = team_a.clone();
+        let b = b.clone();
+        async move {
+            let started = Instant::now();
+            loop {
+                let j = team_a.job(&b).await;
+                if queue_code(&j) == want || j["state"] == want {
+                    return j;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "waiting for {want}: {j:#}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    wait_for("capacity.no-room").await;
+
+    // The team's chain now fails (deadline) on every call: B is held, fail closed.
+    let (s, _) = policy
+        .upload(
+            "hostile",
+            "0.1.0",
+            plugins::component("hostile"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 201);
+    let (s, body) = policy
+        .put_policy(
+            Some("team-a"),
+            &json!({"expectedVersion": 0, "plugins": [
+                {"name": "hostile", "version": "0.1.0", "settings": {"mode": "loop"}}]}),
+        )
+        .await;
+    assert_eq!(s, 200, "{body:#}");
+    let held = wait_for("policy.failed").await;
+    assert_eq!(held["state"], "queued", "never lost: {held:#}");
+    assert!(
+        held["queue"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("deadline"),
+        "{held:#}"
+    );
+
+    // An empty team chain (version 2) lifts the hold; freeing the GPUs lets B run.
+    let (s, body) = policy
+        .put_policy(
+            Some("team-a"),
+            &json!({"expectedVersion": 1, "plugins": []}),
+        )
+        .await;
+    assert_eq!(s, 200, "{body:#}");
+    wait_for("capacity.no-room").await;
+    let (s, _) = team_a.call(Method::DELETE, &format!("/v1/jobs/{a}")).await;
+    assert_eq!(s, 200);
+    let done = team_a
+        .wait_terminal(std::slice::from_ref(&b), Duration::from_secs(120))
+        .await;
+    assert_eq!(done[&b]["state"], "succeeded", "{:#}", done[&b]);
+}

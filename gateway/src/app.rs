@@ -138,7 +138,9 @@ async fn capacity(State(state): State<AppState>, caller: Caller) -> Json<Capacit
         gpu_node_label: view.gpu_node_label,
         series: view.series,
         team: TeamUsage {
-            usage: state.capacity.team_usage(&caller.team),
+            // The same accounting policies see: GPUs of the team's dispatched and
+            // running jobs, and of its queued ones (the dispatcher's ledger).
+            usage: state.queue.usage(&caller.team),
             name: caller.team,
         },
     })

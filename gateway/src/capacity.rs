@@ -16,7 +16,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
-use crate::policy::model::{ClusterView, SeriesCapacity, SeriesUsage};
+use crate::policy::model::{ClusterView, SeriesCapacity};
 
 /// Resource name of NVIDIA GPUs in node capacity and container limits.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
@@ -140,16 +140,6 @@ impl Capacity {
         self.cached
             .store(Some(Arc::new((generation, view.clone()))));
         view
-    }
-
-    /// GPUs the team's pods hold per series (bound, unfinished pods labelled with the team).
-    pub fn team_usage(&self, team: &str) -> Vec<SeriesUsage> {
-        team_usage(
-            &self.gpu_label,
-            &self.nodes.state(),
-            &self.pods.state(),
-            team,
-        )
     }
 }
 
@@ -301,40 +291,6 @@ pub fn free_by_node(gpu_label: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> 
     out
 }
 
-/// GPUs a team holds per series (pure; unit-tested).
-pub fn team_usage(
-    gpu_label: &str,
-    nodes: &[Arc<Node>],
-    pods: &[Arc<Pod>],
-    team: &str,
-) -> Vec<SeriesUsage> {
-    let series_of: BTreeMap<&str, &str> = nodes
-        .iter()
-        .filter_map(|n| Some((n.metadata.name.as_deref()?, node_series(n, gpu_label)?)))
-        .collect();
-    let mut usage: BTreeMap<&str, u32> = BTreeMap::new();
-    for pod in pods.iter().filter(|p| holds_resources(p)) {
-        let of_team = pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(TEAM_LABEL))
-            .is_some_and(|t| t == team);
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        if let (true, Some(series)) = (of_team, node.and_then(|n| series_of.get(n))) {
-            *usage.entry(series).or_default() += pod_gpus(pod);
-        }
-    }
-    usage
-        .into_iter()
-        .map(|(series, running)| SeriesUsage {
-            series: series.to_string(),
-            running,
-            queued: 0,
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,27 +370,5 @@ mod tests {
         let free = free_by_node("starforge/gpu-series", &nodes, &pods);
         assert_eq!(free.get("h100"), Some(&vec![2, 8]));
         assert_eq!(free.get("h200"), None);
-    }
-
-    #[test]
-    fn team_usage_counts_only_the_teams_live_pods() {
-        let nodes = vec![
-            node("a1", "h100", 8, true, false),
-            node("b1", "h200", 8, true, false),
-        ];
-        let pods = vec![
-            pod("a1", 4, "Running", "vision"),
-            pod("b1", 8, "Running", "nlp"),
-            pod("b1", 2, "Failed", "vision"),
-        ];
-        let usage = team_usage("starforge/gpu-series", &nodes, &pods, "vision");
-        assert_eq!(
-            usage,
-            vec![SeriesUsage {
-                series: "h100".into(),
-                running: 4,
-                queued: 0
-            }]
-        );
     }
 }

@@ -100,6 +100,23 @@ pub async fn wait_no_rayjobs(api: &Api<DynamicObject>, within: Duration) {
 #[derive(Clone, Default)]
 pub struct RayJobRecorder {
     seen: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>,
+    /// Name → when the watch first showed it, first showed it terminal (KubeRay
+    /// `jobDeploymentStatus` Complete or Failed) and showed its deletion (Unix ms).
+    times: Arc<Mutex<BTreeMap<String, RayJobTimes>>>,
+}
+
+/// When a RayJob was seen created, terminal and deleted (Unix milliseconds).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RayJobTimes {
+    pub created: Option<i64>,
+    pub terminal: Option<i64>,
+    pub deleted: Option<i64>,
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl RayJobRecorder {
@@ -107,15 +124,32 @@ impl RayJobRecorder {
     pub fn start(api: Api<DynamicObject>) -> (RayJobRecorder, tokio::task::JoinHandle<()>) {
         let rec = RayJobRecorder::default();
         let seen = rec.seen.clone();
+        let times = rec.times.clone();
         let task = tokio::spawn(async move {
             let mut stream =
                 std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
             while let Some(ev) = stream.next().await {
-                let obj = match ev {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
-                    Ok(watcher::Event::Delete(o)) => o,
+                let now = unix_ms();
+                let (obj, deleted) = match ev {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => (o, false),
+                    Ok(watcher::Event::Delete(o)) => (o, true),
                     _ => continue,
                 };
+                if let Some(name) = &obj.metadata.name {
+                    let terminal = matches!(
+                        obj.data["status"]["jobDeploymentStatus"].as_str(),
+                        Some("Complete" | "Failed")
+                    );
+                    let mut t = times.lock().expect("recorder lock");
+                    let entry = t.entry(name.clone()).or_default();
+                    entry.created.get_or_insert(now);
+                    if terminal {
+                        entry.terminal.get_or_insert(now);
+                    }
+                    if deleted {
+                        entry.deleted.get_or_insert(now);
+                    }
+                }
                 if let (Some(name), Some(uid)) = (obj.metadata.name, obj.metadata.uid) {
                     seen.lock()
                         .expect("recorder lock")
@@ -131,6 +165,11 @@ impl RayJobRecorder {
     /// RayJob name → the distinct UIDs seen.
     pub fn seen(&self) -> BTreeMap<String, BTreeSet<String>> {
         self.seen.lock().expect("recorder lock").clone()
+    }
+
+    /// RayJob name → when the watch showed it created, terminal and deleted.
+    pub fn times(&self) -> BTreeMap<String, RayJobTimes> {
+        self.times.lock().expect("recorder lock").clone()
     }
 }
 

@@ -30,7 +30,7 @@ use super::{JobError, rayjob_api};
 use crate::app::{AppState, job_view};
 use crate::policy::model::{ClusterView, Decision, PolicyRequest};
 use crate::rayjob::{self, CapsuleRef, JobView, Placement};
-use crate::store::{JobRecord, JobState, Transition};
+use crate::store::{JobRecord, JobState, NewDecision, Transition};
 
 /// Longest a presigned capsule URL may live (S3's SigV4 limit).
 const MAX_URL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -183,13 +183,11 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
         match &outcome.decision {
             Decision::Reject { code, message, .. } => {
                 let reason = format!("{code}: {message}");
-                let t =
+                let mut t =
                     Transition::new(&job.id, JobState::Queued, JobState::Rejected, Some(reason));
+                t.decision = Some(record());
                 if state.store.transition(t).await.is_ok() {
                     state.metrics.transition(JobState::Rejected);
-                    if let Err(e) = state.store.record_decision(record()).await {
-                        tracing::warn!(job = %job.id, "recording a decision: {e}");
-                    }
                 }
             }
             Decision::Queue { code, message } => {
@@ -238,13 +236,8 @@ pub async fn pass(state: &AppState) -> Result<usize, JobError> {
     let dispatched = futures::stream::iter(to_dispatch)
         .map(|(job, placement, decision)| async move {
             let id = job.id.clone();
-            match dispatch(state, job, placement).await {
-                Ok(created) => {
-                    if let Err(e) = state.store.record_decision(decision).await {
-                        tracing::warn!(job = %id, "recording a decision: {e}");
-                    }
-                    created
-                }
+            match dispatch(state, job, placement, Some(decision)).await {
+                Ok(created) => created,
                 Err(e) => {
                     tracing::warn!(job = %id, "dispatch failed: {e}");
                     false
@@ -332,10 +325,12 @@ pub async fn capsule_ref(
 
 /// Dispatch one job: persist the intent, then create (or adopt) its RayJob. Returns
 /// whether the job was dispatched (false when it was cancelled meanwhile).
+/// `decision` (the admission that placed it) is stored with the dispatch transition.
 pub async fn dispatch(
     state: &AppState,
     job: JobRecord,
     placement: Placement,
+    decision: Option<NewDecision>,
 ) -> Result<bool, JobError> {
     let started = Instant::now();
     let digest = job
@@ -372,6 +367,7 @@ pub async fn dispatch(
     );
     t.rayjob_name = Some(name.clone());
     t.placement = Some(placement);
+    t.decision = decision;
     match state.store.transition(t).await {
         Ok(_) => {}
         Err(crate::store::StoreError::Conflict { .. }) => return Ok(false),

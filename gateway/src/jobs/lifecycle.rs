@@ -247,7 +247,7 @@ async fn on_rayjob(state: &AppState, obj: &DynamicObject) -> Result<(), JobError
 /// Archive a finished job's logs, then delete its RayJob — but keep the RayJob (and
 /// with it the pods holding the logs) when archival failed transiently; the resync
 /// tries again.
-async fn archive_then_delete(
+pub(crate) async fn archive_then_delete(
     state: &AppState,
     job: &JobRecord,
     obj: &DynamicObject,

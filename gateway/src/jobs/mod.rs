@@ -70,11 +70,20 @@ pub async fn cancel(state: &AppState, caller: &Caller, id: &str) -> Result<JobRe
         match state.store.transition(t).await {
             Ok(cancelled) => {
                 state.metrics.transition(JobState::Cancelled);
+                // Archive what logs exist, then delete the RayJob. If either fails the
+                // job stays cancelled and the RayJob is kept: the lifecycle controller's
+                // resync retries archive-then-delete for terminal jobs.
                 if let Some(name) = &cancelled.rayjob_name {
-                    if let Ok(Some(obj)) = rayjob_api(state).get_opt(name).await {
-                        lifecycle::archive_logs(state, &cancelled, &obj).await;
+                    let cleaned = match rayjob_api(state).get_opt(name).await {
+                        Ok(Some(obj)) => {
+                            lifecycle::archive_then_delete(state, &cancelled, &obj).await
+                        }
+                        Ok(None) => Ok(()),
+                        Err(e) => Err(e.into()),
+                    };
+                    if let Err(e) = cleaned {
+                        tracing::warn!(job = %cancelled.id, "cancel cleanup deferred: {e}");
                     }
-                    lifecycle::delete_rayjob(state, name).await?;
                 }
                 state.queue.wake();
                 return Ok(cancelled);

@@ -101,13 +101,17 @@ pub const MIGRATIONS: &[&str] = &[
 ];
 
 /// Brings the database to the newest schema; returns the version reached.
+/// Each step runs in an `IMMEDIATE` transaction that re-reads the version, so two
+/// processes opening the same database at once (gateway replicas) apply it once.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<usize> {
-    let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
-        let tx = conn.transaction()?;
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let Some(sql) = MIGRATIONS.get(current) else {
+            return Ok(current.max(MIGRATIONS.len()));
+        };
         tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", i + 1)?;
+        tx.pragma_update(None, "user_version", current + 1)?;
         tx.commit()?;
     }
-    Ok(MIGRATIONS.len().max(current))
 }

@@ -94,6 +94,8 @@ pub struct Transition {
     pub rayjob_name: Option<String>,
     /// Sets the placement (on dispatch).
     pub placement: Option<Placement>,
+    /// The admission decision behind this change, recorded in the same transaction.
+    pub decision: Option<NewDecision>,
 }
 
 impl Transition {
@@ -106,6 +108,7 @@ impl Transition {
             reason,
             rayjob_name: None,
             placement: None,
+            decision: None,
         }
     }
 }

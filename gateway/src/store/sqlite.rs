@@ -236,6 +236,12 @@ impl JobStore for SqliteStore {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let decision_plugins = t
+            .decision
+            .as_ref()
+            .map(|d| serde_json::to_string(&d.plugins))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.with(move |conn| {
             let now = now_ms();
             let tx = conn.transaction()?;
@@ -268,6 +274,9 @@ impl JobStore for SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![t.id, t.from.as_str(), t.to.as_str(), t.reason, now],
             )?;
+            if let (Some(d), Some(plugins)) = (&t.decision, &decision_plugins) {
+                insert_decision(&tx, d, plugins, now)?;
+            }
             let record = get_job(&tx, &t.id)?.ok_or_else(|| StoreError::NotFound(t.id.clone()))?;
             tx.commit()?;
             Ok(record)
@@ -462,6 +471,7 @@ mod tests {
 
     fn t(id: &str, from: JobState, to: JobState) -> Transition {
         Transition {
+            decision: None,
             id: id.into(),
             from,
             to,
