@@ -15,6 +15,7 @@ use forge_tests::gateway::TestGateway;
 use forge_tests::jobs::{
     JobClient, RayJobRecorder, one_gpu_spec, rayjobs, wait_no_rayjobs, zip_of,
 };
+use forge_tests::policy::PolicyClient;
 use serde_json::Value;
 
 fn percentile(sorted: &[i64], p: f64) -> i64 {
@@ -40,8 +41,22 @@ async fn submit_to_rayjob_created_and_terminal_to_rayjob_deleted() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let gw = TestGateway::start("h100=4x8,h200=4x8", &[]).await;
+    // Room for every job at once, and the dev chain's 16-GPU team quota lifted (a new
+    // global policy version), so the numbers are the control plane's, not queueing.
+    let nodes = format!("h100={}x8", jobs.div_ceil(8).max(1));
+    let gw = TestGateway::start(&nodes, &[]).await;
     let client = JobClient::new(&gw.url, &gw.token);
+    let admin = PolicyClient::new(&gw, &gw.token);
+    let unlimited = admin
+        .global_links_with("team-quota", serde_json::json!({"default": {"*": 100000}}))
+        .await;
+    let (status, body) = admin
+        .put_policy(
+            None,
+            &serde_json::json!({"expectedVersion": 1, "plugins": unlimited}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body:#}");
     let api = rayjobs(
         gw.sim.client().expect("client"),
         &gw.state.config.k8s.namespace,

@@ -11,7 +11,8 @@
 //!
 //! On a terminal status the driver log (the submitter pod, `batch.kubernetes.io/job-name
 //! =<rayjob>`) and the head pod's log are archived to object storage beside the capsule,
-//! then the RayJob is deleted at once — the operator's TTL is only the fallback. A
+//! then the RayJob is deleted at once — the operator's TTL is only the fallback (done
+//! concurrently for many jobs, see [`super::cleanup`]). A
 //! RayJob whose job is unknown or already over is deleted (orphans never hold GPUs).
 //!
 //! Calls to the API server that fail transiently (429, 5xx, connection errors) are
@@ -32,6 +33,9 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, LogParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
+use std::sync::Arc;
+
+use super::cleanup::Cleanup;
 use super::{JobError, rayjob_api};
 use crate::app::AppState;
 use crate::rayjob::{LABEL_JOB_ID, LABEL_MANAGED_BY, MANAGED_BY};
@@ -53,6 +57,7 @@ pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
         let cfg = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
         let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
         let mut seen: BTreeSet<String> = BTreeSet::new();
+        let cleanup = Arc::new(Cleanup::default());
         let mut resync = tokio::time::interval(RESYNC);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -62,7 +67,7 @@ pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
                     None => break,
                 },
                 _ = resync.tick() => {
-                    if let Err(e) = resync_all(&state).await {
+                    if let Err(e) = resync_all(&state, &cleanup).await {
                         tracing::warn!("lifecycle resync: {e}");
                     }
                     continue;
@@ -75,10 +80,10 @@ pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
                 }
                 Ok(watcher::Event::InitApply(obj)) => {
                     seen.insert(obj.name_any());
-                    on_rayjob(&state, &obj).await
+                    on_rayjob(&state, &cleanup, &obj).await
                 }
-                Ok(watcher::Event::InitDone) => reconcile(&state, &seen).await,
-                Ok(watcher::Event::Apply(obj)) => on_rayjob(&state, &obj).await,
+                Ok(watcher::Event::InitDone) => reconcile(&state, &cleanup, &seen).await,
+                Ok(watcher::Event::Apply(obj)) => on_rayjob(&state, &cleanup, &obj).await,
                 Ok(watcher::Event::Delete(obj)) => on_deleted(&state, &obj).await,
                 Err(e) => {
                     tracing::warn!("RayJob watch error (retrying with backoff): {e}");
@@ -94,12 +99,12 @@ pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
 
 /// Look at every RayJob of the gateway again (a LIST, not the watch): finishes what a
 /// transient failure interrupted (archival, delete) even when no event comes.
-async fn resync_all(state: &AppState) -> Result<(), JobError> {
+async fn resync_all(state: &AppState, cleanup: &Arc<Cleanup>) -> Result<(), JobError> {
     let api = rayjob_api(state);
     let lp = ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let list = with_retry(|| api.list(&lp)).await?;
     for obj in &list.items {
-        if let Err(e) = on_rayjob(state, obj).await {
+        if let Err(e) = on_rayjob(state, cleanup, obj).await {
             tracing::warn!(rayjob = %obj.name_any(), "lifecycle resync: {e}");
         }
     }
@@ -204,7 +209,11 @@ pub async fn advance(
     Ok(job)
 }
 
-async fn on_rayjob(state: &AppState, obj: &DynamicObject) -> Result<(), JobError> {
+async fn on_rayjob(
+    state: &AppState,
+    cleanup: &Arc<Cleanup>,
+    obj: &DynamicObject,
+) -> Result<(), JobError> {
     let name = obj.name_any();
     if obj.metadata.deletion_timestamp.is_some() {
         return Ok(());
@@ -219,7 +228,8 @@ async fn on_rayjob(state: &AppState, obj: &DynamicObject) -> Result<(), JobError
     };
     if job.state.is_terminal() {
         // Cancelled, or finished but not yet cleaned up (e.g. a crash before the delete).
-        return archive_then_delete(state, &job, obj).await;
+        cleanup.start(state, job, obj.clone());
+        return Ok(());
     }
     let status = obj.data.get("status").cloned().unwrap_or_default();
     let (to, reason) = target_state(&status);
@@ -239,7 +249,7 @@ async fn on_rayjob(state: &AppState, obj: &DynamicObject) -> Result<(), JobError
     };
     let job = advance(state, job, to, reason).await?;
     if job.state.is_terminal() {
-        archive_then_delete(state, &job, obj).await?;
+        cleanup.start(state, job, obj.clone());
     }
     Ok(())
 }
@@ -277,7 +287,11 @@ async fn on_deleted(state: &AppState, obj: &DynamicObject) -> Result<(), JobErro
 }
 
 /// After a (re)list: fix jobs whose RayJob is missing.
-async fn reconcile(state: &AppState, seen: &BTreeSet<String>) -> Result<(), JobError> {
+async fn reconcile(
+    state: &AppState,
+    cleanup: &Arc<Cleanup>,
+    seen: &BTreeSet<String>,
+) -> Result<(), JobError> {
     for job in state.store.active().await? {
         let Some(name) = job.rayjob_name.clone() else {
             continue;
@@ -287,7 +301,7 @@ async fn reconcile(state: &AppState, seen: &BTreeSet<String>) -> Result<(), JobE
         }
         // The watcher's list may predate a create that just happened: ask directly.
         match rayjob_api(state).get_opt(&name).await? {
-            Some(obj) => on_rayjob(state, &obj).await?,
+            Some(obj) => on_rayjob(state, cleanup, &obj).await?,
             None if job.state == JobState::Dispatched => {
                 let t = Transition::new(
                     &job.id,

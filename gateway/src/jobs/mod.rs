@@ -2,6 +2,7 @@
 //! cancellation. HTTP handlers are in [`routes`]; everything else is callable from
 //! tests without HTTP.
 
+pub mod cleanup;
 pub mod dispatch;
 pub mod error;
 pub mod events;

@@ -873,11 +873,14 @@ impl Driver {
     }
 
     async fn process(&self) -> Result<Option<i32>, RunnerError> {
+        // The emulated driver reads its RayJob and head pod through the API server, an
+        // emulator shortcut (a real driver runs on the head node and reads its own
+        // filesystem): such reads are retried through injected or transient API
+        // failures rather than failing the job (`internal_read`).
         let client = &self.shared.client;
         let rj_api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &self.ns, &rayjob_resource());
-        let rj = rj_api
-            .get(&self.rayjob)
+        let rj = internal_read(|| rj_api.get(&self.rayjob))
             .await
             .map_err(|e| RunnerError::Fetch {
                 url: format!("rayjob {}", self.rayjob),
@@ -888,8 +891,7 @@ impl Driver {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &self.ns);
         let lp = ListParams::default()
             .labels(&format!("{RAY_CLUSTER}={},{NODE_TYPE}=head", self.cluster));
-        let head = pods
-            .list(&lp)
+        let head = internal_read(|| pods.list(&lp))
             .await
             .ok()
             .and_then(|l| l.items.into_iter().next());
@@ -958,6 +960,30 @@ pub async fn force_delete(client: &kube::Client, ns: &str, name: &str) {
         ..Default::default()
     };
     let _ = api.delete(name, &dp).await;
+}
+
+/// Retry a read the emulator makes for its own bookkeeping through 429 / 5xx answers
+/// (fault injection, a busy server) for up to ~10 s.
+async fn internal_read<T, F, Fut>(mut read: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut delay = std::time::Duration::from_millis(50);
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        match read().await {
+            Err(kube::Error::Api(s))
+                if (s.code == 429 || s.code >= 500)
+                    && waited < std::time::Duration::from_secs(10) =>
+            {
+                tokio::time::sleep(delay).await;
+                waited += delay;
+                delay = (delay * 2).min(std::time::Duration::from_secs(1));
+            }
+            other => return other,
+        }
+    }
 }
 
 #[cfg(test)]
