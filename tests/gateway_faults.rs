@@ -69,13 +69,7 @@ async fn jobs_all_end_correctly_under_api_server_faults() {
     // Thousands of expected warnings (every injected fault is logged by the client and
     // the gateway) would bury a failure's message in CI output: errors only, unless
     // RUST_LOG says otherwise.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "error,kube_client=off".into()),
-        )
-        .with_test_writer()
-        .try_init();
+    forge_tests::gateway::init_tracing("error,kube_client=off");
     let started = Instant::now();
     let gw = Arc::new(TestGateway::start("h100=4x8", &[]).await);
     let client = JobClient::new(&gw.url, &gw.token);

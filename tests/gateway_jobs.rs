@@ -257,15 +257,7 @@ async fn admitted_job_runs_to_success_with_logs_and_cleanup() {
         .await
         .expect("json submit");
     assert_eq!(resp.status(), 202);
-    let metrics = gw
-        .http
-        .get(format!("{}/metrics", gw.url))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = gw.metrics().await;
     assert!(
         metrics.contains(r#"forge_capsule_uploads_total{outcome="deduplicated"} 1"#),
         "{metrics}"

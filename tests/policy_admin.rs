@@ -274,14 +274,7 @@ async fn team_plugins_apply_to_their_team_only_and_cannot_loosen_global_policy()
     code(&body, "policy-failed");
     let (s, b) = bob.review(&spec_with_gpus("one", 1)).await;
     assert_eq!((s, &b["decision"]["kind"]), (200, &json!("admit")), "{b:#}");
-    let metrics = gw
-        .get("/metrics")
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = gw.metrics().await;
     assert!(
         metrics.contains(
             r#"forge_plugin_failures_total{plugin="team-a/hostile",version="0.1.0",cause="deadline"} 1"#

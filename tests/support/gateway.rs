@@ -10,6 +10,18 @@ use forge_gateway::dev::{self, DevOptions};
 use crate::jobs::JobClient;
 use crate::plugins;
 
+/// Log to the test's output at `default` level (the first call in a process wins).
+/// `RUST_LOG=forge_gateway=debug cargo test …` overrides it.
+pub fn init_tracing(default: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default.into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
 /// A running gateway for tests.
 pub struct TestGateway {
     pub url: String,
@@ -34,14 +46,7 @@ impl TestGateway {
         env: &[(&str, &str)],
         failing_images: &[&str],
     ) -> TestGateway {
-        // `RUST_LOG=forge_gateway=debug cargo test …` shows the gateway's logs.
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "warn".into()),
-            )
-            .with_test_writer()
-            .try_init();
+        init_tracing("warn");
         for name in ["pool-series", "team-quota", "rwo-guard"] {
             plugins::component(name);
         }
@@ -91,6 +96,18 @@ impl TestGateway {
     /// say).
     pub fn client(&self, token: &str) -> JobClient {
         JobClient::new(&self.url, token)
+    }
+
+    /// The Prometheus text of `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text")
     }
 
     /// An authenticated request builder.

@@ -75,18 +75,6 @@ impl PolicyRunner {
         chain: Arc<Chain>,
         request: Arc<PolicyRequest>,
     ) -> Result<ChainOutcome, RunError> {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|e| RunError::Unavailable(e.to_string()))?;
-        let joined = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            chain.evaluate(&request)
-        })
-        .await
-        .map_err(|e| RunError::Unavailable(e.to_string()))?;
-        Ok(joined?)
+        Ok(self.run(move || chain.evaluate(&request)).await??)
     }
 }
