@@ -1,7 +1,8 @@
 //! `forge-gateway dev`: the embedded default — the gateway against an in-process
 //! Kubernetes + KubeRay emulator (process mode, GPU nodes in two series), the local
 //! capsule store (signed URLs served by the gateway itself), the reference policy
-//! chain and a fresh admin token. No cluster, no S3.
+//! chain and a fresh admin token. No cluster, no S3 — unless `FORGE_S3_*` is set, in
+//! which case capsules and logs use that object storage exactly as `serve` does.
 //!
 //! This is a composition root (an edge), so it reports errors with `anyhow`.
 
@@ -141,16 +142,15 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
         })?,
     };
     let client = sim.client().context("emulator client")?;
-    let state = compose::build_state(
-        cfg,
-        tokens,
-        client,
-        boot,
-        CapsuleBackend::Local {
+    // With FORGE_S3_* set, capsules and logs go to that object storage and pods fetch
+    // capsules by presigned URL, as with `serve`; otherwise the gateway's local store.
+    let capsules = match compose::s3_backend(&cfg).await? {
+        Some(s3) => s3,
+        None => CapsuleBackend::Local {
             base_url: public_url.clone(),
         },
-    )
-    .await?;
+    };
+    let state = compose::build_state(cfg, tokens, client, boot, capsules).await?;
     Ok(DevGateway {
         state,
         sim,
