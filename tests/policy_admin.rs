@@ -616,6 +616,12 @@ async fn shadow_mode_and_replay_report_agreement_and_differences() {
     assert_eq!(done["compared"], 6);
     let (s, none) = admin.get("/v1/policy/shadow").await;
     assert_eq!((s, &none["active"]), (200, &json!(false)));
+    // Stopping twice: nothing is running any more.
+    let (s, body) = admin
+        .send(Method::DELETE, "/v1/policy/shadow", &json!({}))
+        .await;
+    assert_eq!(s, 404, "{body:#}");
+    code(&body, "not-found");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
