@@ -25,6 +25,9 @@ if [ ! -x "$root/target/tools/bin/s3s-fs" ]; then
 fi
 export FORGE_S3S_FS="$root/target/tools/bin/s3s-fs"
 
+log "deploy/ manifests (kustomize render, Kubernetes schemas, checks)"
+bash deploy/validate.sh
+
 log "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
