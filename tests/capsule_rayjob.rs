@@ -12,18 +12,16 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use forge_capsule::init_container::INIT_CONTAINER_NAME;
-use forge_capsule::{
-    Capsule, CapsuleLimits, CapsuleStore, CodeSource, S3Store, assemble, capsule_key,
-    init_container,
-};
+use forge_capsule::{Capsule, CapsuleLimits, CodeSource, assemble, init_container};
 use forge_gateway::config::Config;
 use forge_gateway::jobspec::{Deadlines, JobSpec, PoolSpec};
 use forge_gateway::rayjob::{CapsuleRef, JobView, Placement, build_rayjob, rayjob_name};
 use forge_kubesim::Sim;
 use forge_kubesim::controllers::rayjob_resource;
-use forge_tests::capsule::write_tree;
+use forge_object_store::{ObjectStore, S3Config, S3Store, capsule_key};
+use forge_testkit::fs::write_tree;
+use forge_testkit::s3::S3Server;
 use forge_tests::kubesim::start_process;
-use forge_tests::s3::S3Server;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, LogParams, PostParams};
 use serde_json::Value;
@@ -104,7 +102,14 @@ async fn harness() -> Harness {
     )
     .expect("assemble");
     let srv = S3Server::start();
-    let store = S3Store::connect(srv.config()).await.expect("connect");
+    let store = S3Store::connect(S3Config::new(
+        &srv.endpoint,
+        &srv.bucket,
+        &srv.access_key,
+        &srv.secret_key,
+    ))
+    .await
+    .expect("connect");
     store.check().await.expect("s3 check");
     store.put_file(&cap.digest, &cap.path).await.expect("put");
     let scratch = tempfile::tempdir().expect("tmp");

@@ -1,6 +1,6 @@
 //! The closed loop with real object storage (issue 6): the gateway (dev composition
 //! with `FORGE_S3_*` set) + the emulator in process mode + a real S3-compatible server
-//! (s3s-fs). The capsule is stored in S3 and the Ray pods fetch it by presigned URL —
+//! (s3s-fs, served in-process on 127.0.0.1). The capsule is stored in S3 and the Ray pods fetch it by presigned URL —
 //! the test server speaks plain HTTP, which Ray's `working_dir` does not fetch, so the
 //! gateway uses its HTTP-only path: an init container downloads the presigned URL,
 //! verifies the SHA-256 and `working_dir` is the `file://` path. Logs are archived to
@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
+use forge_testkit::s3::S3Server;
 use forge_tests::gateway::TestGateway;
 use forge_tests::jobs::{JobClient, one_gpu_spec, rayjobs, wait_no_rayjobs, zip_of};
-use forge_tests::s3::S3Server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_run_from_s3_by_presigned_url_and_their_logs_are_archived_there() {

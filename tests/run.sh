@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The project's test command (see README). Works on a fresh machine of this kind:
-# installs what the tests need (WebAssembly toolchain for plugins, the s3s-fs
-# S3-compatible test server) inside the clone or from the distribution, then runs
-# formatting and lint checks and every unit and integration test.
+# installs what the tests need (the WebAssembly toolchain for plugins) from the
+# distribution, then runs formatting and lint checks and every unit and integration
+# test. The S3-compatible test server (s3s-fs) is a library the tests serve in-process
+# (`forge-testkit`), so nothing is installed for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 log() { printf '\n==> %s\n' "$*"; }
 
 log "WebAssembly toolchain for policy plugins"
@@ -18,12 +18,6 @@ else
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc-web cargo-web rust-web-src >/dev/null
 fi
-
-log "s3s-fs (S3-compatible test server) in target/tools"
-if [ ! -x "$root/target/tools/bin/s3s-fs" ]; then
-  cargo install --quiet --locked s3s-fs@0.14.1 --features binary --root "$root/target/tools"
-fi
-export FORGE_S3S_FS="$root/target/tools/bin/s3s-fs"
 
 log "format and lints"
 cargo fmt --all --check

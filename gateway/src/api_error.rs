@@ -7,6 +7,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use forge_capsule::CapsuleErrorKind;
 use serde_json::json;
 
 use crate::auth::AuthError;
@@ -81,8 +82,11 @@ fn job_error(e: JobError) -> (StatusCode, &'static str, String, Option<serde_jso
             message,
             Some(json!({ "reason": code, "field": field, "plugin": plugin, "jobId": job_id })),
         ),
-        JobError::Capsule(e) if e.is_client_error() => (
-            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST),
+        JobError::Capsule(e) if e.kind() != CapsuleErrorKind::Internal => (
+            match e.kind() {
+                CapsuleErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+                CapsuleErrorKind::Rejected | CapsuleErrorKind::Internal => StatusCode::BAD_REQUEST,
+            },
             e.code(),
             e.to_string(),
             Some(json!({ "field": e.field() })),

@@ -15,7 +15,7 @@ use axum::extract::{DefaultBodyLimit, FromRef, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use forge_capsule::{CapsuleStore, LocalStore};
+use forge_object_store::{LocalStore, ObjectStore};
 use serde::Serialize;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -45,7 +45,7 @@ pub struct AppState {
     /// The durable job store.
     pub store: Arc<dyn JobStore>,
     /// Capsules and archived logs (S3, or the local store in dev mode).
-    pub capsules: Arc<dyn CapsuleStore>,
+    pub capsules: Arc<dyn ObjectStore>,
     /// Set when `capsules` is the local store, whose signed URLs this app serves.
     pub local_capsules: Option<Arc<LocalStore>>,
     /// The Kubernetes client (RayJobs, pods, logs).
@@ -101,7 +101,7 @@ pub fn router(state: AppState) -> Router {
         )
         .with_state(state);
     if let Some(local) = local {
-        app = app.merge(forge_capsule::local_routes(local));
+        app = app.merge(forge_object_store::local_routes(local));
     }
     // The body limit is enforced once, for every extractor, by the tower layer; axum's
     // own 2 MB default (which would cap multipart code and plugin uploads) is off.

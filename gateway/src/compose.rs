@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use forge_capsule::{CapsuleStore, LocalStore};
+use forge_object_store::{LocalStore, ObjectStore};
 use url::Url;
 
 use crate::app::AppState;
@@ -26,7 +26,7 @@ use crate::store::SqliteStore;
 /// Where capsules and archived logs go.
 pub enum CapsuleBackend {
     /// An S3-compatible store (`FORGE_S3_*`), checked at start-up.
-    S3(forge_capsule::S3Store),
+    S3(forge_object_store::S3Store),
     /// A directory in the data dir whose signed URLs the gateway itself serves at
     /// `base_url` (dev mode, or a cluster without object storage).
     Local { base_url: Url },
@@ -52,7 +52,7 @@ pub async fn s3_backend(cfg: &Config) -> anyhow::Result<Option<CapsuleBackend>> 
     let Some(s3) = &cfg.s3 else {
         return Ok(None);
     };
-    let store = forge_capsule::S3Store::connect(forge_capsule::S3Config::new(
+    let store = forge_object_store::S3Store::connect(forge_object_store::S3Config::new(
         &s3.endpoint,
         &s3.bucket,
         s3.access_key.expose(),
@@ -109,7 +109,7 @@ pub async fn build_state(
         Duration::from_secs(30),
     )
     .await?;
-    let (capsules, local_capsules): (Arc<dyn CapsuleStore>, _) = match capsules {
+    let (capsules, local_capsules): (Arc<dyn ObjectStore>, _) = match capsules {
         CapsuleBackend::S3(s3) => (Arc::new(s3), None),
         CapsuleBackend::Local { base_url } => {
             let key = local_url_key(&config.gateway.data_dir)?;
@@ -117,7 +117,7 @@ pub async fn build_state(
                 LocalStore::new(config.gateway.data_dir.join("objects"), key, base_url)
                     .context("opening the local capsule store")?,
             );
-            (local.clone() as Arc<dyn CapsuleStore>, Some(local))
+            (local.clone() as Arc<dyn ObjectStore>, Some(local))
         }
     };
     let metrics = Arc::new(Metrics::new());

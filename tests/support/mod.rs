@@ -1,9 +1,7 @@
 //! Shared helpers for the integration tests in this directory.
 
-pub mod capsule;
 pub mod gateway;
 pub mod jobs;
 pub mod kubesim;
 pub mod plugins;
 pub mod policy;
-pub mod s3;

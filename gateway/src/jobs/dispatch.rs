@@ -308,11 +308,11 @@ pub async fn capsule_ref(
     let ttl = Duration::from_secs(secs).min(MAX_URL_TTL);
     let url = state.capsules.get_url(digest, ttl).await?;
     let init = if url.scheme() == "http" {
-        Some(forge_capsule::init_container(
-            &url,
-            digest,
-            Some(&cfg.gateway.capsule_init_image),
-        )?)
+        Some(
+            forge_capsule::init_container(&url, digest, Some(&cfg.gateway.capsule_init_image))
+                // `get_url` above has already refused a malformed digest the same way.
+                .map_err(|e| forge_object_store::StoreError::InvalidKey(e.digest))?,
+        )
     } else {
         None
     };

@@ -60,7 +60,7 @@ pub enum JobError {
     Store(#[from] StoreError),
     /// The object store failed.
     #[error("object store: {0}")]
-    ObjectStore(#[from] forge_capsule::StoreError),
+    ObjectStore(#[from] forge_object_store::StoreError),
     /// The Kubernetes API failed.
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),

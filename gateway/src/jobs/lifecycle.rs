@@ -362,7 +362,7 @@ pub async fn archive_logs(state: &AppState, job: &JobRecord, obj: &DynamicObject
         ));
     }
     for (name, selector, container) in sources {
-        let Ok(key) = forge_capsule::log_key(&job.id, name) else {
+        let Ok(key) = forge_object_store::log_key(&job.id, name) else {
             continue;
         };
         if state.capsules.get_object(&key).await.is_ok() {

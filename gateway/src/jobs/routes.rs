@@ -361,11 +361,11 @@ pub async fn logs(
     if !matches!(name.as_str(), "driver" | "head") {
         return Err(bad("invalid-query", "name", "`driver` or `head`"));
     }
-    let key = forge_capsule::log_key(&job.id, &name).map_err(JobError::from)?;
+    let key = forge_object_store::log_key(&job.id, &name).map_err(JobError::from)?;
     let text = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     match state.capsules.get_object(&key).await {
         Ok(bytes) => return Ok((text, bytes).into_response()),
-        Err(forge_capsule::StoreError::NotFound(_)) => {}
+        Err(forge_object_store::StoreError::NotFound(_)) => {}
         Err(e) => return Err(ApiError::Job(e.into())),
     }
     // Not archived (yet): the live log from the cluster, while the pods exist.

@@ -146,7 +146,7 @@ pub async fn submit(
 
     let digest = match code {
         CodeInput::Capsule(digest) => {
-            forge_capsule::store::validate_digest(&digest).map_err(|_| JobError::BadRequest {
+            forge_object_store::validate_digest(&digest).map_err(|_| JobError::BadRequest {
                 code: "invalid-capsule",
                 field: "capsule",
                 message: "a capsule is named by its SHA-256: 64 lowercase hex digits".into(),
@@ -213,8 +213,9 @@ async fn pack_and_store(
         tracing::warn!(path = %capsule.path.display(), "removing the packed capsule: {e}");
     }
     let outcome = stored?;
-    state
-        .metrics
-        .capsule(matches!(outcome, forge_capsule::PutOutcome::AlreadyPresent));
+    state.metrics.capsule(matches!(
+        outcome,
+        forge_object_store::PutOutcome::AlreadyPresent
+    ));
     Ok(capsule.digest)
 }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
-use forge_capsule::CapsuleStore;
+use forge_object_store::ObjectStore;
 
 use super::error::PolicyAdminError;
 use super::store::{LinkRef, PluginRecord, PolicyStore};
@@ -52,7 +52,7 @@ pub struct Upload {
 /// Checked uploads, stored components, loaded plugins.
 pub struct Registry {
     engine: PolicyEngine,
-    blobs: Arc<dyn CapsuleStore>,
+    blobs: Arc<dyn ObjectStore>,
     store: PolicyStore,
     limits: RegistryLimits,
     /// Loaded plugins by (digest, display name, version).
@@ -108,7 +108,7 @@ pub fn settings_text(v: &serde_json::Value) -> String {
 impl Registry {
     pub fn new(
         engine: PolicyEngine,
-        blobs: Arc<dyn CapsuleStore>,
+        blobs: Arc<dyn ObjectStore>,
         store: PolicyStore,
         limits: RegistryLimits,
     ) -> Self {
@@ -226,7 +226,7 @@ impl Registry {
             .map_err(|e| PolicyAdminError::Internal(e.to_string()))??
         };
 
-        let key = forge_capsule::plugin_key(&digest)
+        let key = forge_object_store::plugin_key(&digest)
             .map_err(|e| PolicyAdminError::Internal(e.to_string()))?;
         self.blobs
             .put_object(&key, u.component.clone())
@@ -256,7 +256,7 @@ impl Registry {
         if let Some(p) = self.cache_get(&key) {
             return Ok(p);
         }
-        let object = forge_capsule::plugin_key(&link.digest)
+        let object = forge_object_store::plugin_key(&link.digest)
             .map_err(|e| PolicyAdminError::Internal(e.to_string()))?;
         let bytes = self
             .blobs

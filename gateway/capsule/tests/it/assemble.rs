@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
 
-use forge_capsule::{CapsuleLimits, CodeSource, assemble};
-use forge_tests::capsule::{TarEntry, tar_gz_raw, write_tree, zip_raw};
+use crate::support::{TarEntry, tar_gz_raw, write_tree, zip_raw};
+use forge_capsule::{CapsuleError, CapsuleErrorKind, CapsuleLimits, CodeSource, assemble};
 use sha2::{Digest, Sha256};
 
 const JOBSPEC: &[u8] = br#"{"name":"demo","entrypoint":"python train.py"}"#;
@@ -275,4 +275,25 @@ sys.exit(subprocess.call([sys.executable, 'train.py'], cwd=dest))
         String::from_utf8_lossy(&o.stdout).trim(),
         "trained demo True"
     );
+}
+
+/// A server-side failure (the output directory cannot be created) is `Internal`, not
+/// the uploader's fault, and has no request field.
+#[test]
+fn unwritable_output_is_an_internal_error() {
+    let src = tempfile::tempdir().expect("tmp");
+    write_tree(src.path(), &files());
+    let blocker = src.path().join("not-a-dir");
+    std::fs::write(&blocker, b"a file").expect("write");
+    let err = assemble(
+        CodeSource::Dir(src.path().into()),
+        JOBSPEC,
+        None,
+        &CapsuleLimits::default(),
+        &blocker.join("out"),
+    )
+    .expect_err("output under a regular file");
+    assert!(matches!(err, CapsuleError::Io { .. }), "{err:?}");
+    assert_eq!(err.kind(), CapsuleErrorKind::Internal);
+    assert_eq!((err.code(), err.field()), ("capsule.io", ""));
 }

@@ -1,19 +1,10 @@
-//! Helpers for capsule tests: build code trees and archives (good and hostile).
+//! Shared helpers of the capsule tests: code trees (from `forge-testkit`, shared with
+//! the workspace's end-to-end tests) and raw archives, good and hostile.
 
 use std::io::Write;
 use std::path::Path;
 
-/// Write `files` (path, contents, executable) under `root`, in the given order.
-pub fn write_tree(root: &Path, files: &[(&str, &[u8], bool)]) {
-    use std::os::unix::fs::PermissionsExt;
-    for (path, data, exec) in files {
-        let p = root.join(path);
-        std::fs::create_dir_all(p.parent().expect("has parent")).expect("mkdir");
-        std::fs::write(&p, data).expect("write");
-        let mode = if *exec { 0o755 } else { 0o644 };
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
-    }
-}
+pub use forge_testkit::fs::write_tree;
 
 /// A zip with raw entry names (no sanitizing), deflated.
 pub fn zip_raw(path: &Path, entries: &[(&str, &[u8])]) {

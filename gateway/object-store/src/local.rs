@@ -3,29 +3,23 @@
 //! Objects live under a directory (`<dir>/<key>`, same key scheme as S3).
 //! Capsule URLs are served by the gateway itself and signed:
 //! `<base>/v1/capsules/<sha>.zip?expires=<unix secs>&sig=<hex HMAC-SHA256>`,
-//! where the MAC covers `GET\n/v1/capsules/<sha>.zip\n<expires>`. Mount
-//! [`local_routes`] in the gateway's router; tampered or expired URLs get 403.
+//! where the MAC covers `GET\n/v1/capsules/<sha>.zip\n<expires>`. The gateway
+//! mounts [`crate::local_routes()`] (the HTTP side, in its own file) in its router;
+//! this file only signs and verifies ([`UrlError`] says why a URL is refused).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
-use axum::body::Body;
-use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
-use serde::Deserialize;
 use sha2::Sha256;
 use url::Url;
 
-use crate::store::{
-    CapsuleStore, PutOutcome, StoreError, StoreStats, capsule_key, sha256_file, validate_digest,
-    validate_key,
-};
+use crate::error::StoreError;
+use crate::file_digest::sha256_file;
+use crate::keys::{capsule_key, validate_digest, validate_key};
+use crate::store::{ObjectStore, PutOutcome, StoreStats};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -158,7 +152,7 @@ impl LocalStore {
 }
 
 #[async_trait::async_trait]
-impl CapsuleStore for LocalStore {
+impl ObjectStore for LocalStore {
     async fn exists(&self, digest: &str) -> Result<bool, StoreError> {
         Ok(tokio::fs::try_exists(self.path_of(&capsule_key(digest)?)).await?)
     }
@@ -224,53 +218,4 @@ impl CapsuleStore for LocalStore {
     fn stats(&self) -> Arc<StoreStats> {
         self.stats.clone()
     }
-}
-
-#[derive(Debug, Deserialize)]
-struct SignedQuery {
-    expires: u64,
-    sig: String,
-}
-
-/// Routes serving signed capsule URLs: `GET /v1/capsules/{sha}.zip`.
-pub fn local_routes(store: Arc<LocalStore>) -> Router {
-    Router::new()
-        .route("/v1/capsules/{file}", get(serve_capsule))
-        .with_state(store)
-}
-
-async fn serve_capsule(
-    State(store): State<Arc<LocalStore>>,
-    UrlPath(file): UrlPath<String>,
-    query: Result<Query<SignedQuery>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let Ok(Query(q)) = query else {
-        return (StatusCode::FORBIDDEN, "missing signature\n").into_response();
-    };
-    let Some(digest) = file.strip_suffix(".zip") else {
-        return (StatusCode::NOT_FOUND, "not found\n").into_response();
-    };
-    let path = match store.verify(digest, q.expires, &q.sig) {
-        Ok(p) => p,
-        Err(UrlError::NotFound) => {
-            return (StatusCode::NOT_FOUND, "capsule not found\n").into_response();
-        }
-        Err(e) => return (StatusCode::FORBIDDEN, format!("{e}\n")).into_response(),
-    };
-    let file = match tokio::fs::File::open(&path).await {
-        Ok(f) => f,
-        Err(_) => return (StatusCode::NOT_FOUND, "capsule not found\n").into_response(),
-    };
-    let len = file.metadata().await.map(|m| m.len()).ok();
-    let body = Body::from_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 16));
-    let mut resp = Response::new(body);
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/zip"),
-    );
-    if let Some(len) = len {
-        resp.headers_mut()
-            .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    }
-    resp
 }

@@ -1,4 +1,4 @@
-//! S3-compatible capsule store (aws-sdk-s3), tuned for production
+//! S3-compatible object store (aws-sdk-s3), tuned for production
 //! S3-compatible servers (Garage, MinIO, Ceph RGW) as well as AWS.
 //!
 //! Choices, and why:
@@ -45,9 +45,10 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 use url::Url;
 
-use crate::store::{
-    CapsuleStore, PutOutcome, StoreError, StoreStats, capsule_key, validate_digest, validate_key,
-};
+use crate::error::StoreError;
+use crate::file_digest::sha256_file;
+use crate::keys::{capsule_key, validate_digest, validate_key};
+use crate::store::{ObjectStore, PutOutcome, StoreStats};
 
 /// SigV4 presigned URLs cannot outlive 7 days.
 pub const MAX_PRESIGN_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -295,7 +296,7 @@ impl S3Store {
         let raw = hex::decode(digest).map_err(|_| StoreError::InvalidKey(digest.to_owned()))?;
         // Not every S3-compatible store checks `x-amz-checksum-sha256` against the
         // body, so the bytes are hashed here first: a mismatch uploads nothing.
-        let actual = hash_file(path.to_owned()).await?;
+        let (actual, _) = sha256_file(path).await?;
         if actual != digest {
             return Err(StoreError::Integrity {
                 key: key.to_owned(),
@@ -475,7 +476,7 @@ impl S3Store {
 }
 
 #[async_trait::async_trait]
-impl CapsuleStore for S3Store {
+impl ObjectStore for S3Store {
     async fn exists(&self, digest: &str) -> Result<bool, StoreError> {
         let key = capsule_key(digest)?;
         Ok(match self.head(&key).await? {
@@ -542,7 +543,7 @@ impl CapsuleStore for S3Store {
 
     async fn put_object_file(&self, key: &str, path: &Path) -> Result<(), StoreError> {
         validate_key(key)?;
-        let (digest, size) = crate::store::sha256_file(path).await?;
+        let (digest, size) = sha256_file(path).await?;
         if size >= self.cfg.multipart_threshold {
             self.put_multipart(key, &digest, path, size).await?;
         } else {
@@ -575,16 +576,4 @@ impl CapsuleStore for S3Store {
     fn stats(&self) -> Arc<StoreStats> {
         self.stats.clone()
     }
-}
-
-/// Hex SHA-256 of a file, read on the blocking pool.
-async fn hash_file(path: std::path::PathBuf) -> Result<String, StoreError> {
-    tokio::task::spawn_blocking(move || -> Result<String, StoreError> {
-        let mut f = std::fs::File::open(&path)?;
-        let mut h = Sha256::new();
-        std::io::copy(&mut f, &mut h)?;
-        Ok(hex::encode(h.finalize()))
-    })
-    .await
-    .map_err(|e| StoreError::Io(std::io::Error::other(e)))?
 }

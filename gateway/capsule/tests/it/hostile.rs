@@ -1,10 +1,11 @@
-//! Hostile code archives: each case is refused with a typed 4xx error and
-//! nothing is left in the output directory.
+//! Hostile code archives: each case is refused with a typed error of the uploader's
+//! kind (`Rejected`, or `TooLarge` for the size limit) and nothing is left in the
+//! output directory.
 
 use std::path::PathBuf;
 
-use forge_capsule::{CapsuleError, CapsuleLimits, CodeSource, assemble};
-use forge_tests::capsule::{TarEntry, dir_entries, tar_gz_raw, write_tree, zip_raw};
+use crate::support::{TarEntry, dir_entries, tar_gz_raw, write_tree, zip_raw};
+use forge_capsule::{CapsuleError, CapsuleErrorKind, CapsuleLimits, CodeSource, assemble};
 
 struct Case {
     _tmp: tempfile::TempDir,
@@ -26,7 +27,12 @@ fn case(name: &str) -> Case {
 fn refuse(c: &Case, source: CodeSource, limits: &CapsuleLimits) -> CapsuleError {
     let err =
         assemble(source, b"{}", None, limits, &c.out).expect_err("hostile input must be refused");
-    assert!(err.is_client_error(), "{err} must be a 4xx");
+    let expected = if matches!(err, CapsuleError::TooLarge { .. }) {
+        CapsuleErrorKind::TooLarge
+    } else {
+        CapsuleErrorKind::Rejected
+    };
+    assert_eq!(err.kind(), expected, "{err} must be the uploader's fault");
     assert!(err.code().starts_with("capsule."), "{}", err.code());
     assert_eq!(err.field(), "code");
     assert!(
@@ -221,7 +227,7 @@ fn total_size_limit_lists_largest_files() {
         assert_eq!(*limit, 1000);
         assert_eq!(largest[0].path, "big.bin", "{kind}: {largest:?}");
         assert!(e.to_string().contains("big.bin"), "{e}");
-        assert_eq!(e.http_status(), 413);
+        assert_eq!(e.kind(), CapsuleErrorKind::TooLarge);
     }
 }
 

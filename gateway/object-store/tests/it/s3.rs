@@ -1,37 +1,16 @@
-//! The S3 store against a real S3-compatible server (s3s-fs, strict SigV4):
-//! upload, dedupe, presigned URLs (fetched, expired, tampered), start-up
+//! The S3 store against a real S3-compatible server (s3s-fs in-process, strict
+//! SigV4): upload, dedupe, presigned URLs (fetched, expired, tampered), start-up
 //! checks, multipart with end-to-end verification, log objects.
 
 use std::time::Duration;
 
-use forge_capsule::{
-    CapsuleLimits, CapsuleStore, CodeSource, PutOutcome, S3Store, StoreError, assemble,
-    capsule_key, log_key,
-};
-use forge_tests::capsule::write_tree;
-use forge_tests::s3::S3Server;
+use forge_object_store::{ObjectStore, PutOutcome, S3Store, StoreError, capsule_key, log_key};
 use sha2::{Digest, Sha256};
 
-fn small_capsule(dir: &std::path::Path, out: &std::path::Path) -> forge_capsule::Capsule {
-    write_tree(
-        dir,
-        &[
-            ("train.py", b"print('hi')\n", false),
-            ("lib/x.py", b"X=1\n", false),
-        ],
-    );
-    assemble(
-        CodeSource::Dir(dir.into()),
-        b"{\"name\":\"s3\"}",
-        None,
-        &CapsuleLimits::default(),
-        out,
-    )
-    .expect("assemble")
-}
+use crate::support::{S3Server, blob, incompressible_blob, s3_config, small_capsule};
 
 async fn store(srv: &S3Server) -> S3Store {
-    let s = S3Store::connect(srv.config()).await.expect("connect");
+    let s = S3Store::connect(s3_config(srv)).await.expect("connect");
     s.check()
         .await
         .expect("check passes with the right credentials");
@@ -54,9 +33,8 @@ async fn last_modified(s: &S3Store, bucket: &str, key: &str) -> String {
 async fn upload_then_dedupe_uploads_nothing() {
     let srv = S3Server::start();
     let s = store(&srv).await;
-    let code = tempfile::tempdir().expect("tmp");
-    let out = tempfile::tempdir().expect("tmp");
-    let cap = small_capsule(code.path(), out.path());
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cap = small_capsule(tmp.path());
     assert!(!s.exists(&cap.digest).await.expect("exists"));
     assert_eq!(
         s.put_file(&cap.digest, &cap.path).await.expect("put"),
@@ -73,16 +51,12 @@ async fn upload_then_dedupe_uploads_nothing() {
     assert!(srv.root.path().join(&srv.bucket).join(&key).is_file());
     let before = last_modified(&s, &srv.bucket, &key).await;
 
-    // Same code again (rebuilt from scratch): same digest, nothing uploaded.
-    let out2 = tempfile::tempdir().expect("tmp");
-    let again = assemble(
-        CodeSource::Dir(code.path().into()),
-        b"{\"name\":\"s3\"}",
-        None,
-        &CapsuleLimits::default(),
-        out2.path(),
-    )
-    .expect("assemble");
+    // The same bytes again (another file): same digest, nothing uploaded.
+    let again = blob(
+        tmp.path(),
+        "again.zip",
+        &std::fs::read(&cap.path).expect("read"),
+    );
     assert_eq!(again.digest, cap.digest);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(
@@ -105,9 +79,8 @@ async fn upload_then_dedupe_uploads_nothing() {
 async fn presigned_url_fetch_expiry_and_tampering() {
     let srv = S3Server::start();
     let s = store(&srv).await;
-    let code = tempfile::tempdir().expect("tmp");
-    let out = tempfile::tempdir().expect("tmp");
-    let cap = small_capsule(code.path(), out.path());
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cap = small_capsule(tmp.path());
     s.put_file(&cap.digest, &cap.path).await.expect("put");
     let http = reqwest::Client::new();
 
@@ -167,14 +140,14 @@ async fn presigned_url_fetch_expiry_and_tampering() {
 #[tokio::test]
 async fn check_reports_wrong_credentials_missing_bucket_and_unreachable() {
     let srv = S3Server::start();
-    let mut cfg = srv.config();
+    let mut cfg = s3_config(&srv);
     cfg.secret_key = "wrong-secret-key-0000000000000000".into();
     let s = S3Store::connect(cfg).await.expect("connect");
     let e = s.check().await.expect_err("wrong secret");
     assert!(matches!(e, StoreError::Credentials(_)), "{e:?}");
     assert!(e.to_string().contains("credentials"), "{e}");
 
-    let mut cfg = srv.config();
+    let mut cfg = s3_config(&srv);
     cfg.access_key = "NOSUCHKEY".into();
     let e = S3Store::connect(cfg)
         .await
@@ -184,7 +157,7 @@ async fn check_reports_wrong_credentials_missing_bucket_and_unreachable() {
         .expect_err("unknown key");
     assert!(matches!(e, StoreError::Credentials(_)), "{e:?}");
 
-    let mut cfg = srv.config();
+    let mut cfg = s3_config(&srv);
     cfg.bucket = "missing".into();
     let e = S3Store::connect(cfg)
         .await
@@ -197,7 +170,7 @@ async fn check_reports_wrong_credentials_missing_bucket_and_unreachable() {
         "{e:?}"
     );
 
-    let mut cfg = srv.config();
+    let mut cfg = s3_config(&srv);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
         .local_addr()
@@ -216,38 +189,14 @@ async fn check_reports_wrong_credentials_missing_bucket_and_unreachable() {
 
 #[tokio::test]
 async fn multipart_upload_of_a_capsule_over_100_mib() {
-    use std::io::Write;
     let srv = S3Server::start();
-    let mut cfg = srv.config();
+    let mut cfg = s3_config(&srv);
     cfg.part_size = 32 << 20;
     cfg.multipart_threshold = 64 << 20;
     let s = S3Store::connect(cfg).await.expect("connect");
     s.check().await.expect("check");
-    let code = tempfile::tempdir().expect("tmp");
-    let out = tempfile::tempdir().expect("tmp");
-    // 110 MiB of incompressible pseudo-random bytes (xorshift).
-    let mut f = std::fs::File::create(code.path().join("weights.bin")).expect("create");
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut buf = vec![0u8; 1 << 20];
-    for _ in 0..110 {
-        for chunk in buf.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            chunk.copy_from_slice(&x.to_le_bytes());
-        }
-        f.write_all(&buf).expect("write");
-    }
-    drop(f);
-    std::fs::write(code.path().join("train.py"), b"print(1)\n").expect("write");
-    let cap = assemble(
-        CodeSource::Dir(code.path().into()),
-        b"{}",
-        None,
-        &CapsuleLimits::default(),
-        out.path(),
-    )
-    .expect("assemble");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cap = incompressible_blob(tmp.path(), "big.zip", 110);
     assert!(cap.size > 100 << 20);
     let outcome = s
         .put_file(&cap.digest, &cap.path)

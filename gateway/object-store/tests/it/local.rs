@@ -4,12 +4,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use forge_capsule::{
-    CapsuleLimits, CapsuleStore, CodeSource, LocalStore, PutOutcome, StoreError, assemble,
-    local_routes,
-};
-use forge_tests::capsule::write_tree;
+use forge_object_store::{LocalStore, ObjectStore, PutOutcome, StoreError, UrlError, local_routes};
 use sha2::{Digest, Sha256};
+
+use crate::support::small_capsule;
 
 async fn serve(store: Arc<LocalStore>) -> (tokio::task::JoinHandle<()>, u16) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -26,17 +24,8 @@ async fn serve(store: Arc<LocalStore>) -> (tokio::task::JoinHandle<()>, u16) {
 #[tokio::test]
 async fn signed_urls_work_and_tampered_or_expired_get_403() {
     let data = tempfile::tempdir().expect("tmp");
-    let code = tempfile::tempdir().expect("tmp");
-    let out = tempfile::tempdir().expect("tmp");
-    write_tree(code.path(), &[("train.py", b"print('local')\n", false)]);
-    let cap = assemble(
-        CodeSource::Dir(code.path().into()),
-        b"{}",
-        None,
-        &CapsuleLimits::default(),
-        out.path(),
-    )
-    .expect("assemble");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cap = small_capsule(tmp.path());
 
     // Bind first to learn the port, then build the store with that base URL.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -113,7 +102,7 @@ async fn signed_urls_work_and_tampered_or_expired_get_403() {
     assert!(r.text().await.expect("text").contains("expired"));
     assert_eq!(
         store.verify(&cap.digest, past, &sig),
-        Err(forge_capsule::local::UrlError::BadSignature)
+        Err(UrlError::BadSignature)
     );
     server.abort();
 }
