@@ -1,5 +1,8 @@
 //! The table of API resources the emulator serves: group/version, plural, kind,
-//! scope, short names, subresources and the field selectors each one supports.
+//! scope, short names, subresources and the field selectors each one supports, and
+//! the NotFound / Conflict / Invalid errors about one of its objects.
+
+use crate::error::{ApiError, Cause};
 
 /// One served resource type.
 #[derive(Debug)]
@@ -46,6 +49,35 @@ impl Resource {
     /// Whether `metadata.generation` is maintained (bumped on spec changes).
     pub fn tracks_generation(&self) -> bool {
         !matches!(self.kind, "Event" | "Namespace" | "Node")
+    }
+
+    /// 404 NotFound for object `name` of this resource.
+    pub fn not_found(&self, name: &str) -> ApiError {
+        ApiError::NotFound {
+            resource: self.plural.into(),
+            group: self.group.into(),
+            name: name.into(),
+        }
+    }
+
+    /// 409 Conflict on object `name` of this resource.
+    pub fn conflict(&self, name: &str, detail: impl Into<String>) -> ApiError {
+        ApiError::Conflict {
+            resource: self.plural.into(),
+            group: self.group.into(),
+            name: name.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// 422 Invalid for object `name` of this resource.
+    pub fn invalid(&self, name: &str, causes: Vec<Cause>) -> ApiError {
+        ApiError::Invalid {
+            kind: self.kind.into(),
+            group: self.group.into(),
+            name: name.into(),
+            causes,
+        }
     }
 }
 

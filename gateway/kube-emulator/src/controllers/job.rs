@@ -17,15 +17,15 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
-use serde_json::json;
 
 use super::events::{Kind, emit};
 use super::names::{CONTROLLER_UID, CONTROLLER_UID_LEGACY, JOB_NAME, JOB_NAME_LEGACY};
+use super::status::merge_status;
 use super::{ControllerError, Shared};
 
 const REPORTER: &str = "job-controller";
@@ -108,116 +108,33 @@ async fn reconcile(cached: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, Control
     let pods = pods_api
         .list(&ListParams::default().labels(&format!("{CONTROLLER_UID}={uid}")))
         .await?;
-    let phase = |p: &Pod| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default()
-    };
-    let succeeded = pods
-        .items
-        .iter()
-        .filter(|p| phase(p) == "Succeeded")
-        .count() as i32;
-    let failed = pods.items.iter().filter(|p| phase(p) == "Failed").count() as i32;
-    let active: Vec<&Pod> = pods
-        .items
-        .iter()
-        .filter(|p| {
-            !matches!(phase(p).as_str(), "Succeeded" | "Failed")
-                && p.metadata.deletion_timestamp.is_none()
-        })
-        .collect();
-    let ready = active
-        .iter()
-        .filter(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
-        .count() as i32;
+    let counts = Counts::of(&pods.items);
     let backoff_limit = job.spec.as_ref().and_then(|s| s.backoff_limit).unwrap_or(6);
     let start_time = status
         .and_then(|s| s.start_time.clone())
         .unwrap_or(Time(Timestamp::now()));
-    let job_ref = job.object_ref(&());
     let mut new_status = JobStatus {
         start_time: Some(start_time),
-        active: Some(active.len() as i32),
-        ready: Some(ready),
-        succeeded: Some(succeeded),
-        failed: Some(failed),
+        active: Some(counts.active),
+        ready: Some(counts.ready),
+        succeeded: Some(counts.succeeded),
+        failed: Some(counts.failed),
         terminating: Some(0),
         conditions: status.and_then(|s| s.conditions.clone()),
         uncounted_terminated_pods: Some(Default::default()),
         ..Default::default()
     };
-    if succeeded >= 1 {
-        new_status.active = Some(0);
-        new_status.completion_time = Some(Time(Timestamp::now()));
-        new_status.conditions = Some(vec![
-            condition(
-                "SuccessCriteriaMet",
-                "CompletionsReached",
-                "Reached expected number of succeeded pods",
-            ),
-            condition(
-                "Complete",
-                "CompletionsReached",
-                "Reached expected number of succeeded pods",
-            ),
-        ]);
-        patch_status(&ctx, &ns, &name, &new_status).await?;
-        emit(
-            &ctx.client,
-            REPORTER,
-            &job_ref,
-            Kind::Normal,
-            "Completed",
-            "Completed",
-            "Job completed",
-        )
-        .await;
-        return Ok(Action::await_change());
+    if counts.succeeded >= 1 || counts.failed > backoff_limit {
+        return finish(&ctx, &job, new_status, counts.succeeded >= 1).await;
     }
-    if failed > backoff_limit {
-        new_status.active = Some(0);
-        new_status.conditions = Some(vec![
-            condition(
-                "FailureTarget",
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-            ),
-            condition(
-                "Failed",
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-            ),
-        ]);
-        patch_status(&ctx, &ns, &name, &new_status).await?;
-        emit(
-            &ctx.client,
-            REPORTER,
-            &job_ref,
-            Kind::Warning,
-            "BackoffLimitExceeded",
-            "BackoffLimitExceeded",
-            "Job has reached the specified backoff limit",
-        )
-        .await;
-        return Ok(Action::await_change());
-    }
-    if active.is_empty() && !job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false) {
+    if counts.active == 0 && !job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false) {
         let pod = pod_for(&job, &uid)?;
         let created = pods_api.create(&PostParams::default(), &pod).await?;
         new_status.active = Some(1);
         emit(
             &ctx.client,
             REPORTER,
-            &job_ref,
+            &job.object_ref(&()),
             Kind::Normal,
             "SuccessfulCreate",
             "Create",
@@ -236,6 +153,91 @@ async fn reconcile(cached: Arc<Job>, ctx: Arc<Shared>) -> Result<Action, Control
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 
+/// What the Job's pods add up to.
+struct Counts {
+    succeeded: i32,
+    failed: i32,
+    /// Neither finished nor being deleted.
+    active: i32,
+    /// Active and Ready.
+    ready: i32,
+}
+
+impl Counts {
+    fn of(pods: &[Pod]) -> Self {
+        let phase = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_default()
+        };
+        let active: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| {
+                !matches!(phase(p).as_str(), "Succeeded" | "Failed")
+                    && p.metadata.deletion_timestamp.is_none()
+            })
+            .collect();
+        let ready = active
+            .iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+            .count() as i32;
+        Self {
+            succeeded: pods.iter().filter(|p| phase(p) == "Succeeded").count() as i32,
+            failed: pods.iter().filter(|p| phase(p) == "Failed").count() as i32,
+            active: active.len() as i32,
+            ready,
+        }
+    }
+}
+
+/// Ends the Job: Complete (a pod succeeded) or Failed (more failed pods than
+/// `backoffLimit`), with the real conditions and event.
+async fn finish(
+    ctx: &Shared,
+    job: &Job,
+    mut status: JobStatus,
+    complete: bool,
+) -> Result<Action, ControllerError> {
+    const COMPLETED: &str = "Reached expected number of succeeded pods";
+    const BACKOFF: &str = "Job has reached the specified backoff limit";
+    status.active = Some(0);
+    let (kind, reason, note) = if complete {
+        status.completion_time = Some(Time(Timestamp::now()));
+        status.conditions = Some(vec![
+            condition("SuccessCriteriaMet", "CompletionsReached", COMPLETED),
+            condition("Complete", "CompletionsReached", COMPLETED),
+        ]);
+        (Kind::Normal, "Completed", "Job completed")
+    } else {
+        status.conditions = Some(vec![
+            condition("FailureTarget", "BackoffLimitExceeded", BACKOFF),
+            condition("Failed", "BackoffLimitExceeded", BACKOFF),
+        ]);
+        (Kind::Warning, "BackoffLimitExceeded", BACKOFF)
+    };
+    let ns = job.namespace().unwrap_or_default();
+    patch_status(ctx, &ns, &job.name_any(), &status).await?;
+    emit(
+        &ctx.client,
+        REPORTER,
+        &job.object_ref(&()),
+        kind,
+        reason,
+        reason,
+        note,
+    )
+    .await;
+    Ok(Action::await_change())
+}
+
 async fn patch_status(
     ctx: &Shared,
     ns: &str,
@@ -243,12 +245,7 @@ async fn patch_status(
     status: &JobStatus,
 ) -> Result<(), ControllerError> {
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": status })),
-    )
-    .await?;
+    merge_status(&api, name, status).await?;
     Ok(())
 }
 

@@ -32,6 +32,7 @@
 //!   (no image filesystem).
 
 pub mod dashboard;
+pub mod driver;
 pub mod events;
 pub mod fit;
 pub mod job;
@@ -43,6 +44,8 @@ pub mod rayjob;
 pub mod raystart;
 pub mod runner;
 pub mod scheduler;
+pub mod status;
+pub mod submitter;
 pub mod timed;
 pub mod validation;
 

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
@@ -23,6 +22,7 @@ use tokio::sync::Notify;
 
 use super::events::{Kind, emit};
 use super::fit::{NodeInfo, Reject, Resources, filter, fit_message, pod_requests, score};
+use super::status::{merge_status, now};
 use super::{ControllerError, Shared};
 
 const REPORTER: &str = "default-scheduler";
@@ -89,9 +89,11 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
             tokio::select! { () = stream => {}, () = token.cancelled() => {} }
         });
     }
-    let mut failed: HashMap<String, Unschedulable> = HashMap::new();
-    // Pods bound by us that the store has not caught up with yet ("assumed" pods).
-    let mut assumed: HashMap<String, (String, Resources)> = HashMap::new();
+    let mut queue = Queue {
+        shared: &shared,
+        failed: HashMap::new(),
+        assumed: HashMap::new(),
+    };
     loop {
         tokio::select! {
             () = shared.shutdown.cancelled() => return Ok(()),
@@ -99,7 +101,7 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
             () = tokio::time::sleep(Duration::from_secs(5)) => {},
         }
         let gen_now = generation.load(std::sync::atomic::Ordering::Relaxed);
-        schedule_pass(&shared, &pods, &nodes, &mut failed, &mut assumed, gen_now).await;
+        queue.pass(&pods, &nodes, gen_now).await;
     }
 }
 
@@ -120,77 +122,104 @@ fn key(p: &Pod) -> String {
     format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())
 }
 
-async fn schedule_pass(
-    shared: &Shared,
-    pods: &Store<Pod>,
-    nodes: &Store<Node>,
-    failed: &mut HashMap<String, Unschedulable>,
-    assumed: &mut HashMap<String, (String, Resources)>,
-    generation: u64,
-) {
-    let all_pods = pods.state();
-    let mut infos: BTreeMap<String, NodeInfo> = nodes
-        .state()
-        .iter()
-        .map(|n| {
-            let i = NodeInfo::from_node(n);
-            (i.name.clone(), i)
-        })
-        .collect();
-    let mut pending: Vec<Arc<Pod>> = Vec::new();
-    for p in &all_pods {
-        let k = key(p);
-        let node = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .filter(|n| !n.is_empty());
-        match node {
-            Some(node) => {
-                assumed.remove(&k);
-                let done = p
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.phase.as_deref())
-                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
-                if !done && let Some(info) = infos.get_mut(&node) {
-                    info.add(&pod_requests(p));
-                }
+/// The scheduling queue: pods that did not fit (with their message), and pods bound
+/// by us that the reflector has not caught up with yet ("assumed" pods).
+struct Queue<'a> {
+    shared: &'a Shared,
+    failed: HashMap<String, Unschedulable>,
+    assumed: HashMap<String, (String, Resources)>,
+}
+
+impl Queue<'_> {
+    /// One pass over the pending pods, oldest first. `generation` counts the cluster
+    /// changes that may make an unschedulable pod fit.
+    async fn pass(&mut self, pods: &Store<Pod>, nodes: &Store<Node>, generation: u64) {
+        let all_pods = pods.state();
+        let (mut infos, mut pending) = self.view(&all_pods, &nodes.state());
+        pending.sort_by_key(|p| {
+            (
+                p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                p.name_any(),
+            )
+        });
+        for pod in pending {
+            if self.shared.shutdown.is_cancelled() {
+                return;
             }
-            None if is_pending_for_us(p) && !assumed.contains_key(&k) => pending.push(p.clone()),
-            None => {}
+            let k = key(&pod);
+            if let Some(f) = self.failed.get(&k)
+                && f.generation == generation
+                && f.at.elapsed() < Duration::from_secs(60)
+            {
+                continue;
+            }
+            self.schedule_one(&mut infos, &pod, generation).await;
         }
     }
-    for (node, req) in assumed.values() {
-        if let Some(info) = infos.get_mut(node) {
-            info.add(req);
+
+    /// The nodes with what bound (and assumed) pods use, and the pods waiting for us.
+    fn view(
+        &mut self,
+        all_pods: &[Arc<Pod>],
+        nodes: &[Arc<Node>],
+    ) -> (BTreeMap<String, NodeInfo>, Vec<Arc<Pod>>) {
+        let mut infos: BTreeMap<String, NodeInfo> = nodes
+            .iter()
+            .map(|n| {
+                let i = NodeInfo::from_node(n);
+                (i.name.clone(), i)
+            })
+            .collect();
+        let mut pending: Vec<Arc<Pod>> = Vec::new();
+        for p in all_pods {
+            let k = key(p);
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty());
+            match node {
+                Some(node) => {
+                    self.assumed.remove(&k);
+                    let done = p
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase.as_deref())
+                        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+                    if !done && let Some(info) = infos.get_mut(&node) {
+                        info.add(&pod_requests(p));
+                    }
+                }
+                None if is_pending_for_us(p) && !self.assumed.contains_key(&k) => {
+                    pending.push(p.clone());
+                }
+                None => {}
+            }
         }
+        for (node, req) in self.assumed.values() {
+            if let Some(info) = infos.get_mut(node) {
+                info.add(req);
+            }
+        }
+        let live: std::collections::HashSet<String> = all_pods.iter().map(|p| key(p)).collect();
+        self.failed.retain(|k, _| live.contains(k));
+        self.assumed.retain(|k, _| live.contains(k));
+        (infos, pending)
     }
-    let live: std::collections::HashSet<String> = all_pods.iter().map(|p| key(p)).collect();
-    failed.retain(|k, _| live.contains(k));
-    assumed.retain(|k, _| live.contains(k));
-    pending.sort_by_key(|p| {
-        (
-            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            p.name_any(),
-        )
-    });
-    for pod in pending {
-        if shared.shutdown.is_cancelled() {
-            return;
-        }
-        let k = key(&pod);
-        if let Some(f) = failed.get(&k)
-            && f.generation == generation
-            && f.at.elapsed() < Duration::from_secs(60)
-        {
-            continue;
-        }
-        let req = pod_requests(&pod);
+
+    /// Filters and scores the nodes for `pod`, re-checks the choice live and binds it,
+    /// or reports why it does not fit.
+    async fn schedule_one(
+        &mut self,
+        infos: &mut BTreeMap<String, NodeInfo>,
+        pod: &Pod,
+        generation: u64,
+    ) {
+        let req = pod_requests(pod);
         let mut best: Option<(i128, &str)> = None;
         let mut rejects: Vec<Reject> = Vec::new();
         for info in infos.values() {
-            match filter(info, &pod, &req) {
+            match filter(info, pod, &req) {
                 None => {
                     let sc = score(info, &req);
                     if best.is_none_or(|(b, _)| sc > b) {
@@ -200,77 +229,105 @@ async fn schedule_pass(
                 Some(r) => rejects.push(r),
             }
         }
-        let ns = pod.namespace().unwrap_or_default();
-        let name = pod.name_any();
-        let pod_ref = pod.object_ref(&());
-        let choice = best.map(|(_, n)| n.to_owned());
-        // The node cache may lag behind node updates (a cordon or taint that just
-        // happened): re-check the chosen node live before binding. If it no longer
-        // fits, refresh the cached view; the pod waits for the next pass.
-        if let Some(node) = &choice
-            && let Ok(fresh) = Api::<Node>::all(shared.client.clone()).get(node).await
-        {
-            let mut info = NodeInfo::from_node(&fresh);
-            if let Some(cached) = infos.get(node) {
-                info.used = cached.used.clone();
-                info.pod_count = cached.pod_count;
-            }
-            let stale = filter(&info, &pod, &req).is_some();
-            infos.insert(node.clone(), info);
-            if stale {
-                continue;
-            }
-        }
-        match choice {
+        match best.map(|(_, n)| n.to_owned()) {
             Some(node) => {
-                if bind(shared, &ns, &name, &node).await {
-                    failed.remove(&k);
-                    if let Some(info) = infos.get_mut(&node) {
-                        info.add(&req);
-                    }
-                    assumed.insert(k, (node.clone(), req));
-                    let note = format!("Successfully assigned {ns}/{name} to {node}");
-                    emit(
-                        &shared.client,
-                        REPORTER,
-                        &pod_ref,
-                        Kind::Normal,
-                        "Scheduled",
-                        "Binding",
-                        &note,
-                    )
-                    .await;
+                if still_fits(self.shared, infos, &node, pod, &req).await {
+                    self.bind(infos, pod, &node, req).await;
                 }
             }
             None => {
                 let message = fit_message(infos.len(), &rejects);
-                let repeat = failed.get(&k).is_some_and(|f| {
-                    f.message == message && f.at.elapsed() < Duration::from_secs(60)
-                });
-                failed.insert(
-                    k,
-                    Unschedulable {
-                        message: message.clone(),
-                        at: Instant::now(),
-                        generation,
-                    },
-                );
-                if !repeat {
-                    mark_unschedulable(shared, &ns, &name, &message).await;
-                    emit(
-                        &shared.client,
-                        REPORTER,
-                        &pod_ref,
-                        Kind::Warning,
-                        "FailedScheduling",
-                        "Scheduling",
-                        &message,
-                    )
-                    .await;
-                }
+                self.unschedulable(pod, message, generation).await;
             }
         }
     }
+
+    /// Binds `pod` to `node` and accounts for it until the reflector shows it bound.
+    async fn bind(
+        &mut self,
+        infos: &mut BTreeMap<String, NodeInfo>,
+        pod: &Pod,
+        node: &str,
+        req: Resources,
+    ) {
+        let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+        if !bind(self.shared, &ns, &name, node).await {
+            return;
+        }
+        let k = key(pod);
+        self.failed.remove(&k);
+        if let Some(info) = infos.get_mut(node) {
+            info.add(&req);
+        }
+        self.assumed.insert(k, (node.to_owned(), req));
+        let note = format!("Successfully assigned {ns}/{name} to {node}");
+        emit(
+            &self.shared.client,
+            REPORTER,
+            &pod.object_ref(&()),
+            Kind::Normal,
+            "Scheduled",
+            "Binding",
+            &note,
+        )
+        .await;
+    }
+
+    /// Records that `pod` does not fit; tells (condition + event) unless the same
+    /// message was told less than 60 s ago.
+    async fn unschedulable(&mut self, pod: &Pod, message: String, generation: u64) {
+        let k = key(pod);
+        let repeat = self
+            .failed
+            .get(&k)
+            .is_some_and(|f| f.message == message && f.at.elapsed() < Duration::from_secs(60));
+        self.failed.insert(
+            k,
+            Unschedulable {
+                message: message.clone(),
+                at: Instant::now(),
+                generation,
+            },
+        );
+        if repeat {
+            return;
+        }
+        let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+        mark_unschedulable(self.shared, &ns, &name, &message).await;
+        emit(
+            &self.shared.client,
+            REPORTER,
+            &pod.object_ref(&()),
+            Kind::Warning,
+            "FailedScheduling",
+            "Scheduling",
+            &message,
+        )
+        .await;
+    }
+}
+
+/// The node cache may lag behind node updates (a cordon or taint that just happened):
+/// re-checks the chosen node live before binding. If it no longer fits, the cached
+/// view is refreshed and the pod waits for the next pass.
+async fn still_fits(
+    shared: &Shared,
+    infos: &mut BTreeMap<String, NodeInfo>,
+    node: &str,
+    pod: &Pod,
+    req: &Resources,
+) -> bool {
+    let Ok(fresh) = Api::<Node>::all(shared.client.clone()).get(node).await else {
+        return true;
+    };
+    let mut info = NodeInfo::from_node(&fresh);
+    if let Some(cached) = infos.get(node) {
+        info.used = cached.used.clone();
+        info.pod_count = cached.pod_count;
+    }
+    let stale = filter(&info, pod, req).is_some();
+    infos.insert(node.to_owned(), info);
+    !stale
 }
 
 async fn bind(shared: &Shared, ns: &str, name: &str, node: &str) -> bool {
@@ -307,14 +364,10 @@ async fn bind(shared: &Shared, ns: &str, name: &str, node: &str) -> bool {
 
 async fn mark_unschedulable(shared: &Shared, ns: &str, name: &str, message: &str) {
     let api: Api<Pod> = Api::namespaced(shared.client.clone(), ns);
-    let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let patch = json!({"status": {"phase": "Pending", "conditions": [{
+    let status = json!({"phase": "Pending", "conditions": [{
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-        "lastProbeTime": null, "lastTransitionTime": now}]}});
-    if let Err(e) = api
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
+        "lastProbeTime": null, "lastTransitionTime": now()}]});
+    if let Err(e) = merge_status(&api, name, &status).await {
         tracing::debug!(error = %e, pod = name, "could not set PodScheduled=False");
     }
 }
