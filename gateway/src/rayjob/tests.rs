@@ -14,7 +14,7 @@ use forge_capsule::init_container::{INIT_CONTAINER_NAME, MOUNT_PATH, VOLUME_NAME
 use super::*;
 use crate::jobspec::Deadlines;
 
-const CRD: &str = include_str!("../../kubesim/crds/ray.io_rayjobs.yaml");
+const CRD: &str = include_str!("../../kube-emulator/crds/ray.io_rayjobs.yaml");
 
 /// Adds `additionalProperties: false` to every object schema that lists properties
 /// and does not preserve unknown fields.
