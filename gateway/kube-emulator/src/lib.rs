@@ -4,7 +4,8 @@
 //! `store`), with CRD validation/defaulting from the real KubeRay CRDs (`schema`),
 //! discovery good enough for `kubectl`, fault injection (`faults`), plus a simulated
 //! KubeRay operator, scheduler and kubelet (in [`controllers`]) that talk to it only
-//! through `kube::Client`, like real controllers do.
+//! through `kube::Client`, like real controllers do. With the cargo feature `testing`,
+//! `testing` has the emulator presets integration tests share.
 
 pub mod controllers;
 pub mod discovery;
@@ -17,6 +18,8 @@ pub mod selector;
 pub mod server;
 pub mod sim;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use controllers::{ControllerConfig, RunMode, TimedModel};
 pub use error::{ApiError, Cause};

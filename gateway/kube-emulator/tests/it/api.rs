@@ -1,4 +1,4 @@
-//! kubesim (issue 3) API-server behaviour through the real `kube` client: CRUD and
+//! API-server behaviour through the real `kube` client: CRUD and
 //! error bodies, optimistic concurrency, selectors, pagination, watches (resume after
 //! a dropped connection, 410 → relist, bookmarks), CRD validation/defaulting from the
 //! real KubeRay CRDs, status subresource, finalizers, garbage collection, binding,
@@ -6,57 +6,22 @@
 
 use std::time::Duration;
 
+use crate::support::{
+    api_err, eventually, holds_for, pod, raw, raw_http, rayclusters, rayjob, rayjobs, start_bare,
+};
 use forge_kubesim::FailRule;
-use forge_tests::kubesim::{pod, raw, raw_http, rayjob, start_bare};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
     WatchParams,
 };
-use kube::core::{ApiResource, GroupVersionKind, WatchEvent};
+use kube::core::WatchEvent;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
-fn rayjobs(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("ray.io", "v1", "RayJob"),
-        "rayjobs",
-    );
-    Api::namespaced_with(client.clone(), "starforge", &ar)
-}
-
-fn rayclusters(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("ray.io", "v1", "RayCluster"),
-        "rayclusters",
-    );
-    Api::namespaced_with(client.clone(), "starforge", &ar)
-}
-
-fn api_err(e: kube::Error) -> kube::core::Status {
-    match e {
-        kube::Error::Api(s) => *s,
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
-
 fn dynamic(v: Value) -> DynamicObject {
     serde_json::from_value(v).expect("valid object")
-}
-
-async fn eventually<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..100 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[tokio::test]
@@ -449,8 +414,20 @@ async fn watcher_resumes_after_dropped_connection_and_relists_on_410() {
     // Drop every watch connection: the watcher re-watches from its last
     // resourceVersion without a relist and still sees the next change.
     log.clear();
+    // A one-shot 429 on the next pod watch (the kube client retries it by itself)
+    // tells when the watcher has re-watched after the drop.
+    sim.faults().add_rule(FailRule {
+        count: 1,
+        code: 429,
+        retry_after_seconds: Some(0),
+        path_contains: Some("/pods".into()),
+        verb: Some("watch".into()),
+    });
     sim.faults().drop_watches();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually("the watcher re-watches after the drop", || async {
+        sim.faults().state().rules.is_empty()
+    })
+    .await;
     pods.create(
         &PostParams::default(),
         &serde_json::from_value(pod("b", json!({}))).expect("pod"),
@@ -830,15 +807,18 @@ async fn garbage_collection_background_foreground_orphan() {
             .is_ok_and(|p| p.metadata.deletion_timestamp.is_some())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        rayjobs(&client).get_opt("fg").await.expect("get").is_some(),
-        "owner blocked by dependents"
-    );
-    assert!(
-        rcs.get_opt("fg-abcde").await.expect("get").is_some(),
-        "cluster blocked by its pod"
-    );
+    holds_for(
+        Duration::from_millis(300),
+        "owner and cluster blocked by the held pod",
+        || async {
+            let owner = rayjobs(&client).get_opt("fg").await.expect("get");
+            assert!(owner.is_some(), "owner blocked by dependents");
+            let cluster = rcs.get_opt("fg-abcde").await.expect("get");
+            assert!(cluster.is_some(), "cluster blocked by its pod");
+            true
+        },
+    )
+    .await;
     pods.patch(
         "fg-head",
         &PatchParams::default(),
@@ -978,20 +958,22 @@ async fn pod_logs_tail_and_follow() {
         )
         .await
         .expect("follow");
-    let writer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        logs.append("starforge", "logger", "main", b"four\n");
-        logs.close("starforge", "logger", "main");
-    });
-    use futures::AsyncReadExt;
-    let mut out = String::new();
+    use futures::{AsyncBufReadExt, AsyncReadExt};
     let mut stream = Box::pin(stream);
+    // The tail line first; only then does the kubelet write more and close the log.
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_line(&mut out))
+        .await
+        .expect("tail line arrives")
+        .expect("read");
+    assert_eq!(out, "three\n");
+    logs.append("starforge", "logger", "main", b"four\n");
+    logs.close("starforge", "logger", "main");
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut out))
         .await
         .expect("follow ends on close")
         .expect("read");
     assert_eq!(out, "three\nfour\n");
-    writer.await.expect("writer");
     sim.shutdown().await;
 }
 

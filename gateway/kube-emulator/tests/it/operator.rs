@@ -8,43 +8,18 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use forge_kubesim::{ControllerConfig, NodeSpec, RunMode, Sim, SimConfig};
+use forge_kubesim::Sim;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-const NS: &str = "starforge";
-
-fn rayjob_ar() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ray.io", "v1", "RayJob"), "rayjobs")
-}
-
-fn raycluster_ar() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("ray.io", "v1", "RayCluster"),
-        "rayclusters",
-    )
-}
+use crate::support::{NS, holds_for, rayclusters, rayjobs, start_process, wait_for};
 
 async fn start(scratch: &std::path::Path) -> (Sim, kube::Client) {
-    let controllers = ControllerConfig {
-        mode: RunMode::Process,
-        scratch_root: scratch.to_path_buf(),
-        image_pull: Duration::from_millis(20),
-        backoff_base: Duration::from_millis(500),
-        ..ControllerConfig::default()
-    };
-    let sim = Sim::start(SimConfig {
-        nodes: NodeSpec::parse_layout("h100=2x8").expect("layout"),
-        controllers,
-        ..SimConfig::default()
-    })
-    .await
-    .expect("kubesim starts");
+    let sim = start_process("h100=2x8", scratch).await;
     let client = sim.client().expect("client");
     (sim, client)
 }
@@ -91,7 +66,7 @@ fn rayjob(name: &str, entrypoint: &str) -> Value {
 }
 
 async fn create(client: &kube::Client, obj: Value) -> DynamicObject {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_ar());
+    let api = rayjobs(client);
     let obj: DynamicObject = serde_json::from_value(obj).expect("rayjob object");
     api.create(&PostParams::default(), &obj)
         .await
@@ -99,7 +74,7 @@ async fn create(client: &kube::Client, obj: Value) -> DynamicObject {
 }
 
 async fn get(client: &kube::Client, name: &str) -> Option<DynamicObject> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_ar());
+    let api = rayjobs(client);
     api.get_opt(name).await.expect("get rayjob")
 }
 
@@ -110,29 +85,13 @@ fn status<'a>(rj: &'a DynamicObject, key: &str) -> &'a str {
         .unwrap_or("")
 }
 
-/// Polls until `f` returns `Some`, or panics after `secs`.
-async fn wait<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn wait_state(
     client: &kube::Client,
     name: &str,
     states: &[&str],
     secs: u64,
 ) -> DynamicObject {
-    wait(secs, &format!("{name} in {states:?}"), || async {
+    wait_for(secs, &format!("{name} in {states:?}"), || async {
         let rj = get(client, name).await?;
         states
             .contains(&status(&rj, "jobDeploymentStatus"))
@@ -379,7 +338,7 @@ async fn long_name_is_validation_failed_for_good() {
         "{}",
         status(&rj, "message")
     );
-    let ev = wait(10, "InvalidRayJobMetadata event", || async {
+    let ev = wait_for(10, "InvalidRayJobMetadata event", || async {
         events(&client)
             .await
             .into_iter()
@@ -391,22 +350,25 @@ async fn long_name_is_validation_failed_for_good() {
         ev.reporting_controller.as_deref(),
         Some("rayjob-controller")
     );
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let rj = get(&client, name).await.expect("still there");
-    assert_eq!(
-        status(&rj, "jobDeploymentStatus"),
-        "ValidationFailed",
-        "never leaves ValidationFailed"
-    );
-    let rcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &raycluster_ar());
-    assert!(
-        rcs.list(&ListParams::default())
-            .await
-            .expect("list")
-            .items
-            .is_empty(),
-        "no cluster created"
-    );
+    // Past a requeue period (3 s) and then some: it stays ValidationFailed, with no
+    // RayCluster.
+    let rcs = rayclusters(&client);
+    holds_for(
+        Duration::from_secs(4),
+        "ValidationFailed without a RayCluster",
+        || async {
+            let rj = get(&client, name).await.expect("still there");
+            assert_eq!(
+                status(&rj, "jobDeploymentStatus"),
+                "ValidationFailed",
+                "never leaves ValidationFailed"
+            );
+            let clusters = rcs.list(&ListParams::default()).await.expect("list");
+            assert!(clusters.items.is_empty(), "no cluster created");
+            true
+        },
+    )
+    .await;
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -450,7 +412,7 @@ async fn pre_running_deadline_with_an_unfittable_worker() {
     assert_eq!(status(&rj, "reason"), "PreRunningDeadlineExceeded");
     assert!(rj.data.pointer("/status/endTime").is_some());
     // The worker never bound: FailedScheduling says why.
-    let ev = wait(10, "FailedScheduling", || async {
+    let ev = wait_for(10, "FailedScheduling", || async {
         events(&client)
             .await
             .into_iter()
@@ -477,13 +439,13 @@ async fn ttl_deletes_only_the_raycluster_and_deletion_cleans_up() {
     let rj = wait_state(&client, "rayjob-ttl", &["Complete", "Failed"], 60).await;
     assert_eq!(status(&rj, "jobDeploymentStatus"), "Complete");
     let cluster = status(&rj, "rayClusterName").to_owned();
-    let rcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &raycluster_ar());
+    let rcs = rayclusters(&client);
     assert!(
         rcs.get_opt(&cluster).await.expect("get").is_some(),
         "cluster lives until the TTL"
     );
     let started = Instant::now();
-    wait(15, "RayCluster deleted", || async {
+    wait_for(15, "RayCluster deleted", || async {
         rcs.get_opt(&cluster)
             .await
             .expect("get")
@@ -497,7 +459,7 @@ async fn ttl_deletes_only_the_raycluster_and_deletion_cleans_up() {
     );
     // Head/worker pods follow by GC; the submitter Job, its pod and its log stay.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    wait(15, "ray pods gone", || async {
+    wait_for(15, "ray pods gone", || async {
         pods.list(&ListParams::default().labels(&format!("ray.io/cluster={cluster}")))
             .await
             .expect("pods")
@@ -530,15 +492,15 @@ async fn ttl_deletes_only_the_raycluster_and_deletion_cleans_up() {
     );
 
     // Deleting the RayJob: finalizer removed, then GC removes the submitter Job.
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_ar());
+    let api = rayjobs(&client);
     api.delete("rayjob-ttl", &DeleteParams::default())
         .await
         .expect("delete");
-    wait(15, "RayJob gone", || async {
+    wait_for(15, "RayJob gone", || async {
         get(&client, "rayjob-ttl").await.is_none().then_some(())
     })
     .await;
-    wait(15, "submitter Job gone", || async {
+    wait_for(15, "submitter Job gone", || async {
         Api::<Job>::namespaced(client.clone(), NS)
             .get_opt("rayjob-ttl")
             .await
@@ -556,22 +518,37 @@ async fn deleting_a_running_rayjob_stops_its_driver() {
     let dir = scratch("stop");
     let (sim, client) = start(&dir).await;
     let marker = dir.join("still-running");
-    let entry = format!("echo running; sleep 3; touch {}", marker.display());
+    let pid_file = dir.join("driver.pid");
+    let entry = format!(
+        "echo $$ > {}; echo running; sleep 3; touch {}",
+        pid_file.display(),
+        marker.display()
+    );
     create(&client, rayjob("rayjob-stop", &entry)).await;
-    wait(60, "job RUNNING", || async {
+    wait_for(60, "job RUNNING", || async {
         let rj = get(&client, "rayjob-stop").await?;
         (status(&rj, "jobStatus") == "RUNNING").then_some(())
     })
     .await;
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &rayjob_ar());
+    let pid = wait_for(15, "the driver to write its pid", || async {
+        let pid = std::fs::read_to_string(&pid_file).ok()?;
+        pid.ends_with('\n').then(|| pid.trim().to_owned())
+    })
+    .await;
+    let api = rayjobs(&client);
     api.delete("rayjob-stop", &DeleteParams::default())
         .await
         .expect("delete");
-    wait(15, "RayJob gone", || async {
+    wait_for(15, "RayJob gone", || async {
         get(&client, "rayjob-stop").await.is_none().then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The driver's shell has gone (killed, or finished after touching the marker).
+    let proc_dir = std::path::Path::new("/proc").join(&pid);
+    wait_for(15, "the driver process to end", || async {
+        (!proc_dir.exists()).then_some(())
+    })
+    .await;
     assert!(
         !marker.exists(),
         "the driver process was killed by the stop"
@@ -691,7 +668,7 @@ async fn capsule_init_container_fetches_verifies_and_the_driver_runs_from_it() {
         capsule_rayjob("capsule-bad", &url, &wrong, &wrong, &wrong),
     )
     .await;
-    let (head_name, state) = wait(30, "init container failure", || async {
+    let (head_name, state) = wait_for(30, "init container failure", || async {
         let rj = get(&client, "capsule-bad").await?;
         let cluster = status(&rj, "rayClusterName").to_owned();
         let lp = ListParams::default()

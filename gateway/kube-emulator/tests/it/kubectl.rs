@@ -1,4 +1,4 @@
-//! kubesim (issue 3) driven by the installed `kubectl` (v1.32) through the kubeconfig
+//! The emulator driven by the installed `kubectl` (v1.32) through the kubeconfig
 //! the emulator writes: discovery, get/describe/delete/logs, `cordon`, `apply -f` of a
 //! KubeRay-sample RayJob (and a schema-violating one), `get -w`, and — with the
 //! simulated controllers in process mode — a KubeRay-sample RayJob applied with
@@ -9,22 +9,15 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use std::time::Instant;
+use tokio::time::Instant;
 
-use forge_tests::kubesim::{pod, start_bare, start_process};
+use crate::support::{fixture, pod, rayjobs, start_bare, start_process};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const KUBECTL: &str = "/usr/bin/kubectl";
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/kubesim")
-        .join(name)
-}
 
 struct Kubectl {
     kubeconfig: PathBuf,
@@ -167,11 +160,7 @@ async fn kubectl_apply_rayjob_sample_and_invalid() {
     let sample = fixture("rayjob-sample.yaml");
     let out = k.ok(&["apply", "-f", sample.to_str().expect("utf8")]).await;
     assert!(out.contains("rayjob.ray.io/rayjob-sample created"), "{out}");
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("ray.io", "v1", "RayJob"),
-        "rayjobs",
-    );
-    let api: Api<DynamicObject> = Api::default_namespaced_with(sim.client().expect("client"), &ar);
+    let api = rayjobs(&sim.client().expect("client"));
     let rj = api.get("rayjob-sample").await.expect("created");
     assert_eq!(
         rj.data["spec"]["submissionMode"], "K8sJobMode",

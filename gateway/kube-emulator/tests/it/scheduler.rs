@@ -4,32 +4,27 @@
 //! images give ErrImagePull / ImagePullBackOff; a normal pod becomes Running + Ready.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use forge_kubesim::{ControllerConfig, NodeSpec, RunMode, Sim, SimConfig};
+use forge_kubesim::{ControllerConfig, NodeSpec, Sim, SimConfig};
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-const NS: &str = "starforge";
+use crate::support::{NS, holds_for, process_controllers, start_with, wait_for};
 
 async fn start(nodes: Vec<NodeSpec>, failing: &[&str]) -> (Sim, kube::Client) {
     let controllers = ControllerConfig {
-        mode: RunMode::Process,
         failing_images: failing.iter().map(|s| (*s).to_owned()).collect(),
-        image_pull: Duration::from_millis(20),
-        backoff_base: Duration::from_millis(500),
-        scratch_root: std::env::temp_dir().join(format!("kubesim-sched-{}", std::process::id())),
-        ..ControllerConfig::default()
+        ..process_controllers()
     };
-    let sim = Sim::start(SimConfig {
+    let sim = start_with(SimConfig {
         nodes,
         controllers,
         ..SimConfig::default()
     })
-    .await
-    .expect("kubesim starts");
+    .await;
     let client = sim.client().expect("client");
     (sim, client)
 }
@@ -45,21 +40,6 @@ fn gpu_pod(name: &str, gpus: u32, series: Option<&str>) -> Pod {
         v["spec"]["nodeSelector"] = json!({"starforge/gpu-series": s});
     }
     serde_json::from_value(v).expect("pod")
-}
-
-async fn wait<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 async fn node_of(pods: &Api<Pod>, name: &str) -> Option<String> {
@@ -121,7 +101,7 @@ async fn unfittable_pod_stays_pending_with_the_real_message() {
     let expected = "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. \
                     preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, \
                     2 Preemption is not helpful for scheduling.";
-    let notes = wait(10, "FailedScheduling", || async {
+    let notes = wait_for(10, "FailedScheduling", || async {
         let n = failed_scheduling(&client, "too-big").await;
         (!n.is_empty()).then_some(n)
     })
@@ -142,9 +122,9 @@ async fn unfittable_pod_stays_pending_with_the_real_message() {
     pods.create(&PostParams::default(), &gpu_pod("fits", 8, Some("a100")))
         .await
         .expect("create");
-    let node = wait(10, "bound", || node_of(&pods, "fits")).await;
+    let node = wait_for(10, "bound", || node_of(&pods, "fits")).await;
     assert!(node.starts_with("a100-"), "{node}");
-    let p = wait(10, "running+ready", || async {
+    let p = wait_for(10, "running+ready", || async {
         let p = pods.get("fits").await.ok()?;
         let ready = p
             .status
@@ -188,11 +168,11 @@ async fn gpus_held_by_bound_pods_count_until_they_go() {
     pods.create(&PostParams::default(), &gpu_pod("first", 6, None))
         .await
         .expect("create");
-    wait(10, "first bound", || node_of(&pods, "first")).await;
+    wait_for(10, "first bound", || node_of(&pods, "first")).await;
     pods.create(&PostParams::default(), &gpu_pod("second", 6, None))
         .await
         .expect("create");
-    let notes = wait(10, "second unschedulable", || async {
+    let notes = wait_for(10, "second unschedulable", || async {
         let n = failed_scheduling(&client, "second").await;
         (!n.is_empty()).then_some(n)
     })
@@ -205,7 +185,7 @@ async fn gpus_held_by_bound_pods_count_until_they_go() {
     pods.delete("first", &DeleteParams::default())
         .await
         .expect("delete");
-    let node = wait(15, "second bound after first left", || {
+    let node = wait_for(15, "second bound after first left", || {
         node_of(&pods, "second")
     })
     .await;
@@ -230,7 +210,7 @@ async fn cordon_and_uncordon_change_what_schedules() {
     pods.create(&PostParams::default(), &gpu_pod("waits", 1, Some("a100")))
         .await
         .expect("create");
-    let notes = wait(10, "unschedulable", || async {
+    let notes = wait_for(10, "unschedulable", || async {
         let n = failed_scheduling(&client, "waits").await;
         (!n.is_empty()).then_some(n)
     })
@@ -239,8 +219,12 @@ async fn cordon_and_uncordon_change_what_schedules() {
         notes[0],
         "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(node_of(&pods, "waits").await, None);
+    holds_for(
+        Duration::from_millis(500),
+        "waits unbound while cordoned",
+        || async { node_of(&pods, "waits").await.is_none() },
+    )
+    .await;
     nodes
         .patch(
             "a100-0",
@@ -250,7 +234,7 @@ async fn cordon_and_uncordon_change_what_schedules() {
         .await
         .expect("uncordon");
     assert_eq!(
-        wait(10, "bound after uncordon", || node_of(&pods, "waits")).await,
+        wait_for(10, "bound after uncordon", || node_of(&pods, "waits")).await,
         "a100-0"
     );
     sim.shutdown().await;
@@ -273,7 +257,7 @@ async fn not_ready_nodes_and_taints_are_filtered_with_their_reasons() {
     pods.create(&PostParams::default(), &gpu_pod("plain", 1, None))
         .await
         .expect("create");
-    let notes = wait(10, "unschedulable", || async {
+    let notes = wait_for(10, "unschedulable", || async {
         let n = failed_scheduling(&client, "plain").await;
         (!n.is_empty()).then_some(n)
     })
@@ -293,7 +277,7 @@ async fn not_ready_nodes_and_taints_are_filtered_with_their_reasons() {
     pods.create(&PostParams::default(), &tolerant)
         .await
         .expect("create");
-    let node = wait(10, "tolerant bound", || node_of(&pods, "tolerant")).await;
+    let node = wait_for(10, "tolerant bound", || node_of(&pods, "tolerant")).await;
     assert!(node == "h100-1" || node == "h100-2", "{node}");
     sim.shutdown().await;
 }
@@ -315,7 +299,7 @@ async fn missing_image_shows_err_image_pull_then_back_off() {
         .await
         .expect("create");
     let core: Api<CoreEvent> = Api::namespaced(client.clone(), NS);
-    let msgs = wait(15, "pull failure events", || async {
+    let msgs = wait_for(15, "pull failure events", || async {
         let evs = core.list(&ListParams::default()).await.ok()?.items;
         let mine: Vec<(String, String)> = evs
             .into_iter()
@@ -341,7 +325,7 @@ async fn missing_image_shows_err_image_pull_then_back_off() {
                 && m == "Back-off pulling image \"ghcr.io/forge/missing:1\""),
         "{msgs:?}"
     );
-    let reason = wait(10, "ImagePullBackOff state", || async {
+    let reason = wait_for(10, "ImagePullBackOff state", || async {
         let p = pods.get("badimage").await.ok()?;
         let cs = p.status?.container_statuses?.into_iter().next()?;
         let r = cs.state?.waiting?.reason?;
