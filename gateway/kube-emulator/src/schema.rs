@@ -2,7 +2,8 @@
 //! (embedded unmodified from `crds/`). The `v1` `openAPIV3Schema` is converted to JSON
 //! Schema (`nullable`, `x-kubernetes-int-or-string`) and validated with `jsonschema`;
 //! `default`s are applied like the API server does: to absent fields of objects that
-//! are present. Not done (documented in the README): pruning of unknown fields and CEL
+//! are present. [`undefined_fields`] lists what a real API server would prune. Not
+//! done (documented in the README): pruning unknown fields on writes, and CEL
 //! `x-kubernetes-validations` rules (the v1 RayJob/RayCluster schemas carry none on the
 //! fields we serve, but if present they are ignored).
 
@@ -282,6 +283,54 @@ pub fn validate(schema: &CrdSchema, obj: &Value) -> Vec<Cause> {
     causes
 }
 
+/// The paths (`status.readyTimestamp`, `items[0].x`) of the fields of `value` that the
+/// structural schema `schema` does not define: what a real API server prunes from a
+/// custom resource before storing it. An object with
+/// `x-kubernetes-preserve-unknown-fields` keeps everything below it, and
+/// `additionalProperties` defines every key.
+pub fn undefined_fields(schema: &Value, value: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    collect_undefined(schema, value, "", &mut out);
+    out
+}
+
+fn collect_undefined(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
+    if schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        return;
+    }
+    match value {
+        Value::Object(fields) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            for (k, v) in fields {
+                let child = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match (props.and_then(|p| p.get(k)), additional) {
+                    (Some(s), _) => collect_undefined(s, v, &child, out),
+                    (None, Some(a)) if a.is_object() => collect_undefined(a, v, &child, out),
+                    (None, Some(Value::Bool(true))) => {}
+                    _ => out.push(child),
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    collect_undefined(s, v, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,5 +360,27 @@ mod tests {
         assert_eq!(causes.len(), 1, "{causes:?}");
         assert_eq!(causes[0].field, "spec.entrypoint");
         assert_eq!(causes[0].reason, "FieldValueTypeInvalid");
+    }
+
+    #[test]
+    fn undefined_fields_are_what_the_api_server_prunes() {
+        let s = schema_for("RayCluster")
+            .expect("known kind")
+            .as_ref()
+            .expect("compiles");
+        let status_schema = s.openapi.pointer("/properties/status").expect("status");
+        let status = json!({
+            "state": "ready", "readyTimestamp": "2026-01-01T00:00:00Z",
+            "stateTransitionTimes": {"ready": "2026-01-01T00:00:00Z"},
+            "endpoints": {"client": "10001"},
+            "head": {"podIP": "10.0.0.1", "bogus": 1},
+            "conditions": [{"type": "HeadPodReady", "status": "True", "extra": 1}],
+        });
+        let mut undefined = undefined_fields(status_schema, &status);
+        undefined.sort();
+        assert_eq!(
+            undefined,
+            ["conditions[0].extra", "head.bogus", "readyTimestamp"]
+        );
     }
 }

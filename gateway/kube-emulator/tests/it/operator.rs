@@ -6,13 +6,18 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use forge_kubesim::Sim;
+use forge_kubesim::controllers::{raycluster_resource, rayjob_resource};
+use forge_kubesim::schema;
+use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -553,6 +558,67 @@ async fn deleting_a_running_rayjob_stops_its_driver() {
         !marker.exists(),
         "the driver process was killed by the stop"
     );
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Every RayJob and RayCluster status the operator writes is one a real API server
+/// stores as written: valid against the CRD schema, with no field the schema does
+/// not define (a real server prunes those, so nothing may rely on them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_status_written_fits_the_crd_schemas() {
+    let dir = scratch("schema");
+    let (sim, client) = start(&dir).await;
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let mut watches = Vec::new();
+    for ar in [rayjob_resource(), raycluster_resource()] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let seen = seen.clone();
+        watches.push(tokio::spawn(async move {
+            let mut objects =
+                std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
+            while let Some(Ok(o)) = objects.next().await {
+                let v = serde_json::to_value(&o).expect("object as json");
+                seen.lock().expect("seen lock").push(v);
+            }
+        }));
+    }
+    create(&client, rayjob("rayjob-fits", "echo fine")).await;
+    create(&client, rayjob("rayjob-fails", "exit 3")).await;
+    wait_state(&client, "rayjob-fits", &["Complete", "Failed"], 60).await;
+    wait_state(&client, "rayjob-fails", &["Complete", "Failed"], 60).await;
+    let ready_seen = |kind: &str, ptr: &str| {
+        seen.lock()
+            .expect("seen lock")
+            .iter()
+            .any(|o| o["kind"] == kind && o.pointer(ptr) == Some(&json!("ready")))
+    };
+    wait_for(10, "ready statuses seen", || async {
+        (ready_seen("RayCluster", "/status/state")
+            && ready_seen("RayJob", "/status/rayClusterStatus/state"))
+        .then_some(())
+    })
+    .await;
+    for w in &watches {
+        w.abort();
+    }
+    let objects = seen.lock().expect("seen lock").clone();
+    for o in &objects {
+        let kind = o["kind"].as_str().expect("kind");
+        let what = format!("{kind} {} status {}", o["metadata"]["name"], o["status"]);
+        let crd = schema::schema_for(kind)
+            .expect("a ray.io kind")
+            .as_ref()
+            .expect("CRD schema compiles");
+        let causes = schema::validate(crd, o);
+        assert!(causes.is_empty(), "{what}: {causes:?}");
+        let status_schema = crd.openapi.pointer("/properties/status").expect("status");
+        let undefined = schema::undefined_fields(status_schema, &o["status"]);
+        assert!(
+            undefined.is_empty(),
+            "{what}: not in the CRD: {undefined:?}"
+        );
+    }
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,7 +1,9 @@
 //! The RayCluster `status` (`calculateStatus`): desired / ready worker counts,
 //! min / max workers, desired CPU, memory and GPU, endpoints, the head pod, the
 //! `HeadPodReady` and `RayClusterProvisioned` conditions, and `state: ready` once
-//! every desired pod is Running and Ready (never reset afterwards).
+//! every desired pod is Running and Ready (never reset afterwards), with the time it
+//! became ready in `stateTransitionTimes.ready`. Only fields the RayCluster CRD
+//! defines: a real API server would prune any other.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -107,11 +109,13 @@ pub(super) fn cluster_status(
         ],
     });
     if all_ready || was_ready {
+        // KubeRay records when the cluster entered each state (`stateTransitionTimes`).
         status["state"] = json!("ready");
-        status["readyTimestamp"] = old_status
-            .get("readyTimestamp")
+        status["stateTransitionTimes"] = old_status
+            .get("stateTransitionTimes")
             .cloned()
-            .unwrap_or_else(|| json!(now));
+            .filter(|t| t.get("ready").is_some())
+            .unwrap_or_else(|| json!({"ready": now}));
     }
     (status, all_ready || was_ready)
 }
