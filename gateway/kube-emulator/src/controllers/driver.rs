@@ -21,8 +21,8 @@ use super::runner::{
     RunnerError, RuntimeEnv, fetch_working_dir, parse_runtime_env, run_logged, unpack_zip,
     verify_sha256,
 };
+use super::shared::{Shared, rayjob_resource};
 use super::timed::Draw;
-use super::{Shared, rayjob_resource};
 
 /// The driver's outcome: Ray job status and message.
 type Outcome = (&'static str, String);

@@ -23,10 +23,11 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
 
+use super::error::ControllerError;
 use super::events::{Kind, emit};
 use super::names::{CONTROLLER_UID, CONTROLLER_UID_LEGACY, JOB_NAME, JOB_NAME_LEGACY};
+use super::shared::Shared;
 use super::status::merge_status;
-use super::{ControllerError, Shared};
 
 const REPORTER: &str = "job-controller";
 

@@ -20,10 +20,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
 
+use super::error::ControllerError;
 use super::events::{Kind, emit};
 use super::fit::{NodeInfo, Reject, Resources, filter, fit_message, pod_requests, score};
+use super::shared::Shared;
 use super::status::{merge_status, now};
-use super::{ControllerError, Shared};
 
 const REPORTER: &str = "default-scheduler";
 

@@ -12,10 +12,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
+use super::config::RunMode;
 use super::dashboard::is_terminal;
 use super::driver::Driver;
 use super::names::{ORIGINATED_FROM_CR_NAME, SUBMITTER_CONTAINER, cluster_from_dashboard};
-use super::{RunMode, Shared};
+use super::shared::Shared;
 
 /// The `ray-job-submitter` container of one submitter pod.
 pub struct Submitter {

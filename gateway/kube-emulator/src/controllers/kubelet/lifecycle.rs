@@ -15,7 +15,7 @@ use serde_json::json;
 use super::pod_status::{PodStatus, Slot};
 use super::ray_node::ray_start_log;
 use super::worker::Worker;
-use crate::controllers::RunMode;
+use crate::controllers::config::RunMode;
 use crate::controllers::events::Kind;
 use crate::controllers::names::{IS_RAY_NODE, NODE_TYPE, SUBMITTER_CONTAINER};
 use crate::controllers::runner::{prepare_volumes, run_init_container};

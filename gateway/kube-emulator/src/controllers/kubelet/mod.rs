@@ -36,7 +36,8 @@ use tokio_util::sync::CancellationToken;
 pub use pod_status::normalize_image;
 use worker::{ImageCache, Worker};
 
-use super::{ControllerError, Shared};
+use super::error::ControllerError;
+use super::shared::Shared;
 
 /// Runs the kubelet until shutdown.
 pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {

@@ -12,8 +12,8 @@ use kube::{Api, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::pod_status::PodStatus;
-use crate::controllers::Shared;
 use crate::controllers::events::{Kind, emit_core};
+use crate::controllers::shared::Shared;
 use crate::controllers::status::merge_status;
 
 const COMPONENT: &str = "kubelet";

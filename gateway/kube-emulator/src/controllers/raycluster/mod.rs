@@ -32,8 +32,9 @@ pub use objects::{build_head_service, build_pod, pod_labels};
 use pods::Children;
 use status::cluster_status;
 
+use super::error::ControllerError;
+use super::shared::{Shared, raycluster_resource};
 use super::status::merge_status;
-use super::{ControllerError, Shared, raycluster_resource};
 
 /// Runs the RayCluster controller until shutdown.
 pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {

@@ -12,10 +12,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
 use super::objects::{build_head_service, build_pod};
+use crate::controllers::error::ControllerError;
 use crate::controllers::events::{Kind, emit};
 use crate::controllers::names::{GROUP, NODE_TYPE, RAY_CLUSTER, REPLICA_INDEX, head_service};
 use crate::controllers::raystart::desired_worker_pods;
-use crate::controllers::{ControllerError, Shared, raycluster_resource};
+use crate::controllers::shared::{Shared, raycluster_resource};
 
 const REPORTER: &str = "raycluster-controller";
 

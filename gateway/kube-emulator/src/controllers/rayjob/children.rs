@@ -11,7 +11,7 @@ use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 use super::view::{View, s};
-use crate::controllers::ControllerError;
+use crate::controllers::error::ControllerError;
 use crate::controllers::events::Kind;
 use crate::controllers::names::{
     CREATED_BY, IDENTIFIER, JOB_SUBMISSION_MODE, NODE_TYPE, ORIGINATED_FROM_CR_NAME,

@@ -40,9 +40,10 @@ use serde_json::json;
 pub use children::submit_command;
 use view::{REQUEUE, View, s};
 
+use super::error::ControllerError;
 use super::events::Kind;
+use super::shared::{Shared, raycluster_resource, rayjob_resource};
 use super::validation::{validate_metadata, validate_spec};
-use super::{ControllerError, Shared, raycluster_resource, rayjob_resource};
 
 /// Runs the RayJob controller until shutdown.
 pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use super::children::{ensure_cluster, ensure_rayjob_service, ensure_submitter};
 use super::view::{REQUEUE, View, s};
-use crate::controllers::ControllerError;
 use crate::controllers::dashboard::{RayJobInfo, is_terminal};
+use crate::controllers::error::ControllerError;
 use crate::controllers::names::{RAYJOB_FINALIZER, dashboard_url, with_suffix};
 use crate::controllers::status::now;
 

@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::view::{REQUEUE, View, parse_time};
-use crate::controllers::ControllerError;
+use crate::controllers::error::ControllerError;
 use crate::controllers::events::Kind;
 
 fn background() -> DeleteParams {

@@ -11,9 +11,10 @@ use kube::api::DynamicObject;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use crate::controllers::error::ControllerError;
 use crate::controllers::events::{Kind, emit};
+use crate::controllers::shared::{Shared, raycluster_resource, rayjob_resource};
 use crate::controllers::status::merge_status;
-use crate::controllers::{ControllerError, Shared, raycluster_resource, rayjob_resource};
 
 const REPORTER: &str = "rayjob-controller";
 /// KubeRay's RayJob requeue period.
