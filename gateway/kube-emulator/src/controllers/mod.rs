@@ -30,6 +30,12 @@
 //!   enforcement; only emptyDir volumes exist on the host; non-Ray, non-submitter
 //!   containers just stay Running; in process mode the host's tools run the commands
 //!   (no image filesystem).
+//!
+//! Files: one per controller (`rayjob/`, `raycluster/`, `job`, `scheduler`,
+//! `kubelet/`), what the kubelet runs (`submitter`, `driver`, `runner`, `timed`), what
+//! they share (`config`, `error`, `shared`, `status`, `events`, `names`,
+//! `dashboard`), and the operator's and scheduler's pure rules (`validation`,
+//! `raystart`, `fit`, `quantity`).
 
 pub mod config;
 pub mod dashboard;
