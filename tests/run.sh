@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # The project's test command (see README). Works on a fresh machine of this kind:
-# installs what the tests need (WebAssembly toolchain for plugins, the s3s-fs
-# S3-compatible test server) inside the clone or from the distribution, then runs
-# formatting and lint checks and every unit and integration test.
+# installs what the tests need (the WebAssembly toolchain for plugins, a venv for the
+# manifest checks) inside the clone or from the distribution, then runs formatting and
+# lint checks and every unit and integration test. The S3-compatible test server
+# (s3s-fs) is a library the tests serve in-process (`forge-testkit`). Each step prints
+# how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
-log() { printf '\n==> %s\n' "$*"; }
+# A full run gains nothing from incremental compilation, and it costs time and disk.
+export CARGO_INCREMENTAL=0
+started=$SECONDS
+step_started=$SECONDS
+log() {
+  if [ "$step_started" != "$SECONDS" ]; then
+    printf '    (%d s)\n' "$((SECONDS - step_started))"
+  fi
+  step_started=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
+trap 'printf "\n==> finished in %d s\n" "$((SECONDS - started))"' EXIT
 
 log "WebAssembly toolchain for policy plugins"
 if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
@@ -19,11 +31,8 @@ else
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc-web cargo-web rust-web-src >/dev/null
 fi
 
-log "s3s-fs (S3-compatible test server) in target/tools"
-if [ ! -x "$root/target/tools/bin/s3s-fs" ]; then
-  cargo install --quiet --locked s3s-fs@0.14.1 --features binary --root "$root/target/tools"
-fi
-export FORGE_S3S_FS="$root/target/tools/bin/s3s-fs"
+log "deploy/ manifests (kustomize render, Kubernetes schemas, checks)"
+bash deploy/validate.sh
 
 log "format and lints"
 cargo fmt --all --check
@@ -38,3 +47,4 @@ cargo build --quiet --workspace --bins
 
 log "unit and integration tests"
 cargo test --workspace --no-fail-fast
+log "done"

@@ -1,5 +1,6 @@
 //! Bearer-token authentication and tenancy: a tokens file maps SHA-256 hashes of
-//! tokens to a team and a role; the [`Caller`] axum extractor authenticates a request.
+//! tokens to a team and a role; [`Tokens::authenticate`] turns an `Authorization`
+//! header into the [`Caller`] (the HTTP extractor is in `http::auth`).
 //!
 //! # Tokens file (`FORGE_TOKENS_FILE`, YAML or TOML by extension)
 //!
@@ -17,12 +18,7 @@
 //! see all.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use axum::extract::{FromRef, FromRequestParts};
-use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -129,38 +125,6 @@ pub enum AuthError {
     Forbidden(String),
 }
 
-impl AuthError {
-    /// The stable error code of the API body.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Missing | Self::Invalid => "unauthenticated",
-            Self::Forbidden(_) => "forbidden",
-        }
-    }
-}
-
-impl IntoResponse for AuthError {
-    fn into_response(self) -> Response {
-        let (status, challenge) = match &self {
-            Self::Missing => (StatusCode::UNAUTHORIZED, Some("Bearer")),
-            Self::Invalid => (
-                StatusCode::UNAUTHORIZED,
-                Some("Bearer error=\"invalid_token\""),
-            ),
-            Self::Forbidden(_) => (StatusCode::FORBIDDEN, None),
-        };
-        let body = serde_json::json!({"error": {"code": self.code(), "message": self.to_string()}});
-        let mut response = (status, axum::Json(body)).into_response();
-        if let Some(challenge) = challenge {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static(challenge),
-            );
-        }
-        response
-    }
-}
-
 /// Hex SHA-256 of a token, as stored in the tokens file.
 pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
@@ -229,7 +193,7 @@ impl Tokens {
         let doc: TokensDoc = match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => toml::from_str(&text).map_err(|e| parse(e.to_string()))?,
             Some("yaml" | "yml") => {
-                serde_yaml::from_str(&text).map_err(|e| parse(e.to_string()))?
+                serde_saphyr::from_str(&text).map_err(|e| parse(e.to_string()))?
             }
             _ => return Err(parse("the name must end in .yaml, .yml or .toml".into())),
         };
@@ -258,10 +222,10 @@ impl Tokens {
         found.cloned().ok_or(AuthError::Invalid)
     }
 
-    /// Authenticates an `Authorization` header value.
-    pub fn authenticate(&self, authorization: Option<&HeaderValue>) -> Result<Caller, AuthError> {
+    /// Authenticates an `Authorization` header value (`None`: no header; a value that
+    /// is not visible ASCII is passed as `Some("")`).
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, AuthError> {
         let value = authorization.ok_or(AuthError::Missing)?;
-        let value = value.to_str().map_err(|_| AuthError::Invalid)?;
         let (scheme, token) = value.split_once(' ').ok_or(AuthError::Invalid)?;
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(AuthError::Invalid);
@@ -274,24 +238,8 @@ impl Tokens {
     }
 }
 
-impl<S> FromRequestParts<S> for Caller
-where
-    Arc<Tokens>: FromRef<S>,
-    S: Send + Sync,
-{
-    type Rejection = AuthError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let tokens = Arc::<Tokens>::from_ref(state);
-        let caller = tokens.authenticate(parts.headers.get(header::AUTHORIZATION))?;
-        Ok(caller)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use axum::http::Request;
-
     use super::*;
 
     fn tokens() -> Tokens {
@@ -344,20 +292,20 @@ mod tests {
     fn header_parsing() {
         let t = tokens();
         assert_eq!(t.authenticate(None), Err(AuthError::Missing));
-        let h = |s: &str| HeaderValue::from_str(s).expect("header");
-        assert!(t.authenticate(Some(&h("Bearer alice-secret"))).is_ok());
-        assert!(t.authenticate(Some(&h("bearer  alice-secret "))).is_ok());
+        let h = |s: &'static str| s;
+        assert!(t.authenticate(Some(h("Bearer alice-secret"))).is_ok());
+        assert!(t.authenticate(Some(h("bearer  alice-secret "))).is_ok());
         assert_eq!(
-            t.authenticate(Some(&h("Basic YWxpY2U="))),
+            t.authenticate(Some(h("Basic YWxpY2U="))),
             Err(AuthError::Invalid)
         );
-        assert_eq!(t.authenticate(Some(&h("Bearer"))), Err(AuthError::Invalid));
+        assert_eq!(t.authenticate(Some(h("Bearer"))), Err(AuthError::Invalid));
         assert_eq!(
-            t.authenticate(Some(&h("Bearer   "))),
+            t.authenticate(Some(h("Bearer   "))),
             Err(AuthError::Invalid)
         );
         assert_eq!(
-            t.authenticate(Some(&h("Bearer wrong"))),
+            t.authenticate(Some(h("Bearer wrong"))),
             Err(AuthError::Invalid)
         );
     }
@@ -449,68 +397,5 @@ mod tests {
             Tokens::load(&dir.path().join("tokens.json")),
             Err(TokensFileError::Io { .. } | TokensFileError::Parse { .. })
         ));
-    }
-
-    #[derive(Clone)]
-    struct State {
-        tokens: Arc<Tokens>,
-    }
-
-    impl FromRef<State> for Arc<Tokens> {
-        fn from_ref(s: &State) -> Self {
-            Arc::clone(&s.tokens)
-        }
-    }
-
-    async fn extract(auth: Option<&str>) -> Result<Caller, AuthError> {
-        let state = State {
-            tokens: Arc::new(tokens()),
-        };
-        let mut req = Request::builder().uri("/v1/jobs");
-        if let Some(a) = auth {
-            req = req.header(header::AUTHORIZATION, a);
-        }
-        let (mut parts, ()) = req.body(()).expect("request").into_parts();
-        Caller::from_request_parts(&mut parts, &state).await
-    }
-
-    #[tokio::test]
-    async fn extractor_and_error_responses() {
-        assert_eq!(
-            extract(Some("Bearer alice-secret")).await.expect("ok").team,
-            "team-a"
-        );
-
-        let missing = extract(None).await.expect_err("missing");
-        let response = missing.into_response();
-        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
-        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
-        let body = axum::body::to_bytes(response.into_body(), 4096)
-            .await
-            .expect("body");
-        let body: serde_json::Value = serde_json::from_slice(&body).expect("json");
-        assert_eq!(body["error"]["code"], "unauthenticated");
-        assert_eq!(body["error"]["message"], "missing bearer token");
-
-        let invalid = extract(Some("Bearer nope"))
-            .await
-            .expect_err("invalid")
-            .into_response();
-        assert_eq!(invalid.status(), StatusCode::UNAUTHORIZED);
-        assert!(
-            invalid.headers()[header::WWW_AUTHENTICATE]
-                .to_str()
-                .expect("ascii")
-                .starts_with("Bearer")
-        );
-
-        let forbidden = AuthError::Forbidden("admin role required".into()).into_response();
-        assert_eq!(forbidden.status(), StatusCode::FORBIDDEN);
-        assert!(forbidden.headers().get(header::WWW_AUTHENTICATE).is_none());
-        let body = axum::body::to_bytes(forbidden.into_body(), 4096)
-            .await
-            .expect("body");
-        let body: serde_json::Value = serde_json::from_slice(&body).expect("json");
-        assert_eq!(body["error"]["code"], "forbidden");
     }
 }

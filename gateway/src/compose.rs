@@ -10,23 +10,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use forge_capsule::{CapsuleStore, LocalStore};
+use forge_policy_host::{EngineLimits, PolicyEngine, PolicyRunner};
 use url::Url;
 
-use crate::app::AppState;
+use crate::admission::Admission;
 use crate::auth::Tokens;
-use crate::capacity::Capacity;
+use crate::cluster::{Capacity, Cluster};
 use crate::config::Config;
-use crate::jobs::{self, QueueBoard};
+use crate::jobs::{self, Jobs, QueueBoard};
 use crate::metrics::Metrics;
-use crate::policies::{BootLink, PolicyManager, PolicyStore, Registry, RegistryLimits};
-use crate::policy::{EngineLimits, PolicyEngine, PolicyRunner};
-use crate::store::SqliteStore;
+use crate::objects::{LocalStore, ObjectStore};
+use crate::policy::{BootLink, PolicyManager, Registry, RegistryLimits};
+use crate::state::AppState;
+use crate::store::Database;
 
 /// Where capsules and archived logs go.
 pub enum CapsuleBackend {
     /// An S3-compatible store (`FORGE_S3_*`), checked at start-up.
-    S3(forge_capsule::S3Store),
+    S3(crate::objects::S3Store),
     /// A directory in the data dir whose signed URLs the gateway itself serves at
     /// `base_url` (dev mode, or a cluster without object storage).
     Local { base_url: Url },
@@ -52,7 +53,7 @@ pub async fn s3_backend(cfg: &Config) -> anyhow::Result<Option<CapsuleBackend>> 
     let Some(s3) = &cfg.s3 else {
         return Ok(None);
     };
-    let store = forge_capsule::S3Store::connect(forge_capsule::S3Config::new(
+    let store = crate::objects::S3Store::connect(crate::objects::S3Config::new(
         &s3.endpoint,
         &s3.bucket,
         s3.access_key.expose(),
@@ -101,7 +102,7 @@ pub async fn build_state(
 ) -> anyhow::Result<AppState> {
     std::fs::create_dir_all(&config.gateway.data_dir)
         .with_context(|| format!("creating {}", config.gateway.data_dir.display()))?;
-    let store = SqliteStore::open(config.gateway.store_path())
+    let db = Database::open_sqlite(&config.gateway.store_path())
         .with_context(|| format!("opening {}", config.gateway.store_path().display()))?;
     let capacity = Capacity::start(
         client.clone(),
@@ -109,7 +110,7 @@ pub async fn build_state(
         Duration::from_secs(30),
     )
     .await?;
-    let (capsules, local_capsules): (Arc<dyn CapsuleStore>, _) = match capsules {
+    let (objects, local_objects): (Arc<dyn ObjectStore>, _) = match capsules {
         CapsuleBackend::S3(s3) => (Arc::new(s3), None),
         CapsuleBackend::Local { base_url } => {
             let key = local_url_key(&config.gateway.data_dir)?;
@@ -117,17 +118,15 @@ pub async fn build_state(
                 LocalStore::new(config.gateway.data_dir.join("objects"), key, base_url)
                     .context("opening the local capsule store")?,
             );
-            (local.clone() as Arc<dyn CapsuleStore>, Some(local))
+            (local.clone() as Arc<dyn ObjectStore>, Some(local))
         }
     };
     let metrics = Arc::new(Metrics::new());
-    let policy_store =
-        PolicyStore::open(&config.gateway.store_path()).context("opening the policy store")?;
     let gw = &config.gateway;
     let registry = Registry::new(
         policy_engine(&config)?,
-        capsules.clone(),
-        policy_store.clone(),
+        objects.clone(),
+        db.policies.clone(),
         RegistryLimits {
             max_plugin_bytes: gw.plugin_max_kib << 10,
             team_max_count: gw.team_plugin_max_count,
@@ -136,24 +135,33 @@ pub async fn build_state(
     );
     let policies = PolicyManager::start(
         registry,
-        policy_store,
+        db.policies.clone(),
         PolicyRunner::new(gw.policy_concurrency),
         metrics.clone(),
         boot,
     )
     .await
     .context("activating the policy (stored, or the start-up chain)")?;
+    let config = Arc::new(config);
+    let queue = QueueBoard::new();
+    let cluster = Cluster::new(client, &config.k8s.namespace, capacity.clone());
+    let admission = Admission::new(config.clone(), capacity, queue.clone(), policies.clone());
+    let jobs = Jobs::new(
+        config.clone(),
+        db.jobs.clone(),
+        metrics.clone(),
+        queue,
+        admission,
+        cluster,
+        objects,
+    );
     Ok(AppState {
-        config: Arc::new(config),
+        config,
         tokens: Arc::new(tokens),
-        capacity,
+        jobs,
         policies,
-        store: Arc::new(store),
-        capsules,
-        local_capsules,
-        kube: client,
-        queue: QueueBoard::new(),
         metrics,
+        local_objects,
     })
 }
 
@@ -175,8 +183,8 @@ impl Drop for Controllers {
 pub fn spawn_controllers(state: &AppState) -> Controllers {
     Controllers {
         tasks: vec![
-            jobs::dispatch::spawn(state.clone()),
-            jobs::lifecycle::spawn(state.clone()),
+            jobs::dispatch::spawn(state.jobs.clone()),
+            jobs::lifecycle::spawn(state.jobs.clone()),
             state
                 .policies
                 .spawn_sync(Duration::from_millis(state.config.gateway.policy_sync_ms)),

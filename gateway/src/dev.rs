@@ -14,11 +14,13 @@ use forge_kubesim::controllers::{ControllerConfig, RunMode, RunSecs, TimedModel}
 use forge_kubesim::{NodeSpec, Sim, SimConfig};
 use url::Url;
 
-use crate::app::AppState;
+use forge_policy_host::chain_file::LinkSpec;
+
 use crate::auth::{Role, TokenEntry, Tokens, hash_token};
 use crate::compose::{self, CapsuleBackend};
 use crate::config::{self, Config};
-use crate::policy::chain_file::{self, LinkSpec};
+use crate::policy::{boot_links, boot_links_from_file};
+use crate::state::AppState;
 
 /// Options of the dev mode.
 #[derive(Debug, Clone)]
@@ -132,9 +134,9 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     let tokens = Tokens::from_entries(entries)?;
 
     let boot = match &opts.policy_chain {
-        Some(file) => chain_file::boot_links(&chain_file::read(file)?)
+        Some(file) => boot_links_from_file(file)
             .with_context(|| format!("loading the policy chain {}", file.display()))?,
-        None => chain_file::boot_links(&reference_links(&opts.plugins_dir)).with_context(|| {
+        None => boot_links(&reference_links(&opts.plugins_dir)).with_context(|| {
             format!(
                 "loading the reference policies from {} (build them with `bash deploy/dev.sh`)",
                 opts.plugins_dir.display()

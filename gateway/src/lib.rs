@@ -3,20 +3,34 @@
 //! as ephemeral KubeRay RayJobs.
 //!
 //! The crate is a library so that tests drive the real application; the
-//! `forge-gateway` binary is a thin wrapper (config → build → run).
+//! `forge-gateway` binary is a thin wrapper (config → build → run). Layers, from the
+//! edge inwards (a module only uses the ones below it):
+//!
+//! - [`http`]: the router, one file per resource, the one error → status mapping;
+//! - [`compose`], [`dev`]: composition roots (build the state, start controllers);
+//! - [`state`]: what the handlers share;
+//! - [`jobs`], [`admission`], [`policy`]: the domain — a job's life, how it meets the
+//!   policy, which policy is active;
+//! - [`cluster`], [`store`], [`objects`], [`rayjob`]: adapters — the Kubernetes API,
+//!   the database, object storage, the RayJob builder;
+//! - [`config`], [`auth`], [`jobspec`], [`domain`], [`metrics`]: shared vocabulary.
 
-pub mod api_error;
-pub mod app;
+pub mod admission;
 pub mod auth;
-pub mod capacity;
+pub mod cluster;
 pub mod compose;
 pub mod config;
 pub mod dev;
+pub mod domain;
+pub mod http;
 pub mod jobs;
 pub mod jobspec;
 pub mod metrics;
-pub mod openapi;
-pub mod policies;
+pub mod objects;
 pub mod policy;
 pub mod rayjob;
+pub mod state;
 pub mod store;
+
+pub use http::router;
+pub use state::AppState;

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use forge_gateway::app::router;
 use forge_gateway::auth::{Tokens, hash_token};
 use forge_gateway::compose::{self, CapsuleBackend, spawn_controllers};
-use forge_gateway::config::Config;
-use forge_gateway::policy::chain_file;
+use forge_gateway::config::{self, Config};
+use forge_gateway::policy::boot_links_from_file;
+use forge_gateway::router;
 
 #[derive(Parser)]
 #[command(
@@ -25,9 +25,10 @@ struct Cli {
 enum Command {
     /// Serve against a real cluster (kubeconfig or in-cluster config; FORGE_* settings).
     Serve {
-        /// Policy chain file (YAML/JSON).
-        #[arg(long, env = "FORGE_POLICY_CHAIN_FILE")]
-        policy_chain: PathBuf,
+        /// Policy chain file (YAML/JSON); wins over FORGE_POLICY_CHAIN_FILE (environment
+        /// or FORGE_CONFIG_FILE).
+        #[arg(long)]
+        policy_chain: Option<PathBuf>,
     },
     /// The embedded default: an in-process Kubernetes + KubeRay emulator, no S3.
     Dev {
@@ -49,6 +50,12 @@ enum Command {
     },
     /// Print the SHA-256 to put in the tokens file for a token.
     HashToken { token: String },
+    /// Print the Markdown table of every FORGE_* setting (or rewrite README's copy).
+    ConfigTable {
+        /// Rewrite the table between the config-table markers of this README instead.
+        #[arg(long)]
+        readme: Option<PathBuf>,
+    },
 }
 
 #[tokio::main]
@@ -62,6 +69,23 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::HashToken { token } => {
             println!("{}", hash_token(&token));
+            Ok(())
+        }
+        Command::ConfigTable { readme: None } => {
+            print!("{}", config::markdown_table());
+            Ok(())
+        }
+        Command::ConfigTable { readme: Some(path) } => {
+            let changed = config::update_readme(&path)?;
+            println!(
+                "{}: configuration table {}",
+                path.display(),
+                if changed {
+                    "rewritten"
+                } else {
+                    "already up to date"
+                }
+            );
             Ok(())
         }
         Command::Dev {
@@ -129,13 +153,19 @@ async fn dev(opts: forge_gateway::dev::DevOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve_cluster(policy_chain: PathBuf) -> anyhow::Result<()> {
+async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
     let cfg = Config::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let policy_chain = policy_chain
+        .or_else(|| cfg.gateway.policy_chain_file.clone())
+        .context(
+            "no policy chain: pass --policy-chain or set FORGE_POLICY_CHAIN_FILE (in the \
+             environment or FORGE_CONFIG_FILE)",
+        )?;
     let tokens = Tokens::load(&cfg.gateway.tokens_path())?;
     let client = kube::Client::try_default()
         .await
         .context("connecting to Kubernetes")?;
-    let boot = chain_file::boot_links(&chain_file::read(&policy_chain)?)?;
+    let boot = boot_links_from_file(&policy_chain)?;
     let capsules = match compose::s3_backend(&cfg).await? {
         Some(s3) => s3,
         None => {

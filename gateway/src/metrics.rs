@@ -25,8 +25,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::policy::{ChainError, ChainOutcome};
-use crate::store::JobState;
+use crate::domain::JobState;
+use forge_policy_host::{ChainError, ChainOutcome};
 
 type Labels = Vec<(&'static str, String)>;
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;

@@ -16,26 +16,11 @@
 //! assert!(matches!(h.evaluate(&req), Decision::Admit(_)));
 //! ```
 
-use std::cell::RefCell;
-
-use crate::log::Level;
+pub use crate::log::take_logs;
 use crate::{
     Cluster, Decision, Job, Placement, Policy, Pool, PoolPlacement, Request, SeriesCapacity,
     SeriesUsage, StorageMode,
 };
-
-thread_local! {
-    static LOGS: RefCell<Vec<(Level, String)>> = const { RefCell::new(Vec::new()) };
-}
-
-pub(crate) fn capture_log(level: Level, message: &str) {
-    LOGS.with(|l| l.borrow_mut().push((level, message.to_string())));
-}
-
-/// Take the log lines this thread's plugin calls emitted so far.
-pub fn take_logs() -> Vec<(Level, String)> {
-    LOGS.with(|l| std::mem::take(&mut *l.borrow_mut()))
-}
 
 /// A policy with validated settings, run natively.
 pub struct Harness<P: Policy> {

@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use forge_gateway::app::{AppState, router};
 use forge_gateway::compose::{Controllers, spawn_controllers};
 use forge_gateway::dev::{self, DevOptions};
+use forge_gateway::{AppState, router};
 
 use crate::jobs::JobClient;
 use crate::plugins;
@@ -143,5 +143,39 @@ impl TestGateway {
             .post(format!("{}{path}", self.url))
             .bearer_auth(&self.token)
             .json(body)
+    }
+
+    /// Completed dispatcher passes (`forge_dispatch_pass_seconds_count`).
+    pub async fn dispatcher_passes(&self) -> u64 {
+        let text = self.metrics().await;
+        text.lines()
+            .find_map(|l| l.strip_prefix("forge_dispatch_pass_seconds_count "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Wakes the dispatcher and waits until a whole pass that started after this call
+    /// has completed: whatever it would do about the jobs submitted so far is done (a
+    /// RayJob created, a queue standing published), so "nothing happened" can be
+    /// asserted without guessing a delay.
+    pub async fn dispatcher_settled(&self) {
+        let before = self.dispatcher_passes().await;
+        self.state.jobs.queue().wake();
+        // A pass may be running already (it started before the wake): wait for it and
+        // for the one the wake caused.
+        crate::wait::eventually(
+            "two dispatcher passes",
+            std::time::Duration::from_secs(30),
+            || async {
+                let now = self.dispatcher_passes().await;
+                if now >= before + 2 {
+                    Ok(())
+                } else {
+                    self.state.jobs.queue().wake();
+                    Err(crate::wait::not_yet(now))
+                }
+            },
+        )
+        .await;
     }
 }

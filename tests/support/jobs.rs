@@ -100,6 +100,8 @@ pub async fn wait_no_rayjobs(api: &Api<DynamicObject>, within: Duration) {
 #[derive(Clone, Default)]
 pub struct RayJobRecorder {
     seen: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>,
+    /// Set once the watcher's initial list is complete.
+    listed: Arc<std::sync::atomic::AtomicBool>,
     /// Name → when the watch first showed it, first showed it terminal (KubeRay
     /// `jobDeploymentStatus` Complete or Failed) and showed its deletion (Unix ms).
     times: Arc<Mutex<BTreeMap<String, RayJobTimes>>>,
@@ -125,12 +127,17 @@ impl RayJobRecorder {
         let rec = RayJobRecorder::default();
         let seen = rec.seen.clone();
         let times = rec.times.clone();
+        let listed = rec.listed.clone();
         let task = tokio::spawn(async move {
             let mut stream =
                 std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
             while let Some(ev) = stream.next().await {
                 let now = unix_ms();
                 let (obj, deleted) = match ev {
+                    Ok(watcher::Event::InitDone) => {
+                        listed.store(true, std::sync::atomic::Ordering::SeqCst);
+                        continue;
+                    }
                     Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => (o, false),
                     Ok(watcher::Event::Delete(o)) => (o, true),
                     _ => continue,
@@ -160,6 +167,26 @@ impl RayJobRecorder {
             }
         });
         (rec, task)
+    }
+
+    /// Waits until the watch has listed what exists (later events are changes).
+    pub async fn wait_listed(&self) {
+        let listed = self.listed.clone();
+        crate::wait::eventually(
+            "the RayJob watch's initial list",
+            Duration::from_secs(30),
+            || {
+                let listed = listed.clone();
+                async move {
+                    if listed.load(std::sync::atomic::Ordering::SeqCst) {
+                        Ok(())
+                    } else {
+                        Err(crate::wait::not_yet("not listed"))
+                    }
+                }
+            },
+        )
+        .await;
     }
 
     /// RayJob name → the distinct UIDs seen.

@@ -1,9 +1,10 @@
-//! Shared helpers for the integration tests in this directory.
+//! Shared helpers of the end-to-end tests (`e2e/`) and, until they move into the
+//! emulator crate, the emulator's tests: a gateway on a port-0 listener, job and policy
+//! API clients, the policy plugins built from source, emulator helpers.
 
-pub mod capsule;
 pub mod gateway;
 pub mod jobs;
 pub mod kubesim;
 pub mod plugins;
 pub mod policy;
-pub mod s3;
+pub mod wait;

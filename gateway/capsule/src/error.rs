@@ -1,5 +1,7 @@
-//! Errors of capsule assembly. Each hostile-input variant maps to a 4xx with a
-//! stable machine `code()` and the offending `field()`; I/O failures are 5xx.
+//! Errors of capsule assembly. Each variant has a stable machine `code()`, the
+//! offending request `field()` and a [`CapsuleErrorKind`] callers branch on (the
+//! uploader's fault, over the size limit, or a server-side failure). No HTTP here:
+//! the gateway's HTTP edge maps kinds to statuses.
 
 use std::path::PathBuf;
 
@@ -65,6 +67,18 @@ pub enum CapsuleError {
     },
 }
 
+/// The kinds of [`CapsuleError`], for callers that branch on who is at fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapsuleErrorKind {
+    /// The uploaded code is unacceptable (hostile, malformed, empty, too many files,
+    /// a zip bomb): the uploader must change it.
+    Rejected,
+    /// The uploaded code is over the total size limit ([`CapsuleError::TooLarge`]).
+    TooLarge,
+    /// A server-side failure (I/O): not the uploader's fault.
+    Internal,
+}
+
 fn fmt_largest(largest: &[SizedPath]) -> String {
     largest
         .iter()
@@ -101,18 +115,23 @@ impl CapsuleError {
         }
     }
 
-    /// HTTP status the gateway should answer with.
-    pub fn http_status(&self) -> u16 {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> CapsuleErrorKind {
         match self {
-            Self::TooLarge { .. } => 413,
-            Self::Io { .. } => 500,
-            _ => 400,
+            Self::TooLarge { .. } => CapsuleErrorKind::TooLarge,
+            Self::Io { .. } => CapsuleErrorKind::Internal,
+            Self::UnsafePath { .. }
+            | Self::SymlinkEscape { .. }
+            | Self::LinkUnsupported { .. }
+            | Self::SpecialFile { .. }
+            | Self::CompressionRatio { .. }
+            | Self::TooManyFiles { .. }
+            | Self::DuplicatePath { .. }
+            | Self::PathConflict { .. }
+            | Self::ReservedPath { .. }
+            | Self::InvalidArchive(_)
+            | Self::Empty => CapsuleErrorKind::Rejected,
         }
-    }
-
-    /// True when the client sent something unacceptable (4xx).
-    pub fn is_client_error(&self) -> bool {
-        !matches!(self, Self::Io { .. })
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

@@ -17,7 +17,7 @@
 use serde_json::{Value, json};
 use url::Url;
 
-use crate::store::{StoreError, validate_digest};
+use crate::digest::{InvalidDigest, validate_digest};
 
 /// Name of the init container.
 pub const INIT_CONTAINER_NAME: &str = "forge-capsule-fetch";
@@ -70,11 +70,12 @@ pub fn capsule_path(digest: &str) -> String {
 
 /// Build the init container, volume, mount and `file://` working_dir for the
 /// capsule `digest` fetched from `url`. `image` defaults to [`DEFAULT_IMAGE`].
+/// Refuses a `digest` that is not one (it is used in paths and the script's env).
 pub fn init_container(
     url: &Url,
     digest: &str,
     image: Option<&str>,
-) -> Result<CapsuleInit, StoreError> {
+) -> Result<CapsuleInit, InvalidDigest> {
     validate_digest(digest)?;
     let path = capsule_path(digest);
     let volume_mount = json!({ "name": VOLUME_NAME, "mountPath": MOUNT_PATH });

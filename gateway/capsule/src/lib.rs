@@ -4,21 +4,24 @@
 //! authoritative JobSpec and (optionally) the runner artifact. Its SHA-256 is
 //! its address: stored once, fetched and verified by every Ray pod.
 //!
+//! This crate is the capsule *format* only: it knows nothing about where capsules
+//! are stored. Storing them (S3, the dev-mode local store, signed URLs, the object
+//! key scheme) is `forge-object-store`'s job. Neither crate depends on the other;
+//! the gateway composes them. The only notion they share is "a SHA-256 hex digest",
+//! which each checks at its own boundary ([`validate_digest`] here, before a digest
+//! goes into pod paths; the store's key check there, before it goes into an object
+//! key). Depending on the other crate for that one predicate would couple their
+//! builds and tests for nothing: this crate needs no async runtime, S3 SDK or HTTP.
+//!
 //! # Public API (for the gateway)
 //!
 //! ```text
 //! // 1. Assemble (blocking; use spawn_blocking). Hostile input → CapsuleError
-//! //    with .code()/.field()/.http_status() (4xx), nothing written.
+//! //    with .code()/.field()/.kind() (Rejected / TooLarge / Internal), nothing written.
 //! let cap = assemble(CodeSource::Archive(spooled_upload), &jobspec_json,
 //!                    runner_path.as_deref(), &CapsuleLimits::default(), &work_dir)?;
-//! // 2. Store (dedupes: AlreadyPresent when the digest exists).
-//! let store: Arc<dyn CapsuleStore> = Arc::new(S3Store::connect(S3Config::from_env()?).await?);
-//! //    (S3Store::check() at start-up: Credentials / BucketMissing / Unreachable)
-//! //    or, in dev mode: LocalStore::new(dir, hmac_key, public_base_url)? and
-//! //    mount local_routes(store.clone()) into the gateway's axum router.
-//! store.put_file(&cap.digest, &cap.path).await?;
-//! // 3. Point the RayJob at it.
-//! let url = store.get_url(&cap.digest, ttl).await?;        // presigned (≤ 7 days)
+//! // 2. Store it by `cap.digest` (forge-object-store: put_file, get_url).
+//! // 3. Point the RayJob at the store's URL for it.
 //! //   direct mode:     working_dir = url
 //! //   HTTP-only mode:  let init = init_container(&url, &cap.digest, image)?;
 //! //                    init.apply_to_pod_spec(&mut head_and_worker_pod_specs);
@@ -26,9 +29,6 @@
 //! let yaml = runtime_env_yaml(&working_dir, &env_vars)?;  // RayJob spec.runtimeEnvYAML
 //! // annotation forge.dev/capsule-sha256 = cap.digest
 //! ```
-//!
-//! Object keys: [`capsule_key`] (`capsules/<sha>.zip`) and [`log_key`]
-//! (`logs/<job-id>/<name>.log`) for archived logs (`put_object`/`get_object`).
 //!
 //! # Decisions
 //! - Layout: everything under one top-level folder `capsule/` (Ray strips a
@@ -48,26 +48,20 @@
 //! - The runner's version in the manifest is `sha256:<hex>` of its bytes.
 
 pub mod assemble;
+pub mod digest;
 pub mod error;
 pub mod init_container;
 pub mod limits;
-pub mod local;
 pub mod manifest;
 pub mod path;
 pub mod runtime_env;
-#[cfg(feature = "s3")]
-pub mod s3;
 pub mod source;
-pub mod store;
 mod tail_hasher;
 
 pub use assemble::{Capsule, assemble};
-pub use error::CapsuleError;
+pub use digest::{InvalidDigest, validate_digest};
+pub use error::{CapsuleError, CapsuleErrorKind};
 pub use init_container::{CapsuleInit, init_container};
 pub use limits::CapsuleLimits;
-pub use local::{LocalStore, local_routes};
 pub use runtime_env::runtime_env_yaml;
-#[cfg(feature = "s3")]
-pub use s3::{S3Config, S3Store};
 pub use source::CodeSource;
-pub use store::{CapsuleStore, PutOutcome, StoreError, capsule_key, log_key, plugin_key};

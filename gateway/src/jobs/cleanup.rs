@@ -1,65 +1,108 @@
-//! Concurrent clean-up of finished jobs: archive a job's logs, then delete its RayJob
-//! (`lifecycle::archive_then_delete`), off the lifecycle controller's event loop.
+//! Archive-then-delete, the one way a finished job's RayJob goes away: its logs (the
+//! driver's and the head's) are archived to object storage beside the capsule, then
+//! the RayJob is deleted — but it is kept (and with it the pods holding the logs) when
+//! archival failed, so the lifecycle controller's resync can try again.
 //!
-//! The controller handles watch events one at a time so that a RayJob's transitions
-//! stay in order; archiving logs and deleting take several API and object-store calls,
-//! and doing them inline made every finished job wait for all the ones before it. Here
-//! each RayJob has at most one clean-up in flight (a second request while one runs is
-//! dropped — the resync asks again if it failed) and at most [`PARALLEL`] run at once.
-
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+//! Clean-ups run off the lifecycle controller's event loop (which handles events one
+//! at a time to keep each RayJob's transitions in order): at most one per RayJob and a
+//! bounded number at once ([`super::inflight::InFlight`]).
 
 use kube::ResourceExt;
-use kube::api::DynamicObject;
-use tokio::sync::Semaphore;
 
-use super::lifecycle::archive_then_delete;
-use crate::app::AppState;
+use super::error::JobError;
+use super::service::Jobs;
+use crate::cluster::api_error::{Failure, classify};
+use crate::cluster::{LogSource, RayJob};
+use crate::objects::log_key;
 use crate::store::JobRecord;
 
-/// Clean-ups that may run at once.
-const PARALLEL: usize = 16;
+/// Most bytes of one archived log (the tail is kept).
+const MAX_LOG_BYTES: i64 = 64 * 1024 * 1024;
 
-/// The clean-ups in flight.
-#[derive(Debug)]
-pub struct Cleanup {
-    inflight: Mutex<HashSet<String>>,
-    permits: Arc<Semaphore>,
-}
-
-impl Default for Cleanup {
-    fn default() -> Self {
-        Cleanup {
-            inflight: Mutex::new(HashSet::new()),
-            permits: Arc::new(Semaphore::new(PARALLEL)),
-        }
-    }
-}
-
-impl Cleanup {
-    /// Archive `job`'s logs and delete its RayJob `obj` in the background, unless a
+impl Jobs {
+    /// Archives `job`'s logs and deletes its RayJob in the background, unless a
     /// clean-up of that RayJob is already running.
-    pub fn start(self: &Arc<Self>, state: &AppState, job: JobRecord, obj: DynamicObject) {
-        let name = obj.name_any();
-        let fresh = self
-            .inflight
-            .lock()
-            .is_ok_and(|mut set| set.insert(name.clone()));
-        if !fresh {
-            return;
-        }
+    pub(crate) fn start_cleanup(&self, job: JobRecord, rayjob: RayJob) {
         let this = self.clone();
-        let state = state.clone();
-        tokio::spawn(async move {
-            if let Ok(_permit) = this.permits.clone().acquire_owned().await
-                && let Err(e) = archive_then_delete(&state, &job, &obj).await
-            {
+        self.cleanups.spawn(rayjob.name_any(), async move {
+            if let Err(e) = this.archive_then_delete(&job, &rayjob).await {
                 tracing::warn!(job = %job.id, "clean-up (retried at the next resync): {e}");
             }
-            if let Ok(mut set) = this.inflight.lock() {
-                set.remove(&name);
-            }
         });
+    }
+
+    /// Archives a finished job's logs, then deletes its RayJob; keeps the RayJob when
+    /// archival failed.
+    pub(crate) async fn archive_then_delete(
+        &self,
+        job: &JobRecord,
+        rayjob: &RayJob,
+    ) -> Result<(), JobError> {
+        let name = rayjob.name_any();
+        if !self.archive_logs(job, &name).await {
+            return Err(JobError::Io(format!(
+                "archiving the logs of job {} failed; RayJob {name} kept for a retry",
+                job.id
+            )));
+        }
+        Ok(self.cluster.rayjobs.delete(&name).await?)
+    }
+
+    /// Archives the driver and head logs of a job. A pod that does not exist (the job
+    /// never got that far) is not an error. Returns false when a log that exists could
+    /// not be archived (the API server or the storage kept failing).
+    async fn archive_logs(&self, job: &JobRecord, rayjob: &str) -> bool {
+        let mut complete = true;
+        for source in LogSource::ALL {
+            match self.archive_log(job, rayjob, source).await {
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::warn!(job = %job.id, "archiving the {} log: {e}", source.as_str());
+                    complete = false;
+                }
+            }
+        }
+        complete
+    }
+
+    async fn archive_log(
+        &self,
+        job: &JobRecord,
+        rayjob: &str,
+        source: LogSource,
+    ) -> Result<(), JobError> {
+        let key = log_key(&job.id, source.as_str())?;
+        if self.objects.get_object(&key).await.is_ok() {
+            return Ok(()); // archived before (e.g. by a previous run of the controller)
+        }
+        let Some((pod, container)) = self.cluster.pods.log_pod(&job.id, rayjob, source).await?
+        else {
+            return Ok(());
+        };
+        let pod_name = pod.name_any();
+        let text = match self
+            .cluster
+            .pods
+            .log(&pod_name, container, Some(MAX_LOG_BYTES))
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => match classify(&e) {
+                // The pod is gone.
+                Failure::NotFound => return Ok(()),
+                // The container never started ("is waiting to start"): there is no log
+                // to archive, and waiting will not make one appear.
+                Failure::Refused => {
+                    tracing::debug!(job = %job.id, pod = %pod_name, "no {} log: {e}", source.as_str());
+                    return Ok(());
+                }
+                _ => return Err(e.into()),
+            },
+        };
+        self.objects
+            .put_object(&key, text.into_bytes().into())
+            .await?;
+        self.metrics.log_archived();
+        Ok(())
     }
 }

@@ -20,17 +20,18 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use forge_policy_host::model::{ClusterView, Decision, Placement};
 use futures::StreamExt;
-use kube::api::{DynamicObject, PostParams};
 
+use super::error::JobError;
 use super::fit::{self, PoolDemand};
 use super::queue::{self, Ledger, QueueEntry};
-use super::submit::{decision_record, primary_series};
-use super::{JobError, rayjob_api};
-use crate::app::{AppState, job_view};
-use crate::policy::model::{ClusterView, Decision, PolicyRequest};
-use crate::rayjob::{self, CapsuleRef, JobView, Placement};
-use crate::store::{JobRecord, JobState, NewDecision, Transition};
+use super::service::Jobs;
+use crate::admission::{self, Path};
+use crate::cluster::Created;
+use crate::domain::JobState;
+use crate::rayjob::{self, CapsuleRef, JobView};
+use crate::store::{JobRecord, NewDecision, StoreError, Transition};
 
 /// Longest a presigned capsule URL may live (S3's SigV4 limit).
 const MAX_URL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -41,20 +42,20 @@ const DEBOUNCE: Duration = Duration::from_millis(25);
 /// A pass runs at least this often.
 const IDLE_PASS: Duration = Duration::from_secs(5);
 
-/// Run the dispatcher until the task is aborted.
-pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
+/// Runs the dispatcher until the task is aborted.
+pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut changes = state.capacity.changes();
+        let mut changes = jobs.cluster.capacity.changes();
         loop {
             let started = Instant::now();
-            match pass(&state).await {
+            match jobs.dispatch_pass().await {
                 Ok(n) if n > 0 => tracing::debug!(dispatched = n, "dispatcher pass"),
                 Ok(_) => {}
                 Err(e) => tracing::warn!("dispatcher pass failed (retrying): {e}"),
             }
-            state.metrics.dispatch_pass(started.elapsed());
+            jobs.metrics.dispatch_pass(started.elapsed());
             tokio::select! {
-                () = state.queue.woken() => {}
+                () = jobs.queue.woken() => {}
                 r = changes.changed() => {
                     if r.is_err() {
                         // The capacity caches are gone (shutdown): poll slowly.
@@ -99,304 +100,261 @@ fn adjusted(mut view: ClusterView, totals: &BTreeMap<String, (u32, u32)>) -> Clu
     view
 }
 
-/// One pass over the queue; returns how many jobs were dispatched.
-pub async fn pass(state: &AppState) -> Result<usize, JobError> {
-    let queued = state.store.queued(None).await?;
-    let active = state.store.active().await?;
+/// Where queued jobs stand after a pass, per series in queue order.
+#[derive(Default)]
+struct Standing {
+    entries: BTreeMap<String, QueueEntry>,
+    positions: BTreeMap<String, u32>,
+}
 
-    // GPUs already promised: active jobs count as running for their team, and the
-    // part of them not yet bound to nodes is reserved out of the free map.
-    let mut free = state.capacity.free_by_node();
-    let bound = state.capacity.bound_gpus_by_job();
-    let mut ledger = Ledger::new();
-    for job in &active {
-        let mut unbound = job
-            .spec
-            .total_gpus()
-            .saturating_sub(u64::from(bound.get(&job.id).copied().unwrap_or(0)));
-        for d in demands(job, job.placement.as_ref()) {
-            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
-            let take = d.gpus().min(unbound);
-            fit::take(&mut free, &d.series, take);
-            unbound -= take;
-        }
+impl Standing {
+    /// Records that a job keeps waiting in its series' queue (next position, with why).
+    fn waits(&mut self, job_id: &str, series: String, code: &str, reason: String) {
+        let p = self.positions.entry(series.clone()).or_default();
+        *p += 1;
+        self.entries.insert(
+            job_id.to_string(),
+            QueueEntry {
+                series,
+                position: *p,
+                code: code.to_string(),
+                reason,
+            },
+        );
     }
-    for job in &queued {
-        for d in demands(job, None) {
-            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), false);
-        }
-    }
-    if queued.is_empty() {
-        state.queue.publish(BTreeMap::new(), ledger);
-        return Ok(0);
-    }
+}
 
-    let snapshot = state.capacity.snapshot();
-    let mut entries = BTreeMap::new();
-    let mut positions: BTreeMap<String, u32> = BTreeMap::new();
-    let mut to_dispatch = Vec::new();
-    let mut totals = fit::totals(&free);
-    for job in queued {
-        let request = PolicyRequest {
-            job: job_view(&state.config, &job.id, &job.team, &job.spec),
-            cluster: adjusted(snapshot.clone(), &totals),
-            usage: usage_of(&ledger, &job.team),
-        };
-        let evaluated = match state
-            .policies
-            .evaluate(&job.team, request.clone(), "queue")
-            .await
-        {
-            Ok(e) => e,
-            Err(e) => {
-                // Fail closed: the job keeps waiting, with the failure as its reason.
-                let series = primary_series(
-                    &job.spec,
-                    &Decision::Queue {
-                        code: String::new(),
-                        message: String::new(),
-                    },
-                );
-                let reason = format!("the admission policy failed: {e}");
-                waits(
-                    &mut entries,
-                    &mut positions,
-                    &job.id,
-                    series,
-                    "policy.failed",
-                    reason,
-                );
-                continue;
+impl Jobs {
+    /// One pass over the queue; returns how many jobs were dispatched.
+    pub async fn dispatch_pass(&self) -> Result<usize, JobError> {
+        let queued = self.store.queued(None).await?;
+        let active = self.store.active().await?;
+
+        // GPUs already promised: active jobs count as running for their team, and the
+        // part of them not yet bound to nodes is reserved out of the free map.
+        let capacity = &self.cluster.capacity;
+        let mut free = capacity.free_by_node();
+        let bound = capacity.bound_gpus_by_job();
+        let mut ledger = Ledger::new();
+        for job in &active {
+            let mut unbound = job
+                .spec
+                .total_gpus()
+                .saturating_sub(u64::from(bound.get(&job.id).copied().unwrap_or(0)));
+            for d in demands(job, job.placement.as_ref()) {
+                queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
+                let take = d.gpus().min(unbound);
+                fit::take(&mut free, &d.series, take);
+                unbound -= take;
             }
-        };
-        let outcome = &evaluated.outcome;
-        let record = || {
-            decision_record(
+        }
+        for job in &queued {
+            for d in demands(job, None) {
+                queue::add(&mut ledger, &job.team, &d.series, d.gpus(), false);
+            }
+        }
+        if queued.is_empty() {
+            self.queue.publish(BTreeMap::new(), ledger);
+            return Ok(0);
+        }
+
+        let snapshot = capacity.snapshot();
+        let mut standing = Standing::default();
+        let mut to_dispatch = Vec::new();
+        let mut totals = fit::totals(&free);
+        for job in queued {
+            let request = self.admission.request_with(
                 &job.id,
                 &job.team,
-                outcome,
-                &evaluated.label,
-                Some(&request),
-            )
-        };
-        let series = primary_series(&job.spec, &outcome.decision);
-        match &outcome.decision {
-            Decision::Reject { code, message, .. } => {
-                let reason = format!("{code}: {message}");
-                let mut t =
-                    Transition::new(&job.id, JobState::Queued, JobState::Rejected, Some(reason));
-                t.decision = Some(record());
-                if state.store.transition(t).await.is_ok() {
-                    state.metrics.transition(JobState::Rejected);
-                }
-            }
-            Decision::Queue { code, message } => {
-                waits(
-                    &mut entries,
-                    &mut positions,
-                    &job.id,
-                    series,
-                    code,
-                    message.clone(),
-                );
-            }
-            Decision::Admit { placement } => {
-                let placement = Placement::from(placement);
-                let wanted = demands(&job, Some(&placement));
-                match fit::reserve(&mut free, &wanted) {
-                    Ok(()) => {
-                        for d in &wanted {
-                            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
-                            if let Some(nodes) = free.get(&d.series) {
-                                let sum = nodes.iter().sum::<u32>();
-                                let max = nodes.iter().copied().max().unwrap_or(0);
-                                totals.insert(d.series.clone(), (sum, max));
-                            }
-                        }
-                        let d = record();
-                        to_dispatch.push((job, placement, d));
-                    }
-                    Err(nofit) => {
-                        let reason = nofit.to_string();
-                        waits(
-                            &mut entries,
-                            &mut positions,
-                            &job.id,
-                            series,
-                            "capacity.no-room",
-                            reason,
-                        );
-                    }
-                }
-            }
-        }
-    }
-    state.queue.publish(entries, ledger);
-
-    let dispatched = futures::stream::iter(to_dispatch)
-        .map(|(job, placement, decision)| async move {
-            let id = job.id.clone();
-            match dispatch(state, job, placement, Some(decision)).await {
-                Ok(created) => created,
+                &job.spec,
+                adjusted(snapshot.clone(), &totals),
+                queue::usage_of(&ledger, &job.team),
+            );
+            let evaluated = match self
+                .admission
+                .evaluate(&job.team, request.clone(), Path::Queue)
+                .await
+            {
+                Ok(e) => e,
                 Err(e) => {
-                    tracing::warn!(job = %id, "dispatch failed: {e}");
-                    false
+                    // Fail closed: the job keeps waiting, with the failure as its reason.
+                    let series = admission::primary_series(&job.spec, None);
+                    let reason = format!("the admission policy failed: {e}");
+                    standing.waits(&job.id, series, "policy.failed", reason);
+                    continue;
+                }
+            };
+            let outcome = &evaluated.outcome;
+            let record = || {
+                admission::decision_record(
+                    &job.id,
+                    &job.team,
+                    outcome,
+                    &evaluated.label,
+                    Some(&request),
+                )
+            };
+            let series = admission::primary_series(&job.spec, Some(&outcome.decision));
+            match &outcome.decision {
+                Decision::Reject { code, message, .. } => {
+                    let reason = format!("{code}: {message}");
+                    let mut t = Transition::new(
+                        &job.id,
+                        JobState::Queued,
+                        JobState::Rejected,
+                        Some(reason),
+                    );
+                    t.decision = Some(record());
+                    if let Err(e) = self.transition(t).await {
+                        tracing::warn!(job = %job.id, "recording a rejection: {e}");
+                    }
+                }
+                Decision::Queue { code, message } => {
+                    standing.waits(&job.id, series, code, message.clone());
+                }
+                Decision::Admit { placement } => {
+                    let wanted = demands(&job, Some(placement));
+                    match fit::reserve(&mut free, &wanted) {
+                        Ok(()) => {
+                            for d in &wanted {
+                                queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
+                                if let Some(nodes) = free.get(&d.series) {
+                                    let sum = nodes.iter().sum::<u32>();
+                                    let max = nodes.iter().copied().max().unwrap_or(0);
+                                    totals.insert(d.series.clone(), (sum, max));
+                                }
+                            }
+                            let d = record();
+                            to_dispatch.push((job, placement.clone(), d));
+                        }
+                        Err(nofit) => {
+                            standing.waits(&job.id, series, "capacity.no-room", nofit.to_string());
+                        }
+                    }
                 }
             }
-        })
-        .buffer_unordered(CREATE_CONCURRENCY)
-        .filter(|created| std::future::ready(*created))
-        .count()
-        .await;
-    Ok(dispatched)
-}
+        }
+        self.queue.publish(standing.entries, ledger);
 
-/// Records that a job keeps waiting in its series' queue (next position, with why).
-fn waits(
-    entries: &mut BTreeMap<String, QueueEntry>,
-    positions: &mut BTreeMap<String, u32>,
-    job_id: &str,
-    series: String,
-    code: &str,
-    reason: String,
-) {
-    let p = positions.entry(series.clone()).or_default();
-    *p += 1;
-    entries.insert(
-        job_id.to_string(),
-        QueueEntry {
-            series,
-            position: *p,
-            code: code.to_string(),
-            reason,
-        },
-    );
-}
+        let dispatched = futures::stream::iter(to_dispatch)
+            .map(|(job, placement, decision)| async move {
+                let id = job.id.clone();
+                match self.dispatch(job, placement, Some(decision)).await {
+                    Ok(created) => created,
+                    Err(e) => {
+                        tracing::warn!(job = %id, "dispatch failed: {e}");
+                        false
+                    }
+                }
+            })
+            .buffer_unordered(CREATE_CONCURRENCY)
+            .filter(|created| std::future::ready(*created))
+            .count()
+            .await;
+        Ok(dispatched)
+    }
 
-fn usage_of(ledger: &Ledger, team: &str) -> Vec<crate::policy::model::SeriesUsage> {
-    ledger
-        .get(team)
-        .map(|m| {
-            m.iter()
-                .map(
-                    |(series, (running, queued))| crate::policy::model::SeriesUsage {
-                        series: series.clone(),
-                        running: *running,
-                        queued: *queued,
-                    },
-                )
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The capsule as the RayJob references it: a URL valid past the job's deadlines, and
-/// for plain-HTTP storage the init container that fetches and verifies it.
-pub async fn capsule_ref(
-    state: &AppState,
-    digest: &str,
-    job: &JobRecord,
-) -> Result<CapsuleRef, JobError> {
-    let cfg = &state.config;
-    let pre = job
-        .spec
-        .deadlines
-        .pre_running_seconds
-        .unwrap_or(i64::from(cfg.kuberay.prerunning_deadline_s));
-    let active = job.spec.deadlines.active_seconds.unwrap_or(24 * 3600);
-    let secs = u64::try_from(pre.saturating_add(active).saturating_add(3600)).unwrap_or(0);
-    let ttl = Duration::from_secs(secs).min(MAX_URL_TTL);
-    let url = state.capsules.get_url(digest, ttl).await?;
-    let init = if url.scheme() == "http" {
-        Some(forge_capsule::init_container(
-            &url,
+    /// The capsule as the RayJob references it: a URL valid past the job's deadlines,
+    /// and for plain-HTTP storage the init container that fetches and verifies it.
+    async fn capsule_ref(&self, job: &JobRecord) -> Result<CapsuleRef, JobError> {
+        let digest = job
+            .capsule_sha256
+            .clone()
+            .ok_or_else(|| JobError::Io(format!("job {} has no capsule", job.id)))?;
+        let cfg = &self.config;
+        let pre = job
+            .spec
+            .deadlines
+            .pre_running_seconds
+            .unwrap_or(i64::from(cfg.kuberay.prerunning_deadline_s));
+        let active = job.spec.deadlines.active_seconds.unwrap_or(24 * 3600);
+        let secs = u64::try_from(pre.saturating_add(active).saturating_add(3600)).unwrap_or(0);
+        let ttl = Duration::from_secs(secs).min(MAX_URL_TTL);
+        let url = self.objects.get_url(digest.as_str(), ttl).await?;
+        let init = if url.scheme() == "http" {
+            let init = forge_capsule::init_container(
+                &url,
+                digest.as_str(),
+                Some(&cfg.gateway.capsule_init_image),
+            )
+            .map_err(|e| JobError::Io(format!("capsule init container: {e}")))?;
+            Some(init)
+        } else {
+            None
+        };
+        Ok(CapsuleRef {
             digest,
-            Some(&cfg.gateway.capsule_init_image),
-        )?)
-    } else {
-        None
-    };
-    Ok(CapsuleRef {
-        sha256: digest.to_string(),
-        working_dir_url: url.to_string(),
-        init,
-    })
-}
+            working_dir_url: url.to_string(),
+            init,
+        })
+    }
 
-/// Dispatch one job: persist the intent, then create (or adopt) its RayJob. Returns
-/// whether the job was dispatched (false when it was cancelled meanwhile).
-/// `decision` (the admission that placed it) is stored with the dispatch transition.
-pub async fn dispatch(
-    state: &AppState,
-    job: JobRecord,
-    placement: Placement,
-    decision: Option<NewDecision>,
-) -> Result<bool, JobError> {
-    let started = Instant::now();
-    let digest = job
-        .capsule_sha256
-        .clone()
-        .ok_or_else(|| JobError::Io(format!("job {} has no capsule", job.id)))?;
-    let capsule = capsule_ref(state, &digest, &job).await?;
-    let view = JobView {
-        id: &job.id,
-        team: &job.team,
-        spec: &job.spec,
-    };
-    let manifest = match rayjob::build_rayjob(&view, &placement, &capsule, &state.config) {
-        Ok(m) => m,
-        Err(e) => {
-            // The job cannot run as placed: fail it rather than retry forever.
-            let t = Transition::new(
-                &job.id,
-                JobState::Queued,
-                JobState::Failed,
-                Some(format!("dispatch.invalid: {e}")),
-            );
-            state.store.transition(t).await?;
-            state.metrics.transition(JobState::Failed);
-            return Err(e.into());
-        }
-    };
-    let name = rayjob::rayjob_name(&job.id);
-    let mut t = Transition::new(
-        &job.id,
-        JobState::Queued,
-        JobState::Dispatched,
-        Some(format!("RayJob {name} created")),
-    );
-    t.rayjob_name = Some(name.clone());
-    t.placement = Some(placement);
-    t.decision = decision;
-    match state.store.transition(t).await {
-        Ok(_) => {}
-        Err(crate::store::StoreError::Conflict { .. }) => return Ok(false),
-        Err(e) => return Err(e.into()),
-    }
-    let object: DynamicObject =
-        serde_json::from_value(manifest).map_err(|e| JobError::Io(format!("manifest: {e}")))?;
-    let api = rayjob_api(state);
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {
-            tracing::info!(job = %job.id, rayjob = %name, "RayJob exists: adopted");
-        }
-        Err(e) => {
-            let t = Transition::new(
-                &job.id,
-                JobState::Dispatched,
-                JobState::Queued,
-                Some(format!(
-                    "dispatch.retry: creating the RayJob failed ({e}); will retry"
-                )),
-            );
-            if let Err(e2) = state.store.transition(t).await {
-                tracing::warn!(job = %job.id, "re-queueing after a failed create: {e2}");
+    /// Dispatches one job: persists the intent, then creates (or adopts) its RayJob.
+    /// Returns whether the job was dispatched (false when it was cancelled meanwhile).
+    /// `decision` (the admission that placed it) is stored with the dispatch.
+    async fn dispatch(
+        &self,
+        job: JobRecord,
+        placement: Placement,
+        decision: Option<NewDecision>,
+    ) -> Result<bool, JobError> {
+        let started = Instant::now();
+        let capsule = self.capsule_ref(&job).await?;
+        let view = JobView {
+            id: &job.id,
+            team: &job.team,
+            spec: &job.spec,
+        };
+        let manifest = match rayjob::build_rayjob(&view, &placement, &capsule, &self.config) {
+            Ok(m) => m,
+            Err(e) => {
+                // The job cannot run as placed: fail it rather than retry forever.
+                let t = Transition::new(
+                    &job.id,
+                    JobState::Queued,
+                    JobState::Failed,
+                    Some(format!("dispatch.invalid: {e}")),
+                );
+                self.transition(t).await?;
+                return Err(e.into());
             }
-            return Err(e.into());
+        };
+        let name = rayjob::rayjob_name(&job.id);
+        let mut t = Transition::new(
+            &job.id,
+            JobState::Queued,
+            JobState::Dispatched,
+            Some(format!("RayJob {name} created")),
+        );
+        t.rayjob_name = Some(name.clone());
+        t.placement = Some(placement);
+        t.decision = decision;
+        match self.transition(t).await {
+            Ok(_) => {}
+            Err(StoreError::Conflict { .. }) => return Ok(false),
+            Err(e) => return Err(e.into()),
         }
+        match self.cluster.rayjobs.create_or_adopt(&manifest).await {
+            Ok(Created::New) => {}
+            Ok(Created::Adopted) => {
+                tracing::info!(job = %job.id, rayjob = %name, "RayJob exists: adopted");
+            }
+            Err(e) => {
+                let t = Transition::new(
+                    &job.id,
+                    JobState::Dispatched,
+                    JobState::Queued,
+                    Some(format!(
+                        "dispatch.retry: creating the RayJob failed ({e}); will retry"
+                    )),
+                );
+                if let Err(e2) = self.transition(t).await {
+                    tracing::warn!(job = %job.id, "re-queueing after a failed create: {e2}");
+                }
+                return Err(e.into());
+            }
+        }
+        self.metrics.dispatched(started.elapsed());
+        Ok(true)
     }
-    state.metrics.transition(JobState::Dispatched);
-    state.metrics.dispatched(started.elapsed());
-    Ok(true)
 }

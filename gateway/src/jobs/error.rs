@@ -1,9 +1,15 @@
-//! Failures of job submission, lookup and cancellation that callers branch on. The
-//! HTTP mapping (status, stable code, field) lives in [`crate::api_error`].
+//! [`JobError`]: why a job operation failed — submission, lookup, cancellation, logs,
+//! dispatch — as variants callers branch on. The HTTP edge maps them to statuses and
+//! stable codes (`http::error`); nothing here knows HTTP.
 
+use forge_policy_host::RunError;
+
+use crate::cluster::LogSource;
+use crate::domain::{Digest, JobState};
 use crate::jobspec::SpecErrors;
+use crate::objects::ObjectStoreError;
 use crate::rayjob::BuildError;
-use crate::store::{JobState, StoreError};
+use crate::store::StoreError;
 
 /// Why a job operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -11,16 +17,6 @@ pub enum JobError {
     /// No such job visible to the caller (another team's job is "not found" too).
     #[error("job {0} not found")]
     NotFound(String),
-    /// The request is malformed (not the spec itself): missing part, bad field.
-    #[error("{field}: {message}")]
-    BadRequest {
-        /// Stable code.
-        code: &'static str,
-        /// The request field.
-        field: &'static str,
-        /// Why.
-        message: String,
-    },
     /// The spec is invalid.
     #[error(transparent)]
     InvalidSpec(#[from] SpecErrors),
@@ -38,12 +34,18 @@ pub enum JobError {
         /// The plugin that rejected.
         plugin: Option<String>,
     },
+    /// The policy could not be evaluated (admission fails closed).
+    #[error(transparent)]
+    Policy(#[from] RunError),
     /// The uploaded code is not acceptable (hostile or oversize archive).
     #[error(transparent)]
     Capsule(#[from] forge_capsule::CapsuleError),
+    /// A capsule reference that is not a digest.
+    #[error("a capsule is named by its SHA-256: 64 lowercase hex digits")]
+    InvalidCapsuleRef,
     /// A named capsule does not exist.
-    #[error("capsule {0} is not stored")]
-    UnknownCapsule(String),
+    #[error("capsule {0} is not stored; submit the code as a multipart upload")]
+    UnknownCapsule(Digest),
     /// The job cannot be cancelled in its state.
     #[error("job {id} is {state} and cannot be cancelled")]
     NotCancellable {
@@ -52,7 +54,17 @@ pub enum JobError {
         /// Its state.
         state: JobState,
     },
-    /// The RayJob manifest cannot be built.
+    /// A log that is neither archived nor readable from a live pod.
+    #[error("no {} log for job {id} (state {state}): not archived and no live pod", .source_.as_str())]
+    LogNotAvailable {
+        /// The job.
+        id: String,
+        /// Which log.
+        source_: LogSource,
+        /// The job's state.
+        state: JobState,
+    },
+    /// The RayJob cannot be built.
     #[error("building the RayJob: {0}")]
     Build(#[from] BuildError),
     /// The job store failed.
@@ -60,14 +72,11 @@ pub enum JobError {
     Store(#[from] StoreError),
     /// The object store failed.
     #[error("object store: {0}")]
-    ObjectStore(#[from] forge_capsule::StoreError),
+    ObjectStore(#[from] ObjectStoreError),
     /// The Kubernetes API failed.
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
-    /// The policy could not be evaluated (fails closed).
-    #[error(transparent)]
-    Policy(#[from] crate::policy::RunError),
-    /// Spooling or a blocking task failed.
+    /// Spooling, packing or a blocking task failed.
     #[error("{0}")]
     Io(String),
 }

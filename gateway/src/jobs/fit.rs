@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::capacity::FreeByNode;
+use crate::cluster::capacity::FreeByNode;
 
 /// What one pool of a job needs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::sync::Notify;
 
-use crate::policy::model::SeriesUsage;
+use forge_policy_host::model::SeriesUsage;
 
 /// Where a queued job stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -79,20 +79,7 @@ impl QueueBoard {
 
     /// A team's usage as the policy sees it.
     pub fn usage(&self, team: &str) -> Vec<SeriesUsage> {
-        self.ledger
-            .load()
-            .get(team)
-            .map(|by_series| {
-                by_series
-                    .iter()
-                    .map(|(series, (running, queued))| SeriesUsage {
-                        series: series.clone(),
-                        running: *running,
-                        queued: *queued,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        usage_of(&self.ledger.load(), team)
     }
 }
 
@@ -109,6 +96,23 @@ pub fn add(ledger: &mut Ledger, team: &str, series: &str, gpus: u64, running: bo
     } else {
         entry.1 = entry.1.saturating_add(g);
     }
+}
+
+/// A team's usage in a ledger, per series.
+pub fn usage_of(ledger: &Ledger, team: &str) -> Vec<SeriesUsage> {
+    ledger
+        .get(team)
+        .map(|by_series| {
+            by_series
+                .iter()
+                .map(|(series, (running, queued))| SeriesUsage {
+                    series: series.clone(),
+                    running: *running,
+                    queued: *queued,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -1,88 +1,148 @@
-//! Typed failures of the policy host.
-//!
-//! `LoadError` is what an upload or activation gets (the component is refused before it
-//! can ever run); `PluginError` is what one call gets. Every call failure fails the
-//! admission closed; callers branch on the variant for metrics and messages.
+//! [`PolicyAdminError`]: why a policy-management operation (upload, chain change,
+//! rollback, shadow mode) failed, as variants callers branch on. Nothing is stored or
+//! activated when one of these is returned. The HTTP edge maps them to statuses and
+//! stable codes (`http::error`).
 
-use thiserror::Error;
+use forge_policy_host::LoadError;
 
-/// Why a component cannot be loaded as a policy plugin.
-#[derive(Debug, Error)]
-pub enum LoadError {
-    /// The bytes are not a WebAssembly component (a core module, garbage, …).
-    #[error("not a WebAssembly component: {0}")]
-    NotAComponent(String),
-    /// The component imports something other than the policy host interface.
-    #[error("component imports `{0}`, but policies may only import `forge:policy/host`")]
-    ForbiddenImport(String),
-    /// The component does not export the `forge:policy/policy` world of a supported version.
-    #[error("component does not implement a supported policy world ({supported}): {detail}")]
-    WrongWorld {
-        supported: &'static str,
-        detail: String,
+use crate::store::StoreError;
+
+/// Which name in an upload or chain is malformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    /// A plugin name (`[a-z0-9-]`, 1-63).
+    Name,
+    /// A plugin version (`[A-Za-z0-9._+-]`, 1-64).
+    Version,
+    /// A chain link or chain document.
+    Link,
+}
+
+/// Why a policy-management operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyAdminError {
+    /// A name, version or link is malformed.
+    #[error("{message}")]
+    Malformed {
+        what: Malformed,
+        field: String,
+        message: String,
     },
-    /// Compilation failed or exceeded the engine's limits.
-    #[error("component failed to compile: {0}")]
-    Compile(String),
-    /// The precompiled cache could not be read or written.
-    #[error("precompile cache error at {path}: {detail}")]
-    Cache { path: String, detail: String },
-    /// The plugin refused its settings in `validate-settings`.
-    #[error("plugin `{plugin}` rejected its settings: {message}")]
-    InvalidSettings { plugin: String, message: String },
-    /// `validate-settings` itself failed (trap, deadline, memory).
-    #[error("plugin `{plugin}` failed while validating settings: {source}")]
-    SettingsCheckFailed {
+    /// The component is refused by the host (not a component, wrong world, forbidden
+    /// import, does not compile).
+    #[error("{0}")]
+    Component(LoadError),
+    /// A plugin refused its settings (or failed while checking them).
+    #[error("plugin `{plugin}` settings: {message}")]
+    Settings {
         plugin: String,
-        #[source]
-        source: PluginError,
+        field: String,
+        message: String,
     },
+    /// The component is larger than the per-plugin limit.
+    #[error("the component is {size} bytes; the limit is {limit} (FORGE_PLUGIN_MAX_KIB)")]
+    TooLarge { size: u64, limit: u64 },
+    /// The team already has as many plugins, or bytes, as it may.
+    #[error("team `{team}` {message}")]
+    TeamLimit { team: String, message: String },
+    /// The (owner, name, version) is taken by other bytes; versions are immutable.
+    #[error("plugin `{name}` version `{version}` already exists with digest {digest}")]
+    VersionExists {
+        name: String,
+        version: String,
+        digest: String,
+    },
+    /// A chain names a plugin that is not registered (or not usable in this scope).
+    #[error("no plugin `{reference}` usable in scope `{scope}`")]
+    UnknownPlugin {
+        reference: String,
+        scope: String,
+        field: String,
+    },
+    /// Optimistic concurrency: the scope is not at the version the writer expected.
+    #[error("policy `{scope}` is at version {current}, not {expected}")]
+    VersionConflict {
+        scope: String,
+        expected: u64,
+        current: u64,
+    },
+    /// Rollback of a scope that has no earlier version.
+    #[error("policy `{scope}` has no version to roll back to")]
+    NothingToRollBack { scope: String },
+    /// The caller may not do this (member changing global policy, another team's …).
+    #[error("{0}")]
+    Forbidden(String),
+    /// No such scope / version / shadow candidate.
+    #[error("{0}")]
+    NotFound(String),
+    /// Object storage failed (or holds bytes that do not match their digest).
+    #[error("object storage: {0}")]
+    Storage(String),
+    /// The store failed.
+    #[error("policy store: {0}")]
+    Store(StoreError),
+    /// A bug or a broken invariant.
+    #[error("{0}")]
+    Internal(String),
 }
 
-/// Why one plugin call failed. The host and the next call are unaffected.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum PluginError {
-    /// The call ran past its deadline and was interrupted.
-    #[error("deadline of {deadline_ms} ms exceeded")]
-    Deadline { deadline_ms: u64 },
-    /// The plugin tried to grow its memory beyond the cap.
-    #[error("memory cap of {cap_bytes} bytes exceeded")]
-    Memory { cap_bytes: usize },
-    /// The plugin trapped (panic, unreachable, out-of-bounds access, …).
-    #[error("plugin trapped: {0}")]
-    Trap(String),
-    /// The plugin returned something the contract forbids.
-    #[error("plugin returned a malformed decision: {0}")]
-    BadOutput(String),
-    /// The host could not instantiate the plugin (e.g. the instance pool is exhausted).
-    #[error("plugin could not be instantiated: {0}")]
-    Instantiate(String),
-}
-
-impl PluginError {
-    /// Stable name of the cause, for metrics labels and API error codes.
-    pub fn cause(&self) -> &'static str {
-        match self {
-            PluginError::Deadline { .. } => "deadline",
-            PluginError::Memory { .. } => "memory",
-            PluginError::Trap(_) => "trap",
-            PluginError::BadOutput(_) => "bad-output",
-            PluginError::Instantiate(_) => "instantiate",
+impl From<StoreError> for PolicyAdminError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::VersionConflict {
+                scope,
+                expected,
+                current,
+            } => PolicyAdminError::VersionConflict {
+                scope,
+                expected,
+                current,
+            },
+            StoreError::PluginVersionExists {
+                name,
+                version,
+                digest,
+            } => PolicyAdminError::VersionExists {
+                name,
+                version,
+                digest,
+            },
+            other => PolicyAdminError::Store(other),
         }
     }
 }
 
-/// A chain evaluation that failed closed.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-#[error("policy `{plugin}` ({digest}) failed: {source}")]
-pub struct ChainError {
-    /// Name of the failing plugin in the chain.
-    pub plugin: String,
-    /// Version label of the failing plugin.
-    pub version: String,
-    /// Content digest of the failing plugin.
-    pub digest: String,
-    /// What went wrong.
-    #[source]
-    pub source: PluginError,
+impl PolicyAdminError {
+    /// The refusal of a component or its settings, as this module reports it.
+    pub fn from_load(e: LoadError, field: &str) -> Self {
+        match e {
+            LoadError::InvalidSettings { plugin, message } => PolicyAdminError::Settings {
+                plugin,
+                field: field.to_string(),
+                message,
+            },
+            LoadError::SettingsCheckFailed { plugin, source } => PolicyAdminError::Settings {
+                plugin,
+                field: field.to_string(),
+                message: format!("validate-settings failed: {source}"),
+            },
+            LoadError::Cache { path, detail } => {
+                PolicyAdminError::Internal(format!("precompile cache {path}: {detail}"))
+            }
+            other => PolicyAdminError::Component(other),
+        }
+    }
+
+    /// A malformed name, version or link.
+    pub fn malformed(
+        what: Malformed,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        PolicyAdminError::Malformed {
+            what,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
 }

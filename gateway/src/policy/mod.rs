@@ -1,27 +1,22 @@
-//! The WebAssembly policy host.
-//!
-//! Admission asks a chain of sandboxed policy plugins (components targeting
-//! `forge:policy/policy@0.1.0`, see `wit/`) whether and where a job may run.
-//!
-//! - [`PolicyEngine`]: the shared wasmtime engine (pooling allocator, epoch deadline,
-//!   memory cap, precompile cache).
-//! - [`Plugin`]: a checked, compiled component; instantiated fresh for every call.
-//! - [`Chain`]: ordered (plugin, settings) links and the chain semantics.
-//! - [`PolicyRunner`]: runs evaluations off the async workers behind a semaphore.
-//! - [`model`]: the host's version-independent request and decision types.
+//! Policy management: which chain the host runs. The plugin registry, versioned chains
+//! per scope (global and per team) with optimistic concurrency, history and rollback,
+//! live swap with no failed request, shadow mode, replay, and replica pickup. The
+//! sandboxed host that runs the plugins is the `forge-policy-host` crate; the HTTP
+//! handlers are in `http::policy` and `http::plugins`.
 
-pub mod chain;
-pub mod chain_file;
-pub mod engine;
+pub mod active;
+pub mod bootstrap;
+pub mod change;
 pub mod error;
-pub mod model;
-pub mod plugin;
-pub mod runner;
-mod sandbox;
-mod wit_v0_1_0;
+pub mod manager;
+pub mod registry;
+pub mod replay;
+pub mod shadow;
 
-pub use chain::{Chain, ChainLink, ChainOutcome, TraceEntry};
-pub use engine::{EngineLimits, PolicyEngine};
-pub use error::{ChainError, LoadError, PluginError};
-pub use plugin::{Plugin, digest_of};
-pub use runner::{PolicyRunner, RunError};
+pub use active::{ActivePolicy, Scope};
+pub use bootstrap::{BootLink, boot_links, boot_links_from_file};
+pub use change::{Activation, Change, LinkInput};
+pub use error::{Malformed, PolicyAdminError};
+pub use manager::{Evaluated, PolicyManager};
+pub use registry::{Registry, RegistryLimits};
+pub use replay::ReplayReport;

@@ -1,6 +1,6 @@
 //! The RayJob builder: a pure function from an admitted job (id, team, spec), its
-//! placement, its capsule and the configuration to the `ray.io/v1` RayJob manifest
-//! (issue 5 §6).
+//! placement, its capsule and the configuration to the typed `ray.io/v1`
+//! [`RayJob`](crate::cluster::RayJob) Forge creates.
 //!
 //! Shape (decisions where the issue is silent are marked *decision*):
 //! - name `forge-<job id>` (≤ 47 characters, DNS-1035; a job id that does not fit is
@@ -38,32 +38,26 @@
 //!   init container and the Ray container), and `working_dir` is its
 //!   `file:///forge/capsule/<sha256>.zip`.
 
-pub mod placement;
-
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
-
-pub use placement::{Placement, PoolPlacement};
-
 use forge_capsule::CapsuleInit;
+use forge_policy_host::model::{Placement, PoolPlacement};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, PodSpec,
+    PodTemplateSpec, ResourceRequirements, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sha2::{Digest as _, Sha256};
 
+use crate::cluster::labels::{ANNOTATION_CAPSULE, FORGE_PREFIX, GPU_RESOURCE, job_labels};
+use crate::cluster::rayjob::{HeadGroupSpec, RayClusterSpec, RayJob, RayJobSpec, WorkerGroupSpec};
 use crate::config::Config;
+use crate::domain::Digest;
 use crate::jobspec::{JobSpec, PoolSpec, names};
 
 /// Longest RayJob name KubeRay accepts (`MaxRayJobNameLength`).
 pub const MAX_RAYJOB_NAME: usize = 47;
-/// `app.kubernetes.io/managed-by` value of every object Forge creates.
-pub const MANAGED_BY: &str = "forge-gateway";
-/// Label: the job id.
-pub const LABEL_JOB_ID: &str = "forge.dev/job-id";
-/// Label: the team.
-pub const LABEL_TEAM: &str = "forge.dev/team";
-/// Label: managed-by.
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-/// Annotation: the capsule digest.
-pub const ANNOTATION_CAPSULE: &str = "forge.dev/capsule-sha256";
 /// Ray dashboard port (named `dashboard` on the head).
 pub const DASHBOARD_PORT: u16 = 8265;
 
@@ -81,8 +75,8 @@ pub struct JobView<'a> {
 /// The job's code archive.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapsuleRef {
-    /// Hex SHA-256 of the capsule zip.
-    pub sha256: String,
+    /// The capsule's digest.
+    pub digest: Digest,
     /// URL Ray downloads (`https://…zip`) — ignored in init-container mode.
     pub working_dir_url: String,
     /// HTTP-only storage: the `forge-capsule-fetch` init container, volume and `file://`
@@ -134,9 +128,9 @@ pub enum BuildError {
         /// The value.
         value: String,
     },
-    /// The capsule digest is not 64 lowercase hex digits.
-    #[error("capsule digest is not a hex SHA-256")]
-    BadDigest,
+    /// The capsule's init container is not a valid Kubernetes object.
+    #[error("capsule init container: {0}")]
+    CapsuleInit(String),
     /// The runtime env could not be serialized.
     #[error("runtime env: {0}")]
     RuntimeEnv(String),
@@ -170,20 +164,11 @@ pub fn rayjob_name(job_id: &str) -> String {
     }
 }
 
-/// The labels on every object Forge creates for a job.
-pub fn forge_labels(job_id: &str, team: &str) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert(LABEL_MANAGED_BY.into(), MANAGED_BY.into());
-    m.insert(LABEL_JOB_ID.into(), job_id.into());
-    m.insert(LABEL_TEAM.into(), team.into());
-    m
-}
-
-/// Checks a `(key, value)` list as Kubernetes labels / node selector / annotations.
+/// Checks a map as Kubernetes labels / node selector / annotations.
 fn check_pairs(
     pool: &str,
     field: &'static str,
-    pairs: &[(String, String)],
+    pairs: &BTreeMap<String, String>,
     value_is_label: bool,
 ) -> Result<(), BuildError> {
     for (k, v) in pairs {
@@ -195,7 +180,7 @@ fn check_pairs(
                 reason: format!("`{k}`: `{v}` is not a valid key/value"),
             });
         }
-        if field != "nodeSelector" && k.starts_with("forge.dev/") {
+        if field != "nodeSelector" && k.starts_with(FORGE_PREFIX) {
             return Err(BuildError::InvalidPlacement {
                 pool: pool.to_string(),
                 field,
@@ -213,7 +198,7 @@ struct Group<'a> {
     series: &'a str,
 }
 
-fn ray_start_params(group: &Group<'_>) -> Result<Map<String, Value>, BuildError> {
+fn ray_start_params(group: &Group<'_>) -> Result<BTreeMap<String, String>, BuildError> {
     let mut resources: BTreeMap<String, f64> = BTreeMap::new();
     resources.insert(format!("forge.pool.{}", group.pool.name), 1.0);
     for (name, amount) in &group.placement.ray_resources {
@@ -240,15 +225,42 @@ fn ray_start_params(group: &Group<'_>) -> Result<Map<String, Value>, BuildError>
     }
     let resources_json =
         serde_json::to_string(&resources).map_err(|e| BuildError::RuntimeEnv(e.to_string()))?;
-    let mut params = Map::new();
-    params.insert(
-        "num-gpus".into(),
-        group.pool.gpus_per_node.to_string().into(),
-    );
     // KubeRay pastes the value into a bash command line: quote it for the shell. Names
     // are restricted above, so the JSON contains no single quote.
-    params.insert("resources".into(), format!("'{resources_json}'").into());
-    Ok(params)
+    Ok(BTreeMap::from([
+        ("num-gpus".to_string(), group.pool.gpus_per_node.to_string()),
+        ("resources".to_string(), format!("'{resources_json}'")),
+    ]))
+}
+
+fn volume_mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+fn claim_volume(name: &str, claim: &str, read_only: bool) -> Volume {
+    Volume {
+        name: name.into(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim.into(),
+            read_only: read_only.then_some(true),
+        }),
+        ..Volume::default()
+    }
+}
+
+/// The capsule fetcher's init container, volume and mount as Kubernetes objects.
+fn capsule_objects(init: &CapsuleInit) -> Result<(Container, Volume, VolumeMount), BuildError> {
+    let bad = |e: serde_json::Error| BuildError::CapsuleInit(e.to_string());
+    Ok((
+        serde_json::from_value(init.init_container.clone()).map_err(bad)?,
+        serde_json::from_value(init.volume.clone()).map_err(bad)?,
+        serde_json::from_value(init.volume_mount.clone()).map_err(bad)?,
+    ))
 }
 
 fn pod_template(
@@ -258,80 +270,95 @@ fn pod_template(
     capsule: &CapsuleRef,
     cfg: &Config,
     image: &str,
-) -> Value {
+) -> Result<PodTemplateSpec, BuildError> {
     let spec = job.spec;
-    let mut labels = Map::new();
-    for (k, v) in &group.placement.labels {
-        labels.insert(k.clone(), v.clone().into());
-    }
-    labels.extend(forge_labels(job.id, job.team));
-    let mut annotations = Map::new();
-    for (k, v) in &group.placement.annotations {
-        annotations.insert(k.clone(), v.clone().into());
-    }
-    annotations.insert(ANNOTATION_CAPSULE.into(), capsule.sha256.clone().into());
-
-    let mut node_selector = Map::new();
-    for (k, v) in &group.placement.node_selector {
-        node_selector.insert(k.clone(), v.clone().into());
-    }
+    let mut labels = group.placement.labels.clone();
+    labels.extend(job_labels(job.id, job.team));
+    let mut annotations = group.placement.annotations.clone();
+    annotations.insert(ANNOTATION_CAPSULE.into(), capsule.digest.to_string());
+    let mut node_selector = group.placement.node_selector.clone();
     node_selector.insert(cfg.k8s.gpu_node_label.clone(), group.series.into());
 
-    let mut volumes = vec![json!({
-        "name": "dshm",
-        "emptyDir": {"medium": "Memory", "sizeLimit": cfg.k8s.shm_size},
-    })];
-    let mut mounts = vec![json!({"name": "dshm", "mountPath": "/dev/shm"})];
+    let mut volumes = vec![Volume {
+        name: "dshm".into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: Some("Memory".into()),
+            size_limit: Some(Quantity(cfg.k8s.shm_size.clone())),
+            ..EmptyDirVolumeSource::default()
+        }),
+        ..Volume::default()
+    }];
+    let mut mounts = vec![volume_mount("dshm", "/dev/shm", false)];
     if spec.shared_storage
         && let Some(pvc) = &cfg.storage.pvc
     {
-        volumes.push(json!({"name": "forge-storage", "persistentVolumeClaim": {"claimName": pvc}}));
-        mounts.push(json!({"name": "forge-storage", "mountPath": cfg.storage.mount_path()}));
+        volumes.push(claim_volume("forge-storage", pvc, false));
+        mounts.push(volume_mount(
+            "forge-storage",
+            cfg.storage.mount_path(),
+            false,
+        ));
     }
     if spec.corpus
         && let Some(pvc) = &cfg.storage.corpus_pvc
     {
-        volumes.push(json!({
-            "name": "forge-corpus",
-            "persistentVolumeClaim": {"claimName": pvc, "readOnly": true},
-        }));
-        mounts.push(json!({
-            "name": "forge-corpus",
-            "mountPath": cfg.storage.corpus_mount_path(),
-            "readOnly": true,
-        }));
+        volumes.push(claim_volume("forge-corpus", pvc, true));
+        mounts.push(volume_mount(
+            "forge-corpus",
+            &cfg.storage.corpus_mount_path(),
+            true,
+        ));
     }
-    let mut container = json!({
-        "name": if is_head { "ray-head" } else { "ray-worker" },
-        "image": image,
-        "volumeMounts": mounts,
-    });
-    if is_head {
-        container["ports"] = json!([
-            {"containerPort": 6379, "name": "gcs-server"},
-            {"containerPort": DASHBOARD_PORT, "name": "dashboard"},
-            {"containerPort": 10001, "name": "client"},
-        ]);
-    }
-    if cfg.k8s.gpu_passthrough && group.pool.gpus_per_node > 0 {
-        let gpus = group.pool.gpus_per_node.to_string();
-        container["resources"] = json!({
-            "limits": {"nvidia.com/gpu": gpus},
-            "requests": {"nvidia.com/gpu": gpus},
-        });
-    }
-
-    let mut pod_spec = json!({
-        "nodeSelector": node_selector,
-        "containers": [container],
-        "volumes": volumes,
-    });
+    let mut init_containers = None;
     if let Some(init) = &capsule.init {
-        init.apply_to_pod_spec(&mut pod_spec);
+        let (container, volume, mount) = capsule_objects(init)?;
+        init_containers = Some(vec![container]);
+        volumes.push(volume);
+        mounts.push(mount);
     }
-    json!({
-        "metadata": {"labels": labels, "annotations": annotations},
-        "spec": pod_spec,
+    let port = |port: u16, name: &str| ContainerPort {
+        container_port: i32::from(port),
+        name: Some(name.into()),
+        ..ContainerPort::default()
+    };
+    let resources = (cfg.k8s.gpu_passthrough && group.pool.gpus_per_node > 0).then(|| {
+        let gpus = BTreeMap::from([(
+            GPU_RESOURCE.to_string(),
+            Quantity(group.pool.gpus_per_node.to_string()),
+        )]);
+        ResourceRequirements {
+            limits: Some(gpus.clone()),
+            requests: Some(gpus),
+            ..ResourceRequirements::default()
+        }
+    });
+    let container = Container {
+        name: if is_head { "ray-head" } else { "ray-worker" }.into(),
+        image: Some(image.into()),
+        volume_mounts: Some(mounts),
+        ports: is_head.then(|| {
+            vec![
+                port(6379, "gcs-server"),
+                port(DASHBOARD_PORT, "dashboard"),
+                port(10001, "client"),
+            ]
+        }),
+        resources,
+        ..Container::default()
+    };
+    Ok(PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            node_selector: Some(node_selector),
+            init_containers,
+            containers: vec![container],
+            volumes: Some(volumes),
+            ..PodSpec::default()
+        }),
     })
 }
 
@@ -357,13 +384,17 @@ fn runtime_env_yaml(
         .map_err(|e| BuildError::RuntimeEnv(e.to_string()))
 }
 
-/// Builds the RayJob manifest for an admitted job.
+fn replicas(n: u32) -> Option<i32> {
+    Some(i32::try_from(n).unwrap_or(i32::MAX))
+}
+
+/// Builds the RayJob for an admitted job.
 pub fn build_rayjob(
     job: &JobView<'_>,
     placement: &Placement,
     capsule: &CapsuleRef,
     cfg: &Config,
-) -> Result<Value, BuildError> {
+) -> Result<RayJob, BuildError> {
     let spec = job.spec;
     if spec.pools.is_empty() {
         return Err(BuildError::NoPools);
@@ -380,14 +411,6 @@ pub fn build_rayjob(
                 value: value.to_string(),
             });
         }
-    }
-    if capsule.sha256.len() != 64
-        || !capsule
-            .sha256
-            .chars()
-            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
-    {
-        return Err(BuildError::BadDigest);
     }
     let image = cfg
         .image_for(&spec.framework)
@@ -425,68 +448,61 @@ pub fn build_rayjob(
     }
 
     let head_group = &groups[0];
-    let head = json!({
-        "rayStartParams": ray_start_params(head_group)?,
-        "template": pod_template(head_group, true, job, capsule, cfg, image),
-    });
+    let head = HeadGroupSpec {
+        ray_start_params: ray_start_params(head_group)?,
+        template: pod_template(head_group, true, job, capsule, cfg, image)?,
+    };
     let mut workers = Vec::new();
     for (i, group) in groups.iter().enumerate() {
-        let replicas = if i == 0 {
+        let n = if i == 0 {
             group.pool.nodes.saturating_sub(1)
         } else {
             group.pool.nodes
         };
-        if replicas == 0 {
+        if n == 0 {
             continue;
         }
-        workers.push(json!({
-            "groupName": group.pool.name,
-            "replicas": replicas,
-            "minReplicas": replicas,
-            "maxReplicas": replicas,
-            "rayStartParams": ray_start_params(group)?,
-            "template": pod_template(group, false, job, capsule, cfg, image),
-        }));
+        workers.push(WorkerGroupSpec {
+            group_name: group.pool.name.clone(),
+            replicas: replicas(n),
+            min_replicas: replicas(n),
+            max_replicas: replicas(n),
+            ray_start_params: ray_start_params(group)?,
+            template: pod_template(group, false, job, capsule, cfg, image)?,
+        });
     }
 
-    let mut labels = Map::new();
-    for (k, v) in &spec.labels {
-        labels.insert(k.clone(), v.clone().into());
-    }
-    labels.extend(forge_labels(job.id, job.team));
-
-    let mut rayjob_spec = json!({
-        "entrypoint": spec.entrypoint,
-        "runtimeEnvYAML": runtime_env_yaml(job, capsule, cfg)?,
-        "submissionMode": "K8sJobMode",
-        "shutdownAfterJobFinishes": true,
-        "backoffLimit": 0,
-        "ttlSecondsAfterFinished": cfg.kuberay.ttl_seconds,
-        "preRunningDeadlineSeconds": spec
-            .deadlines
-            .pre_running_seconds
-            .unwrap_or(i64::from(cfg.kuberay.prerunning_deadline_s)),
-        "rayClusterSpec": {
-            "rayVersion": ray_version,
-            "headGroupSpec": head,
-            "workerGroupSpecs": workers,
+    let mut labels = spec.labels.clone();
+    labels.extend(job_labels(job.id, job.team));
+    let mut rayjob = RayJob::new(
+        &rayjob_name(job.id),
+        RayJobSpec {
+            entrypoint: spec.entrypoint.clone(),
+            runtime_env_yaml: Some(runtime_env_yaml(job, capsule, cfg)?),
+            submission_mode: Some("K8sJobMode".into()),
+            shutdown_after_job_finishes: Some(true),
+            backoff_limit: Some(0),
+            ttl_seconds_after_finished: Some(cfg.kuberay.ttl_seconds),
+            pre_running_deadline_seconds: Some(
+                spec.deadlines
+                    .pre_running_seconds
+                    .unwrap_or(i64::from(cfg.kuberay.prerunning_deadline_s)),
+            ),
+            active_deadline_seconds: spec.deadlines.active_seconds,
+            ray_cluster_spec: Some(RayClusterSpec {
+                ray_version: Some(ray_version.into()),
+                head_group_spec: head,
+                worker_group_specs: workers,
+            }),
         },
-    });
-    if let Some(active) = spec.deadlines.active_seconds {
-        rayjob_spec["activeDeadlineSeconds"] = active.into();
-    }
-
-    Ok(json!({
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {
-            "name": rayjob_name(job.id),
-            "namespace": cfg.k8s.namespace,
-            "labels": labels,
-            "annotations": {ANNOTATION_CAPSULE: capsule.sha256},
-        },
-        "spec": rayjob_spec,
-    }))
+    );
+    rayjob.metadata.namespace = Some(cfg.k8s.namespace.clone());
+    rayjob.metadata.labels = Some(labels);
+    rayjob.metadata.annotations = Some(BTreeMap::from([(
+        ANNOTATION_CAPSULE.to_string(),
+        capsule.digest.to_string(),
+    )]));
+    Ok(rayjob)
 }
 
 #[cfg(test)]

@@ -12,9 +12,30 @@ use serde_json::{Value, json};
 use forge_capsule::init_container::{INIT_CONTAINER_NAME, MOUNT_PATH, VOLUME_NAME};
 
 use super::*;
+use crate::cluster::labels::{LABEL_JOB_ID, LABEL_MANAGED_BY, LABEL_TEAM};
 use crate::jobspec::Deadlines;
 
-const CRD: &str = include_str!("../../kubesim/crds/ray.io_rayjobs.yaml");
+/// The chain's initial placement of a spec: each pool with its requested series.
+fn initial(s: &JobSpec) -> Placement {
+    Placement {
+        pools: s
+            .pools
+            .iter()
+            .map(|p| PoolPlacement {
+                pool: p.name.clone(),
+                series: p.series.clone(),
+                ..PoolPlacement::default()
+            })
+            .collect(),
+    }
+}
+
+/// The built RayJob as the API server receives it.
+fn json_of(r: RayJob) -> Value {
+    serde_json::to_value(r).expect("RayJob serializes")
+}
+
+const CRD: &str = include_str!("../../kube-emulator/crds/ray.io_rayjobs.yaml");
 
 /// Adds `additionalProperties: false` to every object schema that lists properties
 /// and does not preserve unknown fields.
@@ -41,7 +62,7 @@ fn strictify(schema: &mut Value) {
 fn crd_validator() -> &'static jsonschema::Validator {
     static V: OnceLock<jsonschema::Validator> = OnceLock::new();
     V.get_or_init(|| {
-        let crd: Value = serde_yaml::from_str(CRD).expect("CRD parses");
+        let crd: Value = serde_saphyr::from_str(CRD).expect("CRD parses");
         let versions = crd["spec"]["versions"].as_array().expect("versions");
         let v1 = versions.iter().find(|v| v["name"] == "v1").expect("v1");
         let mut schema = v1["schema"]["openAPIV3Schema"].clone();
@@ -99,7 +120,8 @@ fn operator_violations(m: &Value) -> Vec<String> {
     if m["spec"]["shutdownAfterJobFinishes"] != true || m["spec"]["backoffLimit"] != 0 {
         out.push("shutdown/backoff".into());
     }
-    if serde_yaml::from_str::<Value>(m["spec"]["runtimeEnvYAML"].as_str().unwrap_or("")).is_err() {
+    if serde_saphyr::from_str::<Value>(m["spec"]["runtimeEnvYAML"].as_str().unwrap_or("")).is_err()
+    {
         out.push("runtimeEnvYAML does not parse".into());
     }
     out
@@ -151,7 +173,7 @@ const SHA: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abc
 fn capsule(init: bool) -> CapsuleRef {
     let url = format!("https://objects.example/capsules/{SHA}.zip");
     CapsuleRef {
-        sha256: SHA.into(),
+        digest: Digest::parse(SHA).expect("digest"),
         init: init.then(|| {
             let parsed = url::Url::parse(&url).expect("url");
             forge_capsule::init_container(&parsed, SHA, Some("busybox:1.36")).expect("init")
@@ -166,7 +188,7 @@ fn build(s: &JobSpec, cfg: &Config, init: bool) -> Value {
         team: "team-a",
         spec: s,
     };
-    build_rayjob(&job, &Placement::initial(s), &capsule(init), cfg).expect("builds")
+    json_of(build_rayjob(&job, &initial(s), &capsule(init), cfg).expect("builds"))
 }
 
 #[test]
@@ -210,7 +232,7 @@ fn exact_shape_of_a_two_pool_job() {
     assert_eq!(sp["rayClusterSpec"]["rayVersion"], "2.55.1");
 
     let env: Value =
-        serde_yaml::from_str(sp["runtimeEnvYAML"].as_str().expect("yaml")).expect("parses");
+        serde_saphyr::from_str(sp["runtimeEnvYAML"].as_str().expect("yaml")).expect("parses");
     assert_eq!(
         env["working_dir"],
         format!("https://objects.example/capsules/{SHA}.zip")
@@ -334,8 +356,8 @@ fn init_container_mode_uses_file_working_dir_and_capsule_volume() {
         true,
     );
     assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
-    let env: Value =
-        serde_yaml::from_str(m["spec"]["runtimeEnvYAML"].as_str().expect("yaml")).expect("parses");
+    let env: Value = serde_saphyr::from_str(m["spec"]["runtimeEnvYAML"].as_str().expect("yaml"))
+        .expect("parses");
     assert_eq!(
         env["working_dir"],
         format!("file:///forge/capsule/{SHA}.zip")
@@ -366,10 +388,10 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
         pools: vec![PoolPlacement {
             pool: "main".into(),
             series: Some("b200".into()),
-            node_selector: vec![("topology.kubernetes.io/zone".into(), "z1".into())],
-            ray_resources: vec![("series.b200".into(), 8.0)],
-            labels: vec![("queue".into(), "gold".into())],
-            annotations: vec![("note".into(), "any text at all".into())],
+            node_selector: [("topology.kubernetes.io/zone".into(), "z1".into())].into(),
+            ray_resources: [("series.b200".into(), 8.0)].into(),
+            labels: [("queue".into(), "gold".into())].into(),
+            annotations: [("note".into(), "any text at all".into())].into(),
         }],
     };
     let job = JobView {
@@ -377,7 +399,8 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
         team: "t",
         spec: &s,
     };
-    let m = build_rayjob(&job, &placement, &capsule(false), &cfg_with(&[])).expect("builds");
+    let m =
+        json_of(build_rayjob(&job, &placement, &capsule(false), &cfg_with(&[])).expect("builds"));
     let head = &m["spec"]["rayClusterSpec"]["headGroupSpec"];
     assert_eq!(
         head["template"]["spec"]["nodeSelector"]["starforge/gpu-series"],
@@ -407,8 +430,7 @@ fn failure_paths() {
         team: "t",
         spec: &s,
     };
-    let err =
-        build_rayjob(&job, &Placement::initial(&s), &capsule(false), &cfg).expect_err("no series");
+    let err = build_rayjob(&job, &initial(&s), &capsule(false), &cfg).expect_err("no series");
     assert_eq!(
         err,
         BuildError::NoSeries {
@@ -428,10 +450,10 @@ fn failure_paths() {
         Err(BuildError::PlacementMismatch { .. })
     ));
 
-    let mut bad = Placement::initial(&s);
+    let mut bad = initial(&s);
     bad.pools[0]
         .ray_resources
-        .push(("x'; rm -rf /".into(), 1.0));
+        .insert("x'; rm -rf /".into(), 1.0);
     assert!(matches!(
         build_rayjob(&job, &bad, &capsule(false), &cfg),
         Err(BuildError::InvalidPlacement {
@@ -439,13 +461,13 @@ fn failure_paths() {
             ..
         })
     ));
-    let mut bad = Placement::initial(&s);
-    bad.pools[0].ray_resources.push(("ok".into(), f64::NAN));
+    let mut bad = initial(&s);
+    bad.pools[0].ray_resources.insert("ok".into(), f64::NAN);
     assert!(build_rayjob(&job, &bad, &capsule(false), &cfg).is_err());
-    let mut bad = Placement::initial(&s);
+    let mut bad = initial(&s);
     bad.pools[0]
         .labels
-        .push(("forge.dev/team".into(), "other".into()));
+        .insert("forge.dev/team".into(), "other".into());
     assert!(matches!(
         build_rayjob(&job, &bad, &capsule(false), &cfg),
         Err(BuildError::InvalidPlacement {
@@ -453,18 +475,11 @@ fn failure_paths() {
             ..
         })
     ));
-    let mut bad = Placement::initial(&s);
+    let mut bad = initial(&s);
     bad.pools[0]
         .node_selector
-        .push(("bad key".into(), "v".into()));
+        .insert("bad key".into(), "v".into());
     assert!(build_rayjob(&job, &bad, &capsule(false), &cfg).is_err());
-
-    let mut bad_capsule = capsule(false);
-    bad_capsule.sha256 = "XYZ".into();
-    assert_eq!(
-        build_rayjob(&job, &Placement::initial(&s), &bad_capsule, &cfg),
-        Err(BuildError::BadDigest)
-    );
 
     let mut other = s.clone();
     other.framework = "verl".into();
@@ -474,7 +489,7 @@ fn failure_paths() {
         spec: &other,
     };
     assert_eq!(
-        build_rayjob(&job2, &Placement::initial(&other), &capsule(false), &cfg),
+        build_rayjob(&job2, &initial(&other), &capsule(false), &cfg),
         Err(BuildError::NoImage("verl".into()))
     );
     let job3 = JobView {
@@ -483,7 +498,7 @@ fn failure_paths() {
         spec: &s,
     };
     assert!(matches!(
-        build_rayjob(&job3, &Placement::initial(&s), &capsule(false), &cfg),
+        build_rayjob(&job3, &initial(&s), &capsule(false), &cfg),
         Err(BuildError::BadIdentity { what: "team", .. })
     ));
 
@@ -495,7 +510,7 @@ fn failure_paths() {
         ..cfg.clone()
     };
     assert_eq!(
-        build_rayjob(&job, &Placement::initial(&s), &capsule(false), &local),
+        build_rayjob(&job, &initial(&s), &capsule(false), &local),
         Err(BuildError::NoRayVersion)
     );
 }
@@ -586,13 +601,13 @@ fn arb_pool_placement(p: &PoolSpec) -> impl Strategy<Value = PoolPlacement> + us
                 series: series
                     .or_else(|| requested.clone())
                     .or_else(|| Some("h200".into())),
-                node_selector,
-                ray_resources,
+                node_selector: node_selector.into_iter().collect(),
+                ray_resources: ray_resources.into_iter().collect(),
                 labels: labels
                     .into_iter()
                     .filter(|(k, _)| !k.starts_with("forge.dev/"))
                     .collect(),
-                annotations,
+                annotations: annotations.into_iter().collect(),
             },
         )
 }
@@ -713,8 +728,8 @@ proptest! {
     fn every_generated_manifest_is_valid(case in arb_case()) {
         prop_assert!(case.spec.validate(&case.cfg).is_empty(), "generator made an invalid spec: {:?}", case.spec.validate(&case.cfg));
         let job = JobView { id: &case.job_id, team: &case.team, spec: &case.spec };
-        let m = build_rayjob(&job, &case.placement, &capsule(case.init), &case.cfg)
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let m = json_of(build_rayjob(&job, &case.placement, &capsule(case.init), &case.cfg)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?);
         let errors = crd_errors(&m);
         prop_assert!(errors.is_empty(), "CRD violations: {errors:#?}");
         let violations = operator_violations(&m);
@@ -732,7 +747,7 @@ proptest! {
         let any_gpu = case.spec.pools.iter().any(|p| p.gpus_per_node > 0);
         prop_assert_eq!(gpu_text, case.cfg.k8s.gpu_passthrough && any_gpu);
         prop_assert_eq!(&m["metadata"]["name"], &json!(rayjob_name(&case.job_id)));
-        let env: Value = serde_yaml::from_str(m["spec"]["runtimeEnvYAML"].as_str().unwrap_or("")).expect("yaml");
+        let env: Value = serde_saphyr::from_str(m["spec"]["runtimeEnvYAML"].as_str().unwrap_or("")).expect("yaml");
         for (k, v) in &case.spec.env {
             prop_assert_eq!(&env["env_vars"][k], &json!(v));
         }

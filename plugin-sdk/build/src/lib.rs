@@ -217,3 +217,31 @@ fn rust_lld() -> Result<PathBuf, BuildError> {
         Err(BuildError::NoToolchain)
     }
 }
+
+/// The component bytes of plugin `name` of the Forge workspace at `root` — a reference
+/// policy under `plugins/` or a test fixture under `tests/fixtures/plugins/` — built
+/// (if needed) with the `plugin` profile into `root/target/plugins`. For the
+/// workspace's own tests and benchmarks. Callers in one process are serialized;
+/// cargo's own lock serializes processes.
+pub fn workspace_component(root: &Path, name: &str) -> Result<Vec<u8>, BuildError> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let reference = root.join("plugins").join(name);
+    let dir = if reference.exists() {
+        reference
+    } else {
+        root.join("tests/fixtures/plugins").join(name)
+    };
+    let opts = BuildOptions {
+        profile: "plugin".into(),
+        target_dir: root.join("target/plugins"),
+        out_dir: root.join("target/plugins/components"),
+    };
+    let path = build(&dir, &opts)?;
+    std::fs::read(&path).map_err(|source| BuildError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}

@@ -1,0 +1,68 @@
+//! Configuration of the simulated controllers: the kubelet's run mode (really run
+//! the jobs, or the timed model), failing images, the scratch root, simulated pull
+//! time, back-off base and reconcile concurrency.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::timed::TimedModel;
+
+/// How the simulated kubelet runs the submitter pods (and init containers).
+#[derive(Clone, Debug, Default)]
+pub enum RunMode {
+    /// Really run the job: fetch and unpack `working_dir`, run the entrypoint with
+    /// `sh -c`, and run init containers' commands on the host.
+    #[default]
+    Process,
+    /// No process: run time and outcome come from a [`TimedModel`] (scale tests).
+    Timed(TimedModel),
+}
+
+/// Configuration of the simulated controllers.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// Run mode of the kubelet.
+    pub mode: RunMode,
+    /// Images whose pulls fail (`ErrImagePull` then `ImagePullBackOff`). Matched against
+    /// the image string as written in the pod spec.
+    pub failing_images: BTreeSet<String>,
+    /// Root of the kubelet's host scratch space: emptyDir volumes live in
+    /// `<root>/pods/<pod uid>/volumes/<volume>`, unpacked jobs in `<root>/jobs/…`.
+    ///
+    /// A root that does not exist when [`crate::Sim::start`] runs is created by the
+    /// simulator and removed again when it is shut down or dropped; an existing
+    /// directory belongs to the caller and is left in place. The default is a fresh
+    /// `<tmp>/forge-kubesim-<pid>-<n>` per configuration, so simulators running side by
+    /// side in one process never share (or remove) each other's scratch space.
+    pub scratch_root: PathBuf,
+    /// Simulated image pull time (per image, first pull on a node).
+    pub image_pull: Duration,
+    /// Base of the kubelet back-off (image pulls, crashing init containers); doubles up
+    /// to 300 s like the real kubelet (which starts at 10 s).
+    pub backoff_base: Duration,
+    /// Number of RayJob / RayCluster / Job reconciles run concurrently (0 = unbounded).
+    pub concurrency: u16,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            mode: RunMode::Process,
+            failing_images: BTreeSet::new(),
+            scratch_root: default_scratch_root(),
+            image_pull: Duration::from_millis(200),
+            backoff_base: Duration::from_secs(10),
+            concurrency: 0,
+        }
+    }
+}
+
+/// A scratch root no other default configuration of this process uses:
+/// `<tmp>/forge-kubesim-<pid>-<n>`.
+fn default_scratch_root() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("forge-kubesim-{}-{n}", std::process::id()))
+}

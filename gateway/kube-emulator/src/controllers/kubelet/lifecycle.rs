@@ -1,0 +1,207 @@
+//! A pod's life on its node: volumes, init containers in order (really run in
+//! process mode; a failure gives `Init:Error` / `Init:CrashLoopBackOff` with back-off,
+//! or a Failed pod under `restartPolicy: Never`), image pulls, the app containers
+//! started, Running and Ready, and then what the containers do: a KubeRay submitter
+//! pod runs [`Submitter`] until its Ray job is terminal; a Ray node writes its
+//! `ray start` lines and runs until the pod is deleted; any other container just
+//! keeps Running.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Container;
+use kube::ResourceExt;
+use serde_json::json;
+
+use super::pod_status::{PodStatus, Slot};
+use super::ray_node::ray_start_log;
+use super::worker::Worker;
+use crate::controllers::config::RunMode;
+use crate::controllers::events::Kind;
+use crate::controllers::names::{IS_RAY_NODE, NODE_TYPE, SUBMITTER_CONTAINER};
+use crate::controllers::runner::{prepare_volumes, run_init_container};
+use crate::controllers::submitter::Submitter;
+
+impl Worker {
+    /// Runs the pod until it completes, is deleted or the kubelet shuts down.
+    pub(super) async fn run(self) {
+        if let Err(e) = prepare_volumes(&self.shared.cfg.scratch_root, &self.pod) {
+            tracing::warn!(error = %e, "could not create pod volumes");
+        }
+        let mut st = PodStatus::admitted(&self.pod, &self.node);
+        self.push(&st).await;
+        let init_cs = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.init_containers.clone())
+            .unwrap_or_default();
+        for (i, c) in init_cs.iter().enumerate() {
+            if !self.init_container(&mut st, i, c).await {
+                return;
+            }
+        }
+        if !self.start_containers(&mut st).await {
+            return;
+        }
+        self.run_containers(st).await;
+    }
+
+    /// Runs init container `i` until it exits 0 (restarting it with back-off);
+    /// `false` when the pod stops here (failed for good, or cancelled).
+    async fn init_container(&self, st: &mut PodStatus, i: usize, c: &Container) -> bool {
+        let field = format!("spec.initContainers{{{}}}", c.name);
+        let restart_never = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.as_deref())
+            == Some("Never");
+        let mut attempt = 0u32;
+        loop {
+            if !self.pull(st, Slot::Init(i), c, &field).await {
+                return false;
+            }
+            self.created_and_started(&field, &c.name).await;
+            st.init[i].start();
+            let started_at = st.init[i].started_at();
+            self.push(st).await;
+            let code = self.exec_init(c).await;
+            self.shared.logs.close(&self.ns(), &self.name(), &c.name);
+            let Some(code) = code else { return false };
+            let terminated = st.init[i].terminated(code, &started_at);
+            st.init[i].started = false;
+            if code == 0 {
+                st.init[i].state = terminated;
+                st.init[i].ready = true;
+                return true;
+            }
+            if restart_never {
+                st.init[i].state = terminated;
+                st.phase = "Failed";
+                st.completed = true;
+                self.push(st).await;
+                return false;
+            }
+            st.init[i].state = terminated.clone();
+            self.push(st).await;
+            let wait = self.backoff(attempt);
+            let (uid, name, ns) = (self.pod.uid().unwrap_or_default(), self.name(), self.ns());
+            let msg = format!(
+                "Back-off restarting failed container {} in pod {name}_{ns}({uid})",
+                c.name
+            );
+            self.event(&field, Kind::Warning, "BackOff", &msg).await;
+            let s = &mut st.init[i];
+            s.last_state = terminated;
+            s.restarts += 1;
+            s.state = json!({"waiting": {"reason": "CrashLoopBackOff", "message":
+                format!("back-off {}s restarting failed container={} pod={name}_{ns}({uid})", wait.as_secs(), c.name)}});
+            self.push(st).await;
+            if !self.sleep(wait).await {
+                return false;
+            }
+            attempt += 1;
+        }
+    }
+
+    /// The exit code of one run of init container `c` (`None`: cancelled).
+    async fn exec_init(&self, c: &Container) -> Option<i32> {
+        match &self.shared.cfg.mode {
+            RunMode::Timed(_) => Some(0),
+            RunMode::Process => {
+                let cfg = &self.shared.cfg;
+                run_init_container(
+                    &cfg.scratch_root,
+                    &self.shared.logs,
+                    &self.pod,
+                    c,
+                    &self.cancel,
+                )
+                .await
+                .unwrap_or_else(|e| {
+                    let line = format!("exec: {e}\n");
+                    let (ns, name) = (self.ns(), self.name());
+                    self.shared
+                        .logs
+                        .append(&ns, &name, &c.name, line.as_bytes());
+                    Some(127)
+                })
+            }
+        }
+    }
+
+    /// Pulls the app containers' images and starts them: Running, then Ready (after
+    /// the timed model's start time). `false` when cancelled.
+    async fn start_containers(&self, st: &mut PodStatus) -> bool {
+        st.initialized = true;
+        for m in &mut st.main {
+            m.state = json!({"waiting": {"reason": "ContainerCreating"}});
+        }
+        self.push(st).await;
+        let main_cs = self
+            .pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.clone())
+            .unwrap_or_default();
+        for (i, c) in main_cs.iter().enumerate() {
+            let field = format!("spec.containers{{{}}}", c.name);
+            if !self.pull(st, Slot::Main(i), c, &field).await {
+                return false;
+            }
+        }
+        for (i, c) in main_cs.iter().enumerate() {
+            let field = format!("spec.containers{{{}}}", c.name);
+            self.created_and_started(&field, &c.name).await;
+            st.main[i].start();
+        }
+        st.phase = "Running";
+        self.push(st).await;
+        if let RunMode::Timed(m) = &self.shared.cfg.mode
+            && m.start_secs > 0.0
+            && !self.sleep(Duration::from_secs_f64(m.start_secs)).await
+        {
+            return false;
+        }
+        for m in &mut st.main {
+            m.ready = true;
+        }
+        st.ready = true;
+        self.push(st).await;
+        true
+    }
+
+    /// What the started containers do, until they end or the pod is deleted.
+    async fn run_containers(&self, mut st: PodStatus) {
+        let first = st.main.first().map(|c| c.name.clone());
+        if first.as_deref() == Some(SUBMITTER_CONTAINER) {
+            let submitter = Submitter::new(self.shared.clone(), &self.pod, self.cancel.clone());
+            let Some(code) = submitter.run().await else {
+                return;
+            };
+            let s = &mut st.main[0];
+            s.state = s.terminated(code, &s.started_at());
+            s.ready = false;
+            s.started = false;
+            st.ready = false;
+            st.completed = true;
+            st.phase = if code == 0 { "Succeeded" } else { "Failed" };
+            self.shared
+                .logs
+                .close(&self.ns(), &self.name(), SUBMITTER_CONTAINER);
+            self.push(&st).await;
+            return;
+        }
+        if self.pod.labels().get(IS_RAY_NODE).map(String::as_str) == Some("yes")
+            && let Some(c) = first
+        {
+            let head = self.pod.labels().get(NODE_TYPE).map(String::as_str) == Some("head");
+            let log = ray_start_log(head, &st.pod_ip);
+            self.shared
+                .logs
+                .append(&self.ns(), &self.name(), &c, log.as_bytes());
+        }
+        // Runs until the pod is deleted (its logs go with it).
+        self.cancel.cancelled().await;
+    }
+}

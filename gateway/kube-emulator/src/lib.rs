@@ -1,0 +1,28 @@
+//! Kubernetes + KubeRay emulator (see `README.md` in this crate).
+//!
+//! An in-memory Kubernetes API server speaking the real REST protocol (`server`,
+//! `store`), with CRD validation/defaulting from the real KubeRay CRDs (`schema`),
+//! discovery good enough for `kubectl`, fault injection (`faults`), plus a simulated
+//! KubeRay operator, scheduler and kubelet (in [`controllers`]) that talk to it only
+//! through `kube::Client`, like real controllers do. With the cargo feature `testing`,
+//! `testing` has the emulator presets integration tests share.
+
+pub mod controllers;
+pub mod discovery;
+pub mod error;
+pub mod faults;
+pub mod logs;
+pub mod resources;
+pub mod schema;
+pub mod selector;
+pub mod server;
+pub mod sim;
+pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use controllers::{ControllerConfig, RunMode, TimedModel};
+pub use error::{ApiError, Cause};
+pub use faults::{FailRule, FaultRequest, Faults};
+pub use logs::{LogError, LogStore};
+pub use sim::{NodeSpec, Sim, SimConfig, SimError, TOKEN};

@@ -1,0 +1,28 @@
+//! What the HTTP handlers share: the store, fault injection, pod logs, the shutdown
+//! token that ends streams, the bookmark interval and the advertised address.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::faults::Faults;
+use crate::logs::LogStore;
+use crate::store::Store;
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// Object store.
+    pub store: Arc<Store>,
+    /// Fault injection.
+    pub faults: Arc<Faults>,
+    /// Pod logs.
+    pub logs: Arc<LogStore>,
+    /// Cancelled on shutdown (ends watches and log follows).
+    pub shutdown: CancellationToken,
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK.
+    pub bookmark_interval: Duration,
+    /// `host:port` advertised in `/api`.
+    pub address: String,
+}

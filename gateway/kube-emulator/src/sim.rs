@@ -1,0 +1,532 @@
+//! The emulator as a library: [`SimConfig`] describes the cluster, [`Sim::start`]
+//! binds the HTTP listener, seeds namespaces and nodes, runs the garbage collector and
+//! starts the simulated controllers (`controllers::run`) against the server through a
+//! real `kube::Client`. A kubelet scratch root the simulator had to create is removed
+//! again when the [`Sim`] is shut down or dropped, so runs leave nothing in `/tmp`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::controllers::{self, ControllerConfig};
+use crate::faults::Faults;
+use crate::logs::LogStore;
+use crate::resources::{NAMESPACES, NODES};
+use crate::server::{AppState, router};
+use crate::store::{Store, now_rfc3339};
+
+/// Errors starting or driving the emulator.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// Could not bind the listener.
+    #[error("bind {addr}: {source}")]
+    Bind {
+        /// Requested address.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Seeding a namespace or node failed.
+    #[error("seed {what}: {message}")]
+    Seed {
+        /// Object being seeded.
+        what: String,
+        /// Why.
+        message: String,
+    },
+    /// Building the kube client failed.
+    #[error("kube client: {0}")]
+    Client(#[from] kube::Error),
+    /// Writing the kubeconfig failed.
+    #[error("write kubeconfig {path}: {source}")]
+    Write {
+        /// Target path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Creating the kubelet's scratch root failed.
+    #[error("create scratch root {path}: {source}")]
+    Scratch {
+        /// The scratch root.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Bad `--nodes` layout string.
+    #[error("invalid node layout {0:?}: expected series=COUNTxGPUS[,...]")]
+    Layout(String),
+}
+
+/// One simulated node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// Node name.
+    pub name: String,
+    /// GPU series label value (`h100`), if a GPU node.
+    pub series: Option<String>,
+    /// `nvidia.com/gpu` capacity.
+    pub gpus: u32,
+    /// CPU cores.
+    pub cpu: u32,
+    /// Memory quantity (`512Gi`).
+    pub memory: String,
+    /// Cordoned (`spec.unschedulable`).
+    pub unschedulable: bool,
+    /// Ready condition.
+    pub ready: bool,
+}
+
+impl NodeSpec {
+    /// A ready, schedulable GPU node with 64 CPUs and 512Gi.
+    pub fn gpu(name: impl Into<String>, series: impl Into<String>, gpus: u32) -> Self {
+        Self {
+            name: name.into(),
+            series: Some(series.into()),
+            gpus,
+            cpu: 64,
+            memory: "512Gi".into(),
+            unschedulable: false,
+            ready: true,
+        }
+    }
+
+    /// Parses a layout like `h100=4x8,a100=2x8` (4 nodes with 8 GPUs of series h100,
+    /// ...). Nodes are named `<series>-<index>` (`h100-0`).
+    pub fn parse_layout(layout: &str) -> Result<Vec<Self>, SimError> {
+        let bad = || SimError::Layout(layout.to_owned());
+        let mut out = Vec::new();
+        for part in layout.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (series, shape) = part.split_once('=').ok_or_else(bad)?;
+            let (count, gpus) = shape.split_once('x').ok_or_else(bad)?;
+            let count: u32 = count.parse().map_err(|_| bad())?;
+            let gpus: u32 = gpus.parse().map_err(|_| bad())?;
+            for i in 0..count {
+                out.push(Self::gpu(format!("{series}-{i}"), series, gpus));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The Node object, labelled with `gpu_label`.
+    pub fn to_node(&self, gpu_label: &str) -> Value {
+        let mut labels = json!({
+            "kubernetes.io/hostname": self.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+        });
+        if let Some(s) = &self.series {
+            labels[gpu_label] = json!(s);
+        }
+        let resources = json!({
+            "cpu": self.cpu.to_string(),
+            "memory": self.memory,
+            "pods": "110",
+            "nvidia.com/gpu": self.gpus.to_string(),
+            "ephemeral-storage": "1Ti",
+        });
+        let mut taints = Vec::new();
+        if self.unschedulable {
+            taints.push(json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": now_rfc3339()}));
+        }
+        if !self.ready {
+            taints.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule", "timeAdded": now_rfc3339()}));
+        }
+        let mut spec = json!({});
+        if self.unschedulable {
+            spec["unschedulable"] = json!(true);
+        }
+        if !taints.is_empty() {
+            spec["taints"] = json!(taints);
+        }
+        let now = now_rfc3339();
+        json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "labels": labels},
+            "spec": spec,
+            "status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "conditions": [{
+                    "type": "Ready",
+                    "status": if self.ready { "True" } else { "False" },
+                    "reason": if self.ready { "KubeletReady" } else { "KubeletNotReady" },
+                    "message": if self.ready { "kubelet is posting ready status" } else { "container runtime network not ready" },
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }],
+                "addresses": [{"type": "Hostname", "address": self.name}, {"type": "InternalIP", "address": "10.0.0.1"}],
+                "nodeInfo": {
+                    "kubeletVersion": "v1.33.0-forge-kubesim",
+                    "containerRuntimeVersion": "forge-kubesim://1",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                    "osImage": "forge-kubesim",
+                    "kernelVersion": "6.0.0",
+                    "kubeProxyVersion": "",
+                    "machineID": "", "systemUUID": "", "bootID": "",
+                },
+            },
+        })
+    }
+}
+
+/// Emulator configuration.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Listen address (`127.0.0.1:0` for an ephemeral port).
+    pub listen: SocketAddr,
+    /// Namespaces created at start (default `["starforge"]`). The first one is the
+    /// kubeconfig's and client's default namespace.
+    pub namespaces: Vec<String>,
+    /// Nodes created at start.
+    pub nodes: Vec<NodeSpec>,
+    /// Node label key holding the GPU series (default `starforge/gpu-series`).
+    pub gpu_node_label: String,
+    /// Configuration of the simulated operator, scheduler and kubelet (run mode...).
+    pub controllers: ControllerConfig,
+    /// Whether to start the simulated controllers (off: a bare API server).
+    pub run_controllers: bool,
+    /// Watch events retained; watches from older resourceVersions get 410 Gone.
+    pub event_window: usize,
+    /// BOOKMARK interval for watches that allow bookmarks.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            namespaces: vec!["starforge".into()],
+            nodes: Vec::new(),
+            gpu_node_label: "starforge/gpu-series".into(),
+            controllers: ControllerConfig::default(),
+            run_controllers: true,
+            event_window: 20_000,
+            bookmark_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A running emulator.
+#[derive(Debug)]
+pub struct Sim {
+    addr: SocketAddr,
+    namespace: String,
+    store: Arc<Store>,
+    faults: Arc<Faults>,
+    logs: Arc<LogStore>,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+    /// The kubelet's scratch root when the simulator created it (removed on drop).
+    /// Declared last so it is removed after everything else has been dropped.
+    scratch: Option<ScratchDir>,
+}
+
+/// A directory the simulator created; removed (recursively, best effort) on drop.
+#[derive(Debug)]
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// Creates `path` if it does not exist yet and returns the guard that removes it;
+    /// `None` if it already existed (then it is the caller's).
+    fn claim(path: &Path) -> Result<Option<Self>, SimError> {
+        if path.exists() {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(path).map_err(|source| SimError::Scratch {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(Some(Self(path.to_path_buf())))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %self.0.display(), error = %e, "removing kubesim scratch root");
+            }
+        }
+    }
+}
+
+/// Bearer token written to the kubeconfig (the server accepts any token).
+pub const TOKEN: &str = "kubesim";
+
+impl Sim {
+    /// Binds, seeds namespaces and nodes, and starts the server, garbage collector and
+    /// (if enabled) the simulated controllers.
+    pub async fn start(cfg: SimConfig) -> Result<Self, SimError> {
+        let logs = Arc::new(LogStore::new());
+        let store = Arc::new(Store::new(cfg.event_window, logs.clone()));
+        let faults = Arc::new(Faults::new(store.clone()));
+        for ns in &cfg.namespaces {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            store
+                .create(NAMESPACES, "", obj)
+                .map_err(|e| SimError::Seed {
+                    what: format!("namespace {ns}"),
+                    message: e.to_string(),
+                })?;
+        }
+        for node in &cfg.nodes {
+            store
+                .create(NODES, "", node.to_node(&cfg.gpu_node_label))
+                .map_err(|e| SimError::Seed {
+                    what: format!("node {}", node.name),
+                    message: e.to_string(),
+                })?;
+        }
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| SimError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SimError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+        let shutdown = CancellationToken::new();
+        let state = AppState {
+            store: store.clone(),
+            faults: faults.clone(),
+            logs: logs.clone(),
+            shutdown: shutdown.clone(),
+            bookmark_interval: cfg.bookmark_interval,
+            address: addr.to_string(),
+        };
+        let app = router(state);
+        let mut tasks = Vec::new();
+        let stop = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            let serve = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "kubesim server stopped");
+            }
+        }));
+        let gc_store = store.clone();
+        let stop = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = gc_store.gc_wanted() => {}
+                }
+                let changes = gc_store.gc_pass();
+                tracing::debug!(changes, "garbage collector pass");
+            }
+        }));
+        let namespace = cfg
+            .namespaces
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "default".into());
+        let sim = Self {
+            addr,
+            namespace,
+            store,
+            faults,
+            logs,
+            shutdown,
+            tasks,
+            scratch: None,
+        };
+        if cfg.run_controllers {
+            let mut sim = sim;
+            // Only the controllers (the kubelet) write to the scratch root.
+            sim.scratch = ScratchDir::claim(&cfg.controllers.scratch_root)?;
+            let client = sim.client()?;
+            let logs = sim.logs.clone();
+            let stop = sim.shutdown.clone();
+            let ccfg = cfg.controllers.clone();
+            let handle = tokio::spawn(async move {
+                if let Err(e) = controllers::run(client, ccfg, logs, stop).await {
+                    tracing::error!(error = %e, "kubesim controllers stopped");
+                }
+            });
+            sim.tasks.push(handle);
+            return Ok(sim);
+        }
+        Ok(sim)
+    }
+
+    /// Server URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Default namespace (the first configured one).
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// A kubeconfig for this server (context `kubesim`, static token [`TOKEN`]).
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n    server: {url}\ncontexts:\n- name: kubesim\n  context:\n    cluster: kubesim\n    user: kubesim\n    namespace: {ns}\ncurrent-context: kubesim\nusers:\n- name: kubesim\n  user:\n    token: {TOKEN}\npreferences: {{}}\n",
+            url = self.url(),
+            ns = self.namespace,
+        )
+    }
+
+    /// Writes [`Sim::kubeconfig_yaml`] to `path`.
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<(), SimError> {
+        let path = path.as_ref();
+        std::fs::write(path, self.kubeconfig_yaml()).map_err(|source| SimError::Write {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// A `kube::Client` for this server, defaulting to [`Sim::namespace`].
+    pub fn client(&self) -> Result<kube::Client, SimError> {
+        let uri: axum::http::Uri =
+            self.url()
+                .parse()
+                .map_err(|e: axum::http::uri::InvalidUri| SimError::Seed {
+                    what: "url".into(),
+                    message: e.to_string(),
+                })?;
+        let mut config = kube::Config::new(uri);
+        config.default_namespace = self.namespace.clone();
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Fault injection.
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// Every object of `resource` (a plural) the API server ever created, oldest
+    /// first — its audit trail, which no dropped watch can hide.
+    pub fn created(&self, resource: &str) -> Vec<crate::store::Created> {
+        self.store.created(resource)
+    }
+
+    /// Pod log store (what the simulated kubelet writes).
+    pub fn logs(&self) -> &Arc<LogStore> {
+        &self.logs
+    }
+
+    /// Current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.store.current_rv()
+    }
+
+    /// Stops the server, watches, garbage collector and controllers, then removes the
+    /// scratch root if the simulator created it.
+    pub async fn shutdown(mut self) {
+        self.shutdown.cancel();
+        for t in std::mem::take(&mut self.tasks) {
+            if tokio::time::timeout(Duration::from_secs(5), t)
+                .await
+                .is_err()
+            {
+                tracing::warn!("kubesim task did not stop within 5s");
+            }
+        }
+    }
+}
+
+impl Drop for Sim {
+    /// Cancels everything; the scratch root (if the simulator created it) is removed
+    /// right after, when the `scratch` field is dropped. Without [`Sim::shutdown`] the
+    /// cancelled tasks are not awaited first, so removal is best effort there.
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_controllers(scratch_root: PathBuf) -> SimConfig {
+        SimConfig {
+            controllers: ControllerConfig {
+                scratch_root,
+                ..ControllerConfig::default()
+            },
+            ..SimConfig::default()
+        }
+    }
+
+    #[test]
+    fn default_scratch_roots_are_distinct() {
+        let a = ControllerConfig::default().scratch_root;
+        let b = ControllerConfig::default().scratch_root;
+        assert_ne!(a, b);
+        let prefix = format!("forge-kubesim-{}-", std::process::id());
+        for p in [&a, &b] {
+            let name = p.file_name().and_then(|n| n.to_str()).expect("name");
+            assert!(name.starts_with(&prefix), "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn created_scratch_root_is_removed_on_shutdown() {
+        let cfg = SimConfig::default();
+        let root = cfg.controllers.scratch_root.clone();
+        assert!(!root.exists());
+        let sim = Sim::start(cfg).await.expect("start");
+        assert!(root.is_dir(), "scratch root created at start");
+        std::fs::create_dir_all(root.join("jobs/ns/id")).expect("write into scratch");
+        sim.shutdown().await;
+        assert!(!root.exists(), "{} left behind", root.display());
+    }
+
+    #[tokio::test]
+    async fn created_scratch_root_is_removed_on_drop() {
+        let cfg = SimConfig::default();
+        let root = cfg.controllers.scratch_root.clone();
+        let sim = Sim::start(cfg).await.expect("start");
+        std::fs::write(root.join("marker"), b"x").expect("write into scratch");
+        drop(sim);
+        assert!(!root.exists(), "{} left behind", root.display());
+    }
+
+    #[tokio::test]
+    async fn existing_scratch_root_is_left_in_place() {
+        let root = std::env::temp_dir().join(format!(
+            "forge-kubesim-test-existing-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&root).expect("create");
+        let sim = Sim::start(with_controllers(root.clone()))
+            .await
+            .expect("start");
+        sim.shutdown().await;
+        let kept = root.is_dir();
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert!(kept, "caller's scratch root was removed");
+    }
+
+    #[tokio::test]
+    async fn bare_server_creates_no_scratch_root() {
+        let cfg = SimConfig {
+            run_controllers: false,
+            ..SimConfig::default()
+        };
+        let root = cfg.controllers.scratch_root.clone();
+        let sim = Sim::start(cfg).await.expect("start");
+        assert!(!root.exists());
+        sim.shutdown().await;
+    }
+}

@@ -1,0 +1,10 @@
+//! The emulator's integration tests, one binary: each module drives a
+//! `forge_kubesim::Sim` on port 0 only through the real `kube` client (or
+//! `/usr/bin/kubectl`), like the gateway does. Shared helpers live in `support`,
+//! fixtures in `tests/fixtures/`.
+
+mod api;
+mod kubectl;
+mod operator;
+mod scheduler;
+mod support;

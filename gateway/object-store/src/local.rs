@@ -1,0 +1,221 @@
+//! Embedded local-directory store for `dev` mode.
+//!
+//! Objects live under a directory (`<dir>/<key>`, same key scheme as S3).
+//! Capsule URLs are served by the gateway itself and signed:
+//! `<base>/v1/capsules/<sha>.zip?expires=<unix secs>&sig=<hex HMAC-SHA256>`,
+//! where the MAC covers `GET\n/v1/capsules/<sha>.zip\n<expires>`. The gateway
+//! mounts [`crate::local_routes()`] (the HTTP side, in its own file) in its router;
+//! this file only signs and verifies ([`UrlError`] says why a URL is refused).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use url::Url;
+
+use crate::error::StoreError;
+use crate::file_digest::sha256_file;
+use crate::keys::{capsule_key, validate_digest, validate_key};
+use crate::store::{ObjectStore, PutOutcome, StoreStats};
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Why a signed local URL was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum UrlError {
+    #[error("URL expired")]
+    Expired,
+    #[error("bad signature")]
+    BadSignature,
+    #[error("malformed URL")]
+    Malformed,
+    #[error("capsule not found")]
+    NotFound,
+}
+
+/// Local-directory capsule store with HMAC-signed, expiring URLs.
+pub struct LocalStore {
+    dir: PathBuf,
+    key: Vec<u8>,
+    base_url: Url,
+    stats: Arc<StoreStats>,
+}
+
+impl std::fmt::Debug for LocalStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The HMAC key is a secret: never printed.
+        f.debug_struct("LocalStore")
+            .field("dir", &self.dir)
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl LocalStore {
+    /// A store under `dir` signing URLs with `key` (≥ 16 bytes) for the
+    /// gateway reachable at `base_url` (e.g. `http://forge-gateway:8080`).
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        key: impl Into<Vec<u8>>,
+        base_url: Url,
+    ) -> Result<Self, StoreError> {
+        let key = key.into();
+        if key.len() < 16 {
+            return Err(StoreError::Config(
+                "local store HMAC key must be at least 16 bytes".into(),
+            ));
+        }
+        let dir = dir.into();
+        std::fs::create_dir_all(dir.join("capsules"))?;
+        Ok(Self {
+            dir,
+            key,
+            base_url,
+            stats: Arc::default(),
+        })
+    }
+
+    fn mac(&self, digest: &str, expires: u64) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(&self.key).expect("HMAC accepts any key length");
+        mac.update(format!("GET\n/v1/capsules/{digest}.zip\n{expires}").as_bytes());
+        mac
+    }
+
+    /// Signed URL for `digest` valid until the unix time `expires`.
+    pub fn signed_url(&self, digest: &str, expires: u64) -> Result<Url, StoreError> {
+        validate_digest(digest)?;
+        let sig = hex::encode(self.mac(digest, expires).finalize().into_bytes());
+        let mut url = self
+            .base_url
+            .join(&format!("v1/capsules/{digest}.zip"))
+            .map_err(|e| StoreError::Config(format!("base url: {e}")))?;
+        url.query_pairs_mut()
+            .append_pair("expires", &expires.to_string())
+            .append_pair("sig", &sig);
+        Ok(url)
+    }
+
+    /// Check a signed URL's parts; the capsule's path when valid and present.
+    pub fn verify(&self, digest: &str, expires: u64, sig: &str) -> Result<PathBuf, UrlError> {
+        validate_digest(digest).map_err(|_| UrlError::Malformed)?;
+        let sig = hex::decode(sig).map_err(|_| UrlError::BadSignature)?;
+        // Constant-time comparison.
+        self.mac(digest, expires)
+            .verify_slice(&sig)
+            .map_err(|_| UrlError::BadSignature)?;
+        if expires < now_secs() {
+            return Err(UrlError::Expired);
+        }
+        let path = self.path_of(&format!("capsules/{digest}.zip"));
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(UrlError::NotFound)
+        }
+    }
+
+    fn path_of(&self, key: &str) -> PathBuf {
+        self.dir.join(key)
+    }
+
+    /// Write `src` to `key` through a temp file + rename (atomic).
+    async fn install(&self, key: &str, src: &Path) -> Result<u64, StoreError> {
+        let dst = self.path_of(key);
+        let parent = dst
+            .parent()
+            .expect("keys have a parent directory")
+            .to_owned();
+        tokio::fs::create_dir_all(&parent).await?;
+        let src = src.to_owned();
+        let n = tokio::task::spawn_blocking(move || -> Result<u64, StoreError> {
+            let tmp = tempfile::Builder::new()
+                .prefix(".put-")
+                .tempfile_in(&parent)?;
+            let n = std::fs::copy(&src, tmp.path())?;
+            tmp.persist(&dst).map_err(|e| StoreError::Io(e.error))?;
+            Ok(n)
+        })
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+        Ok(n)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for LocalStore {
+    async fn exists(&self, digest: &str) -> Result<bool, StoreError> {
+        Ok(tokio::fs::try_exists(self.path_of(&capsule_key(digest)?)).await?)
+    }
+
+    async fn put_file(&self, digest: &str, path: &Path) -> Result<PutOutcome, StoreError> {
+        let key = capsule_key(digest)?;
+        if self.exists(digest).await? {
+            self.stats
+                .skipped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(PutOutcome::AlreadyPresent);
+        }
+        let (actual, _) = sha256_file(path).await?;
+        if actual != digest {
+            return Err(StoreError::Integrity {
+                key,
+                expected: digest.to_owned(),
+                actual,
+            });
+        }
+        let n = self.install(&key, path).await?;
+        self.stats
+            .uploads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats
+            .bytes_uploaded
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        self.stats
+            .parts_uploaded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(PutOutcome::Uploaded { parts: 1 })
+    }
+
+    async fn get_url(&self, digest: &str, ttl: Duration) -> Result<Url, StoreError> {
+        self.signed_url(digest, now_secs().saturating_add(ttl.as_secs()))
+    }
+
+    async fn put_object(&self, key: &str, body: Bytes) -> Result<(), StoreError> {
+        validate_key(key)?;
+        let tmp_src = tempfile::NamedTempFile::new_in(&self.dir)?;
+        tokio::fs::write(tmp_src.path(), &body).await?;
+        self.install(key, tmp_src.path()).await?;
+        Ok(())
+    }
+
+    async fn put_object_file(&self, key: &str, path: &Path) -> Result<(), StoreError> {
+        validate_key(key)?;
+        self.install(key, path).await?;
+        Ok(())
+    }
+
+    async fn get_object(&self, key: &str) -> Result<Bytes, StoreError> {
+        validate_key(key)?;
+        match tokio::fs::read(self.path_of(key)).await {
+            Ok(b) => Ok(Bytes::from(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(StoreError::NotFound(key.to_owned()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn stats(&self) -> Arc<StoreStats> {
+        self.stats.clone()
+    }
+}

@@ -1,0 +1,68 @@
+//! The object-store interface shared by the S3 and local (dev) stores: capsules by
+//! content address (stored once, handed out as expiring URLs) and plain objects
+//! (archived logs, policy plugin components) under keys from [`crate::keys`].
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use url::Url;
+
+use crate::error::StoreError;
+
+/// What `put_file` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The bytes were uploaded (`parts` = 1 for a single PUT).
+    Uploaded { parts: u32 },
+    /// The object already existed (content-addressed): nothing was sent.
+    AlreadyPresent,
+}
+
+/// Counters of one store instance (for metrics and tests).
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    pub uploads: AtomicU64,
+    pub skipped: AtomicU64,
+    pub bytes_uploaded: AtomicU64,
+    pub parts_uploaded: AtomicU64,
+}
+
+impl StoreStats {
+    pub fn uploads(&self) -> u64 {
+        self.uploads.load(Ordering::Relaxed)
+    }
+    pub fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+    pub fn bytes_uploaded(&self) -> u64 {
+        self.bytes_uploaded.load(Ordering::Relaxed)
+    }
+    pub fn parts_uploaded(&self) -> u64 {
+        self.parts_uploaded.load(Ordering::Relaxed)
+    }
+}
+
+/// Object storage: content-addressed capsules plus plain objects (archived logs,
+/// policy plugin components).
+#[async_trait::async_trait]
+pub trait ObjectStore: Send + Sync {
+    /// Whether the capsule `digest` is stored.
+    async fn exists(&self, digest: &str) -> Result<bool, StoreError>;
+    /// Store the capsule file at `path` whose SHA-256 is `digest`; skipped when
+    /// it already exists. The bytes are verified against `digest`.
+    async fn put_file(&self, digest: &str, path: &Path) -> Result<PutOutcome, StoreError>;
+    /// A URL any HTTP client can GET the capsule from until `ttl` elapses
+    /// (S3 caps this at 7 days; see `S3Store`).
+    async fn get_url(&self, digest: &str, ttl: Duration) -> Result<Url, StoreError>;
+    /// Store an arbitrary object (e.g. an archived log) under `key`.
+    async fn put_object(&self, key: &str, body: Bytes) -> Result<(), StoreError>;
+    /// Store a file under `key`, streaming it.
+    async fn put_object_file(&self, key: &str, path: &Path) -> Result<(), StoreError>;
+    /// Fetch an object stored with `put_object*` or `put_file`.
+    async fn get_object(&self, key: &str) -> Result<Bytes, StoreError>;
+    /// Counters.
+    fn stats(&self) -> Arc<StoreStats>;
+}

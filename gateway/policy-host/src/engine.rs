@@ -1,0 +1,211 @@
+//! The shared wasmtime engine for policy plugins: configuration (pooling allocator,
+//! epoch interruption), the import linker, the epoch ticker thread and the limits every
+//! call runs under.
+//!
+//! One `PolicyEngine` serves every chain and every plugin version; it is cheap to clone.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::error::LoadError;
+use crate::sandbox::HostState;
+use crate::wit_v0_1_0;
+
+/// Bytes of each linear memory and table reset in place (only the pages the last
+/// instance dirtied, found with Linux's `PAGEMAP_SCAN`) instead of `madvise`d away.
+const KEEP_RESIDENT: usize = 2 << 20;
+
+/// How often the epoch advances; deadlines are counted in these ticks.
+const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Limits and tuning of the policy sandbox.
+#[derive(Debug, Clone)]
+pub struct EngineLimits {
+    /// Per-call wall-clock deadline (FORGE_POLICY_DEADLINE_MS).
+    pub deadline: Duration,
+    /// Maximum size of a plugin's linear memory (FORGE_POLICY_MEMORY_MIB).
+    pub memory_cap_bytes: usize,
+    /// Plugin instances that may be alive at once (sizes the pooling allocator).
+    pub max_instances: u32,
+    /// Largest component accepted for compilation.
+    pub max_component_bytes: usize,
+}
+
+impl Default for EngineLimits {
+    fn default() -> Self {
+        EngineLimits {
+            deadline: Duration::from_millis(50),
+            memory_cap_bytes: 32 << 20,
+            max_instances: 256,
+            max_component_bytes: 16 << 20,
+        }
+    }
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<HostState>,
+    limits: EngineLimits,
+    cache_dir: Option<PathBuf>,
+    stop: Arc<AtomicBool>,
+    /// Components compiled by this engine (precompile-cache misses).
+    compilations: AtomicU64,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The engine, linker and limits shared by all plugins.
+#[derive(Clone)]
+pub struct PolicyEngine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PolicyEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyEngine")
+            .field("limits", &self.inner.limits)
+            .field("cache_dir", &self.inner.cache_dir)
+            .finish()
+    }
+}
+
+impl PolicyEngine {
+    /// Build the engine. `cache_dir`, if given, holds precompiled components keyed by
+    /// content digest and engine compatibility, so restarts do not recompile.
+    pub fn new(limits: EngineLimits, cache_dir: Option<PathBuf>) -> Result<Self, LoadError> {
+        let mut pool = PoolingAllocationConfig::default();
+        let instances = limits.max_instances.max(1);
+        pool.total_component_instances(instances)
+            .total_core_instances(instances.saturating_mul(4))
+            .total_memories(instances.saturating_mul(2))
+            .total_tables(instances.saturating_mul(4))
+            .max_memory_size(limits.memory_cap_bytes)
+            .max_unused_warm_slots(instances.min(64))
+            .pagemap_scan(wasmtime::Enabled::Auto)
+            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .table_keep_resident(KEEP_RESIDENT)
+            .decommit_batch_size(16);
+
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .parallel_compilation(true)
+            .memory_init_cow(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+
+        let mut linker: Linker<HostState> = Linker::new(&engine);
+        wit_v0_1_0::Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| LoadError::Compile(format!("linking host imports: {e:#}")))?;
+
+        if let Some(dir) = &cache_dir {
+            std::fs::create_dir_all(dir).map_err(|e| LoadError::Cache {
+                path: dir.display().to_string(),
+                detail: e.to_string(),
+            })?;
+        }
+
+        let stop = Arc::new(AtomicBool::new(false));
+        spawn_ticker(engine.clone(), stop.clone());
+        Ok(PolicyEngine {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                limits,
+                cache_dir,
+                stop,
+                compilations: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<HostState> {
+        &self.inner.linker
+    }
+
+    /// The limits calls run under.
+    pub fn limits(&self) -> &EngineLimits {
+        &self.inner.limits
+    }
+
+    /// How many components this engine has compiled (as opposed to loading their
+    /// precompiled form from the cache). A restart that finds its cache compiles none.
+    pub fn compilations(&self) -> u64 {
+        self.inner.compilations.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_compilation(&self) {
+        self.inner.compilations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn cache_dir(&self) -> Option<&PathBuf> {
+        self.inner.cache_dir.as_ref()
+    }
+
+    /// Epoch ticks that make up the per-call deadline.
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        let tick = EPOCH_TICK.as_micros().max(1);
+        let ticks = self.inner.limits.deadline.as_micros().div_ceil(tick);
+        // +1: the current tick may be almost over when the call starts.
+        u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
+    }
+
+    pub(crate) fn deadline_ms(&self) -> u64 {
+        u64::try_from(self.inner.limits.deadline.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A fresh store with the sandbox limits installed.
+    pub(crate) fn new_store(&self) -> wasmtime::Store<HostState> {
+        let mut store = wasmtime::Store::new(
+            &self.inner.engine,
+            HostState::new(self.inner.limits.memory_cap_bytes),
+        );
+        store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
+        store.set_epoch_deadline(self.deadline_ticks());
+        store
+    }
+
+    /// A hex key identifying this engine's compiled-code compatibility.
+    pub(crate) fn compatibility_key(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: stable across processes of the same build.
+        #[allow(deprecated)]
+        let mut h = std::hash::SipHasher::new();
+        self.inner
+            .engine
+            .precompile_compatibility_hash()
+            .hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+}
+
+/// Advance the engine's epoch every tick until the engine is dropped.
+fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
+    let spawned = std::thread::Builder::new()
+        .name("forge-policy-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
+        });
+    if let Err(e) = spawned {
+        // Without a ticker no deadline could fire; the host must not run unbounded.
+        tracing::error!("cannot start the policy epoch ticker: {e}");
+        std::process::abort();
+    }
+}

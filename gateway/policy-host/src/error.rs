@@ -1,0 +1,88 @@
+//! Typed failures of the policy host.
+//!
+//! `LoadError` is what an upload or activation gets (the component is refused before it
+//! can ever run); `PluginError` is what one call gets. Every call failure fails the
+//! admission closed; callers branch on the variant for metrics and messages.
+
+use thiserror::Error;
+
+/// Why a component cannot be loaded as a policy plugin.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// The bytes are not a WebAssembly component (a core module, garbage, …).
+    #[error("not a WebAssembly component: {0}")]
+    NotAComponent(String),
+    /// The component imports something other than the policy host interface.
+    #[error("component imports `{0}`, but policies may only import `forge:policy/host`")]
+    ForbiddenImport(String),
+    /// The component does not export the `forge:policy/policy` world of a supported version.
+    #[error("component does not implement a supported policy world ({supported}): {detail}")]
+    WrongWorld {
+        supported: &'static str,
+        detail: String,
+    },
+    /// Compilation failed or exceeded the engine's limits.
+    #[error("component failed to compile: {0}")]
+    Compile(String),
+    /// The precompiled cache could not be read or written.
+    #[error("precompile cache error at {path}: {detail}")]
+    Cache { path: String, detail: String },
+    /// The plugin refused its settings in `validate-settings`.
+    #[error("plugin `{plugin}` rejected its settings: {message}")]
+    InvalidSettings { plugin: String, message: String },
+    /// `validate-settings` itself failed (trap, deadline, memory).
+    #[error("plugin `{plugin}` failed while validating settings: {source}")]
+    SettingsCheckFailed {
+        plugin: String,
+        #[source]
+        source: PluginError,
+    },
+}
+
+/// Why one plugin call failed. The host and the next call are unaffected.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum PluginError {
+    /// The call ran past its deadline and was interrupted.
+    #[error("deadline of {deadline_ms} ms exceeded")]
+    Deadline { deadline_ms: u64 },
+    /// The plugin tried to grow its memory beyond the cap.
+    #[error("memory cap of {cap_bytes} bytes exceeded")]
+    Memory { cap_bytes: usize },
+    /// The plugin trapped (panic, unreachable, out-of-bounds access, …).
+    #[error("plugin trapped: {0}")]
+    Trap(String),
+    /// The plugin returned something the contract forbids.
+    #[error("plugin returned a malformed decision: {0}")]
+    BadOutput(String),
+    /// The host could not instantiate the plugin (e.g. the instance pool is exhausted).
+    #[error("plugin could not be instantiated: {0}")]
+    Instantiate(String),
+}
+
+impl PluginError {
+    /// Stable name of the cause, for metrics labels and API error codes.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            PluginError::Deadline { .. } => "deadline",
+            PluginError::Memory { .. } => "memory",
+            PluginError::Trap(_) => "trap",
+            PluginError::BadOutput(_) => "bad-output",
+            PluginError::Instantiate(_) => "instantiate",
+        }
+    }
+}
+
+/// A chain evaluation that failed closed.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("policy `{plugin}` ({digest}) failed: {source}")]
+pub struct ChainError {
+    /// Name of the failing plugin in the chain.
+    pub plugin: String,
+    /// Version label of the failing plugin.
+    pub version: String,
+    /// Content digest of the failing plugin.
+    pub digest: String,
+    /// What went wrong.
+    #[source]
+    pub source: PluginError,
+}

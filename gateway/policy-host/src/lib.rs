@@ -1,0 +1,31 @@
+//! `forge-policy-host`: the WebAssembly policy host.
+//!
+//! Admission asks a chain of sandboxed policy plugins (components targeting
+//! `forge:policy/policy@0.1.0`, see `wit/`) whether and where a job may run. This crate
+//! runs them and knows nothing of HTTP, jobs or storage, so the gateway, the `forge`
+//! command-line client (`forge plugin run`) and the tests all use the same host with the
+//! same checks and limits.
+//!
+//! - [`PolicyEngine`]: the shared wasmtime engine (pooling allocator, epoch deadline,
+//!   memory cap, precompile cache).
+//! - [`Plugin`]: a checked, compiled component; instantiated fresh for every call.
+//! - [`Chain`]: ordered (plugin, settings) links and the chain semantics.
+//! - [`PolicyRunner`]: runs evaluations off the async workers behind a semaphore.
+//! - [`model`]: the host's version-independent request and decision types.
+//! - [`chain_file`]: chain files (ordered plugins and settings, YAML or JSON).
+
+pub mod chain;
+pub mod chain_file;
+pub mod engine;
+pub mod error;
+pub mod model;
+pub mod plugin;
+pub mod runner;
+mod sandbox;
+mod wit_v0_1_0;
+
+pub use chain::{Chain, ChainLink, ChainOutcome, TraceEntry};
+pub use engine::{EngineLimits, PolicyEngine};
+pub use error::{ChainError, LoadError, PluginError};
+pub use plugin::{Plugin, digest_of};
+pub use runner::{PolicyRunner, RunError};

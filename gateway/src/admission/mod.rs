@@ -1,0 +1,140 @@
+//! Admission: how a job meets the policy. Builds the policy's view of a job (with the
+//! live cluster snapshot and the team's usage, or the dispatcher's adjusted ones), asks
+//! the active chain, and turns the outcome into what is recorded and where the job
+//! queues. Submission, the dispatcher and the dry-run review all come through here, so
+//! they cannot disagree about what a policy sees.
+
+pub mod decision;
+
+use std::sync::Arc;
+
+use forge_policy_host::model::{
+    ClusterView, JobView, PolicyRequest, PoolView, SeriesUsage, StorageMode,
+};
+use forge_policy_host::{ChainOutcome, RunError};
+
+pub use decision::{decision_record, primary_series, rejecting_plugin};
+
+use crate::cluster::Capacity;
+use crate::config::Config;
+use crate::jobs::queue::QueueBoard;
+use crate::jobspec::JobSpec;
+use crate::policy::{Evaluated, PolicyManager};
+
+/// Where an evaluation comes from (the `path` label of the decision metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// A submission.
+    Submit,
+    /// A dispatcher pass re-evaluating a queued job.
+    Queue,
+    /// A dry-run review.
+    Review,
+}
+
+impl Path {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Path::Submit => "submit",
+            Path::Queue => "queue",
+            Path::Review => "review",
+        }
+    }
+}
+
+/// Admission's inputs: configuration, live capacity, the dispatcher's usage ledger and
+/// the active policy.
+#[derive(Clone, Debug)]
+pub struct Admission {
+    config: Arc<Config>,
+    capacity: Capacity,
+    queue: Arc<QueueBoard>,
+    policies: Arc<PolicyManager>,
+}
+
+impl Admission {
+    /// Admission over these sources.
+    pub fn new(
+        config: Arc<Config>,
+        capacity: Capacity,
+        queue: Arc<QueueBoard>,
+        policies: Arc<PolicyManager>,
+    ) -> Self {
+        Admission {
+            config,
+            capacity,
+            queue,
+            policies,
+        }
+    }
+
+    /// The policy's view of a job spec.
+    pub fn job_view(&self, job_id: &str, team: &str, spec: &JobSpec) -> JobView {
+        JobView {
+            id: job_id.to_string(),
+            team: team.to_string(),
+            name: spec.name.clone(),
+            framework: spec.framework.clone(),
+            priority: spec.priority,
+            pools: spec
+                .pools
+                .iter()
+                .map(|p| PoolView {
+                    name: p.name.clone(),
+                    nodes: p.nodes,
+                    gpus_per_node: p.gpus_per_node,
+                    series: p.series.clone(),
+                })
+                .collect(),
+            storage: if self.config.storage.shared {
+                StorageMode::Shared
+            } else {
+                StorageMode::ReadWriteOnce
+            },
+            labels: spec.labels.clone(),
+        }
+    }
+
+    /// The request for a job with the live cluster snapshot and the team's usage (GPUs
+    /// its dispatched and queued jobs hold or want, as the dispatcher last counted).
+    pub fn live_request(&self, job_id: &str, team: &str, spec: &JobSpec) -> PolicyRequest {
+        PolicyRequest {
+            job: self.job_view(job_id, team, spec),
+            cluster: self.capacity.snapshot(),
+            usage: self.queue.usage(team),
+        }
+    }
+
+    /// The request for a job against a given cluster view and usage (the dispatcher's,
+    /// with its own reservations applied).
+    pub fn request_with(
+        &self,
+        job_id: &str,
+        team: &str,
+        spec: &JobSpec,
+        cluster: ClusterView,
+        usage: Vec<SeriesUsage>,
+    ) -> PolicyRequest {
+        PolicyRequest {
+            job: self.job_view(job_id, team, spec),
+            cluster,
+            usage,
+        }
+    }
+
+    /// Asks the chain that decides for `team`.
+    pub async fn evaluate(
+        &self,
+        team: &str,
+        request: PolicyRequest,
+        path: Path,
+    ) -> Result<Evaluated, RunError> {
+        self.policies.evaluate(team, request, path.as_str()).await
+    }
+
+    /// Runs the shadow candidate (if one is set) on a submission's request.
+    pub fn shadow(&self, job_id: &str, team: &str, request: PolicyRequest, live: &ChainOutcome) {
+        self.policies.shadow_submission(job_id, team, request, live);
+    }
+}

@@ -1,0 +1,45 @@
+//! The labels and annotations Forge puts on the Kubernetes objects it creates, and the
+//! well-known keys it reads from objects others create (KubeRay, the device plugin).
+//! Every module that names a key takes it from here.
+
+use std::collections::BTreeMap;
+
+/// `app.kubernetes.io/managed-by` value of every object Forge creates.
+pub const MANAGED_BY: &str = "forge-gateway";
+/// Label: who manages the object.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Label: the job id.
+pub const LABEL_JOB_ID: &str = "forge.dev/job-id";
+/// Label: the team.
+pub const LABEL_TEAM: &str = "forge.dev/team";
+/// Annotation: the capsule digest.
+pub const ANNOTATION_CAPSULE: &str = "forge.dev/capsule-sha256";
+/// Label prefix reserved for Forge: plugins and specs may not set it.
+pub const FORGE_PREFIX: &str = "forge.dev/";
+
+/// KubeRay: the RayCluster a pod belongs to.
+pub const RAY_CLUSTER: &str = "ray.io/cluster";
+/// KubeRay: `head` or `worker`.
+pub const RAY_NODE_TYPE: &str = "ray.io/node-type";
+/// Kubernetes Jobs: the Job a pod belongs to (the RayJob's submitter Job is named
+/// after the RayJob).
+pub const JOB_NAME: &str = "batch.kubernetes.io/job-name";
+/// Container of the KubeRay submitter pod that holds the driver log.
+pub const SUBMITTER_CONTAINER: &str = "ray-job-submitter";
+
+/// The NVIDIA device plugin's extended resource.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// The labels on every object Forge creates for a job.
+pub fn job_labels(job_id: &str, team: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+        (LABEL_JOB_ID.to_string(), job_id.to_string()),
+        (LABEL_TEAM.to_string(), team.to_string()),
+    ])
+}
+
+/// Selector of every RayJob this gateway manages.
+pub fn managed_selector() -> String {
+    format!("{LABEL_MANAGED_BY}={MANAGED_BY}")
+}

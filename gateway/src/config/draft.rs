@@ -1,0 +1,115 @@
+//! [`Draft`]: the configuration while the variable table is applied to it. It is a
+//! [`Config`] whose every non-optional field is overwritten by its variable's default
+//! or value, plus the parts of all-or-nothing groups (`FORGE_S3_*`) that only become
+//! a [`S3Config`] once every member parsed.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::model::{
+    Config, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, S3Config, StorageConfig,
+};
+use super::secret::Secret;
+
+/// The members of `FORGE_S3_*` read so far.
+#[derive(Debug, Default)]
+pub struct S3Parts {
+    /// `FORGE_S3_ENDPOINT`.
+    pub endpoint: Option<String>,
+    /// `FORGE_S3_BUCKET`.
+    pub bucket: Option<String>,
+    /// `FORGE_S3_ACCESS_KEY`.
+    pub access_key: Option<Secret>,
+    /// `FORGE_S3_SECRET_KEY`.
+    pub secret_key: Option<Secret>,
+}
+
+/// The configuration being built from the table.
+#[derive(Debug)]
+pub struct Draft {
+    /// Every table entry writes its field here.
+    pub cfg: Config,
+    /// Object storage, assembled by [`Draft::finish`].
+    pub s3: S3Parts,
+}
+
+/// Stores a parsed value in its field, or hands back why it is invalid (the field
+/// keeps its previous value).
+pub fn put<T>(field: &mut T, parsed: Result<T, String>) -> Result<(), String> {
+    *field = parsed?;
+    Ok(())
+}
+
+impl Draft {
+    /// Neutral values, each replaced by its variable's default when the table is
+    /// applied (a test checks the defaults of every field).
+    pub fn blank() -> Self {
+        let cfg = Config {
+            fleet_kind: FleetKind::Kuberay,
+            images: BTreeMap::new(),
+            nemo_rl_dir: None,
+            k8s: K8sConfig {
+                api_server: None,
+                token: None,
+                namespace: String::new(),
+                gpu_node_label: String::new(),
+                shm_size: String::new(),
+                gpu_passthrough: false,
+            },
+            storage: StorageConfig {
+                root: String::new(),
+                pvc: None,
+                shared: false,
+                corpus_pvc: None,
+                mount: None,
+            },
+            kuberay: KubeRayConfig {
+                ray_version: None,
+                ttl_seconds: 0,
+                prerunning_deadline_s: 0,
+            },
+            s3: None,
+            gateway: GatewayConfig {
+                listen: SocketAddr::from(([0, 0, 0, 0], 0)),
+                data_dir: PathBuf::new(),
+                tokens_file: None,
+                policy_deadline_ms: 0,
+                policy_memory_mib: 0,
+                policy_concurrency: 0,
+                policy_sync_ms: 0,
+                plugin_max_kib: 0,
+                team_plugin_max_count: 0,
+                team_plugin_max_mib: 0,
+                max_body_mib: 0,
+                capsule_init_image: String::new(),
+                public_url: None,
+                policy_chain_file: None,
+            },
+        };
+        Self {
+            cfg,
+            s3: S3Parts::default(),
+        }
+    }
+
+    /// The finished config: object storage only when all its parts are there.
+    pub fn finish(self) -> Config {
+        let Self { mut cfg, s3 } = self;
+        cfg.s3 = match s3 {
+            S3Parts {
+                endpoint: Some(endpoint),
+                bucket: Some(bucket),
+                access_key: Some(access_key),
+                secret_key: Some(secret_key),
+            } => Some(S3Config {
+                endpoint,
+                bucket,
+                access_key,
+                secret_key,
+            }),
+            _ => None,
+        };
+        cfg
+    }
+}

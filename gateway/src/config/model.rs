@@ -1,0 +1,167 @@
+//! The typed gateway configuration: [`Config`] and its groups, as the rest of the
+//! gateway reads it. Each field names the `FORGE_*` variable it comes from; how a
+//! variable becomes a field is the table in `vars.rs`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::secret::Secret;
+
+/// Where jobs run by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetKind {
+    /// One ephemeral RayJob per training job (production).
+    Kuberay,
+    /// No cluster (development / embedded mode).
+    Local,
+}
+
+/// Kubernetes settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct K8sConfig {
+    /// `FORGE_K8S_API_SERVER`; `None` = kubeconfig or in-cluster config.
+    pub api_server: Option<String>,
+    /// `FORGE_K8S_TOKEN`.
+    pub token: Option<Secret>,
+    /// `FORGE_K8S_NAMESPACE`.
+    pub namespace: String,
+    /// `FORGE_K8S_GPU_NODE_LABEL`.
+    pub gpu_node_label: String,
+    /// `FORGE_K8S_SHM_SIZE` (a Kubernetes quantity).
+    pub shm_size: String,
+    /// `FORGE_K8S_GPU_PASSTHROUGH` (false = no `nvidia.com/gpu` requests).
+    pub gpu_passthrough: bool,
+}
+
+/// Shared storage settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageConfig {
+    /// `FORGE_STORAGE_ROOT`.
+    pub root: String,
+    /// `FORGE_K8S_STORAGE_PVC`.
+    pub pvc: Option<String>,
+    /// `FORGE_K8S_STORAGE_SHARED` (RWX when true).
+    pub shared: bool,
+    /// `FORGE_K8S_CORPUS_PVC`.
+    pub corpus_pvc: Option<String>,
+    /// `FORGE_K8S_STORAGE_MOUNT`.
+    pub mount: Option<String>,
+}
+
+impl StorageConfig {
+    /// Where pods mount the storage claim: `FORGE_K8S_STORAGE_MOUNT` or the root.
+    pub fn mount_path(&self) -> &str {
+        self.mount.as_deref().unwrap_or(&self.root)
+    }
+
+    /// Where pods mount the read-only corpus claim.
+    pub fn corpus_mount_path(&self) -> String {
+        format!("{}/corpus", self.mount_path().trim_end_matches('/'))
+    }
+}
+
+/// KubeRay settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeRayConfig {
+    /// `FORGE_KUBERAY_RAY_VERSION`.
+    pub ray_version: Option<String>,
+    /// `FORGE_KUBERAY_TTL_SECONDS`.
+    pub ttl_seconds: i32,
+    /// `FORGE_KUBERAY_PRERUNNING_DEADLINE_S`.
+    pub prerunning_deadline_s: i32,
+}
+
+/// Object storage settings (all or nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Config {
+    /// `FORGE_S3_ENDPOINT`.
+    pub endpoint: String,
+    /// `FORGE_S3_BUCKET`.
+    pub bucket: String,
+    /// `FORGE_S3_ACCESS_KEY`.
+    pub access_key: Secret,
+    /// `FORGE_S3_SECRET_KEY`.
+    pub secret_key: Secret,
+}
+
+/// The gateway's own settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// `FORGE_LISTEN`.
+    pub listen: SocketAddr,
+    /// `FORGE_DATA_DIR`.
+    pub data_dir: PathBuf,
+    /// `FORGE_TOKENS_FILE` as given.
+    pub tokens_file: Option<PathBuf>,
+    /// `FORGE_POLICY_DEADLINE_MS`.
+    pub policy_deadline_ms: u64,
+    /// `FORGE_POLICY_MEMORY_MIB`.
+    pub policy_memory_mib: u64,
+    /// `FORGE_POLICY_CONCURRENCY`.
+    pub policy_concurrency: usize,
+    /// `FORGE_POLICY_SYNC_MS`.
+    pub policy_sync_ms: u64,
+    /// `FORGE_PLUGIN_MAX_KIB`.
+    pub plugin_max_kib: u64,
+    /// `FORGE_TEAM_PLUGIN_MAX_COUNT`.
+    pub team_plugin_max_count: u64,
+    /// `FORGE_TEAM_PLUGIN_MAX_MIB`.
+    pub team_plugin_max_mib: u64,
+    /// `FORGE_MAX_BODY_MIB`.
+    pub max_body_mib: u64,
+    /// `FORGE_CAPSULE_INIT_IMAGE`.
+    pub capsule_init_image: String,
+    /// `FORGE_PUBLIC_URL`.
+    pub public_url: Option<String>,
+    /// `FORGE_POLICY_CHAIN_FILE`: the start-up policy chain of `serve` (its
+    /// `--policy-chain` flag wins over it).
+    pub policy_chain_file: Option<PathBuf>,
+}
+
+impl GatewayConfig {
+    /// The tokens file: `FORGE_TOKENS_FILE` or `<data dir>/tokens.yaml`.
+    pub fn tokens_path(&self) -> PathBuf {
+        self.tokens_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("tokens.yaml"))
+    }
+
+    /// The SQLite job store file inside the data directory.
+    pub fn store_path(&self) -> PathBuf {
+        self.data_dir.join("forge.sqlite3")
+    }
+
+    /// `FORGE_MAX_BODY_MIB` in bytes.
+    pub fn max_body_bytes(&self) -> usize {
+        usize::try_from(self.max_body_mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
+    }
+}
+
+/// The whole gateway configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `FORGE_DEFAULT_FLEET_KIND`.
+    pub fleet_kind: FleetKind,
+    /// Framework name (`nemo-rl`) → image, from `FORGE_IMAGE_<FRAMEWORK>`.
+    pub images: BTreeMap<String, String>,
+    /// `FORGE_NEMO_RL_DIR`.
+    pub nemo_rl_dir: Option<String>,
+    /// Kubernetes.
+    pub k8s: K8sConfig,
+    /// Storage.
+    pub storage: StorageConfig,
+    /// KubeRay.
+    pub kuberay: KubeRayConfig,
+    /// Object storage, when configured.
+    pub s3: Option<S3Config>,
+    /// Gateway.
+    pub gateway: GatewayConfig,
+}
+
+impl Config {
+    /// The image of a framework, if configured.
+    pub fn image_for(&self, framework: &str) -> Option<&str> {
+        self.images.get(framework).map(String::as_str)
+    }
+}

@@ -1,0 +1,50 @@
+//! [`Config::validate`]: the checks across variables — combinations that are each
+//! valid alone but not together. A single value's format is checked by its parser in
+//! the table (`vars.rs`).
+
+use super::error::ConfigError;
+use super::model::{Config, FleetKind};
+
+impl Config {
+    /// Every inconsistent combination in a built config.
+    pub fn validate(&self) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        let requires = |var: &str, requires: &str, reason: String| ConfigError::Requires {
+            var: var.to_string(),
+            requires: requires.to_string(),
+            reason,
+        };
+        let gw = &self.gateway;
+        if gw.plugin_max_kib > gw.team_plugin_max_mib.saturating_mul(1024) {
+            errors.push(requires(
+                "FORGE_TEAM_PLUGIN_MAX_MIB",
+                "FORGE_PLUGIN_MAX_KIB",
+                format!(
+                    "a team's plugin budget ({} MiB) is smaller than one plugin may be ({} KiB)",
+                    gw.team_plugin_max_mib, gw.plugin_max_kib
+                ),
+            ));
+        }
+        if self.k8s.token.is_some() && self.k8s.api_server.is_none() {
+            errors.push(requires(
+                "FORGE_K8S_TOKEN",
+                "FORGE_K8S_API_SERVER",
+                "a token is only used against an explicit API server".to_string(),
+            ));
+        }
+        if self.storage.mount.is_some() && self.storage.pvc.is_none() {
+            errors.push(requires(
+                "FORGE_K8S_STORAGE_MOUNT",
+                "FORGE_K8S_STORAGE_PVC",
+                "the mount path is where the storage claim is mounted".to_string(),
+            ));
+        }
+        if self.fleet_kind == FleetKind::Kuberay && self.kuberay.ray_version.is_none() {
+            errors.push(ConfigError::Missing {
+                var: "FORGE_KUBERAY_RAY_VERSION".to_string(),
+                reason: "when FORGE_DEFAULT_FLEET_KIND is kuberay".to_string(),
+            });
+        }
+        errors
+    }
+}

@@ -1,0 +1,181 @@
+//! Value parsers of the variable table: each turns one trimmed value into a typed one
+//! or says why it cannot (the reason never repeats more than the value itself, and
+//! the reader redacts it for secret variables). They are plain functions so that a
+//! table entry reads `put(&mut d.cfg.k8s.namespace, dns_label(v))`.
+
+use std::net::SocketAddr;
+
+use crate::jobspec::names;
+
+use super::model::FleetKind;
+
+/// The result of one parser: the value, or why it is invalid.
+pub type Parsed<T> = Result<T, String>;
+
+/// Any text, as given.
+pub fn text(v: &str) -> Parsed<String> {
+    Ok(v.to_string())
+}
+
+/// `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off` (any case).
+pub fn boolean(v: &str) -> Parsed<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        other => Err(format!(
+            "`{other}` is not a boolean (use 1/0 or true/false)"
+        )),
+    }
+}
+
+/// An integer in `min..=max`, as the field's integer type.
+pub fn int<T: TryFrom<i64>>(v: &str, min: i64, max: i64) -> Parsed<T> {
+    let n: i64 = v.parse().map_err(|_| format!("`{v}` is not an integer"))?;
+    if !(min..=max).contains(&n) {
+        return Err(format!("{n} is out of range {min}..={max}"));
+    }
+    T::try_from(n).map_err(|_| format!("{n} does not fit the setting's type"))
+}
+
+/// An `http://` or `https://` URL with a host.
+pub fn url(v: &str) -> Parsed<String> {
+    let rest = v
+        .strip_prefix("https://")
+        .or_else(|| v.strip_prefix("http://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') && !host.contains(' ') => {
+            Ok(v.to_string())
+        }
+        _ => Err(format!("`{v}` is not an http(s) URL")),
+    }
+}
+
+/// An absolute path, without trailing slashes (`/` stays `/`).
+pub fn absolute_path(v: &str) -> Parsed<String> {
+    if !v.starts_with('/') {
+        return Err(format!("`{v}` is not an absolute path"));
+    }
+    let trimmed = v.trim_end_matches('/');
+    Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_string())
+}
+
+/// A PersistentVolumeClaim name (DNS-1123 subdomain).
+pub fn claim_name(v: &str) -> Parsed<String> {
+    checked(
+        v,
+        names::is_dns1123_subdomain(v),
+        "a valid PersistentVolumeClaim name (DNS-1123 subdomain)",
+    )
+}
+
+/// A namespace (DNS-1123 label).
+pub fn dns_label(v: &str) -> Parsed<String> {
+    checked(v, names::is_dns1123_label(v), "a DNS-1123 label")
+}
+
+/// A label key (`[prefix/]name`).
+pub fn label_key(v: &str) -> Parsed<String> {
+    checked(
+        v,
+        names::is_qualified_name(v),
+        "a valid label key ([prefix/]name)",
+    )
+}
+
+/// A positive Kubernetes quantity such as `64Gi`.
+pub fn quantity(v: &str) -> Parsed<String> {
+    checked(
+        v,
+        names::is_positive_quantity(v),
+        "a positive Kubernetes quantity (e.g. 64Gi)",
+    )
+}
+
+/// A Ray version: two or three dot-separated numbers.
+pub fn ray_version(v: &str) -> Parsed<String> {
+    let parts: Vec<&str> = v.split('.').collect();
+    let numeric = parts
+        .iter()
+        .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+    checked(
+        v,
+        (2..=3).contains(&parts.len()) && numeric,
+        "a Ray version like 2.55.1",
+    )
+}
+
+/// A container image reference: not empty, no whitespace.
+pub fn image(v: &str) -> Parsed<String> {
+    if v.is_empty() {
+        Err("empty image reference".to_string())
+    } else if v.chars().any(char::is_whitespace) {
+        Err("image reference contains whitespace".to_string())
+    } else {
+        Ok(v.to_string())
+    }
+}
+
+/// A bucket name: 3-63 lowercase letters, digits, `-` and `.`.
+pub fn bucket(v: &str) -> Parsed<String> {
+    let ok = names::is_dns1123_subdomain(v) && (3..=63).contains(&v.len());
+    checked(
+        v,
+        ok,
+        "a valid bucket name (3-63 lowercase letters, digits, - and .)",
+    )
+}
+
+/// `kuberay` or `local`.
+pub fn fleet_kind(v: &str) -> Parsed<FleetKind> {
+    match v {
+        "kuberay" => Ok(FleetKind::Kuberay),
+        "local" => Ok(FleetKind::Local),
+        other => Err(format!("`{other}` is not a fleet kind (kuberay or local)")),
+    }
+}
+
+/// An `address:port` to listen on.
+pub fn socket_addr(v: &str) -> Parsed<SocketAddr> {
+    v.parse()
+        .map_err(|_| format!("`{v}` is not an address:port (e.g. 0.0.0.0:8080)"))
+}
+
+/// A framework name as images are keyed by (`nemo-rl`): a DNS-1123 label.
+pub fn framework(name: &str) -> Parsed<String> {
+    if names::is_dns1123_label(name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "framework name `{name}` must be lowercase letters, digits and -"
+        ))
+    }
+}
+
+/// `v` when `ok`, else "`v` is not {what}".
+fn checked(v: &str, ok: bool, what: &str) -> Parsed<String> {
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(format!("`{v}` is not {what}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_checks_range_and_type() {
+        assert_eq!(int::<u64>("5", 1, 10), Ok(5));
+        assert!(int::<u64>("0", 1, 10).is_err());
+        assert!(int::<u64>("x", 1, 10).is_err());
+        assert!(int::<u8>("300", 0, 1000).is_err());
+    }
+
+    #[test]
+    fn absolute_path_drops_trailing_slashes() {
+        assert_eq!(absolute_path("/storage/"), Ok("/storage".to_string()));
+        assert_eq!(absolute_path("///"), Ok("/".to_string()));
+        assert!(absolute_path("storage").is_err());
+    }
+}

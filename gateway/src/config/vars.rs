@@ -1,0 +1,291 @@
+//! The table of every `FORGE_*` variable the gateway reads — the one place a variable
+//! is named, defaulted, documented and parsed. The reader (`reader.rs`), the config
+//! file's known-key check (`file.rs`) and README.md's Configuration table
+//! (`table.rs`) are derived from [`VARS`].
+//!
+//! Adding a variable is one entry here (plus, for a new field, the field in
+//! `model.rs` and its neutral value in `draft.rs`), then
+//! `cargo run -p forge-gateway -- config-table --readme README.md`.
+
+use std::path::PathBuf;
+
+use super::descriptor::{Fallback, Var};
+use super::draft::put;
+use super::secret::Secret;
+use super::values::{
+    absolute_path, boolean, bucket, claim_name, dns_label, fleet_kind, framework, image, int,
+    label_key, quantity, ray_version, socket_addr, text, url,
+};
+
+/// The variable naming the optional config file (read before the others).
+pub const CONFIG_FILE: &str = "FORGE_CONFIG_FILE";
+
+/// The prefix of the framework image variables (`FORGE_IMAGE_NEMO_RL`).
+pub const IMAGE_PREFIX: &str = "FORGE_IMAGE_";
+
+/// The object storage group: all of its variables or none.
+const S3: &str = "FORGE_S3_*";
+
+/// No default, nothing to add.
+const NONE: Fallback = Fallback::Unset("—");
+
+/// The largest Kubernetes `int32` (TTL and deadline fields).
+const INT32: i64 = i32::MAX as i64;
+
+/// Every variable, in the order the docs list them.
+pub static VARS: &[Var] = &[
+    Var::new(
+        CONFIG_FILE,
+        NONE,
+        |_, _, _| Ok(()), // read first, by `Config::from_env_map`
+        "optional TOML (`.toml`) or YAML (`.yaml`/`.yml`) file with any of these variables; the environment wins",
+    ),
+    Var::new(
+        "FORGE_DEFAULT_FLEET_KIND",
+        Fallback::Value("kuberay"),
+        |d, _, v| put(&mut d.cfg.fleet_kind, fleet_kind(v)),
+        "fleet jobs run on: `kuberay` (RayJobs) or `local` (no cluster)",
+    ),
+    Var::pattern(
+        IMAGE_PREFIX,
+        "FORGE_IMAGE_<FRAMEWORK>",
+        |d, var, v| {
+            let image = image(v)?;
+            let name = framework(&framework_of_image_var(var).unwrap_or_default())?;
+            d.cfg.images.insert(name, image);
+            Ok(())
+        },
+        "container image of a framework; `FORGE_IMAGE_NEMO_RL` serves framework `nemo-rl`. A job's framework must have one",
+    ),
+    Var::new(
+        "FORGE_NEMO_RL_DIR",
+        NONE,
+        |d, _, v| put(&mut d.cfg.nemo_rl_dir, absolute_path(v).map(Some)),
+        "absolute path of NeMo-RL inside its image",
+    ),
+    Var::new(
+        "FORGE_K8S_API_SERVER",
+        Fallback::Unset("— (kubeconfig / in-cluster)"),
+        |d, _, v| put(&mut d.cfg.k8s.api_server, url(v).map(Some)),
+        "Kubernetes API server URL (`https://…`)",
+    ),
+    Var::new(
+        "FORGE_K8S_TOKEN",
+        NONE,
+        |d, _, v| put(&mut d.cfg.k8s.token, Ok(Some(Secret::new(v)))),
+        "ServiceAccount bearer token; needs `FORGE_K8S_API_SERVER`",
+    )
+    .secret(),
+    Var::new(
+        "FORGE_K8S_NAMESPACE",
+        Fallback::Value("starforge"),
+        |d, _, v| put(&mut d.cfg.k8s.namespace, dns_label(v)),
+        "namespace of every object Forge creates",
+    ),
+    Var::new(
+        "FORGE_K8S_GPU_NODE_LABEL",
+        Fallback::Value("starforge/gpu-series"),
+        |d, _, v| put(&mut d.cfg.k8s.gpu_node_label, label_key(v)),
+        "node label key naming a node's GPU series (capacity and nodeSelector)",
+    ),
+    Var::new(
+        "FORGE_K8S_SHM_SIZE",
+        Fallback::Value("64Gi"),
+        |d, _, v| put(&mut d.cfg.k8s.shm_size, quantity(v)),
+        "size of the `/dev/shm` memory emptyDir (Kubernetes quantity)",
+    ),
+    Var::new(
+        "FORGE_K8S_GPU_PASSTHROUGH",
+        Fallback::Value("1"),
+        |d, _, v| put(&mut d.cfg.k8s.gpu_passthrough, boolean(v)),
+        "`0` = pods request no `nvidia.com/gpu` (Ray logical GPUs only; GPU-less test clusters)",
+    ),
+    Var::new(
+        "FORGE_STORAGE_ROOT",
+        Fallback::Value("/starforge"),
+        |d, _, v| put(&mut d.cfg.storage.root, absolute_path(v)),
+        "the one storage root (absolute path)",
+    ),
+    Var::new(
+        "FORGE_K8S_STORAGE_PVC",
+        NONE,
+        |d, _, v| put(&mut d.cfg.storage.pvc, claim_name(v).map(Some)),
+        "claim behind the storage root; mounted at the root (or `FORGE_K8S_STORAGE_MOUNT`)",
+    ),
+    Var::new(
+        "FORGE_K8S_STORAGE_SHARED",
+        Fallback::Value("true"),
+        |d, _, v| put(&mut d.cfg.storage.shared, boolean(v)),
+        "`false` if the claim is ReadWriteOnce: multi-node jobs are then rejected",
+    ),
+    Var::new(
+        "FORGE_K8S_STORAGE_MOUNT",
+        NONE,
+        |d, _, v| put(&mut d.cfg.storage.mount, absolute_path(v).map(Some)),
+        "mount path when pods cannot mount at the root; needs `FORGE_K8S_STORAGE_PVC`",
+    ),
+    Var::new(
+        "FORGE_K8S_CORPUS_PVC",
+        NONE,
+        |d, _, v| put(&mut d.cfg.storage.corpus_pvc, claim_name(v).map(Some)),
+        "optional read-only corpus claim (mounted at `<mount>/corpus` for jobs asking for it)",
+    ),
+    Var::new(
+        "FORGE_KUBERAY_RAY_VERSION",
+        Fallback::Unset("— (required for `kuberay`)"),
+        |d, _, v| put(&mut d.cfg.kuberay.ray_version, ray_version(v).map(Some)),
+        "`rayVersion` of every RayJob, e.g. `2.55.1`",
+    ),
+    Var::new(
+        "FORGE_KUBERAY_TTL_SECONDS",
+        Fallback::Value("600"),
+        |d, _, v| put(&mut d.cfg.kuberay.ttl_seconds, int(v, 0, INT32)),
+        "`ttlSecondsAfterFinished`: GC fallback if active cleanup fails (0..=2147483647)",
+    ),
+    Var::new(
+        "FORGE_KUBERAY_PRERUNNING_DEADLINE_S",
+        Fallback::Value("1800"),
+        |d, _, v| put(&mut d.cfg.kuberay.prerunning_deadline_s, int(v, 1, INT32)),
+        "default `preRunningDeadlineSeconds` (> 0)",
+    ),
+    Var::new(
+        "FORGE_S3_ENDPOINT",
+        NONE,
+        |d, _, v| put(&mut d.s3.endpoint, url(v).map(Some)),
+        "object storage URL; all four `FORGE_S3_*` or none",
+    )
+    .group(S3),
+    Var::new(
+        "FORGE_S3_BUCKET",
+        NONE,
+        |d, _, v| put(&mut d.s3.bucket, bucket(v).map(Some)),
+        "bucket for capsules",
+    )
+    .group(S3),
+    Var::new(
+        "FORGE_S3_ACCESS_KEY",
+        NONE,
+        |d, _, v| put(&mut d.s3.access_key, Ok(Some(Secret::new(v)))),
+        "access key",
+    )
+    .secret()
+    .group(S3),
+    Var::new(
+        "FORGE_S3_SECRET_KEY",
+        NONE,
+        |d, _, v| put(&mut d.s3.secret_key, Ok(Some(Secret::new(v)))),
+        "secret key",
+    )
+    .secret()
+    .group(S3),
+    Var::new(
+        "FORGE_LISTEN",
+        Fallback::Value("127.0.0.1:8080"),
+        |d, _, v| put(&mut d.cfg.gateway.listen, socket_addr(v)),
+        "HTTP listen address",
+    ),
+    Var::new(
+        "FORGE_DATA_DIR",
+        Fallback::Value("./forge-data"),
+        |d, _, v| put(&mut d.cfg.gateway.data_dir, text(v).map(PathBuf::from)),
+        "data directory (SQLite job store, capsules in dev mode)",
+    ),
+    Var::new(
+        "FORGE_TOKENS_FILE",
+        Fallback::Unset("`<FORGE_DATA_DIR>/tokens.yaml`"),
+        |d, _, v| put(&mut d.cfg.gateway.tokens_file, Ok(Some(PathBuf::from(v)))),
+        "bearer-token file (hashed tokens → team, role)",
+    ),
+    Var::new(
+        "FORGE_POLICY_DEADLINE_MS",
+        Fallback::Value("50"),
+        |d, _, v| put(&mut d.cfg.gateway.policy_deadline_ms, int(v, 1, 600_000)),
+        "wall-clock deadline of one policy plugin call (> 0)",
+    ),
+    Var::new(
+        "FORGE_POLICY_MEMORY_MIB",
+        Fallback::Value("32"),
+        |d, _, v| put(&mut d.cfg.gateway.policy_memory_mib, int(v, 1, 65_536)),
+        "memory cap of one plugin instance (> 0)",
+    ),
+    Var::new(
+        "FORGE_POLICY_CONCURRENCY",
+        Fallback::Computed {
+            shown: "number of CPUs",
+            value: cpu_count,
+        },
+        |d, _, v| put(&mut d.cfg.gateway.policy_concurrency, int(v, 1, 4096)),
+        "concurrent policy evaluations (> 0)",
+    ),
+    Var::new(
+        "FORGE_POLICY_SYNC_MS",
+        Fallback::Value("1000"),
+        |d, _, v| put(&mut d.cfg.gateway.policy_sync_ms, int(v, 1, 3_600_000)),
+        "how often a gateway polls the store for policy changes made by other replicas (> 0)",
+    ),
+    Var::new(
+        "FORGE_PLUGIN_MAX_KIB",
+        Fallback::Value("4096"),
+        |d, _, v| put(&mut d.cfg.gateway.plugin_max_kib, int(v, 1, 16_384)),
+        "largest policy plugin component accepted (1..=16384)",
+    ),
+    Var::new(
+        "FORGE_TEAM_PLUGIN_MAX_COUNT",
+        Fallback::Value("20"),
+        |d, _, v| put(&mut d.cfg.gateway.team_plugin_max_count, int(v, 1, 10_000)),
+        "plugin versions one team may register (> 0)",
+    ),
+    Var::new(
+        "FORGE_TEAM_PLUGIN_MAX_MIB",
+        Fallback::Value("64"),
+        |d, _, v| put(&mut d.cfg.gateway.team_plugin_max_mib, int(v, 1, 65_536)),
+        "total plugin bytes one team may register (must hold one maximal plugin)",
+    ),
+    Var::new(
+        "FORGE_MAX_BODY_MIB",
+        Fallback::Value("256"),
+        |d, _, v| put(&mut d.cfg.gateway.max_body_mib, int(v, 1, 1_048_576)),
+        "maximum request body (spec + code archive) (> 0)",
+    ),
+    Var::new(
+        "FORGE_CAPSULE_INIT_IMAGE",
+        Fallback::Value("busybox:1.36"),
+        |d, _, v| put(&mut d.cfg.gateway.capsule_init_image, image(v)),
+        "image of the `forge-capsule-fetch` init container (needs `sh`, `wget`, `sha256sum`)",
+    ),
+    Var::new(
+        "FORGE_PUBLIC_URL",
+        NONE,
+        |d, _, v| put(&mut d.cfg.gateway.public_url, url(v).map(Some)),
+        "external base URL of the gateway (`http(s)://…`), used in capsule URLs",
+    ),
+    Var::new(
+        "FORGE_POLICY_CHAIN_FILE",
+        Fallback::Unset("— (required by `serve`)"),
+        |d, _, v| {
+            put(
+                &mut d.cfg.gateway.policy_chain_file,
+                Ok(Some(PathBuf::from(v))),
+            )
+        },
+        "start-up policy chain file (`serve --policy-chain` wins over it): ordered plugins and settings, see `deploy/kubernetes/policy-chain.yaml.example`. It becomes global version 1 of a fresh store; once the store has a policy, the stored active chain is restored instead (change it with `PUT /v1/policy`)",
+    ),
+];
+
+/// Whether a variable name is one of the table's (a config file key must be).
+pub fn is_known(var: &str) -> bool {
+    VARS.iter().any(|v| v.name.matches(var))
+}
+
+/// The framework served by an image variable: `FORGE_IMAGE_NEMO_RL` → `nemo-rl`.
+pub fn framework_of_image_var(var: &str) -> Option<String> {
+    var.strip_prefix(IMAGE_PREFIX)
+        .map(|f| f.to_ascii_lowercase().replace('_', "-"))
+}
+
+/// The default of `FORGE_POLICY_CONCURRENCY`.
+fn cpu_count() -> String {
+    std::thread::available_parallelism()
+        .map_or(2, std::num::NonZero::get)
+        .to_string()
+}

@@ -1,0 +1,38 @@
+//! `GET /v1/capacity`: live per-series capacity (the same snapshot policies see) and the
+//! caller's team usage (the dispatcher's ledger, the same numbers policies see).
+
+use axum::Json;
+use axum::extract::State;
+use forge_policy_host::model::{SeriesCapacity, SeriesUsage};
+use serde::Serialize;
+
+use crate::auth::Caller;
+use crate::state::AppState;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityResponse {
+    gpu_node_label: String,
+    series: Vec<SeriesCapacity>,
+    team: TeamUsage,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TeamUsage {
+    name: String,
+    usage: Vec<SeriesUsage>,
+}
+
+/// `GET /v1/capacity`.
+pub async fn capacity(State(state): State<AppState>, caller: Caller) -> Json<CapacityResponse> {
+    let view = state.capacity().snapshot();
+    Json(CapacityResponse {
+        gpu_node_label: view.gpu_node_label,
+        series: view.series,
+        team: TeamUsage {
+            usage: state.jobs.queue().usage(&caller.team),
+            name: caller.team,
+        },
+    })
+}

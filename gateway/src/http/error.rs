@@ -1,0 +1,434 @@
+//! [`ApiError`]: the one place where domain errors become HTTP answers — a status, a
+//! stable machine-readable code, a message for people, and details (the field, the
+//! plugin, …): `{"error": {"code": "...", "message": "...", "details": ...}}`.
+//!
+//! Statuses are chosen by matching error *variants*, never codes or messages. Internal
+//! errors are logged with their cause and answered with a generic message (never
+//! echoed).
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use forge_capsule::{CapsuleError, CapsuleErrorKind};
+use forge_policy_host::{LoadError, RunError};
+use serde_json::{Value, json};
+
+use crate::auth::AuthError;
+use crate::jobs::JobError;
+use crate::jobspec::SpecErrors;
+use crate::policy::{Malformed, PolicyAdminError};
+
+/// Everything a handler can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Not authenticated, or not allowed.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// The request body is not a valid JobSpec: every problem with its field path.
+    #[error(transparent)]
+    InvalidSpec(#[from] SpecErrors),
+    /// A policy plugin failed; admission fails closed.
+    #[error("policy failed: {0}")]
+    Policy(#[from] RunError),
+    /// A job operation failed.
+    #[error(transparent)]
+    Job(JobError),
+    /// A policy-management operation failed.
+    #[error(transparent)]
+    PolicyAdmin(#[from] PolicyAdminError),
+    /// The request itself is malformed (a part, a query parameter, the body's shape).
+    #[error("{field}: {message}")]
+    BadRequest {
+        /// Stable code.
+        code: &'static str,
+        /// The request field.
+        field: String,
+        /// Why.
+        message: String,
+    },
+    /// A member asked about another team (`?team=`).
+    #[error("{0}")]
+    ForbiddenTeam(String),
+    /// The body is larger than the limit.
+    #[error("{field}: {message}")]
+    TooLarge {
+        /// The request field.
+        field: String,
+        /// Why.
+        message: String,
+    },
+    /// A bug or an unexpected dependency failure: logged, not echoed.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A malformed request.
+    pub fn bad(code: &'static str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            code,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ApiError::PolicyAdmin(e.into())
+    }
+}
+
+impl From<JobError> for ApiError {
+    fn from(e: JobError) -> Self {
+        match e {
+            JobError::InvalidSpec(errors) => ApiError::InvalidSpec(errors),
+            JobError::Policy(e) => ApiError::Policy(e),
+            other => ApiError::Job(other),
+        }
+    }
+}
+
+/// An answer: status, code, message, details.
+struct Answer {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    details: Option<Value>,
+}
+
+impl Answer {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Answer {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// A failure that is not the client's: logged, answered without detail.
+    fn internal(what: &str, cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!("{what}: {cause}");
+        Answer::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
+    }
+
+    /// Object storage is down: nothing was stored.
+    fn storage_unavailable(cause: &dyn std::fmt::Display, changed: &str) -> Self {
+        tracing::error!("object store: {cause}");
+        Answer::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage-unavailable",
+            format!("object storage is unavailable; nothing was {changed}, try again"),
+        )
+    }
+}
+
+fn capsule_answer(e: &CapsuleError) -> Answer {
+    let status = match e.kind() {
+        CapsuleErrorKind::Internal => return Answer::internal("packing a capsule", e),
+        CapsuleErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        CapsuleErrorKind::Rejected => StatusCode::BAD_REQUEST,
+    };
+    Answer::new(status, e.code(), e.to_string()).details(json!({ "field": "code" }))
+}
+
+fn job_answer(e: JobError) -> Answer {
+    match e {
+        JobError::NotFound(id) => Answer::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            format!("job {id} not found"),
+        ),
+        JobError::Rejected {
+            job_id,
+            code,
+            message,
+            field,
+            plugin,
+        } => Answer::new(StatusCode::FORBIDDEN, "policy-rejected", message)
+            .details(json!({ "reason": code, "field": field, "plugin": plugin, "jobId": job_id })),
+        JobError::Capsule(e) => capsule_answer(&e),
+        e @ JobError::InvalidCapsuleRef => {
+            Answer::new(StatusCode::BAD_REQUEST, "invalid-capsule", e.to_string())
+                .details(json!({ "field": "capsule" }))
+        }
+        e @ JobError::UnknownCapsule(_) => Answer::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown-capsule",
+            e.to_string(),
+        )
+        .details(json!({ "field": "capsule" })),
+        JobError::NotCancellable { id, state } => Answer::new(
+            StatusCode::CONFLICT,
+            "not-cancellable",
+            format!("job {id} is {state} and cannot be cancelled"),
+        )
+        .details(json!({ "state": state })),
+        e @ JobError::LogNotAvailable { .. } => {
+            Answer::new(StatusCode::NOT_FOUND, "logs-not-archived", e.to_string())
+                .details(json!({ "field": "name" }))
+        }
+        JobError::ObjectStore(e) => Answer::storage_unavailable(&e, "stored"),
+        JobError::InvalidSpec(_) | JobError::Policy(_) => {
+            // Converted to their own variants by `From<JobError>`; kept total here.
+            Answer::internal("unconverted job error", &"spec/policy")
+        }
+        other @ (JobError::Build(_) | JobError::Store(_) | JobError::Kube(_) | JobError::Io(_)) => {
+            Answer::internal("job operation failed", &other)
+        }
+    }
+}
+
+fn component_code(e: &LoadError) -> &'static str {
+    match e {
+        LoadError::NotAComponent(_) => "plugin.not-a-component",
+        LoadError::ForbiddenImport(_) => "plugin.forbidden-import",
+        LoadError::WrongWorld { .. } => "plugin.wrong-world",
+        _ => "plugin.compile-failed",
+    }
+}
+
+fn policy_admin_answer(e: PolicyAdminError) -> Answer {
+    use PolicyAdminError as P;
+    let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
+    let message = e.to_string();
+    match e {
+        P::Malformed { what, field, .. } => {
+            let code = match what {
+                Malformed::Name => "invalid-name",
+                Malformed::Version => "invalid-version",
+                Malformed::Link => "invalid-policy",
+            };
+            Answer::new(StatusCode::BAD_REQUEST, code, message).details(json!({ "field": field }))
+        }
+        P::Component(ref load) => Answer::new(unprocessable, component_code(load), message)
+            .details(json!({ "field": "component" })),
+        P::Settings { plugin, field, .. } => {
+            Answer::new(unprocessable, "plugin.invalid-settings", message)
+                .details(json!({ "field": field, "plugin": plugin }))
+        }
+        P::TooLarge { .. } => {
+            Answer::new(StatusCode::PAYLOAD_TOO_LARGE, "plugin.too-large", message)
+                .details(json!({ "field": "component" }))
+        }
+        P::TeamLimit { .. } => Answer::new(unprocessable, "plugin.team-limit", message)
+            .details(json!({ "field": null })),
+        P::VersionExists { digest, .. } => {
+            Answer::new(StatusCode::CONFLICT, "plugin.version-exists", message)
+                .details(json!({ "field": "version", "digest": digest }))
+        }
+        P::UnknownPlugin { field, .. } => {
+            Answer::new(unprocessable, "policy.unknown-plugin", message)
+                .details(json!({ "field": field }))
+        }
+        P::VersionConflict {
+            expected, current, ..
+        } => Answer::new(StatusCode::CONFLICT, "policy.version-conflict", message).details(
+            json!({ "field": "expectedVersion", "expected": expected, "current": current }),
+        ),
+        P::NothingToRollBack { .. } => {
+            Answer::new(StatusCode::CONFLICT, "policy.no-previous-version", message)
+                .details(json!({ "field": null }))
+        }
+        P::Forbidden(_) => Answer::new(StatusCode::FORBIDDEN, "forbidden", message)
+            .details(json!({ "field": null })),
+        P::NotFound(_) => Answer::new(StatusCode::NOT_FOUND, "not-found", message)
+            .details(json!({ "field": null })),
+        P::Storage(cause) => Answer::storage_unavailable(&cause, "changed"),
+        other @ (P::Store(_) | P::Internal(_)) => Answer::internal("policy management", &other),
+    }
+}
+
+fn auth_answer(e: &AuthError) -> (Answer, Option<&'static str>) {
+    match e {
+        AuthError::Missing => (
+            Answer::new(StatusCode::UNAUTHORIZED, "unauthenticated", e.to_string()),
+            Some("Bearer"),
+        ),
+        AuthError::Invalid => (
+            Answer::new(StatusCode::UNAUTHORIZED, "unauthenticated", e.to_string()),
+            Some("Bearer error=\"invalid_token\""),
+        ),
+        AuthError::Forbidden(_) => (
+            Answer::new(StatusCode::FORBIDDEN, "forbidden", e.to_string()),
+            None,
+        ),
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut challenge = None;
+        let answer = match self {
+            ApiError::Auth(e) => {
+                let (answer, c) = auth_answer(&e);
+                challenge = c;
+                answer
+            }
+            ApiError::Job(e) => job_answer(e),
+            ApiError::PolicyAdmin(e) => policy_admin_answer(e),
+            ApiError::InvalidSpec(errors) => Answer::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-spec",
+                format!("the job spec has {} problem(s)", errors.0.len()),
+            )
+            .details(json!({ "fields": errors.0 })),
+            ApiError::Policy(RunError::Chain(e)) => Answer::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "policy-failed",
+                format!(
+                    "admission policy `{}` failed ({}); the job was not admitted",
+                    e.plugin,
+                    e.source.cause()
+                ),
+            )
+            .details(json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() })),
+            ApiError::Policy(RunError::Unavailable(detail)) => {
+                tracing::error!("policy runner unavailable: {detail}");
+                Answer::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "policy evaluation is unavailable",
+                )
+            }
+            ApiError::BadRequest {
+                code,
+                field,
+                message,
+            } => Answer::new(StatusCode::BAD_REQUEST, code, message)
+                .details(json!({ "field": field })),
+            ApiError::ForbiddenTeam(message) => {
+                Answer::new(StatusCode::FORBIDDEN, "forbidden-team", message)
+                    .details(json!({ "field": "team" }))
+            }
+            ApiError::TooLarge { field, message } => {
+                Answer::new(StatusCode::PAYLOAD_TOO_LARGE, "body-too-large", message)
+                    .details(json!({ "field": field }))
+            }
+            ApiError::Internal(detail) => Answer::internal("internal error", &detail),
+        };
+        let mut body = json!({ "error": { "code": answer.code, "message": answer.message } });
+        if let Some(d) = answer.details {
+            body["error"]["details"] = d;
+        }
+        let mut response = (answer.status, Json(body)).into_response();
+        if let Some(c) = challenge {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(c));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(r: Response) -> Value {
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 16)
+            .await
+            .expect("body");
+        serde_json::from_slice(&bytes).expect("json")
+    }
+
+    #[tokio::test]
+    async fn auth_errors_are_401_with_a_challenge_or_403() {
+        let missing = ApiError::from(AuthError::Missing).into_response();
+        assert_eq!(missing.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(missing.headers()[header::WWW_AUTHENTICATE], "Bearer");
+        let body = body_of(missing).await;
+        assert_eq!(body["error"]["code"], "unauthenticated");
+        assert_eq!(body["error"]["message"], "missing bearer token");
+
+        let invalid = ApiError::from(AuthError::Invalid).into_response();
+        assert_eq!(invalid.status(), StatusCode::UNAUTHORIZED);
+        assert!(
+            invalid.headers()[header::WWW_AUTHENTICATE]
+                .to_str()
+                .expect("ascii")
+                .starts_with("Bearer")
+        );
+
+        let forbidden =
+            ApiError::from(AuthError::Forbidden("admin role required".into())).into_response();
+        assert_eq!(forbidden.status(), StatusCode::FORBIDDEN);
+        assert!(forbidden.headers().get(header::WWW_AUTHENTICATE).is_none());
+        assert_eq!(body_of(forbidden).await["error"]["code"], "forbidden");
+    }
+
+    #[tokio::test]
+    async fn internal_errors_are_not_echoed() {
+        let r = ApiError::from(JobError::Io("disk /secret/path full".into())).into_response();
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = body_of(r).await;
+        assert_eq!(body["error"]["code"], "internal");
+        assert!(!body.to_string().contains("/secret/path"));
+    }
+
+    #[tokio::test]
+    async fn variants_choose_statuses() {
+        let cases: Vec<(ApiError, StatusCode, &str)> = vec![
+            (
+                JobError::NotFound("j".into()).into(),
+                StatusCode::NOT_FOUND,
+                "not-found",
+            ),
+            (
+                JobError::InvalidCapsuleRef.into(),
+                StatusCode::BAD_REQUEST,
+                "invalid-capsule",
+            ),
+            (
+                JobError::Capsule(CapsuleError::TooManyFiles { limit: 1 }).into(),
+                StatusCode::BAD_REQUEST,
+                "capsule.too_many_files",
+            ),
+            (
+                JobError::Capsule(CapsuleError::TooLarge {
+                    limit: 1,
+                    total: 2,
+                    largest: vec![],
+                })
+                .into(),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "capsule.too_large",
+            ),
+            (
+                PolicyAdminError::malformed(Malformed::Version, "version", "bad").into(),
+                StatusCode::BAD_REQUEST,
+                "invalid-version",
+            ),
+            (
+                PolicyAdminError::TooLarge { size: 2, limit: 1 }.into(),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "plugin.too-large",
+            ),
+            (
+                PolicyAdminError::Storage("down".into()).into(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "storage-unavailable",
+            ),
+            (
+                ApiError::bad("invalid-query", "state", "no"),
+                StatusCode::BAD_REQUEST,
+                "invalid-query",
+            ),
+        ];
+        for (e, status, code) in cases {
+            let r = e.into_response();
+            assert_eq!(r.status(), status);
+            assert_eq!(body_of(r).await["error"]["code"], code);
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! `/v1/jobs` over HTTP.
+//!
+//! - `POST /v1/jobs`: a submission ([`super::submission`]). 202 with the job (queued,
+//!   with the admission decision and trace), 403 `policy-rejected`, 422 `invalid-spec`
+//!   listing every field problem, 4xx `capsule.*` for bad archives.
+//! - `GET /v1/jobs?state=&team=&limit=&cursor=`: newest first; members see their team,
+//!   admins every team (or one with `team=`).
+//! - `GET /v1/jobs/{id}`: the job with its queue position and reason, history and
+//!   decisions. `DELETE /v1/jobs/{id}`: cancel.
+//! - `GET /v1/jobs/{id}/logs?name=driver|head`: the archived log once the job ended,
+//!   live before.
+//! - `GET /v1/jobs/{id}/events`: deduplicated Kubernetes events of the job's objects and
+//!   the structured pending reason (also on `GET /v1/jobs/{id}` while it starts).
+
+use axum::Json;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use forge_policy_host::ChainOutcome;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::submission;
+use crate::auth::{Caller, Role};
+use crate::cluster::LogSource;
+use crate::domain::JobState;
+use crate::jobs::{Diagnosis, JobError, PendingReason, QueueEntry};
+use crate::state::AppState;
+use crate::store::{DecisionRecord, HistoryEntry, JobRecord, ListQuery, StoreError};
+
+/// A job as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobResponse {
+    #[serde(flatten)]
+    pub job: JobRecord,
+    /// Where it stands in the queue (queued jobs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueEntry>,
+    /// The admission decision (on submission).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
+    /// State history (single-job reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<HistoryEntry>>,
+    /// Recorded decisions (single-job reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decisions: Option<Vec<DecisionRecord>>,
+    /// Why a dispatched job is not running yet (single-job reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingReason>,
+}
+
+/// The decision made at submission.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Admission {
+    pub policy_version: u64,
+    /// `global@3` / `global@3+team@1`.
+    pub policy: String,
+    #[serde(flatten)]
+    pub outcome: ChainOutcome,
+}
+
+fn response(state: &AppState, job: JobRecord) -> JobResponse {
+    let queue = (job.state == JobState::Queued)
+        .then(|| state.jobs.queue().entry(&job.id))
+        .flatten();
+    JobResponse {
+        job,
+        queue,
+        admission: None,
+        history: None,
+        decisions: None,
+        pending: None,
+    }
+}
+
+/// `POST /v1/jobs`.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    request: Request,
+) -> Result<(StatusCode, Json<JobResponse>), ApiError> {
+    let (spec, code) = submission::read(&state, request).await?;
+    let submitted = state.jobs.submit(&caller, spec, code).await?;
+    let mut resp = response(&state, submitted.job);
+    resp.admission = Some(Admission {
+        policy_version: submitted.policy_version,
+        policy: submitted.policy,
+        outcome: submitted.outcome,
+    });
+    Ok((StatusCode::ACCEPTED, Json(resp)))
+}
+
+/// Query of `GET /v1/jobs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    state: Option<String>,
+    team: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+/// A page of jobs.
+#[derive(Debug, Serialize)]
+pub struct ListResponse {
+    jobs: Vec<JobResponse>,
+    /// Cursor of the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+}
+
+/// `GET /v1/jobs`.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListParams>,
+) -> Result<Json<ListResponse>, ApiError> {
+    let job_state = q
+        .state
+        .as_deref()
+        .map(str::parse::<JobState>)
+        .transpose()
+        .map_err(|e| ApiError::bad("invalid-query", "state", e.to_string()))?;
+    let team = match (caller.role, q.team) {
+        (Role::Admin, team) => team,
+        (_, Some(team)) if team != caller.team => {
+            return Err(ApiError::ForbiddenTeam(
+                "members can only list their own team's jobs".into(),
+            ));
+        }
+        _ => Some(caller.team.clone()),
+    };
+    let query = ListQuery {
+        team,
+        state: job_state,
+        limit: q.limit.unwrap_or(0),
+        after: q.cursor,
+    };
+    let page = state.jobs.store().list(query).await.map_err(|e| match e {
+        StoreError::BadCursor => ApiError::bad(
+            "invalid-query",
+            "cursor",
+            "not a cursor this gateway issued",
+        ),
+        other => JobError::from(other).into(),
+    })?;
+    Ok(Json(ListResponse {
+        jobs: page.jobs.into_iter().map(|j| response(&state, j)).collect(),
+        next: page.next,
+    }))
+}
+
+/// `GET /v1/jobs/{id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<JobResponse>, ApiError> {
+    let jobs = &state.jobs;
+    let job = jobs.visible(&caller, &id).await?;
+    let history = jobs.store().history(&id).await.map_err(JobError::from)?;
+    let decisions = jobs.store().decisions(&id).await.map_err(JobError::from)?;
+    let pending = if matches!(job.state, JobState::Dispatched | JobState::Initializing) {
+        match jobs.diagnose(&job).await {
+            Ok(d) => d.pending,
+            Err(e) => {
+                tracing::warn!(job = %job.id, "pending diagnosis: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut resp = response(&state, job);
+    resp.history = Some(history);
+    resp.decisions = Some(decisions);
+    resp.pending = pending;
+    Ok(Json(resp))
+}
+
+/// `GET /v1/jobs/{id}/events`.
+pub async fn events(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Diagnosis>, ApiError> {
+    let job = state.jobs.visible(&caller, &id).await?;
+    Ok(Json(state.jobs.diagnose(&job).await?))
+}
+
+/// `DELETE /v1/jobs/{id}`.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<JobResponse>, ApiError> {
+    let job = state.jobs.cancel(&caller, &id).await?;
+    Ok(Json(response(&state, job)))
+}
+
+/// Query of `GET /v1/jobs/{id}/logs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogQuery {
+    name: Option<String>,
+}
+
+/// `GET /v1/jobs/{id}/logs`.
+pub async fn logs(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> Result<Response, ApiError> {
+    let job = state.jobs.visible(&caller, &id).await?;
+    let source = match q.name.as_deref() {
+        None => LogSource::Driver,
+        Some(name) => LogSource::parse(name)
+            .ok_or_else(|| ApiError::bad("invalid-query", "name", "`driver` or `head`"))?,
+    };
+    let text = state.jobs.log(&job, source).await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}

@@ -1,0 +1,100 @@
+//! The HTTP edge: `router(state)` (so tests drive the real app), one file per resource,
+//! the `Caller` extractor and [`error::ApiError`], the only place domain errors become
+//! statuses.
+//!
+//! Every `/v1` endpoint is authenticated (bearer tokens, see [`crate::auth`]);
+//! `/healthz`, `/readyz` and `/metrics` are open for probes and scrapers and reveal no
+//! job data; `/v1/capsules/{sha}.zip` (local object store only) is authorized by its
+//! HMAC-signed, expiring URL instead of a token, so Ray pods can fetch it.
+//! Middleware: request ids (`x-request-id`, generated when absent and echoed back),
+//! tracing, a body-size limit (413) and a request timeout.
+
+mod auth;
+pub mod capacity;
+pub mod error;
+pub mod health;
+pub mod jobs;
+pub mod openapi;
+pub mod plugins;
+pub mod policy;
+pub mod review;
+pub mod shadow;
+pub mod submission;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+pub use error::ApiError;
+
+use crate::state::AppState;
+
+/// Declares the API's routes once: the router is built from the table, and the table
+/// is public so tests can hold it against the OpenAPI document and check that every
+/// `/v1` route refuses a request without a token.
+macro_rules! api_routes {
+    ($( $method:ident $path:literal => $handler:path ),* $(,)?) => {
+        /// Every `(method, path)` the API router serves.
+        pub const ROUTES: &[(&str, &str)] = &[ $( (stringify!($method), $path) ),* ];
+
+        fn api_router() -> Router<AppState> {
+            Router::new()
+                $( .route($path, axum::routing::$method($handler)) )*
+        }
+    };
+}
+
+api_routes! {
+    get "/healthz" => health::healthz,
+    get "/readyz" => health::readyz,
+    get "/metrics" => health::metrics,
+    get "/v1/openapi.json" => openapi::serve,
+    get "/v1/schemas/jobspec" => openapi::jobspec_schema,
+    get "/v1/capacity" => capacity::capacity,
+    post "/v1/admission/review" => review::review,
+    post "/v1/jobs" => jobs::create,
+    get "/v1/jobs" => jobs::list,
+    get "/v1/jobs/{id}" => jobs::get,
+    delete "/v1/jobs/{id}" => jobs::delete,
+    get "/v1/jobs/{id}/logs" => jobs::logs,
+    get "/v1/jobs/{id}/events" => jobs::events,
+    post "/v1/plugins" => plugins::upload,
+    get "/v1/plugins" => plugins::list_plugins,
+    get "/v1/policy" => policy::get_policy,
+    put "/v1/policy" => policy::put_policy,
+    post "/v1/policy/rollback" => policy::rollback,
+    get "/v1/policy/history" => policy::history,
+    get "/v1/policy/shadow" => shadow::get_shadow,
+    put "/v1/policy/shadow" => shadow::put_shadow,
+    delete "/v1/policy/shadow" => shadow::delete_shadow,
+}
+
+/// Longest a request may take (uploads included).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The gateway's HTTP API.
+pub fn router(state: AppState) -> Router {
+    let max_body = state.config.gateway.max_body_bytes();
+    let local = state.local_objects.clone();
+    let mut app = api_router().with_state(state);
+    if let Some(local) = local {
+        app = app.merge(crate::objects::local_routes(local));
+    }
+    // The body limit is enforced once, for every extractor, by the tower layer; axum's
+    // own 2 MB default (which would cap multipart code and plugin uploads) is off.
+    app.layer(DefaultBodyLimit::disable())
+        .layer(RequestBodyLimitLayer::new(max_body))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
+        .layer(TraceLayer::new_for_http())
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}

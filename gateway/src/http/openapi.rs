@@ -1,0 +1,285 @@
+//! The OpenAPI 3.1 document served at `/v1/openapi.json`, and the JobSpec schema at
+//! `/v1/schemas/jobspec`. Schemas of the request bodies come from the code (`schemars`
+//! for the JobSpec), so the document cannot drift from what the gateway validates; a
+//! test holds the document against the router's route table in both directions.
+
+use axum::Json;
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+
+/// `GET /v1/openapi.json`.
+pub async fn serve(_caller: Caller) -> Json<Value> {
+    Json(document())
+}
+
+/// `GET /v1/schemas/jobspec`.
+pub async fn jobspec_schema(_caller: Caller) -> Json<Value> {
+    Json(crate::jobspec::json_schema())
+}
+
+fn error_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    })
+}
+
+fn job_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}
+    })
+}
+
+/// The document.
+pub fn document() -> Value {
+    let mut jobspec = crate::jobspec::json_schema();
+    let defs = jobspec
+        .as_object_mut()
+        .and_then(|o| o.remove("$defs"))
+        .unwrap_or_else(|| json!({}));
+    if let Some(o) = jobspec.as_object_mut() {
+        o.remove("$schema");
+    }
+    let jobspec = rewrite_refs(jobspec);
+    let mut schemas = json!({
+        "JobSpec": jobspec,
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "string", "description": "Stable, machine-readable code"},
+                    "message": {"type": "string"},
+                    "details": {"description": "Code-specific details, e.g. `fields` for invalid-spec"}
+                }
+            }}
+        },
+        "Job": {
+            "type": "object",
+            "required": ["id", "team", "name", "state", "spec"],
+            "properties": {
+                "id": {"type": "string"},
+                "team": {"type": "string"},
+                "name": {"type": "string"},
+                "state": {"type": "string", "enum": ["queued", "dispatched", "initializing", "running", "succeeded", "failed", "cancelled", "timed-out", "rejected"]},
+                "reason": {"type": ["string", "null"]},
+                "capsuleSha256": {"type": ["string", "null"]},
+                "rayjobName": {"type": ["string", "null"]},
+                "queue": {"type": "object", "properties": {
+                    "series": {"type": "string"}, "position": {"type": "integer"},
+                    "code": {"type": "string"}, "reason": {"type": "string"}}},
+                "spec": {"$ref": "#/components/schemas/JobSpec"},
+                "admission": {"type": "object", "description": "Decision and per-plugin trace (on submission)"},
+                "history": {"type": "array", "items": {"type": "object"}},
+                "decisions": {"type": "array", "items": {"type": "object"}}
+            }
+        },
+        "JsonSubmission": {
+            "type": "object",
+            "required": ["spec", "capsule"],
+            "additionalProperties": false,
+            "properties": {
+                "spec": {"$ref": "#/components/schemas/JobSpec"},
+                "capsule": {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+            }
+        }
+    });
+    if let (Some(s), Some(d)) = (schemas.as_object_mut(), defs.as_object()) {
+        for (k, v) in d {
+            s.insert(k.clone(), rewrite_refs(v.clone()));
+        }
+    }
+    let id_param =
+        json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+    let mut doc = json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Forge gateway",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Submit GPU training jobs; admission by WebAssembly policy plugins; runs as KubeRay RayJobs."
+        },
+        "security": [{"bearer": []}],
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": schemas
+        },
+        "paths": {
+            "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}},
+            "/readyz": {"get": {"summary": "Readiness", "security": [], "responses": {"200": {"description": "ready"}}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics", "security": [], "responses": {"200": {"description": "text exposition format"}}}},
+            "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+            "/v1/schemas/jobspec": {"get": {"summary": "JobSpec JSON Schema", "responses": {"200": {"description": "schema"}}}},
+            "/v1/capacity": {"get": {"summary": "Live GPU capacity per series and the caller's team usage",
+                "responses": {"200": {"description": "capacity"}, "401": error_response("unauthenticated")}}},
+            "/v1/admission/review": {"post": {"summary": "Dry run: the decision the active policy would make now, with a per-plugin trace",
+                "requestBody": {"required": true, "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}},
+                    "application/yaml": {"schema": {"$ref": "#/components/schemas/JobSpec"}}}},
+                "responses": {"200": {"description": "decision"}, "422": error_response("invalid spec"), "503": error_response("policy failed (fails closed)")}}},
+            "/v1/jobs": {
+                "post": {"summary": "Submit a job",
+                    "requestBody": {"required": true, "content": {
+                        "multipart/form-data": {"schema": {"type": "object", "required": ["spec", "code"], "properties": {
+                            "spec": {"$ref": "#/components/schemas/JobSpec"},
+                            "code": {"type": "string", "format": "binary", "description": ".zip or .tar.gz"}}}},
+                        "application/json": {"schema": {"$ref": "#/components/schemas/JsonSubmission"}}}},
+                    "responses": {
+                        "202": job_response("accepted: queued (durably) with the admission decision"),
+                        "400": error_response("malformed request or hostile archive (capsule.*)"),
+                        "403": error_response("policy-rejected"),
+                        "413": error_response("body or archive too large"),
+                        "422": error_response("invalid-spec (every field problem) or unknown-capsule"),
+                        "503": error_response("policy or storage unavailable")}},
+                "get": {"summary": "List jobs (newest first)",
+                    "parameters": [
+                        {"name": "state", "in": "query", "schema": {"type": "string"}},
+                        {"name": "team", "in": "query", "schema": {"type": "string"}, "description": "admins only"},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
+                        {"name": "cursor", "in": "query", "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "a page of jobs and the next cursor"}}}
+            },
+            "/v1/jobs/{id}": {
+                "parameters": id_param.clone(),
+                "get": {"summary": "A job with queue position, reason, history and decisions",
+                    "responses": {"200": job_response("the job"), "404": error_response("not found (or another team's)")}},
+                "delete": {"summary": "Cancel a job",
+                    "responses": {"200": job_response("cancelled"), "404": error_response("not found"), "409": error_response("not-cancellable")}}
+            },
+            "/v1/jobs/{id}/events": {
+                "parameters": id_param.clone(),
+                "get": {"summary": "Deduplicated Kubernetes events of the job's objects and the structured pending reason",
+                    "responses": {"200": {"description": "{pending?, events[]}"}, "404": error_response("not found")}}
+            },
+            "/v1/jobs/{id}/logs": {
+                "parameters": id_param,
+                "get": {"summary": "Archived driver (default) or head log",
+                    "parameters": [{"name": "name", "in": "query", "schema": {"type": "string", "enum": ["driver", "head"]}}],
+                    "responses": {"200": {"description": "text/plain"}, "404": error_response("not archived yet")}}
+            }
+        }
+    });
+    if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), policy_paths()) {
+        paths.extend(more);
+    }
+    doc
+}
+
+/// The policy-management operations (`http::policy`, `http::plugins`, `http::shadow`).
+fn policy_paths() -> Value {
+    let team = json!({"name": "team", "in": "query", "schema": {"type": "string"},
+        "description": "address this team's chain (members: their own team) instead of the global one"});
+    let link = json!({"type": "object", "properties": {
+        "name": {"type": "string"}, "version": {"type": "string"},
+        "digest": {"type": "string", "description": "sha256:<hex>; or name + version"},
+        "settings": {"description": "JSON settings checked by the plugin's validate-settings"}}});
+    json!({
+        "/v1/plugins": {
+            "post": {"summary": "Upload a policy plugin (checked before it is stored)",
+                "requestBody": {"required": true, "content": {"multipart/form-data": {"schema": {
+                    "type": "object", "required": ["component", "name", "version"], "properties": {
+                        "component": {"type": "string", "format": "binary"},
+                        "name": {"type": "string"}, "version": {"type": "string"},
+                        "description": {"type": "string"},
+                        "settings": {"type": "string", "description": "JSON, checked with validate-settings"},
+                        "scope": {"type": "string", "enum": ["team", "global"]}}}}}},
+                "responses": {"201": {"description": "registered"}, "200": {"description": "identical re-upload"},
+                    "403": error_response("global plugins are admin-only"),
+                    "409": error_response("plugin.version-exists"),
+                    "413": error_response("plugin.too-large"),
+                    "422": error_response("plugin.not-a-component | plugin.wrong-world | plugin.forbidden-import | plugin.compile-failed | plugin.invalid-settings | plugin.team-limit")}},
+            "get": {"summary": "Plugins the caller may use (global and the team's; admins: all)",
+                "parameters": [team.clone()], "responses": {"200": {"description": "{plugins[]}"}}}
+        },
+        "/v1/policy": {
+            "get": {"summary": "The active global chain and the team's chain", "parameters": [team.clone()],
+                "responses": {"200": {"description": "{global, team}"}}},
+            "put": {"summary": "Replace a chain (optimistic concurrency on expectedVersion); built and warmed before an atomic swap",
+                "parameters": [team.clone()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["expectedVersion", "plugins"], "properties": {
+                        "expectedVersion": {"type": "integer"}, "plugins": {"type": "array", "items": link.clone()},
+                        "comment": {"type": "string"}, "replay": {"type": "integer", "description": "replay against the last N decisions"},
+                        "dryRun": {"type": "boolean"}}}}}},
+                "responses": {"200": {"description": "{activated?, replay?, dryRun}"},
+                    "403": error_response("the global chain is admin-only"),
+                    "409": error_response("policy.version-conflict"),
+                    "422": error_response("policy.unknown-plugin | plugin.invalid-settings")}}
+        },
+        "/v1/policy/rollback": {"post": {"summary": "Activate the previous (or a given) version's exact chain as a new version",
+            "parameters": [team.clone()],
+            "responses": {"200": {"description": "the activation"}, "409": error_response("policy.no-previous-version | policy.version-conflict")}}},
+        "/v1/policy/history": {"get": {"summary": "Versions of a chain: who, when, from → to, comment",
+            "parameters": [team], "responses": {"200": {"description": "{scope, versions[]}"}}}},
+        "/v1/policy/shadow": {
+            "get": {"summary": "The shadow candidate, its agreement rate and the differing cases",
+                "responses": {"200": {"description": "report"}}},
+            "put": {"summary": "Shadow a candidate global chain on real submissions (never enforced; admin)",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["plugins"], "properties": {
+                        "plugins": {"type": "array", "items": link}, "comment": {"type": "string"}}}}}},
+                "responses": {"200": {"description": "report"}, "403": error_response("admin only")}},
+            "delete": {"summary": "Stop shadowing (final report)",
+                "responses": {"200": {"description": "report"}, "404": error_response("no candidate")}}
+        }
+    })
+}
+
+/// `#/$defs/X` → `#/components/schemas/X`.
+fn rewrite_refs(v: Value) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| {
+                    let v = match (&*k, v) {
+                        ("$ref", Value::String(s)) => {
+                            Value::String(s.replace("#/$defs/", "#/components/schemas/"))
+                        }
+                        (_, other) => rewrite_refs(other),
+                    };
+                    (k, v)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(rewrite_refs).collect()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_exactly_the_routes_and_resolves_refs() {
+        let doc = document();
+        for (method, path) in crate::http::ROUTES {
+            assert!(
+                doc["paths"][path][method].is_object(),
+                "{method} {path} is routed but not documented"
+            );
+        }
+        let paths = doc["paths"].as_object().expect("paths");
+        for (path, item) in paths {
+            let methods = item.as_object().expect("path item").keys();
+            for method in methods.filter(|k| *k != "parameters") {
+                assert!(
+                    crate::http::ROUTES.contains(&(method.as_str(), path.as_str())),
+                    "{method} {path} is documented but not routed"
+                );
+            }
+        }
+        let text = doc.to_string();
+        assert!(!text.contains("#/$defs/"));
+        for r in text.split("\"#/components/schemas/").skip(1) {
+            let name = r.split('"').next().unwrap_or_default();
+            assert!(
+                doc["components"]["schemas"][name].is_object(),
+                "dangling $ref {name}"
+            );
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! `POST /v1/admission/review`: the decision the active policy would make now for a
+//! JobSpec (JSON, or YAML by `Content-Type`), with the per-plugin trace, plugin digests
+//! and policy versions. Changes nothing.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
+use forge_policy_host::ChainOutcome;
+use serde::Serialize;
+
+use super::error::ApiError;
+use crate::admission::Path;
+use crate::auth::Caller;
+use crate::jobspec::{self, SpecFormat};
+use crate::state::AppState;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewResponse {
+    /// Version of the global chain that decided.
+    policy_version: u64,
+    /// Version of the caller's team chain, if the team has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    team_policy_version: Option<u64>,
+    /// Both, as recorded with decisions (`global@3+team@1`).
+    policy: String,
+    #[serde(flatten)]
+    outcome: ChainOutcome,
+}
+
+/// `POST /v1/admission/review`.
+pub async fn review(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<ReviewResponse>, ApiError> {
+    let format = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map_or(SpecFormat::Json, SpecFormat::from_content_type);
+    let spec = jobspec::parse_and_validate(&body, format, &state.config)?;
+    let admission = &state.jobs.admission;
+    let request = admission.live_request("dry-run", &caller.team, &spec);
+    let evaluated = admission
+        .evaluate(&caller.team, request, Path::Review)
+        .await?;
+    Ok(Json(ReviewResponse {
+        policy_version: evaluated.global_version,
+        team_policy_version: evaluated.team_version,
+        policy: evaluated.label,
+        outcome: evaluated.outcome,
+    }))
+}

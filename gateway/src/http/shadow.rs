@@ -1,0 +1,119 @@
+//! Shadow mode over HTTP: `GET|PUT|DELETE /v1/policy/shadow` — the candidate global
+//! chain that runs beside the live one, and its agreement (changes are admin-only).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::policy::who;
+use crate::auth::Caller;
+use crate::policy::shadow::{CandidateView, ShadowCandidate};
+use crate::policy::{LinkInput, PolicyAdminError, Scope};
+use crate::state::AppState;
+use crate::store::{ShadowCounts, ShadowResult, now_ms};
+
+/// `PUT /v1/policy/shadow` body.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PutShadow {
+    plugins: Vec<LinkInput>,
+    #[serde(default)]
+    comment: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowResponse {
+    active: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    candidate: Option<CandidateView>,
+    #[serde(flatten)]
+    counts: ShadowCounts,
+    /// `agreed / compared` (absent before the first comparison).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agreement_rate: Option<f64>,
+    /// The latest differing cases (newest first, at most 100).
+    differences: Vec<ShadowResult>,
+}
+
+async fn shadow_report(
+    state: &AppState,
+    candidate: Option<&ShadowCandidate>,
+    active: bool,
+) -> Result<ShadowResponse, ApiError> {
+    let Some(c) = candidate else {
+        return Ok(ShadowResponse {
+            active: false,
+            candidate: None,
+            counts: ShadowCounts::default(),
+            agreement_rate: None,
+            differences: Vec::new(),
+        });
+    };
+    let (counts, differences) = state.policies.store().shadow_report(&c.id, 100).await?;
+    #[allow(clippy::cast_precision_loss)]
+    let agreement_rate =
+        (counts.compared > 0).then(|| counts.agreed as f64 / counts.compared as f64);
+    Ok(ShadowResponse {
+        active,
+        candidate: Some(c.view()),
+        counts,
+        agreement_rate,
+        differences,
+    })
+}
+
+/// `GET /v1/policy/shadow`.
+pub async fn get_shadow(
+    State(state): State<AppState>,
+    _caller: Caller,
+) -> Result<Json<ShadowResponse>, ApiError> {
+    let c = state.policies.shadow();
+    Ok(Json(shadow_report(&state, c.as_deref(), true).await?))
+}
+
+/// `PUT /v1/policy/shadow`: start shadowing a candidate global chain.
+pub async fn put_shadow(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<Json<ShadowResponse>, ApiError> {
+    caller.require_admin()?;
+    let put: PutShadow = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad(
+            "invalid-policy",
+            "body",
+            format!("not a policy document: {e}"),
+        )
+    })?;
+    let m = &state.policies;
+    let links = m.resolve(&Scope::Global, put.plugins).await?;
+    let chain = m.build(&links).await?;
+    let started_at_ms = now_ms();
+    let candidate = ShadowCandidate {
+        id: format!("shadow-{started_at_ms}-{}", crate::store::new_job_id()),
+        links,
+        chain,
+        author: who(&caller),
+        comment: put.comment,
+        started_at_ms,
+    };
+    let report = shadow_report(&state, Some(&candidate), true).await?;
+    m.set_shadow(candidate);
+    Ok(Json(report))
+}
+
+/// `DELETE /v1/policy/shadow`: stop shadowing; answers the final report.
+pub async fn delete_shadow(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<ShadowResponse>, ApiError> {
+    caller.require_admin()?;
+    let c = state
+        .policies
+        .clear_shadow()
+        .ok_or_else(|| PolicyAdminError::NotFound("no shadow candidate is running".into()))?;
+    Ok(Json(shadow_report(&state, Some(&c), false).await?))
+}

@@ -1,0 +1,160 @@
+//! Reading a submission from the request: `multipart/form-data` with a `spec` part
+//! (JSON, or YAML when the part's content type or file name says so) and a `code` part
+//! (`.zip` / `.tar.gz`, streamed to a spool file, never held in memory); or
+//! `application/json` `{"spec": {...}, "capsule": "<sha256>"}` naming a stored capsule.
+//! The spec is validated here, so a submission that reaches the job domain is whole.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Multipart, Request};
+use axum::http::{StatusCode, header};
+use serde::Deserialize;
+use tokio::io::AsyncWriteExt;
+
+use super::error::ApiError;
+use crate::jobs::CodeInput;
+use crate::jobspec::{self, JobSpec, SpecFormat};
+use crate::state::AppState;
+
+/// Reads and validates a submission.
+pub async fn read(state: &AppState, request: Request) -> Result<(JobSpec, CodeInput), ApiError> {
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if content_type.starts_with("multipart/form-data") {
+        let multipart = Multipart::from_request(request, state)
+            .await
+            .map_err(|e| ApiError::bad("invalid-multipart", "body", e.body_text()))?;
+        read_multipart(state, multipart).await
+    } else {
+        let body = Bytes::from_request(request, state)
+            .await
+            .map_err(|e| ApiError::bad("invalid-body", "body", e.body_text()))?;
+        read_json(state, &body)
+    }
+}
+
+/// A multipart read error: 413 when the body limit was hit, else 400.
+fn multipart_error(field: &str, e: &axum::extract::multipart::MultipartError) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::TooLarge {
+            field: field.to_string(),
+            message: e.body_text(),
+        }
+    } else {
+        ApiError::bad("invalid-multipart", field, e.body_text())
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonSubmission {
+    spec: serde_json::Value,
+    capsule: String,
+}
+
+fn read_json(state: &AppState, body: &[u8]) -> Result<(JobSpec, CodeInput), ApiError> {
+    let req: JsonSubmission = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad(
+            "invalid-body",
+            "body",
+            format!(
+                "expected {{\"spec\": {{...}}, \"capsule\": \"<sha256>\"}} or a multipart \
+                 upload: {e}"
+            ),
+        )
+    })?;
+    let spec = jobspec::from_value_and_validate(req.spec, &state.config)?;
+    Ok((spec, CodeInput::Capsule(req.capsule)))
+}
+
+async fn read_multipart(
+    state: &AppState,
+    mut multipart: Multipart,
+) -> Result<(JobSpec, CodeInput), ApiError> {
+    let mut spec_doc: Option<(Bytes, SpecFormat)> = None;
+    let mut code: Option<tempfile::TempPath> = None;
+    while let Some(field) = multipart
+        .next_field()
+        .await
+        .map_err(|e| multipart_error("body", &e))?
+    {
+        match field.name().unwrap_or("") {
+            "spec" => {
+                let yaml = field
+                    .content_type()
+                    .is_some_and(|c| SpecFormat::from_content_type(c) == SpecFormat::Yaml)
+                    || field
+                        .file_name()
+                        .is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
+                let bytes = field
+                    .bytes()
+                    .await
+                    .map_err(|e| multipart_error("spec", &e))?;
+                let format = if yaml {
+                    SpecFormat::Yaml
+                } else {
+                    SpecFormat::Json
+                };
+                spec_doc = Some((bytes, format));
+            }
+            "code" => code = Some(spool(state, field).await?),
+            other => {
+                return Err(ApiError::bad(
+                    "unknown-part",
+                    "body",
+                    format!("unexpected multipart part `{other}` (expected `spec` and `code`)"),
+                ));
+            }
+        }
+    }
+    let Some((doc, format)) = spec_doc else {
+        return Err(ApiError::bad(
+            "missing-part",
+            "spec",
+            "the `spec` part is required",
+        ));
+    };
+    let Some(code) = code else {
+        return Err(ApiError::bad(
+            "missing-part",
+            "code",
+            "the `code` part (a .zip or .tar.gz of the job's code) is required",
+        ));
+    };
+    let spec = jobspec::parse_and_validate(&doc, format, &state.config)?;
+    Ok((spec, CodeInput::Upload(code)))
+}
+
+/// Streams the `code` part to a temporary file in the spool directory (removed when
+/// the returned path is dropped).
+async fn spool(
+    state: &AppState,
+    mut field: axum::extract::multipart::Field<'_>,
+) -> Result<tempfile::TempPath, ApiError> {
+    let spool = state.config.gateway.data_dir.join("spool");
+    tokio::fs::create_dir_all(&spool)
+        .await
+        .map_err(|e| ApiError::Internal(format!("spool dir: {e}")))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".upload-")
+        .tempfile_in(&spool)
+        .map_err(|e| ApiError::Internal(format!("spool file: {e}")))?;
+    let (file, path) = tmp.into_parts();
+    let mut out = tokio::fs::File::from_std(file);
+    while let Some(chunk) = field
+        .chunk()
+        .await
+        .map_err(|e| multipart_error("code", &e))?
+    {
+        out.write_all(&chunk)
+            .await
+            .map_err(|e| ApiError::Internal(format!("spooling the upload: {e}")))?;
+    }
+    out.flush()
+        .await
+        .map_err(|e| ApiError::Internal(format!("spooling the upload: {e}")))?;
+    Ok(path)
+}

@@ -1,0 +1,56 @@
+//! Parsing a spec document (JSON or YAML) and validating it — structurally against the
+//! schema, then semantically against the configuration — reporting every problem at
+//! once.
+
+use super::schema::structural_errors;
+use super::{FieldCode, FieldError, JobSpec, SpecErrors, SpecFormat};
+use crate::config::Config;
+
+/// Parses a JSON or YAML document into a generic value.
+fn parse_document(body: &[u8], format: SpecFormat) -> Result<serde_json::Value, FieldError> {
+    let syntax = |e: String| FieldError::new("", FieldCode::Syntax, e);
+    match format {
+        SpecFormat::Json => serde_json::from_slice(body).map_err(|e| syntax(e.to_string())),
+        SpecFormat::Yaml => std::str::from_utf8(body)
+            .map_err(|e| syntax(e.to_string()))
+            .and_then(|text| serde_saphyr::from_str(text).map_err(|e| syntax(e.to_string()))),
+    }
+}
+
+/// Parses a spec document and validates it against the configuration, reporting every
+/// problem (structural and semantic) at once.
+pub fn parse_and_validate(
+    body: &[u8],
+    format: SpecFormat,
+    cfg: &Config,
+) -> Result<JobSpec, SpecErrors> {
+    let doc = parse_document(body, format).map_err(|e| SpecErrors(vec![e]))?;
+    from_value_and_validate(doc, cfg)
+}
+
+/// Validates an already-parsed document (e.g. the `spec` member of a JSON request).
+pub fn from_value_and_validate(
+    doc: serde_json::Value,
+    cfg: &Config,
+) -> Result<JobSpec, SpecErrors> {
+    let mut errors = structural_errors(&doc);
+    let typed = serde_json::from_value::<JobSpec>(doc);
+    if let Ok(spec) = &typed {
+        errors.extend(spec.validate(cfg));
+    }
+    if errors.is_empty() {
+        return typed
+            .map_err(|e| SpecErrors(vec![FieldError::new("", FieldCode::Type, e.to_string())]));
+    }
+    // A missing field is reported once as `required`, not also as a range/format
+    // problem of its default value.
+    let required: Vec<String> = errors
+        .iter()
+        .filter(|e| e.code == FieldCode::Required)
+        .map(|e| e.field.clone())
+        .collect();
+    errors.retain(|e| e.code == FieldCode::Required || !required.contains(&e.field));
+    errors.sort_by(|a, b| (&a.field, a.code).cmp(&(&b.field, b.code)));
+    errors.dedup_by(|a, b| a.field == b.field && a.code == b.code);
+    Err(SpecErrors(errors))
+}

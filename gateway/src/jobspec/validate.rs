@@ -1,0 +1,247 @@
+//! The semantic layer of spec validation ([`JobSpec::validate`]): names, ranges,
+//! duplicates, reserved keys, frameworks without a configured image and storage the
+//! cluster does not offer — one function per part of the spec, every problem reported.
+
+use super::{
+    FieldCode, FieldError, JobSpec, MAX_ENTRYPOINT_BYTES, MAX_ENV, MAX_ENV_VALUE_BYTES,
+    MAX_GPUS_PER_NODE, MAX_NODES_PER_POOL, MAX_POOLS, PoolSpec, RESERVED_ENV_NAMES,
+    RESERVED_ENV_PREFIXES, RESERVED_LABEL_PREFIXES, names,
+};
+use crate::config::Config;
+
+/// Collects problems.
+#[derive(Default)]
+struct Problems(Vec<FieldError>);
+
+impl Problems {
+    fn push(&mut self, field: impl Into<String>, code: FieldCode, message: impl Into<String>) {
+        self.0.push(FieldError::new(field, code, message));
+    }
+}
+
+/// The path of a map entry: `env["NAME"]`.
+fn entry(map: &str, key: &str) -> String {
+    format!("{map}[{}]", serde_json::Value::String(key.to_string()))
+}
+
+impl JobSpec {
+    /// Semantic checks against the configuration; returns every problem.
+    pub fn validate(&self, cfg: &Config) -> Vec<FieldError> {
+        let mut p = Problems::default();
+        self.check_name(&mut p);
+        self.check_framework(cfg, &mut p);
+        self.check_entrypoint(&mut p);
+        self.check_pools(&mut p);
+        self.check_env(&mut p);
+        self.check_labels(&mut p);
+        self.check_deadlines(&mut p);
+        self.check_storage(cfg, &mut p);
+        p.0
+    }
+
+    fn check_name(&self, p: &mut Problems) {
+        if self.name.is_empty() {
+            p.push("name", FieldCode::Required, "is required");
+        } else if !names::is_dns1123_label(&self.name) {
+            p.push(
+                "name",
+                FieldCode::Format,
+                "must be at most 63 lowercase letters, digits and '-', starting and ending \
+                 with a letter or digit",
+            );
+        }
+    }
+
+    fn check_framework(&self, cfg: &Config, p: &mut Problems) {
+        if self.framework.is_empty() {
+            p.push("framework", FieldCode::Required, "is required");
+        } else if cfg.image_for(&self.framework).is_none() {
+            let known: Vec<&str> = cfg.images.keys().map(String::as_str).collect();
+            let known = if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            };
+            p.push(
+                "framework",
+                FieldCode::UnknownFramework,
+                format!(
+                    "no image is configured for framework `{}` (known: {known})",
+                    self.framework
+                ),
+            );
+        }
+    }
+
+    fn check_entrypoint(&self, p: &mut Problems) {
+        if self.entrypoint.trim().is_empty() {
+            p.push("entrypoint", FieldCode::Required, "is required");
+        } else if self.entrypoint.len() > MAX_ENTRYPOINT_BYTES {
+            p.push(
+                "entrypoint",
+                FieldCode::Range,
+                format!("is longer than {MAX_ENTRYPOINT_BYTES} bytes"),
+            );
+        }
+    }
+
+    fn check_pools(&self, p: &mut Problems) {
+        if self.pools.is_empty() {
+            p.push(
+                "pools",
+                FieldCode::Required,
+                "at least one pool is required",
+            );
+        } else if self.pools.len() > MAX_POOLS {
+            p.push(
+                "pools",
+                FieldCode::Range,
+                format!("at most {MAX_POOLS} pools"),
+            );
+        }
+        for (i, pool) in self.pools.iter().enumerate() {
+            check_pool(i, pool, &self.pools[..i], p);
+        }
+    }
+
+    fn check_env(&self, p: &mut Problems) {
+        if self.env.len() > MAX_ENV {
+            p.push(
+                "env",
+                FieldCode::Range,
+                format!("at most {MAX_ENV} variables"),
+            );
+        }
+        for (key, value) in &self.env {
+            let at = entry("env", key);
+            if !names::is_c_identifier(key) {
+                p.push(
+                    at,
+                    FieldCode::Format,
+                    "must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)",
+                );
+            } else if RESERVED_ENV_PREFIXES.iter().any(|r| key.starts_with(r))
+                || RESERVED_ENV_NAMES.contains(&key.as_str())
+            {
+                p.push(
+                    at,
+                    FieldCode::Reserved,
+                    "FORGE_*, RAY_*, CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES are set \
+                     by the platform",
+                );
+            } else if value.len() > MAX_ENV_VALUE_BYTES {
+                p.push(
+                    at,
+                    FieldCode::Range,
+                    format!("value is longer than {MAX_ENV_VALUE_BYTES} bytes"),
+                );
+            }
+        }
+    }
+
+    fn check_labels(&self, p: &mut Problems) {
+        for (key, value) in &self.labels {
+            let at = entry("labels", key);
+            if !names::is_qualified_name(key) {
+                p.push(
+                    at,
+                    FieldCode::Format,
+                    "key is not a valid Kubernetes label key",
+                );
+            } else if RESERVED_LABEL_PREFIXES.iter().any(|r| key.starts_with(r)) {
+                p.push(
+                    at,
+                    FieldCode::Reserved,
+                    format!(
+                        "label keys under {} are reserved",
+                        RESERVED_LABEL_PREFIXES.join(", ")
+                    ),
+                );
+            } else if !names::is_label_value(value) {
+                p.push(
+                    at,
+                    FieldCode::Format,
+                    "value is not a valid Kubernetes label value",
+                );
+            }
+        }
+    }
+
+    fn check_deadlines(&self, p: &mut Problems) {
+        let int32 = i64::from(i32::MAX);
+        for (name, value) in [
+            ("preRunningSeconds", self.deadlines.pre_running_seconds),
+            ("activeSeconds", self.deadlines.active_seconds),
+        ] {
+            if let Some(v) = value
+                && !(1..=int32).contains(&v)
+            {
+                p.push(
+                    format!("deadlines.{name}"),
+                    FieldCode::Range,
+                    format!("must be 1..={int32} seconds"),
+                );
+            }
+        }
+    }
+
+    fn check_storage(&self, cfg: &Config, p: &mut Problems) {
+        if self.shared_storage && cfg.storage.pvc.is_none() {
+            p.push(
+                "sharedStorage",
+                FieldCode::Unavailable,
+                "this gateway has no storage claim (FORGE_K8S_STORAGE_PVC)",
+            );
+        }
+        if self.corpus && cfg.storage.corpus_pvc.is_none() {
+            p.push(
+                "corpus",
+                FieldCode::Unavailable,
+                "this gateway has no corpus claim (FORGE_K8S_CORPUS_PVC)",
+            );
+        }
+    }
+}
+
+/// Checks pool `i` (`earlier` are the pools before it, for duplicate names).
+fn check_pool(i: usize, pool: &PoolSpec, earlier: &[PoolSpec], p: &mut Problems) {
+    let at = |f: &str| format!("pools[{i}].{f}");
+    if pool.name.is_empty() {
+        p.push(at("name"), FieldCode::Required, "is required");
+    } else if !names::is_dns1123_label(&pool.name) {
+        p.push(
+            at("name"),
+            FieldCode::Format,
+            "must be a DNS-1123 label (lowercase letters, digits, '-')",
+        );
+    } else if earlier.iter().any(|e| e.name == pool.name) {
+        p.push(
+            at("name"),
+            FieldCode::Duplicate,
+            format!("pool name `{}` is used twice", pool.name),
+        );
+    }
+    if pool.nodes < 1 || pool.nodes > MAX_NODES_PER_POOL {
+        p.push(
+            at("nodes"),
+            FieldCode::Range,
+            format!("must be 1..={MAX_NODES_PER_POOL}"),
+        );
+    }
+    if pool.gpus_per_node > MAX_GPUS_PER_NODE {
+        p.push(
+            at("gpusPerNode"),
+            FieldCode::Range,
+            format!("must be 0..={MAX_GPUS_PER_NODE}"),
+        );
+    }
+    if let Some(series) = &pool.series
+        && (series.is_empty() || !names::is_label_value(series))
+    {
+        p.push(
+            at("series"),
+            FieldCode::Format,
+            "must be a non-empty Kubernetes label value",
+        );
+    }
+}

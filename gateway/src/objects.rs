@@ -1,0 +1,8 @@
+//! Object storage as the gateway uses it: capsules, archived logs and plugin blobs,
+//! in S3-compatible storage or the local store whose signed URLs the gateway serves.
+//! The gateway names the storage crate's types only through this module.
+
+pub use forge_object_store::{
+    LocalStore, ObjectStore, PutOutcome, S3Config, S3Store, StoreError as ObjectStoreError,
+    local_routes, log_key, plugin_key,
+};

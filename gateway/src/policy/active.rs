@@ -1,0 +1,198 @@
+//! The active policy: an immutable snapshot of every scope's chain (global and per
+//! team), swapped as a whole.
+//!
+//! A job of team `t` is decided by `t`'s own links **followed by** the global chain:
+//! the global plugins always run last and see the placement the team's rules left, so
+//! a team can add rejections and holds for itself but can never admit what the global
+//! chain rejects (a reject anywhere ends the chain; an admit is only final if every
+//! later plugin also admits). The composed chains are built once per snapshot.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::store::LinkRef;
+use forge_policy_host::Chain;
+
+/// `global` or `team:<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    Global,
+    Team(String),
+}
+
+impl Scope {
+    /// The key the store uses.
+    pub fn key(&self) -> String {
+        match self {
+            Scope::Global => "global".to_string(),
+            Scope::Team(t) => format!("team:{t}"),
+        }
+    }
+
+    /// The scope a store key names.
+    pub fn from_key(key: &str) -> Option<Scope> {
+        if key == "global" {
+            Some(Scope::Global)
+        } else {
+            key.strip_prefix("team:")
+                .map(|t| Scope::Team(t.to_string()))
+        }
+    }
+}
+
+/// One scope's active chain.
+#[derive(Debug, Clone)]
+pub struct ScopePolicy {
+    pub version: u64,
+    pub links: Vec<LinkRef>,
+    pub chain: Arc<Chain>,
+}
+
+/// The chain that decides for one team, and the versions it is made of.
+#[derive(Debug, Clone)]
+pub struct Selected {
+    pub chain: Arc<Chain>,
+    pub global_version: u64,
+    pub team_version: Option<u64>,
+}
+
+impl Selected {
+    /// The version label recorded with a decision: `global@3` or `global@3+team@1`.
+    pub fn label(&self) -> String {
+        match self.team_version {
+            Some(t) => format!("global@{}+team@{t}", self.global_version),
+            None => format!("global@{}", self.global_version),
+        }
+    }
+}
+
+/// What `GET /v1/policy` shows of one scope.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeView {
+    pub scope: String,
+    pub version: u64,
+    pub plugins: Vec<LinkRef>,
+}
+
+/// Every scope's chain, immutable once built.
+#[derive(Debug)]
+pub struct ActivePolicy {
+    global: ScopePolicy,
+    teams: BTreeMap<String, ScopePolicy>,
+    /// Team links followed by the global chain, per team with links.
+    composed: HashMap<String, Arc<Chain>>,
+}
+
+impl ActivePolicy {
+    /// A snapshot from a global chain and team chains (composes them now).
+    pub fn new(global: ScopePolicy, teams: BTreeMap<String, ScopePolicy>) -> Self {
+        let composed = teams
+            .iter()
+            .filter(|(_, t)| !t.links.is_empty())
+            .filter_map(|(name, t)| {
+                Chain::concat(&[t.chain.as_ref(), global.chain.as_ref()])
+                    .map(|c| (name.clone(), Arc::new(c)))
+            })
+            .collect();
+        ActivePolicy {
+            global,
+            teams,
+            composed,
+        }
+    }
+
+    /// This snapshot with one scope replaced.
+    pub fn with_scope(&self, scope: &Scope, policy: ScopePolicy) -> Self {
+        let mut global = self.global.clone();
+        let mut teams = self.teams.clone();
+        match scope {
+            Scope::Global => global = policy,
+            Scope::Team(t) => {
+                teams.insert(t.clone(), policy);
+            }
+        }
+        ActivePolicy::new(global, teams)
+    }
+
+    /// The chain that decides for `team`.
+    pub fn select(&self, team: &str) -> Selected {
+        match self.composed.get(team) {
+            Some(chain) => Selected {
+                chain: chain.clone(),
+                global_version: self.global.version,
+                team_version: self.teams.get(team).map(|t| t.version),
+            },
+            None => Selected {
+                chain: self.global.chain.clone(),
+                global_version: self.global.version,
+                team_version: self.teams.get(team).map(|t| t.version),
+            },
+        }
+    }
+
+    /// The chain `team` would get with `global` as the global chain (shadow, replay).
+    pub fn select_with_global(&self, team: &str, global: &Arc<Chain>) -> Arc<Chain> {
+        match self.teams.get(team).filter(|t| !t.links.is_empty()) {
+            Some(t) => Chain::concat(&[t.chain.as_ref(), global.as_ref()])
+                .map_or_else(|| global.clone(), Arc::new),
+            None => global.clone(),
+        }
+    }
+
+    /// The chain `team` would get with `own` as its team chain (replay).
+    pub fn select_with_team(&self, own: &Arc<Chain>) -> Arc<Chain> {
+        Chain::concat(&[own.as_ref(), self.global.chain.as_ref()])
+            .map_or_else(|| self.global.chain.clone(), Arc::new)
+    }
+
+    /// The global chain.
+    pub fn global(&self) -> &ScopePolicy {
+        &self.global
+    }
+
+    /// A scope's chain (`None` for a team without one).
+    pub fn scope(&self, scope: &Scope) -> Option<&ScopePolicy> {
+        match scope {
+            Scope::Global => Some(&self.global),
+            Scope::Team(t) => self.teams.get(t),
+        }
+    }
+
+    /// Version of every scope (as the store's `heads` reports them).
+    pub fn heads(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        out.insert(Scope::Global.key(), self.global.version);
+        for (t, p) in &self.teams {
+            out.insert(Scope::Team(t.clone()).key(), p.version);
+        }
+        out
+    }
+
+    /// A scope as the API shows it.
+    pub fn view(&self, scope: &Scope) -> ScopeView {
+        let (version, plugins) = self
+            .scope(scope)
+            .map_or((0, Vec::new()), |p| (p.version, p.links.clone()));
+        ScopeView {
+            scope: scope.key(),
+            version,
+            plugins,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_keys_round_trip() {
+        for s in [Scope::Global, Scope::Team("ml".into())] {
+            assert_eq!(Scope::from_key(&s.key()), Some(s.clone()));
+        }
+        assert_eq!(Scope::from_key("other"), None);
+    }
+}

@@ -1,0 +1,308 @@
+//! How the active policy changes: a change is resolved (plugin references → digests),
+//! built (each plugin loaded, `validate-settings` run, so every plugin is instantiated
+//! once) and, only if all of that succeeded, appended to the store as the scope's next
+//! version (compare-and-set on the expected version) and swapped in atomically.
+//! Evaluations load the snapshot when they get a runner permit and hold it while they
+//! run; the change is acknowledged only after every evaluation that loaded the old
+//! snapshot has finished (bounded wait), so no decision completes on the old version
+//! after the acknowledgement. A failed build or a stale expected version changes
+//! nothing.
+//!
+//! **Replicas.** Each gateway polls the store's per-scope head versions every
+//! `FORGE_POLICY_SYNC_MS` and activates a newer version the same way (build, swap,
+//! drain). A change on one replica is in effect on the others within one poll interval
+//! plus its build time (milliseconds: plugins come from the shared precompile cache).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use forge_policy_host::Chain;
+use serde::Serialize;
+
+use super::active::{Scope, ScopePolicy};
+use super::error::{Malformed, PolicyAdminError};
+use super::manager::PolicyManager;
+use super::registry::GLOBAL;
+use crate::store::{LinkRef, NewVersion, PolicyVersion};
+
+/// Longest an activation waits for evaluations on the old snapshot to finish.
+const DRAIN_BOUND: Duration = Duration::from_secs(5);
+
+/// A chain link as a request names it: by name (and version), or by digest.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LinkInput {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub digest: Option<String>,
+    #[serde(default)]
+    pub settings: serde_json::Value,
+}
+
+/// A chain change to store and activate.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub scope: Scope,
+    /// The version the writer believes is current (optimistic concurrency).
+    pub expected: u64,
+    pub links: Vec<LinkRef>,
+    /// The chain built from `links` (see [`PolicyManager::build`]).
+    pub chain: Arc<Chain>,
+    /// `put` or `rollback`.
+    pub action: &'static str,
+    pub author: String,
+    pub comment: String,
+}
+
+/// The result of an activation.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Activation {
+    #[serde(flatten)]
+    pub version: PolicyVersion,
+    /// Milliseconds from the stored version to the swap being in effect (drained).
+    pub activation_ms: f64,
+    /// False if evaluations on the old version were still running at the drain bound.
+    pub drained: bool,
+}
+
+impl PolicyManager {
+    /// Resolve a request's links for `scope`: the global chain may use only global
+    /// plugins; a team's chain its own plugins and global ones.
+    pub async fn resolve(
+        &self,
+        scope: &Scope,
+        inputs: Vec<LinkInput>,
+    ) -> Result<Vec<LinkRef>, PolicyAdminError> {
+        let owners: Vec<String> = match scope {
+            Scope::Global => vec![GLOBAL.into()],
+            Scope::Team(t) => vec![t.clone(), GLOBAL.into()],
+        };
+        let mut out = Vec::with_capacity(inputs.len());
+        for (i, l) in inputs.into_iter().enumerate() {
+            let field = format!("plugins[{i}]");
+            let found = match (&l.digest, &l.name, &l.version) {
+                (Some(d), _, _) => {
+                    let rec = self.store.plugin_by_digest(owners.clone(), d).await?;
+                    rec.filter(|r| l.name.as_ref().is_none_or(|n| *n == r.name))
+                }
+                (None, Some(n), Some(v)) => {
+                    let mut rec = None;
+                    for o in &owners {
+                        rec = self.store.plugin(o, n, v).await?;
+                        if rec.is_some() {
+                            break;
+                        }
+                    }
+                    rec
+                }
+                _ => {
+                    return Err(PolicyAdminError::malformed(
+                        Malformed::Link,
+                        field,
+                        "a link names its plugin by `digest`, or by `name` and `version`",
+                    ));
+                }
+            };
+            let Some(rec) = found else {
+                let reference = l.digest.clone().unwrap_or_else(|| {
+                    format!(
+                        "{}@{}",
+                        l.name.clone().unwrap_or_default(),
+                        l.version.clone().unwrap_or_default()
+                    )
+                });
+                return Err(PolicyAdminError::UnknownPlugin {
+                    reference,
+                    scope: scope.key(),
+                    field,
+                });
+            };
+            out.push(LinkRef {
+                owner: rec.owner,
+                name: rec.name,
+                version: rec.version,
+                digest: rec.digest,
+                settings: l.settings,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Build (load, validate settings, warm) a chain from resolved links.
+    pub async fn build(&self, links: &[LinkRef]) -> Result<Arc<Chain>, PolicyAdminError> {
+        self.registry.build_chain(links).await
+    }
+
+    /// Store a change as its scope's next version (if the scope is still at the
+    /// expected version) and activate it.
+    pub async fn activate(&self, change: Change) -> Result<Activation, PolicyAdminError> {
+        let Change {
+            scope,
+            expected,
+            links,
+            chain,
+            action,
+            author,
+            comment,
+        } = change;
+        let scope = &scope;
+        let author = author.as_str();
+        let _guard = self.activation.lock().await;
+        let version = self
+            .store
+            .append(NewVersion {
+                scope: scope.key(),
+                expected,
+                plugins: links.clone(),
+                action,
+                author: author.to_string(),
+                comment,
+            })
+            .await?;
+        let started = Instant::now();
+        let drained = self.swap_in(
+            scope,
+            ScopePolicy {
+                version: version.version,
+                links,
+                chain,
+            },
+        );
+        let drained = drained.await;
+        let activation_ms = started.elapsed().as_secs_f64() * 1000.0;
+        tracing::info!(
+            scope = %scope.key(),
+            version = version.version,
+            action,
+            author,
+            activation_ms,
+            drained,
+            "policy activated"
+        );
+        Ok(Activation {
+            version,
+            activation_ms,
+            drained,
+        })
+    }
+
+    /// Roll `scope` back to `to` (default: the version that was active before the
+    /// current one), as a new version with exactly that chain.
+    pub async fn rollback(
+        &self,
+        scope: &Scope,
+        expected: Option<u64>,
+        to: Option<u64>,
+        author: &str,
+        comment: &str,
+    ) -> Result<Activation, PolicyAdminError> {
+        let key = scope.key();
+        let current = self
+            .store
+            .version(&key, None)
+            .await?
+            .ok_or_else(|| PolicyAdminError::NothingToRollBack { scope: key.clone() })?;
+        let expected = expected.unwrap_or(current.version);
+        let target = match to.unwrap_or(current.from_version) {
+            0 => return Err(PolicyAdminError::NothingToRollBack { scope: key }),
+            v => v,
+        };
+        let previous = self
+            .store
+            .version(&key, Some(target))
+            .await?
+            .ok_or_else(|| {
+                PolicyAdminError::NotFound(format!("policy `{key}` has no version {target}"))
+            })?;
+        let chain = self.build(&previous.plugins).await?;
+        let comment = if comment.is_empty() {
+            format!("rollback to version {target}")
+        } else {
+            comment.to_string()
+        };
+        self.activate(Change {
+            scope: scope.clone(),
+            expected,
+            links: previous.plugins,
+            chain,
+            action: "rollback",
+            author: author.to_string(),
+            comment,
+        })
+        .await
+    }
+
+    /// Pick up versions other replicas stored. Returns whether anything changed.
+    pub async fn sync(&self) -> Result<bool, PolicyAdminError> {
+        let heads = self.store.heads().await?;
+        let mine = self.current().heads();
+        let newer: Vec<(String, u64)> = heads
+            .into_iter()
+            .filter(|(k, v)| mine.get(k).is_none_or(|m| m < v))
+            .collect();
+        if newer.is_empty() {
+            return Ok(false);
+        }
+        let _guard = self.activation.lock().await;
+        for (key, v) in newer {
+            let Some(scope) = Scope::from_key(&key) else {
+                continue;
+            };
+            // Re-check under the lock: a local activation may have got there first.
+            if self.current().scope(&scope).is_some_and(|s| s.version >= v) {
+                continue;
+            }
+            let pv = self
+                .store
+                .version(&key, Some(v))
+                .await?
+                .ok_or_else(|| PolicyAdminError::Internal(format!("{key} v{v} vanished")))?;
+            let chain = self.build(&pv.plugins).await?;
+            let drained = self
+                .swap_in(
+                    &scope,
+                    ScopePolicy {
+                        version: pv.version,
+                        links: pv.plugins,
+                        chain,
+                    },
+                )
+                .await;
+            tracing::info!(scope = %key, version = v, drained, "picked up a policy change");
+        }
+        Ok(true)
+    }
+
+    /// Poll the store every `every` for other replicas' changes.
+    pub fn spawn_sync(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(e) = this.sync().await {
+                    tracing::warn!("policy sync failed (keeping the active policy): {e}");
+                }
+            }
+        })
+    }
+
+    /// Swap a scope in and wait (bounded) until no evaluation uses the old snapshot.
+    pub(super) async fn swap_in(&self, scope: &Scope, policy: ScopePolicy) -> bool {
+        let next = Arc::new(self.current.load().with_scope(scope, policy));
+        let old = self.current.swap(next);
+        let deadline = Instant::now() + DRAIN_BOUND;
+        while Arc::strong_count(&old) > 1 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        true
+    }
+}

@@ -1,0 +1,343 @@
+//! The plugin registry: uploads are checked before anything is stored, components are
+//! kept content-addressed in object storage (`plugins/<sha256>.wasm`, the local store
+//! in dev mode), metadata in the policy store, and loaded plugins are cached in memory
+//! by digest (their compiled form is cached on disk by the engine, so a restart does
+//! not recompile).
+//!
+//! Checks, in order, each answered with its own code: name and version syntax, size
+//! against `FORGE_PLUGIN_MAX_KIB`, the team's count and byte limits, "is a component
+//! of a supported WIT version that imports only the host interface and compiles"
+//! (`Plugin::load`), and — when settings are given — the plugin's own
+//! `validate-settings`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use forge_policy_host::{Chain, ChainLink, LoadError, Plugin, PolicyEngine, digest_of};
+
+use super::error::{Malformed, PolicyAdminError};
+use crate::objects::{ObjectStore, plugin_key};
+use crate::store::{LinkRef, PluginRecord, PolicyStore, now_ms};
+
+/// The owner of admin-managed plugins (the global chain uses only these).
+pub const GLOBAL: &str = "global";
+
+/// Size and count limits of the registry.
+#[derive(Debug, Clone, Copy)]
+pub struct RegistryLimits {
+    /// Largest component accepted (`FORGE_PLUGIN_MAX_KIB`).
+    pub max_plugin_bytes: u64,
+    /// Plugins one team may register (`FORGE_TEAM_PLUGIN_MAX_COUNT`).
+    pub team_max_count: u64,
+    /// Total component bytes one team may register (`FORGE_TEAM_PLUGIN_MAX_MIB`).
+    pub team_max_bytes: u64,
+}
+
+/// One upload.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    /// `global` or the caller's team.
+    pub owner: String,
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub component: Bytes,
+    /// Settings to check with `validate-settings` before accepting (optional).
+    pub settings: Option<serde_json::Value>,
+    pub uploaded_by: String,
+}
+
+/// Checked uploads, stored components, loaded plugins.
+pub struct Registry {
+    engine: PolicyEngine,
+    blobs: Arc<dyn ObjectStore>,
+    store: Arc<dyn PolicyStore>,
+    limits: RegistryLimits,
+    /// Loaded plugins by (digest, display name, version).
+    loaded: Mutex<HashMap<(String, String, String), Arc<Plugin>>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// Plugin names are label-like: `[a-z0-9]([a-z0-9-]*[a-z0-9])?`, at most 63 chars.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// Versions: `[A-Za-z0-9._+-]`, 1..=64 chars (semver fits).
+pub fn valid_version(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 64
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
+}
+
+/// How a link's plugin is named in traces and metrics: `name` for global plugins,
+/// `team/name` for a team's own.
+pub fn display_name(owner: &str, name: &str) -> String {
+    if owner == GLOBAL {
+        name.to_string()
+    } else {
+        format!("{owner}/{name}")
+    }
+}
+
+/// Settings as the plugin receives them (a JSON document; `null` = `{}`).
+pub fn settings_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "{}".to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl Registry {
+    pub fn new(
+        engine: PolicyEngine,
+        blobs: Arc<dyn ObjectStore>,
+        store: Arc<dyn PolicyStore>,
+        limits: RegistryLimits,
+    ) -> Self {
+        Registry {
+            engine,
+            blobs,
+            store,
+            limits,
+            loaded: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The registry's limits.
+    pub fn limits(&self) -> RegistryLimits {
+        self.limits
+    }
+
+    /// The engine plugins are compiled with.
+    pub fn engine(&self) -> &PolicyEngine {
+        &self.engine
+    }
+
+    /// Check, store and register an upload. Returns the record and whether it is new
+    /// (an identical re-upload is not an error).
+    pub async fn upload(&self, u: Upload) -> Result<(PluginRecord, bool), PolicyAdminError> {
+        if !valid_name(&u.name) {
+            return Err(PolicyAdminError::malformed(
+                Malformed::Name,
+                "name",
+                "a plugin name is 1-63 characters of [a-z0-9-], not starting or ending with `-`",
+            ));
+        }
+        if !valid_version(&u.version) {
+            return Err(PolicyAdminError::malformed(
+                Malformed::Version,
+                "version",
+                "a version is 1-64 characters of [A-Za-z0-9._+-]",
+            ));
+        }
+        let size = u.component.len() as u64;
+        if size > self.limits.max_plugin_bytes {
+            return Err(PolicyAdminError::TooLarge {
+                size,
+                limit: self.limits.max_plugin_bytes,
+            });
+        }
+        let digest = digest_of(&u.component);
+        if let Some(existing) = self.store.plugin(&u.owner, &u.name, &u.version).await? {
+            if existing.digest == digest {
+                return Ok((existing, false));
+            }
+            return Err(PolicyAdminError::VersionExists {
+                name: u.name,
+                version: u.version,
+                digest: existing.digest,
+            });
+        }
+        if u.owner != GLOBAL {
+            let (count, bytes) = self.store.owner_usage(&u.owner).await?;
+            if count + 1 > self.limits.team_max_count {
+                return Err(PolicyAdminError::TeamLimit {
+                    team: u.owner,
+                    message: format!(
+                        "has {count} plugins; the limit is {}",
+                        self.limits.team_max_count
+                    ),
+                });
+            }
+            if bytes + size > self.limits.team_max_bytes {
+                return Err(PolicyAdminError::TeamLimit {
+                    team: u.owner,
+                    message: format!(
+                        "has {bytes} bytes of plugins; with this {size}-byte one that exceeds \
+                         the limit of {}",
+                        self.limits.team_max_bytes
+                    ),
+                });
+            }
+        }
+
+        // The host's checks, and the plugin's own settings check, off the async workers.
+        let display = display_name(&u.owner, &u.name);
+        let plugin = {
+            let engine = self.engine.clone();
+            let (display, version, component) =
+                (display.clone(), u.version.clone(), u.component.clone());
+            let settings = u.settings.as_ref().map(settings_text);
+            tokio::task::spawn_blocking(move || -> Result<Arc<Plugin>, PolicyAdminError> {
+                let plugin = Plugin::load_as(&engine, &display, &version, &component)
+                    .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
+                if let Some(settings) = settings {
+                    match plugin.validate_settings(&settings) {
+                        Ok(Ok(())) => {}
+                        Ok(Err(message)) => {
+                            return Err(PolicyAdminError::Settings {
+                                plugin: display.to_string(),
+                                field: "settings".into(),
+                                message,
+                            });
+                        }
+                        Err(e) => {
+                            return Err(PolicyAdminError::Settings {
+                                plugin: display.to_string(),
+                                field: "settings".into(),
+                                message: format!("validate-settings failed: {e}"),
+                            });
+                        }
+                    }
+                }
+                Ok(plugin)
+            })
+            .await
+            .map_err(|e| PolicyAdminError::Internal(e.to_string()))??
+        };
+
+        let key = plugin_key(&digest).map_err(|e| PolicyAdminError::Internal(e.to_string()))?;
+        self.blobs
+            .put_object(&key, u.component.clone())
+            .await
+            .map_err(|e| PolicyAdminError::Storage(e.to_string()))?;
+        let record = PluginRecord {
+            owner: u.owner,
+            name: u.name,
+            version: u.version.clone(),
+            digest: digest.clone(),
+            size,
+            description: u.description,
+            world: plugin.world().to_string(),
+            uploaded_by: u.uploaded_by,
+            uploaded_at_ms: now_ms(),
+        };
+        let out = self.store.insert_plugin(record).await?;
+        self.cache_insert(&digest, &display, &u.version, plugin);
+        Ok(out)
+    }
+
+    /// The loaded plugin a link names: from memory, else fetched from object storage
+    /// (digest verified) and loaded (its compiled form comes from the engine's cache).
+    pub async fn load(&self, link: &LinkRef) -> Result<Arc<Plugin>, PolicyAdminError> {
+        let display = display_name(&link.owner, &link.name);
+        let key = (link.digest.clone(), display.clone(), link.version.clone());
+        if let Some(p) = self.cache_get(&key) {
+            return Ok(p);
+        }
+        let object =
+            plugin_key(&link.digest).map_err(|e| PolicyAdminError::Internal(e.to_string()))?;
+        let bytes = self
+            .blobs
+            .get_object(&object)
+            .await
+            .map_err(|e| PolicyAdminError::Storage(format!("{object}: {e}")))?;
+        let actual = digest_of(&bytes);
+        if actual != link.digest {
+            return Err(PolicyAdminError::Storage(format!(
+                "{object} has digest {actual}, expected {}",
+                link.digest
+            )));
+        }
+        let engine = self.engine.clone();
+        let version = link.version.clone();
+        let name = display.clone();
+        let plugin =
+            tokio::task::spawn_blocking(move || Plugin::load_as(&engine, &name, &version, &bytes))
+                .await
+                .map_err(|e| PolicyAdminError::Internal(e.to_string()))?
+                .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
+        self.cache_insert(&key.0, &key.1, &key.2, plugin.clone());
+        Ok(plugin)
+    }
+
+    /// Load every link's plugin and build the chain (validating settings, which also
+    /// instantiates each plugin once).
+    pub async fn build_chain(&self, links: &[LinkRef]) -> Result<Arc<Chain>, PolicyAdminError> {
+        let mut chain_links = Vec::with_capacity(links.len());
+        for l in links {
+            chain_links.push(ChainLink {
+                plugin: self.load(l).await?,
+                settings: settings_text(&l.settings),
+            });
+        }
+        let engine = self.engine.clone();
+        let chain = tokio::task::spawn_blocking(move || Chain::new(&engine, chain_links))
+            .await
+            .map_err(|e| PolicyAdminError::Internal(e.to_string()))?
+            .map_err(|e| {
+                let field = match &e {
+                    LoadError::InvalidSettings { plugin, .. }
+                    | LoadError::SettingsCheckFailed { plugin, .. } => links
+                        .iter()
+                        .position(|l| display_name(&l.owner, &l.name) == *plugin)
+                        .map_or_else(
+                            || "plugins".to_string(),
+                            |i| format!("plugins[{i}].settings"),
+                        ),
+                    _ => "plugins".to_string(),
+                };
+                PolicyAdminError::from_load(e, &field)
+            })?;
+        Ok(Arc::new(chain))
+    }
+
+    fn cache_get(&self, key: &(String, String, String)) -> Option<Arc<Plugin>> {
+        self.loaded.lock().ok().and_then(|m| m.get(key).cloned())
+    }
+
+    fn cache_insert(&self, digest: &str, name: &str, version: &str, plugin: Arc<Plugin>) {
+        if let Ok(mut m) = self.loaded.lock() {
+            m.insert(
+                (digest.to_string(), name.to_string(), version.to_string()),
+                plugin,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_versions() {
+        assert!(valid_name("pool-series"));
+        assert!(!valid_name("Pool"));
+        assert!(!valid_name("-x"));
+        assert!(!valid_name(""));
+        assert!(!valid_name(&"a".repeat(64)));
+        assert!(valid_version("1.2.3-rc.1+build"));
+        assert!(!valid_version("1 2"));
+        assert!(!valid_version("../x"));
+        assert_eq!(display_name("global", "q"), "q");
+        assert_eq!(display_name("ml", "q"), "ml/q");
+    }
+}

@@ -1,0 +1,34 @@
+//! [`AppState`]: what the HTTP handlers share — the configuration, the tokens, the job
+//! domain, the policy manager and the metrics. Cheap to clone (every part is behind an
+//! `Arc` or is itself a cheap handle). Built once by [`crate::compose`].
+
+use std::sync::Arc;
+
+use crate::auth::Tokens;
+use crate::cluster::Capacity;
+use crate::config::Config;
+use crate::jobs::Jobs;
+use crate::metrics::Metrics;
+use crate::objects::LocalStore;
+use crate::policy::PolicyManager;
+
+/// State shared by all handlers.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub tokens: Arc<Tokens>,
+    /// Jobs: store, queue, dispatcher, lifecycle, cluster adapter, object storage.
+    pub jobs: Jobs,
+    /// The active policy (global and team chains), its registry and its history.
+    pub policies: Arc<PolicyManager>,
+    pub metrics: Arc<Metrics>,
+    /// Set when object storage is the local store, whose signed URLs this app serves.
+    pub local_objects: Option<Arc<LocalStore>>,
+}
+
+impl AppState {
+    /// The live capacity caches.
+    pub fn capacity(&self) -> &Capacity {
+        &self.jobs.cluster().capacity
+    }
+}

@@ -1,0 +1,256 @@
+//! The job store's interface: jobs, their state history, admission decisions and the
+//! gateway queue, behind the [`JobStore`] trait (implemented by [`super::sqlite`]).
+//!
+//! Guarantees every implementation gives:
+//! - [`JobStore::insert`] returns only after the job is durably committed, so an
+//!   acknowledged submission survives a crash;
+//! - [`JobStore::transition`] is a compare-and-set on the current state: two racing
+//!   writers cannot both move a job, the loser gets [`StoreError::Conflict`];
+//! - every state change (including the initial one) is appended to the history in the
+//!   same transaction.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use forge_policy_host::model::Placement;
+
+use super::StoreError;
+use crate::domain::{Digest, JobState};
+use crate::jobspec::JobSpec;
+
+/// Most jobs one list page returns.
+pub const MAX_PAGE: u32 = 500;
+
+/// A job as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobRecord {
+    /// Gateway-assigned id (see [`new_job_id`]).
+    pub id: String,
+    /// Owning team.
+    pub team: String,
+    /// The spec's name.
+    pub name: String,
+    /// The validated spec.
+    pub spec: JobSpec,
+    /// Current state.
+    pub state: JobState,
+    /// Why it is in this state (hold / rejection / failure reason), if known.
+    pub reason: Option<String>,
+    /// Hex SHA-256 of the job's capsule.
+    pub capsule_sha256: Option<Digest>,
+    /// Name of its RayJob, once dispatched.
+    pub rayjob_name: Option<String>,
+    /// GPU series the job queues on (its primary pool's series), if known.
+    pub queue_series: Option<String>,
+    /// Where each pool runs, set when the job is dispatched.
+    pub placement: Option<Placement>,
+    /// Monotonic submission sequence (queue order and pagination key).
+    pub seq: i64,
+    /// Unix milliseconds of the submission.
+    pub created_at_ms: i64,
+    /// Unix milliseconds of the last change.
+    pub updated_at_ms: i64,
+}
+
+/// A job to insert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    /// Id from [`new_job_id`].
+    pub id: String,
+    /// Owning team (from authentication).
+    pub team: String,
+    /// The validated spec.
+    pub spec: JobSpec,
+    /// Initial state (usually `queued`; `rejected` for a recorded rejection).
+    pub state: JobState,
+    /// Initial reason.
+    pub reason: Option<String>,
+    /// Hex SHA-256 of the capsule.
+    pub capsule_sha256: Option<Digest>,
+    /// Series the job queues on.
+    pub queue_series: Option<String>,
+}
+
+/// A compare-and-set state change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    /// The job.
+    pub id: String,
+    /// The state the caller believes the job is in.
+    pub from: JobState,
+    /// The new state.
+    pub to: JobState,
+    /// Why (replaces the job's reason).
+    pub reason: Option<String>,
+    /// Sets the RayJob name (on dispatch).
+    pub rayjob_name: Option<String>,
+    /// Sets the placement (on dispatch).
+    pub placement: Option<Placement>,
+    /// The admission decision behind this change, recorded in the same transaction.
+    pub decision: Option<NewDecision>,
+}
+
+impl Transition {
+    /// A plain state change with a reason.
+    pub fn new(id: &str, from: JobState, to: JobState, reason: Option<String>) -> Self {
+        Self {
+            id: id.to_string(),
+            from,
+            to,
+            reason,
+            rayjob_name: None,
+            placement: None,
+            decision: None,
+        }
+    }
+}
+
+/// One entry of a job's state history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    /// Previous state (`None` for the submission).
+    pub from: Option<JobState>,
+    /// New state.
+    pub to: JobState,
+    /// Why.
+    pub reason: Option<String>,
+    /// Unix milliseconds.
+    pub at_ms: i64,
+}
+
+/// An admission decision to record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewDecision {
+    /// The job.
+    pub job_id: String,
+    /// The job's team.
+    pub team: String,
+    /// `admit`, `queue`, `reject` or `error`.
+    pub kind: String,
+    /// Stable code (hold / rejection code), if any.
+    pub code: Option<String>,
+    /// Human message, if any.
+    pub message: Option<String>,
+    /// Field the rejection is about, if any.
+    pub field: Option<String>,
+    /// Per-plugin trace / digests (JSON).
+    pub plugins: serde_json::Value,
+    /// Version of the policy that decided (`global@3`, `global@3+team@1`).
+    pub chain_version: String,
+    /// The policy request the chain saw (kept for replaying candidate chains; not
+    /// part of API answers).
+    #[serde(skip)]
+    pub request: Option<serde_json::Value>,
+}
+
+/// A recorded admission decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionRecord {
+    /// The decision.
+    #[serde(flatten)]
+    pub decision: NewDecision,
+    /// Unix milliseconds.
+    pub at_ms: i64,
+}
+
+/// A list query (keyset pagination, newest first).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListQuery {
+    /// Only this team's jobs (`None` = all teams; admins only).
+    pub team: Option<String>,
+    /// Only jobs in this state.
+    pub state: Option<JobState>,
+    /// Page size (clamped to 1..=[`MAX_PAGE`]; 0 means 50).
+    pub limit: u32,
+    /// Cursor from the previous page's `next`.
+    pub after: Option<String>,
+}
+
+/// One page of jobs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Page {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobRecord>,
+    /// Cursor of the next page, if there is one.
+    pub next: Option<String>,
+}
+
+/// The durable job store.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Inserts a job, its first history entry and (optionally) the admission decision
+    /// that let it in, in one transaction; returns after the commit is durable.
+    async fn insert(
+        &self,
+        job: NewJob,
+        decision: Option<NewDecision>,
+    ) -> Result<JobRecord, StoreError>;
+    /// A job by id.
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
+    /// Moves a job `from → to` if it is still in `from` (compare-and-set).
+    async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError>;
+    /// A page of jobs, newest first.
+    async fn list(&self, q: ListQuery) -> Result<Page, StoreError>;
+    /// Queued jobs in queue order (oldest first), optionally of one series.
+    async fn queued(&self, series: Option<String>) -> Result<Vec<JobRecord>, StoreError>;
+    /// Jobs that hold GPUs (dispatched, initializing, running).
+    async fn active(&self) -> Result<Vec<JobRecord>, StoreError>;
+    /// Records an admission decision.
+    async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError>;
+    /// A job's decisions, oldest first.
+    async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError>;
+    /// A job's state history, oldest first.
+    async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError>;
+}
+
+/// Current time in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A new job id: 24 lowercase hex digits, the first 12 the submission time in
+/// milliseconds (ids sort by time), the rest from a hash of the time, the process and
+/// a counter (unique within a gateway). Always a valid label value and RayJob suffix.
+pub fn new_job_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut h = Sha256::new();
+    h.update(nanos.to_le_bytes());
+    h.update(std::process::id().to_le_bytes());
+    h.update(n.to_le_bytes());
+    let tail = hex::encode(h.finalize());
+    let millis = (nanos / 1_000_000) as u64 & 0xffff_ffff_ffff;
+    format!("{millis:012x}{}", &tail[..12])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_are_unique_sortable_label_values() {
+        let ids: Vec<String> = (0..1000).map(|_| new_job_id()).collect();
+        let mut unique = ids.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len());
+        for id in &ids {
+            assert_eq!(id.len(), 24);
+            assert!(crate::jobspec::names::is_label_value(id));
+        }
+        assert!(ids[0][..12] <= ids[999][..12]);
+    }
+}

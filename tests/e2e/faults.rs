@@ -1,0 +1,162 @@
+//! API-server faults (issue 6): many small jobs run through the gateway (dev
+//! composition, emulator in process mode) while the emulator fails RayJob, pod and
+//! event calls with 500 and 429 and drops every watch now and then. Every job must
+//! succeed with its driver log archived, run exactly once (one RayJob, one run of its
+//! code), and leave no RayJob behind; no job is lost.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use forge_kubesim::faults::FailRule;
+use forge_tests::gateway::TestGateway;
+use forge_tests::jobs::{
+    JobClient, RayJobRecorder, history, marker_zip, one_gpu_spec, rayjobs, runs_of, wait_no_rayjobs,
+};
+
+/// How many jobs. The issue asks for 100; in a debug build on 2 cores 100 process-mode
+/// jobs under faults take over 5 minutes, so the suite runs 40 (`FORGE_FAULT_JOBS`
+/// overrides, e.g. 100 for a release-build run).
+const JOBS: usize = 40;
+/// Fault rounds (one a second) — a burst of faults over the busiest part of the run.
+const ROUNDS: u32 = 30;
+
+/// One round of faults: 500s and 429s on RayJob, pod and event calls. A rule is only
+/// re-armed once the previous one like it was used up, so failures keep coming at the
+/// rate the gateway makes calls instead of piling up into a permanent outage.
+fn inject(faults: &forge_kubesim::faults::Faults, round: u32) {
+    let rule = |code: u16, path: &str, verb: Option<&str>, count: u32| FailRule {
+        count,
+        code,
+        retry_after_seconds: Some(1),
+        path_contains: Some(path.to_string()),
+        verb: verb.map(str::to_string),
+    };
+    // No faults on a RayJob GET: the emulator's process-mode submitter reads its RayJob
+    // through the API without retrying, so a 500 there fails the job inside the
+    // emulator (real KubeRay submitters talk to the Ray dashboard, not the API server).
+    let wanted = [
+        rule(500, "/rayjobs", Some("create"), 2),
+        rule(429, "/rayjobs", Some("create"), 1),
+        rule(500, "/rayjobs", Some("delete"), 1),
+        rule(429, "/rayjobs", Some("delete"), 1),
+        rule(500, "/rayjobs", Some("list"), 1),
+        rule(500, "/pods", Some("list"), 1),
+        rule(429, "/pods", Some("get"), 1),
+        rule(500, "/log", None, 1),
+        rule(500, "/events", None, 1),
+        rule(429, "/events", None, 1),
+    ];
+    let pending = faults.state().rules;
+    for r in wanted {
+        let armed = pending
+            .iter()
+            .any(|p| p.code == r.code && p.path_contains == r.path_contains && p.verb == r.verb);
+        if !armed {
+            faults.add_rule(r);
+        }
+    }
+    if round.is_multiple_of(3) {
+        faults.drop_watches();
+    }
+    if round % 7 == 6 {
+        faults.compact();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jobs_all_end_correctly_under_api_server_faults() {
+    // Thousands of expected warnings (every injected fault is logged by the client and
+    // the gateway) would bury a failure's message in CI output: errors only, unless
+    // RUST_LOG says otherwise.
+    forge_tests::gateway::init_tracing("error,kube_client=off");
+    let started = Instant::now();
+    let gw = Arc::new(TestGateway::start("h100=4x8", &[]).await);
+    let client = JobClient::new(&gw.url, &gw.token);
+    let api = rayjobs(
+        gw.sim.client().expect("client"),
+        &gw.state.config.k8s.namespace,
+    );
+    let (recorder, recorder_task) = RayJobRecorder::start(api.clone());
+    let runs = tempfile::tempdir().expect("runs dir");
+
+    // Fault rounds, one a second, over the busiest part of the run.
+    let stop = Arc::new(AtomicBool::new(false));
+    let injector = {
+        let stop = stop.clone();
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            let mut round = 0u32;
+            while !stop.load(Ordering::Relaxed) && round < ROUNDS {
+                inject(gw.sim.faults(), round);
+                round += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            gw.sim.faults().clear();
+            round
+        })
+    };
+
+    let jobs = std::env::var("FORGE_FAULT_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(JOBS);
+    let mut ids = Vec::new();
+    for i in 0..jobs {
+        let spec = one_gpu_spec(&format!("fault-{i}"), "python3 job.py");
+        ids.push(client.submit_ok(&spec, marker_zip(runs.path(), 0.0)).await);
+    }
+    let submitted = started.elapsed();
+    let done = client.wait_terminal(&ids, Duration::from_secs(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let rounds = injector.await.expect("injector");
+    let finished = started.elapsed();
+
+    // No job lost: the gateway lists exactly the jobs submitted.
+    let listed = client.list_ids().await;
+    let want: std::collections::BTreeSet<String> = ids.iter().cloned().collect();
+    assert_eq!(listed, want, "jobs lost or invented");
+
+    for id in &ids {
+        let j = &done[id];
+        assert_eq!(j["state"], "succeeded", "{j:#}");
+        let h = history(j);
+        assert_eq!(h.first().map(String::as_str), Some("queued"), "{j:#}");
+        assert!(h.contains(&"running".to_string()), "{j:#}");
+        let (status, text) = client.logs(id).await;
+        assert_eq!(status, 200, "job {id}: {text}");
+        assert!(
+            text.contains(&format!("forge-marker {id}"))
+                && text.contains(&format!("forge-done {id}")),
+            "job {id} driver log: {text}"
+        );
+        assert_eq!(runs_of(runs.path(), id), 1, "job {id} ran more than once");
+    }
+    wait_no_rayjobs(&api, Duration::from_secs(60)).await;
+
+    // Never two RayJobs for one job: the API server's audit trail of creates (which,
+    // unlike a watch under injected faults, has no gaps) shows exactly one per job.
+    recorder_task.abort();
+    let mut creates: std::collections::BTreeMap<String, usize> = Default::default();
+    for c in gw.sim.created("rayjobs") {
+        *creates.entry(c.name).or_default() += 1;
+    }
+    for (name, n) in &creates {
+        assert_eq!(*n, 1, "RayJob {name} created {n} times");
+    }
+    for id in &ids {
+        assert_eq!(
+            creates.get(&format!("forge-{id}")),
+            Some(&1),
+            "job {id} has no RayJob in the API server's audit trail"
+        );
+    }
+    // The watch the test ran beside it saw no second UID either.
+    for (name, uids) in &recorder.seen() {
+        assert_eq!(uids.len(), 1, "RayJob {name} seen with {} UIDs", uids.len());
+    }
+    assert!(rounds >= 3, "faults were injected only {rounds} rounds");
+    println!(
+        "{jobs} jobs: submitted in {submitted:?}, all terminal in {finished:?}, {rounds} fault rounds"
+    );
+}

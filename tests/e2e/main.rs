@@ -1,0 +1,16 @@
+//! Forge end to end, one test binary: the real gateway app (the `dev` composition: the
+//! Kubernetes + KubeRay emulator in process mode, the reference policy chain compiled
+//! from source, a local or S3 object store) driven over HTTP, plus real gateway and
+//! emulator processes for the crash tests. Helpers live in the `forge_tests` support
+//! library (`tests/support/`).
+
+mod api;
+mod capsule_rayjob;
+mod crash;
+mod faults;
+mod jobs;
+mod latency;
+mod policy_admin;
+mod policy_swap;
+mod routes;
+mod s3;

@@ -1,0 +1,16 @@
+//! Dev-only helpers shared by the tests of several crates (never a dependency of a
+//! shipped crate):
+//!
+//! - [`fs`]: write code trees on disk (used by `forge-capsule`'s tests and the
+//!   workspace's end-to-end tests in `tests/`).
+//! - `s3` (feature `s3`): a real S3-compatible server (s3s-fs, strict SigV4) served
+//!   in-process on a port-0 listener (used by `forge-object-store`'s tests and by
+//!   `tests/gateway_s3.rs` and `tests/capsule_rayjob.rs`).
+//!
+//! A crate of its own (not a module of `forge-tests` or a feature of
+//! `forge-object-store`) so that crates' own test binaries can share it without
+//! depending on the gateway, and production builds never compile the test server.
+
+pub mod fs;
+#[cfg(feature = "s3")]
+pub mod s3;
