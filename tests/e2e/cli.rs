@@ -14,6 +14,7 @@ use forge_tests::cli::{Forge, metric, output};
 use forge_tests::gateway::TestGateway;
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
 
 /// A code tree with things that must not be packed.
 fn code_tree(dir: &Path, script: &str) {
@@ -159,6 +160,13 @@ async fn submit_wait_dedupe_and_the_job_commands() {
         logs.stdout
     );
     // The driver log is `ray job submit`'s output around the entrypoint's.
+    // From a byte offset (what a reconnecting follower asks for): exactly the rest.
+    let half = logs.stdout.len() / 2;
+    let rest = forge
+        .run(&["logs", &id, "--offset", &half.to_string()])
+        .await
+        .expect(0);
+    assert_eq!(rest.stdout, logs.stdout[half..]);
     let tail = forge.run(&["logs", &id, "--tail", "2"]).await.expect(0);
     let last_two: Vec<&str> = logs.stdout.lines().rev().take(2).collect();
     assert_eq!(tail.stdout, format!("{}\n{}\n", last_two[1], last_two[0]));
@@ -280,6 +288,11 @@ async fn follow_streams_states_then_the_log_and_ctrl_c_detaches() {
         .collect();
     code_tree(&code, &format!("import time\n{lines}"));
     let spec = job_yaml(work.path(), "follow", "python3 job.py");
+    // `forge jobs -w -o json` watches the team's jobs meanwhile (one JSON per change).
+    let mut watcher = forge
+        .command(&["jobs", "-w", "-o", "json"], false)
+        .spawn()
+        .expect("jobs -w");
     let run = forge
         .run(&[
             "submit",
@@ -306,6 +319,22 @@ async fn follow_streams_states_then_the_log_and_ctrl_c_detaches() {
     for state in ["queued", "running", "succeeded"] {
         assert!(run.stderr.contains(state), "{state} in {}", run.stderr);
     }
+    let mut changes =
+        tokio::io::BufReader::new(watcher.stdout.take().expect("watcher stdout")).lines();
+    let seen = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = changes.next_line().await.expect("read") {
+            let Ok(change) = serde_json::from_str::<Value>(&line) else {
+                continue; // the listing printed first
+            };
+            if change["data"]["jobId"] == id && change["data"]["to"] == "succeeded" {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(seen, Ok(true), "jobs -w saw the job succeed");
+    watcher.start_kill().expect("stop the watcher");
     assert_plain(&run.stderr);
 
     // A failing job: --wait exits 3.
@@ -387,8 +416,7 @@ async fn follow_streams_states_then_the_log_and_ctrl_c_detaches() {
     forge.run(&["cancel", &job_id]).await.expect(0);
     let out = follower.wait_with_output().await.expect("logs output");
     assert_eq!(out.status.code(), Some(4), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("\nstarted\n"),
-        "{out:?}"
-    );
+    // What it streamed is the job's whole archived log.
+    let archived = forge.run(&["logs", &job_id]).await.expect(0);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), archived.stdout);
 }

@@ -230,6 +230,22 @@ async fn a_scaffolded_plugin_builds_outside_the_repository_runs_and_becomes_a_te
     assert!(wasm.is_file());
     let wasm = wasm.to_str().expect("utf-8").to_string();
 
+    // Its own tests (the SDK's harness, natively) pass where it stands.
+    let native = workspace_root().join("target/scaffold-native");
+    let mut test = tokio::process::Command::new("cargo");
+    test.args([
+        "test",
+        "--quiet",
+        "--target-dir",
+        native.to_str().expect("utf-8"),
+    ])
+    .current_dir(&root)
+    .kill_on_drop(true);
+    clean_cargo_env(&mut test);
+    let tested = forge_tests::cli::output(test).await;
+    assert_eq!(tested.code, 0, "cargo test in the scaffold: {tested:#?}");
+    assert!(tested.stdout.contains("2 passed"), "{tested:#?}");
+
     // Run it in the gateway's host: admitted (16 ≤ 16), with its log; rejected (6)
     // with a lower limit.
     let ran = forge
