@@ -157,6 +157,10 @@ pub async fn build_state(
             // A capsule of the largest code the packer accepts, with room for the
             // zip's own structure.
             max_size: forge_capsule::CapsuleLimits::default().max_total_bytes + (1 << 30),
+            // Room for the request's own framing within the body limit.
+            max_chunk: (config.gateway.max_body_bytes() as u64)
+                .saturating_sub(64 << 10)
+                .min(crate::uploads::MAX_CHUNK_BYTES),
         },
     )
     .context("opening the upload sessions")?;

@@ -19,6 +19,8 @@ use crate::progress::{Bar, note};
 
 /// Attempts of one chunk.
 const ATTEMPTS: u32 = 4;
+/// How long to wait for the gateway to verify a completed upload.
+const VERIFY_WAIT: Duration = Duration::from_secs(30 * 60);
 
 /// The session as the gateway shows it.
 #[derive(Debug, Deserialize)]
@@ -80,19 +82,79 @@ pub async fn upload(
             at += len;
         }
     }
-    let done: serde_json::Value = api
+    let done: Result<serde_json::Value, CliError> = api
         .call(
             Method::POST,
             &format!("/v1/uploads/{}/complete", session.id),
             &json!({}),
         )
-        .await
-        .inspect_err(|_| bar.abandon())?;
-    bar.finish(&format!("uploaded {}", bytes(size)));
-    done["capsule"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| CliError::Upload("the gateway did not name the stored capsule".into()))
+        .await;
+    let stored = match done {
+        Ok(done) => done["capsule"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| CliError::Upload("the gateway did not name the stored capsule".into())),
+        // A large capsule can take longer to verify than a request may last: the
+        // gateway goes on, and the capsule appears when it is done.
+        Err(
+            CliError::Unreachable { .. }
+            | CliError::Api {
+                status: 408 | 502..=504,
+                ..
+            },
+        ) => wait_stored(api, &session.id, digest).await,
+        Err(e) => Err(e),
+    };
+    match &stored {
+        Ok(_) => bar.finish(&format!("uploaded {}", bytes(size))),
+        Err(_) => bar.abandon(),
+    }
+    stored
+}
+
+/// Waits for the gateway to finish verifying session `id`: the capsule appears, or
+/// the session disappears without it (refused).
+async fn wait_stored(api: &Api, id: &str, digest: &str) -> Result<String, CliError> {
+    note("the gateway is still verifying the upload; waiting");
+    let deadline = tokio::time::Instant::now() + VERIFY_WAIT;
+    loop {
+        // The session first: once it is gone the capsule is stored, or never will be.
+        let gone = match api
+            .send(api.request(Method::GET, &format!("/v1/uploads/{id}")))
+            .await
+        {
+            Err(CliError::Api { status: 404, .. }) => true,
+            // Answered once the verification lets go of the session (or timed out).
+            Ok(_)
+            | Err(
+                CliError::Unreachable { .. }
+                | CliError::Api {
+                    status: 408 | 502..=504,
+                    ..
+                },
+            ) => false,
+            Err(e) => return Err(e),
+        };
+        let capsule = api.send(api.request(Method::GET, &format!("/v1/team-capsules/{digest}")));
+        match capsule.await {
+            Ok(_) => return Ok(digest.to_string()),
+            Err(CliError::Api { status: 404, .. }) if gone => {
+                return Err(CliError::Upload(
+                    "the gateway refused the upload after checking it; run the command again"
+                        .into(),
+                ));
+            }
+            Err(CliError::Api { status: 404, .. } | CliError::Unreachable { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(CliError::Upload(format!(
+                "the gateway did not finish verifying the upload within {} minutes",
+                VERIFY_WAIT.as_secs() / 60
+            )));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// PUTs one chunk, retrying network failures and 5xx answers with a backoff.

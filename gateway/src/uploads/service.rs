@@ -18,7 +18,7 @@ use crate::domain::Digest;
 use crate::metrics::Metrics;
 use crate::objects::ObjectStore;
 
-/// Largest chunk one PUT may carry.
+/// Largest chunk one PUT may carry (lower when the request body limit is lower).
 pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
 
 /// Bounds of the upload sessions.
@@ -30,6 +30,9 @@ pub struct UploadLimits {
     pub ttl: Duration,
     /// Largest upload (a capsule of the largest code the packer accepts).
     pub max_size: u64,
+    /// Largest chunk one PUT may carry (at most [`MAX_CHUNK_BYTES`], and within the
+    /// request body limit).
+    pub max_chunk: u64,
 }
 
 /// Where a chunk goes.
@@ -122,6 +125,10 @@ impl Uploads {
         })
     }
 
+    fn max_chunk(&self) -> u64 {
+        self.inner.limits.max_chunk.clamp(1, MAX_CHUNK_BYTES)
+    }
+
     pub(super) fn ttl_ms(&self) -> i64 {
         i64::try_from(self.inner.limits.ttl.as_millis()).unwrap_or(i64::MAX)
     }
@@ -162,7 +169,7 @@ impl Uploads {
         if size == 0 || size > limit {
             return Err(UploadError::BadSize { size, limit });
         }
-        let (ttl, max_chunk) = (self.ttl_ms(), MAX_CHUNK_BYTES);
+        let (ttl, max_chunk) = (self.ttl_ms(), self.max_chunk());
         let same = self
             .team_sessions(team)
             .into_iter()
@@ -225,7 +232,7 @@ impl Uploads {
     pub async fn status(&self, team: &str, id: &str) -> Result<SessionView, UploadError> {
         let shared = self.session(team, id)?;
         let s = shared.session.lock().await;
-        Ok(s.view(MAX_CHUNK_BYTES, self.ttl_ms(), false))
+        Ok(s.view(self.max_chunk(), self.ttl_ms(), false))
     }
 
     /// Writes one chunk at its offset and records it once its body arrived whole.
@@ -242,10 +249,10 @@ impl Uploads {
     {
         let shared = self.session(team, id)?;
         let size = shared.size;
-        if range.len > MAX_CHUNK_BYTES {
+        if range.len > self.max_chunk() {
             return Err(UploadError::ChunkTooLarge {
                 len: range.len,
-                limit: MAX_CHUNK_BYTES,
+                limit: self.max_chunk(),
             });
         }
         if range.total.is_some_and(|t| t != size) {
@@ -300,7 +307,7 @@ impl Uploads {
         s.touched_at_ms = now_ms();
         s.persist(&self.inner.root).await?;
         self.inner.metrics.upload_bytes(range.len);
-        Ok(s.view(MAX_CHUNK_BYTES, self.ttl_ms(), false))
+        Ok(s.view(self.max_chunk(), self.ttl_ms(), false))
     }
 
     /// Abandons a session and removes its bytes.

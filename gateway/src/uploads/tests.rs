@@ -49,6 +49,7 @@ fn fixture(max_sessions: u64, ttl: Duration) -> Fixture {
             max_sessions_per_team: max_sessions,
             ttl,
             max_size: 1 << 30,
+            max_chunk: super::MAX_CHUNK_BYTES,
         },
     )
     .expect("uploads");
