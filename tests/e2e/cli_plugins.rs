@@ -274,42 +274,30 @@ async fn a_scaffolded_plugin_builds_outside_the_repository_runs_and_becomes_a_te
         ran.stderr
     );
     let strict = write_json(&outside.path().join("strict.json"), &json!({"max_gpus": 8}));
-    let rejected = forge
-        .run_in(
-            &root,
-            &[
+    let run_with = |settings: String| {
+        let (forge, root, wasm) = (&forge, &root, &wasm);
+        async move {
+            let args = [
                 "plugin",
                 "run",
-                &wasm,
+                wasm.as_str(),
                 "--request",
                 "request.json",
                 "--settings",
-                &strict,
-            ],
-        )
-        .await
-        .expect(6);
+            ];
+            forge
+                .run_in(root, &[&args[..], &[settings.as_str()]].concat())
+                .await
+        }
+    };
+    let rejected = run_with(strict).await.expect(6);
     assert!(
         rejected.stdout.contains("gpus.too-many"),
         "{}",
         rejected.stdout
     );
     let bad = write_json(&outside.path().join("bad.json"), &json!({"max_gpus": 0}));
-    let refused = forge
-        .run_in(
-            &root,
-            &[
-                "plugin",
-                "run",
-                &wasm,
-                "--request",
-                "request.json",
-                "--settings",
-                &bad,
-            ],
-        )
-        .await
-        .expect(1);
+    let refused = run_with(bad).await.expect(1);
     assert!(
         refused.stderr.contains("max_gpus must be at least 1"),
         "{}",

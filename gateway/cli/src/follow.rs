@@ -47,6 +47,19 @@ pub async fn detachable<T>(
     }
 }
 
+/// A server-sent event's data; with `-o json|yaml` the event is printed as
+/// `{"event", "data"}` on stdout.
+pub fn event_data(format: Format, event: &eventsource_stream::Event) -> Result<Value, CliError> {
+    let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+    if format.is_data() {
+        emit_item(
+            format,
+            &serde_json::json!({"event": event.event, "data": data}),
+        )?;
+    }
+    Ok(data)
+}
+
 /// A line for people describing a watch event.
 pub fn describe(name: &str, data: &Value) -> Option<String> {
     match name {
@@ -119,13 +132,10 @@ pub async fn watch(
         while let Some(event) = events.next().await {
             let Ok(event) = event else { break };
             retries = 0;
-            let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
-            if format.is_data() {
-                emit_item(
-                    format,
-                    &serde_json::json!({"event": event.event, "data": data}),
-                )?;
-            } else if let Some(line) = describe(&event.event, &data) {
+            let data = event_data(format, &event)?;
+            if !format.is_data()
+                && let Some(line) = describe(&event.event, &data)
+            {
                 note(line);
             }
             let (state, reason) = match event.event.as_str() {

@@ -6,7 +6,7 @@ use serde::Serialize;
 use sha2::Digest as _;
 
 use super::error::UploadError;
-use super::service::Uploads;
+use super::service::{Shared, Uploads};
 use super::session::Session;
 use crate::domain::Digest;
 use crate::objects::PutOutcome;
@@ -25,8 +25,20 @@ pub struct Completed {
 impl Uploads {
     /// Verifies and stores the session's capsule, then removes the session. A digest
     /// mismatch or a non-canonical capsule removes it too (its bytes are wrong).
+    ///
+    /// The work runs in a task of its own: a large capsule can take longer to verify
+    /// than a request may last, and a request that times out (or a client that goes
+    /// away) must not abandon it half-way — the capsule appears when it is done.
     pub async fn complete(&self, team: &str, id: &str) -> Result<Completed, UploadError> {
         let shared = self.session(team, id)?;
+        let uploads = self.clone();
+        let id = id.to_string();
+        tokio::spawn(async move { uploads.complete_now(&shared, &id).await })
+            .await
+            .map_err(|e| UploadError::io("completion task", e))?
+    }
+
+    async fn complete_now(&self, shared: &Shared, id: &str) -> Result<Completed, UploadError> {
         let mut s = shared.session.lock().await;
         if s.gone {
             return Err(UploadError::NotFound(id.to_string()));

@@ -303,10 +303,12 @@ impl Uploads {
         if s.gone {
             return Err(UploadError::NotFound(id.to_string()));
         }
+        // Recorded and counted together (no await between): a request dropped later,
+        // while the record is written, still leaves both agreeing.
         s.received.insert(range.offset, end);
         s.touched_at_ms = now_ms();
-        s.persist(&self.inner.root).await?;
         self.inner.metrics.upload_bytes(range.len);
+        s.persist(&self.inner.root).await?;
         Ok(s.view(self.max_chunk(), self.ttl_ms(), false))
     }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::api::Api;
 use crate::exit::{CliError, code};
 use crate::follow::{self, detachable};
-use crate::output::{Format, emit, emit_item, field, table, time};
+use crate::output::{Format, emit, field, table, time};
 use crate::progress::note;
 
 /// Arguments of `forge jobs`.
@@ -88,12 +88,8 @@ pub async fn list(api: &Api, args: ListArgs, format: Format) -> Result<u8, CliEr
             .await?;
         let mut events = resp.bytes_stream().eventsource();
         while let Some(Ok(event)) = events.next().await {
-            let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+            let data = follow::event_data(format, &event)?;
             if format.is_data() {
-                emit_item(
-                    format,
-                    &serde_json::json!({"event": event.event, "data": data}),
-                )?;
                 continue;
             }
             match event.event.as_str() {
