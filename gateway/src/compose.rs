@@ -23,6 +23,7 @@ use crate::objects::{LocalStore, ObjectStore};
 use crate::policy::{BootLink, PolicyManager, Registry, RegistryLimits};
 use crate::state::AppState;
 use crate::store::Database;
+use crate::uploads::{UploadLimits, Uploads};
 
 /// Where capsules and archived logs go.
 pub enum CapsuleBackend {
@@ -146,6 +147,23 @@ pub async fn build_state(
     let queue = QueueBoard::new();
     let cluster = Cluster::new(client, &config.k8s.namespace, capacity.clone());
     let admission = Admission::new(config.clone(), capacity, queue.clone(), policies.clone());
+    let uploads = Uploads::open(
+        &config.gateway.data_dir,
+        objects.clone(),
+        metrics.clone(),
+        UploadLimits {
+            max_sessions_per_team: config.gateway.upload_max_sessions,
+            ttl: Duration::from_secs(config.gateway.upload_ttl_s),
+            // A capsule of the largest code the packer accepts, with room for the
+            // zip's own structure.
+            max_size: forge_capsule::CapsuleLimits::default().max_total_bytes + (1 << 30),
+            // Room for the request's own framing within the body limit.
+            max_chunk: (config.gateway.max_body_bytes() as u64)
+                .saturating_sub(64 << 10)
+                .min(crate::uploads::MAX_CHUNK_BYTES),
+        },
+    )
+    .context("opening the upload sessions")?;
     let jobs = Jobs::new(
         config.clone(),
         db.jobs.clone(),
@@ -161,6 +179,7 @@ pub async fn build_state(
         jobs,
         policies,
         metrics,
+        uploads,
         local_objects,
     })
 }
@@ -178,8 +197,8 @@ impl Drop for Controllers {
     }
 }
 
-/// Start the dispatcher, the lifecycle controller and the policy sync (other
-/// replicas' policy changes).
+/// Start the dispatcher, the lifecycle controller, the policy sync (other replicas'
+/// policy changes) and the sweeper of abandoned uploads.
 pub fn spawn_controllers(state: &AppState) -> Controllers {
     Controllers {
         tasks: vec![
@@ -188,6 +207,7 @@ pub fn spawn_controllers(state: &AppState) -> Controllers {
             state
                 .policies
                 .spawn_sync(Duration::from_millis(state.config.gateway.policy_sync_ms)),
+            state.uploads.spawn_sweeper(),
         ],
     }
 }

@@ -9,8 +9,8 @@
 //! - [`http`]: the router, one file per resource, the one error → status mapping;
 //! - [`compose`], [`dev`]: composition roots (build the state, start controllers);
 //! - [`state`]: what the handlers share;
-//! - [`jobs`], [`admission`], [`policy`]: the domain — a job's life, how it meets the
-//!   policy, which policy is active;
+//! - [`jobs`], [`admission`], [`policy`], [`uploads`]: the domain — a job's life, how
+//!   it meets the policy, which policy is active, resumable capsule uploads;
 //! - [`cluster`], [`store`], [`objects`], [`rayjob`]: adapters — the Kubernetes API,
 //!   the database, object storage, the RayJob builder;
 //! - [`config`], [`auth`], [`jobspec`], [`domain`], [`metrics`]: shared vocabulary.
@@ -31,6 +31,7 @@ pub mod policy;
 pub mod rayjob;
 pub mod state;
 pub mod store;
+pub mod uploads;
 
 pub use http::router;
 pub use state::AppState;

@@ -9,6 +9,9 @@
 //! | `forge_dispatch_seconds` | | queued → RayJob created (persist + create) |
 //! | `forge_dispatch_pass_seconds` | | one dispatcher pass over the queue |
 //! | `forge_capsule_uploads_total` | `outcome` (`uploaded`, `deduplicated`) | capsules stored |
+//! | `forge_capsule_lookups_total` | `result` (`present`, `absent`) | "does my team have this capsule?" questions (`forge submit` before uploading) |
+//! | `forge_upload_bytes_total` | | bytes received in resumable-upload chunks |
+//! | `forge_upload_sessions_total` | `outcome` (`started`, `resumed`, `completed`, `failed`, `aborted`, `expired`) | resumable-upload sessions |
 //! | `forge_logs_archived_total` | | job logs archived to object storage |
 //! | `forge_queue_depth` | `series` | queued jobs per GPU series |
 //! | `forge_policy_version` | | version of the active global chain |
@@ -44,6 +47,9 @@ pub struct Metrics {
     dispatch: Histogram,
     pass: Histogram,
     capsules: Family<Labels, Counter>,
+    capsule_lookups: Family<Labels, Counter>,
+    upload_bytes: Counter,
+    upload_sessions: Family<Labels, Counter>,
     logs: Counter,
     queue_depth: Family<Labels, Gauge>,
     policy_version: Gauge,
@@ -92,6 +98,24 @@ impl Metrics {
             "Capsules stored, by outcome",
             capsules.clone(),
         );
+        let capsule_lookups = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_capsule_lookups",
+            "Capsule presence questions, by result",
+            capsule_lookups.clone(),
+        );
+        let upload_bytes = Counter::default();
+        registry.register(
+            "forge_upload_bytes",
+            "Bytes received in resumable-upload chunks",
+            upload_bytes.clone(),
+        );
+        let upload_sessions = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_upload_sessions",
+            "Resumable-upload sessions, by outcome",
+            upload_sessions.clone(),
+        );
         let logs = Counter::default();
         registry.register(
             "forge_logs_archived",
@@ -139,6 +163,9 @@ impl Metrics {
             dispatch,
             pass,
             capsules,
+            capsule_lookups,
+            upload_bytes,
+            upload_sessions,
             logs,
             queue_depth,
             policy_version,
@@ -220,6 +247,26 @@ impl Metrics {
             "uploaded"
         };
         self.capsules
+            .get_or_create(&vec![("outcome", outcome.to_string())])
+            .inc();
+    }
+
+    /// A capsule presence question and its answer.
+    pub fn capsule_lookup(&self, present: bool) {
+        let result = if present { "present" } else { "absent" };
+        self.capsule_lookups
+            .get_or_create(&vec![("result", result.to_string())])
+            .inc();
+    }
+
+    /// Bytes of an accepted upload chunk.
+    pub fn upload_bytes(&self, n: u64) {
+        self.upload_bytes.inc_by(n);
+    }
+
+    /// An upload session event.
+    pub fn upload_session(&self, outcome: &'static str) {
+        self.upload_sessions
             .get_or_create(&vec![("outcome", outcome.to_string())])
             .inc();
     }

@@ -1,5 +1,5 @@
 //! [`AppState`]: what the HTTP handlers share — the configuration, the tokens, the job
-//! domain, the policy manager and the metrics. Cheap to clone (every part is behind an
+//! domain, the policy manager, the uploads and the metrics. Cheap to clone (every part is behind an
 //! `Arc` or is itself a cheap handle). Built once by [`crate::compose`].
 
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use crate::jobs::Jobs;
 use crate::metrics::Metrics;
 use crate::objects::LocalStore;
 use crate::policy::PolicyManager;
+use crate::uploads::Uploads;
 
 /// State shared by all handlers.
 #[derive(Clone, Debug)]
@@ -22,6 +23,8 @@ pub struct AppState {
     /// The active policy (global and team chains), its registry and its history.
     pub policies: Arc<PolicyManager>,
     pub metrics: Arc<Metrics>,
+    /// Resumable capsule uploads, and which capsules a team may name.
+    pub uploads: Uploads,
     /// Set when object storage is the local store, whose signed URLs this app serves.
     pub local_objects: Option<Arc<LocalStore>>,
 }

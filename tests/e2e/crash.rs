@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use forge_tests::cli::binary;
 use forge_tests::jobs::{JobClient, marker_zip, one_gpu_spec, rayjob_names, rayjobs, runs_of};
 use forge_tests::plugins;
 use forge_tests::wait::{eventually, not_yet};
@@ -29,19 +30,6 @@ use serde_json::json;
 
 const TOKEN: &str = "crash-test-admin-token";
 const NAMESPACE: &str = "starforge";
-
-fn binary(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| plugins::workspace_root().join("target"));
-    let path = target.join("debug").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p forge-gateway -p forge-kubesim` first",
-        path.display()
-    );
-    path
-}
 
 /// A child process killed (SIGKILL) on drop.
 struct Proc(Child);

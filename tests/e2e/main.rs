@@ -6,6 +6,9 @@
 
 mod api;
 mod capsule_rayjob;
+mod cli;
+mod cli_plugins;
+mod cli_upload;
 mod crash;
 mod faults;
 mod jobs;

@@ -2,6 +2,7 @@
 //! emulator crate, the emulator's tests: a gateway on a port-0 listener, job and policy
 //! API clients, the policy plugins built from source, emulator helpers.
 
+pub mod cli;
 pub mod gateway;
 pub mod jobs;
 pub mod kubesim;

@@ -39,8 +39,7 @@ use crate::manifest::{FORMAT_VERSION, ForgeFile, Manifest, ManifestFile, RunnerI
 use crate::source::{Budget, CodeSource, Origin, StreamError, prepare};
 use crate::tail_hasher::TailHasher;
 
-/// The single top-level folder of every capsule.
-pub const TOP_DIR: &str = "capsule";
+pub use crate::source::TOP_DIR;
 /// Name of the manifest inside `capsule/.forge/`.
 pub const MANIFEST_NAME: &str = "forge-manifest.json";
 /// Name of the JobSpec inside `capsule/.forge/`.
@@ -158,6 +157,19 @@ pub fn assemble(
     limits: &CapsuleLimits,
     out_dir: &Path,
 ) -> Result<Capsule, CapsuleError> {
+    assemble_observed(input, jobspec, runner, limits, out_dir, &|_| {})
+}
+
+/// [`assemble`], telling `packed` how many bytes of user code it has just packed
+/// (a client's progress bar); the output is the same.
+pub fn assemble_observed(
+    input: CodeSource,
+    jobspec: &[u8],
+    runner: Option<&Path>,
+    limits: &CapsuleLimits,
+    out_dir: &Path,
+    packed: &dyn Fn(u64),
+) -> Result<Capsule, CapsuleError> {
     std::fs::create_dir_all(out_dir).map_err(|e| CapsuleError::io(out_dir, e))?;
     let mut budget = Budget::new(limits);
     let mut prepared = prepare(&input, limits, out_dir, &mut budget)?;
@@ -194,6 +206,7 @@ pub fn assemble(
         let mut sha = Sha256::new();
         let mut sink = |b: &[u8]| {
             sha.update(b);
+            packed(b.len() as u64);
             zip.write_all(b)
         };
         let result = match &entry.origin {

@@ -30,6 +30,11 @@
 //! // annotation forge.dev/capsule-sha256 = cap.digest
 //! ```
 //!
+//! A client may assemble the capsule itself (`forge submit` does, to skip uploading
+//! what the gateway already has): [`repack`] packs such a capsule's code and spec
+//! again, and the gateway stores it only if the digests agree. Directories with
+//! ignore rules applied come in as [`CodeSource::Listed`].
+//!
 //! # Decisions
 //! - Layout: everything under one top-level folder `capsule/` (Ray strips a
 //!   single top-level folder), user code at its root, Forge files in
@@ -54,14 +59,16 @@ pub mod init_container;
 pub mod limits;
 pub mod manifest;
 pub mod path;
+pub mod repack;
 pub mod runtime_env;
 pub mod source;
 mod tail_hasher;
 
-pub use assemble::{Capsule, assemble};
+pub use assemble::{Capsule, assemble, assemble_observed};
 pub use digest::{InvalidDigest, validate_digest};
 pub use error::{CapsuleError, CapsuleErrorKind};
 pub use init_container::{CapsuleInit, init_container};
 pub use limits::CapsuleLimits;
+pub use repack::{capsule_jobspec, repack};
 pub use runtime_env::runtime_env_yaml;
 pub use source::CodeSource;

@@ -34,10 +34,19 @@ pub enum CodeSource {
     Dir(PathBuf),
     /// A file whose format is detected from its magic bytes (zip or gzip).
     Archive(PathBuf),
+    /// A directory restricted to these files, given relative to `root` (a client's
+    /// ignore rules already applied). Each is checked like a directory walk's file;
+    /// never stripped.
+    Listed { root: PathBuf, files: Vec<PathBuf> },
+    /// A capsule this crate assembled: its code (everything under `capsule/`
+    /// except `capsule/.forge/`) is packed again (see the `repack` module).
+    Capsule(PathBuf),
 }
 
 /// Reserved directory inside the capsule for Forge's own files.
 pub const FORGE_DIR: &str = ".forge";
+/// The single top-level folder of every capsule (Ray strips it when unpacking).
+pub const TOP_DIR: &str = "capsule";
 
 const S_IFMT: u32 = 0o170_000;
 const S_IFLNK: u32 = 0o120_000;
@@ -192,6 +201,11 @@ pub(crate) fn prepare(
     };
     let (entries, zip, staging, strip) = match &source {
         CodeSource::Dir(root) => (walk_dir(root, limits)?, None, None, false),
+        CodeSource::Listed { root, files } => (list_files(root, files, limits)?, None, None, false),
+        CodeSource::Capsule(p) => {
+            let (entries, archive) = list_zip(p, limits)?;
+            (capsule_code(entries)?, Some(archive), None, false)
+        }
         CodeSource::Zip(p) => {
             let (entries, archive) = list_zip(p, limits)?;
             (entries, Some(archive), None, true)
@@ -203,7 +217,7 @@ pub(crate) fn prepare(
         CodeSource::Archive(_) => unreachable!("sniffed above"),
     };
     let entries = finalize(entries, strip, limits)?;
-    if zip.is_some() || matches!(source, CodeSource::Dir(_)) {
+    if zip.is_some() || matches!(source, CodeSource::Dir(_) | CodeSource::Listed { .. }) {
         budget.check_declared(&entries)?;
     } else {
         // Tar files were counted while staging; streaming them again counts anew.
@@ -295,7 +309,6 @@ fn finalize(
 
 fn walk_dir(root: &Path, limits: &CapsuleLimits) -> Result<Vec<Entry>, CapsuleError> {
     use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     let mut entries = Vec::new();
     for item in walkdir::WalkDir::new(root)
         .follow_links(false)
@@ -315,38 +328,12 @@ fn walk_dir(root: &Path, limits: &CapsuleLimits) -> Result<Vec<Entry>, CapsuleEr
         let Some(path) = normalize(rel.as_os_str().as_bytes(), limits.max_path_bytes)? else {
             continue; // the root itself
         };
-        let ft = item.file_type();
-        if ft.is_dir() {
-            continue;
-        }
-        if ft.is_symlink() {
-            let target =
-                std::fs::read_link(item.path()).map_err(|e| CapsuleError::io(item.path(), e))?;
-            let target = target.to_string_lossy().into_owned();
-            return Err(link_error(&path, &target));
-        }
-        if !ft.is_file() {
-            let kind = if ft.is_fifo() {
-                "fifo"
-            } else if ft.is_socket() {
-                "socket"
-            } else if ft.is_block_device() {
-                "block device"
-            } else {
-                "character device"
-            };
-            return Err(CapsuleError::SpecialFile { path, kind });
-        }
         let md = item
             .metadata()
             .map_err(|e| CapsuleError::io(item.path(), e.into()))?;
-        entries.push(Entry {
-            path,
-            declared_size: md.len(),
-            executable: md.permissions().mode() & 0o111 != 0,
-            origin: Origin::Fs(item.path().to_owned()),
-            compressed_size: None,
-        });
+        if let Some(entry) = fs_entry(item.path(), path, &md)? {
+            entries.push(entry);
+        }
         if entries.len() as u64 > limits.max_files {
             return Err(CapsuleError::TooManyFiles {
                 limit: limits.max_files,
@@ -354,6 +341,92 @@ fn walk_dir(root: &Path, limits: &CapsuleLimits) -> Result<Vec<Entry>, CapsuleEr
         }
     }
     Ok(entries)
+}
+
+/// The files of a [`CodeSource::Listed`]: each checked like a walked file (links,
+/// special files and unsafe paths refused; directories skipped).
+fn list_files(
+    root: &Path,
+    files: &[PathBuf],
+    limits: &CapsuleLimits,
+) -> Result<Vec<Entry>, CapsuleError> {
+    use std::os::unix::ffi::OsStrExt;
+    if files.len() as u64 > limits.max_files {
+        return Err(CapsuleError::TooManyFiles {
+            limit: limits.max_files,
+        });
+    }
+    let mut entries = Vec::with_capacity(files.len());
+    for rel in files {
+        let Some(path) = normalize(rel.as_os_str().as_bytes(), limits.max_path_bytes)? else {
+            continue;
+        };
+        let full = root.join(rel);
+        let md = std::fs::symlink_metadata(&full).map_err(|e| CapsuleError::io(&full, e))?;
+        if let Some(entry) = fs_entry(&full, path, &md)? {
+            entries.push(entry);
+        }
+    }
+    Ok(entries)
+}
+
+/// One file system entry as capsule input: `None` for a directory, an error for a
+/// link or a special file.
+fn fs_entry(
+    full: &Path,
+    path: String,
+    md: &std::fs::Metadata,
+) -> Result<Option<Entry>, CapsuleError> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let ft = md.file_type();
+    if ft.is_dir() {
+        return Ok(None);
+    }
+    if ft.is_symlink() {
+        let target = std::fs::read_link(full).map_err(|e| CapsuleError::io(full, e))?;
+        let target = target.to_string_lossy().into_owned();
+        return Err(link_error(&path, &target));
+    }
+    if !ft.is_file() {
+        let kind = if ft.is_fifo() {
+            "fifo"
+        } else if ft.is_socket() {
+            "socket"
+        } else if ft.is_block_device() {
+            "block device"
+        } else {
+            "character device"
+        };
+        return Err(CapsuleError::SpecialFile { path, kind });
+    }
+    Ok(Some(Entry {
+        path,
+        declared_size: md.len(),
+        executable: md.permissions().mode() & 0o111 != 0,
+        origin: Origin::Fs(full.to_owned()),
+        compressed_size: None,
+    }))
+}
+
+/// A capsule's code entries: everything under the top folder, without Forge's own
+/// files. Anything outside the top folder means it is not a capsule.
+fn capsule_code(entries: Vec<Entry>) -> Result<Vec<Entry>, CapsuleError> {
+    let prefix = format!("{TOP_DIR}/");
+    let mut code = Vec::with_capacity(entries.len());
+    for mut e in entries {
+        let Some(rel) = e.path.strip_prefix(&prefix) else {
+            return Err(CapsuleError::InvalidArchive(format!(
+                "not a capsule: {:?} is outside {prefix}",
+                e.path
+            )));
+        };
+        if rel == FORGE_DIR || rel.starts_with(".forge/") {
+            continue;
+        }
+        e.path = rel.to_owned();
+        code.push(e);
+    }
+    Ok(code)
 }
 
 fn link_error(path: &str, target: &str) -> CapsuleError {

@@ -96,6 +96,22 @@ impl Pods {
             .map(|p| (p, container)))
     }
 
+    /// A pod's log as it is written (`follow`): the stream ends when the container
+    /// exits (or the API server closes it).
+    pub async fn log_follow(
+        &self,
+        pod: &str,
+        container: Option<&str>,
+    ) -> Result<std::pin::Pin<Box<dyn futures::AsyncBufRead + Send>>, kube::Error> {
+        let params = LogParams {
+            container: container.map(str::to_string),
+            follow: true,
+            ..LogParams::default()
+        };
+        let reader = with_retry(|| self.api.log_stream(pod, &params)).await?;
+        Ok(Box::pin(reader))
+    }
+
     /// A pod's log (its tail, at most `limit_bytes`).
     pub async fn log(
         &self,

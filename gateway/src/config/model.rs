@@ -110,6 +110,10 @@ pub struct GatewayConfig {
     pub team_plugin_max_mib: u64,
     /// `FORGE_MAX_BODY_MIB`.
     pub max_body_mib: u64,
+    /// `FORGE_UPLOAD_MAX_SESSIONS`.
+    pub upload_max_sessions: u64,
+    /// `FORGE_UPLOAD_TTL_S`.
+    pub upload_ttl_s: u64,
     /// `FORGE_CAPSULE_INIT_IMAGE`.
     pub capsule_init_image: String,
     /// `FORGE_PUBLIC_URL`.

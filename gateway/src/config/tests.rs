@@ -112,6 +112,8 @@ fn defaults_apply() {
             team_plugin_max_count: 20,
             team_plugin_max_mib: 64,
             max_body_mib: 256,
+            upload_max_sessions: 4,
+            upload_ttl_s: 86400,
             capsule_init_image: "busybox:1.36".into(),
             public_url: None,
             policy_chain_file: None,

@@ -248,6 +248,18 @@ pub static VARS: &[Var] = &[
         "maximum request body (spec + code archive) (> 0)",
     ),
     Var::new(
+        "FORGE_UPLOAD_MAX_SESSIONS",
+        Fallback::Value("4"),
+        |d, _, v| put(&mut d.cfg.gateway.upload_max_sessions, int(v, 1, 1024)),
+        "open resumable upload sessions one team may have (> 0)",
+    ),
+    Var::new(
+        "FORGE_UPLOAD_TTL_S",
+        Fallback::Value("86400"),
+        |d, _, v| put(&mut d.cfg.gateway.upload_ttl_s, int(v, 1, 2_592_000)),
+        "an upload session untouched this long is abandoned and removed (seconds, > 0)",
+    ),
+    Var::new(
         "FORGE_CAPSULE_INIT_IMAGE",
         Fallback::Value("busybox:1.36"),
         |d, _, v| put(&mut d.cfg.gateway.capsule_init_image, image(v)),

@@ -17,6 +17,7 @@ use crate::auth::AuthError;
 use crate::jobs::JobError;
 use crate::jobspec::SpecErrors;
 use crate::policy::{Malformed, PolicyAdminError};
+use crate::uploads::UploadError;
 
 /// Everything a handler can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +34,9 @@ pub enum ApiError {
     /// A job operation failed.
     #[error(transparent)]
     Job(JobError),
+    /// An upload operation failed.
+    #[error(transparent)]
+    Upload(#[from] UploadError),
     /// A policy-management operation failed.
     #[error(transparent)]
     PolicyAdmin(#[from] PolicyAdminError),
@@ -189,6 +193,65 @@ fn job_answer(e: JobError) -> Answer {
     }
 }
 
+fn upload_answer(e: UploadError) -> Answer {
+    let message = e.to_string();
+    let bad = StatusCode::BAD_REQUEST;
+    match e {
+        UploadError::NotFound(_) => Answer::new(StatusCode::NOT_FOUND, "upload.not-found", message)
+            .details(json!({ "field": "id" })),
+        UploadError::CapsuleAbsent(_) => {
+            Answer::new(StatusCode::NOT_FOUND, "unknown-capsule", message)
+                .details(json!({ "field": "digest" }))
+        }
+        UploadError::InvalidDigest => {
+            Answer::new(bad, "invalid-digest", message).details(json!({ "field": "digest" }))
+        }
+        UploadError::BadSize { .. } => {
+            Answer::new(StatusCode::PAYLOAD_TOO_LARGE, "upload.bad-size", message)
+                .details(json!({ "field": "size" }))
+        }
+        UploadError::TooManySessions { ref open, .. } => Answer::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "upload.too-many-sessions",
+            message,
+        )
+        .details(json!({ "field": null, "open": open })),
+        UploadError::BadRange(_) => Answer::new(bad, "upload.bad-range", message)
+            .details(json!({ "field": "content-range" })),
+        UploadError::ChunkTooLarge { limit, .. } => Answer::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "upload.chunk-too-large",
+            message,
+        )
+        .details(json!({ "field": "content-range", "limit": limit })),
+        UploadError::BodyLength { .. } => {
+            Answer::new(bad, "upload.body-length", message).details(json!({ "field": "body" }))
+        }
+        UploadError::Interrupted(_) => {
+            Answer::new(bad, "upload.interrupted", message).details(json!({ "field": "body" }))
+        }
+        UploadError::Incomplete { ref missing } => {
+            Answer::new(StatusCode::CONFLICT, "upload.incomplete", message)
+                .details(json!({ "field": null, "missing": missing }))
+        }
+        UploadError::DigestMismatch { .. } => Answer::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "upload.digest-mismatch",
+            message,
+        )
+        .details(json!({ "field": "digest" })),
+        UploadError::NotCanonical { .. } => Answer::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "upload.not-canonical",
+            message,
+        )
+        .details(json!({ "field": "body" })),
+        UploadError::Capsule(e) => capsule_answer(&e),
+        UploadError::ObjectStore(e) => Answer::storage_unavailable(&e, "stored"),
+        other @ UploadError::Io(_) => Answer::internal("upload", &other),
+    }
+}
+
 fn component_code(e: &LoadError) -> &'static str {
     match e {
         LoadError::NotAComponent(_) => "plugin.not-a-component",
@@ -276,6 +339,7 @@ impl IntoResponse for ApiError {
                 answer
             }
             ApiError::Job(e) => job_answer(e),
+            ApiError::Upload(e) => upload_answer(e),
             ApiError::PolicyAdmin(e) => policy_admin_answer(e),
             ApiError::InvalidSpec(errors) => Answer::new(
                 StatusCode::UNPROCESSABLE_ENTITY,

@@ -7,8 +7,10 @@
 //!   admins every team (or one with `team=`).
 //! - `GET /v1/jobs/{id}`: the job with its queue position and reason, history and
 //!   decisions. `DELETE /v1/jobs/{id}`: cancel.
-//! - `GET /v1/jobs/{id}/logs?name=driver|head`: the archived log once the job ended,
-//!   live before.
+//! - `GET /v1/jobs/{id}/logs?name=driver|head&offset=N|tail=N&follow=true`: the
+//!   archived log once the job ended, live before; from a byte offset or the last
+//!   lines; with `follow`, live until the job ends and then the archived rest. The
+//!   `x-forge-log-offset` header is the offset of the body's first byte.
 //! - `GET /v1/jobs/{id}/events`: deduplicated Kubernetes events of the job's objects and
 //!   the structured pending reason (also on `GET /v1/jobs/{id}` while it starts).
 
@@ -24,7 +26,7 @@ use super::submission;
 use crate::auth::{Caller, Role};
 use crate::cluster::LogSource;
 use crate::domain::JobState;
-use crate::jobs::{Diagnosis, JobError, PendingReason, QueueEntry};
+use crate::jobs::{Diagnosis, JobError, LogStart, PendingReason, QueueEntry};
 use crate::state::AppState;
 use crate::store::{DecisionRecord, HistoryEntry, JobRecord, ListQuery, StoreError};
 
@@ -112,6 +114,18 @@ pub struct ListResponse {
     next: Option<String>,
 }
 
+/// Whose jobs a listing shows: admins any team's (`None`: all), members only their
+/// own.
+pub fn team_filter(caller: &Caller, asked: Option<String>) -> Result<Option<String>, ApiError> {
+    match (caller.role, asked) {
+        (Role::Admin, team) => Ok(team),
+        (_, Some(team)) if team != caller.team => Err(ApiError::ForbiddenTeam(
+            "members can only see their own team's jobs".into(),
+        )),
+        _ => Ok(Some(caller.team.clone())),
+    }
+}
+
 /// `GET /v1/jobs`.
 pub async fn list(
     State(state): State<AppState>,
@@ -124,15 +138,7 @@ pub async fn list(
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(|e| ApiError::bad("invalid-query", "state", e.to_string()))?;
-    let team = match (caller.role, q.team) {
-        (Role::Admin, team) => team,
-        (_, Some(team)) if team != caller.team => {
-            return Err(ApiError::ForbiddenTeam(
-                "members can only list their own team's jobs".into(),
-            ));
-        }
-        _ => Some(caller.team.clone()),
-    };
+    let team = team_filter(&caller, q.team)?;
     let query = ListQuery {
         team,
         state: job_state,
@@ -206,7 +212,17 @@ pub async fn delete(
 #[serde(deny_unknown_fields)]
 pub struct LogQuery {
     name: Option<String>,
+    /// Start at this byte of the log.
+    offset: Option<u64>,
+    /// Start at the last N lines.
+    tail: Option<usize>,
+    /// Keep the response open: live output, then the archived rest.
+    #[serde(default)]
+    follow: bool,
 }
+
+/// The header carrying the offset of the body's first byte.
+pub const LOG_OFFSET_HEADER: &str = "x-forge-log-offset";
 
 /// `GET /v1/jobs/{id}/logs`.
 pub async fn logs(
@@ -221,6 +237,31 @@ pub async fn logs(
         Some(name) => LogSource::parse(name)
             .ok_or_else(|| ApiError::bad("invalid-query", "name", "`driver` or `head`"))?,
     };
-    let text = state.jobs.log(&job, source).await?;
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+    let start = match (q.offset, q.tail) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad(
+                "invalid-query",
+                "tail",
+                "give `offset` or `tail`, not both",
+            ));
+        }
+        (Some(n), None) => LogStart::Offset(n),
+        (None, Some(n)) => LogStart::Tail(n),
+        (None, None) => LogStart::Offset(0),
+    };
+    let read = state.jobs.log_from(&job, source, start, q.follow).await?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                "text/plain; charset=utf-8".to_string(),
+            ),
+            (
+                header::HeaderName::from_static(LOG_OFFSET_HEADER),
+                read.offset.to_string(),
+            ),
+        ],
+        axum::body::Body::from_stream(read.body),
+    )
+        .into_response())
 }

@@ -11,6 +11,7 @@
 
 mod auth;
 pub mod capacity;
+pub mod capsules;
 pub mod error;
 pub mod health;
 pub mod jobs;
@@ -20,6 +21,9 @@ pub mod policy;
 pub mod review;
 pub mod shadow;
 pub mod submission;
+pub mod uploads;
+pub mod watch;
+pub mod whoami;
 
 use std::time::Duration;
 
@@ -55,15 +59,24 @@ api_routes! {
     get "/readyz" => health::readyz,
     get "/metrics" => health::metrics,
     get "/v1/openapi.json" => openapi::serve,
+    get "/v1/whoami" => whoami::whoami,
     get "/v1/schemas/jobspec" => openapi::jobspec_schema,
     get "/v1/capacity" => capacity::capacity,
     post "/v1/admission/review" => review::review,
     post "/v1/jobs" => jobs::create,
     get "/v1/jobs" => jobs::list,
+    get "/v1/jobs/watch" => watch::watch_jobs,
     get "/v1/jobs/{id}" => jobs::get,
     delete "/v1/jobs/{id}" => jobs::delete,
     get "/v1/jobs/{id}/logs" => jobs::logs,
     get "/v1/jobs/{id}/events" => jobs::events,
+    get "/v1/jobs/{id}/watch" => watch::watch,
+    get "/v1/team-capsules/{digest}" => capsules::get,
+    post "/v1/uploads" => uploads::start,
+    get "/v1/uploads/{id}" => uploads::status,
+    put "/v1/uploads/{id}" => uploads::put_chunk,
+    delete "/v1/uploads/{id}" => uploads::abort,
+    post "/v1/uploads/{id}/complete" => uploads::complete,
     post "/v1/plugins" => plugins::upload,
     get "/v1/plugins" => plugins::list_plugins,
     get "/v1/policy" => policy::get_policy,

@@ -155,17 +155,72 @@ pub fn document() -> Value {
                     "responses": {"200": {"description": "{pending?, events[]}"}, "404": error_response("not found")}}
             },
             "/v1/jobs/{id}/logs": {
+                "parameters": id_param.clone(),
+                "get": {"summary": "The driver (default) or head log: archived once the job ended, live before; from a byte offset or the last lines; with follow, live until the job ends, then the archived rest",
+                    "parameters": [
+                        {"name": "name", "in": "query", "schema": {"type": "string", "enum": ["driver", "head"]}},
+                        {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "start at this byte (a reconnecting follower passes the offset it reached)"},
+                        {"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "start at the last N lines (not with offset)"},
+                        {"name": "follow", "in": "query", "schema": {"type": "boolean"}}],
+                    "responses": {"200": {"description": "text/plain; header x-forge-log-offset: the offset of the body's first byte"},
+                        "404": error_response("no log yet (logs-not-archived) or no such job")}}
+            },
+            "/v1/jobs/{id}/watch": {
                 "parameters": id_param,
-                "get": {"summary": "Archived driver (default) or head log",
-                    "parameters": [{"name": "name", "in": "query", "schema": {"type": "string", "enum": ["driver", "head"]}}],
-                    "responses": {"200": {"description": "text/plain"}, "404": error_response("not archived yet")}}
+                "get": {"summary": "The job's changes as server-sent events: snapshot, then state / standing / pending events; ends after the terminal state",
+                    "responses": {"200": {"description": "text/event-stream; each event's data is JSON (`type`: snapshot | State | Standing | pending reason)"},
+                        "404": error_response("not found (or another team's)")}}
             }
         }
     });
-    if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), policy_paths()) {
-        paths.extend(more);
+    for more in [policy_paths(), client_paths()] {
+        if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
+            paths.extend(more);
+        }
     }
     doc
+}
+
+/// Identity, capsule presence and resumable uploads (what `forge` uses besides jobs).
+fn client_paths() -> Value {
+    let id = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+    let session = json!({"description": "the session: id, digest, size, received / missing byte ranges ([start, end)), receivedBytes, maxChunkBytes, expiresAtMs, resumed"});
+    json!({
+        "/v1/jobs/watch": {"get": {"summary": "Every change of the caller's team's jobs (admins: all, or ?team=) as server-sent events: state, standing, resync",
+            "parameters": [{"name": "team", "in": "query", "schema": {"type": "string"}, "description": "admins only"}],
+            "responses": {"200": {"description": "text/event-stream"}, "403": error_response("forbidden-team")}}},
+        "/v1/whoami": {"get": {"summary": "The caller's team, role and token name",
+            "responses": {"200": {"description": "{team, role, name}"}}}},
+        "/v1/team-capsules/{digest}": {
+            "parameters": [{"name": "digest", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}],
+            "get": {"summary": "Whether the caller's team may name this capsule in a submission (HEAD works too)",
+                "responses": {"200": {"description": "{digest}"}, "400": error_response("invalid-capsule"), "404": error_response("unknown-capsule")}}},
+        "/v1/uploads": {"post": {"summary": "Start (or resume: same digest and size) a resumable upload of a client-built capsule",
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["size", "digest"], "additionalProperties": false, "properties": {
+                    "size": {"type": "integer", "minimum": 1}, "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}}},
+            "responses": {"201": session.clone(), "200": session.clone(),
+                "400": error_response("invalid-digest"), "413": error_response("upload.bad-size"),
+                "429": error_response("upload.too-many-sessions (details.open lists them)")}}},
+        "/v1/uploads/{id}": {
+            "parameters": id.clone(),
+            "get": {"summary": "Which byte ranges are present and missing (where to resume)",
+                "responses": {"200": session.clone(), "404": error_response("upload.not-found")}},
+            "put": {"summary": "One chunk at its offset (Content-Range: bytes first-last/size); idempotent, any order",
+                "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                "responses": {"200": session,
+                    "400": error_response("upload.bad-range | upload.body-length | upload.interrupted"),
+                    "404": error_response("upload.not-found"), "413": error_response("upload.chunk-too-large")}},
+            "delete": {"summary": "Abort: the session and its bytes are removed",
+                "responses": {"204": {"description": "removed"}, "404": error_response("upload.not-found")}}},
+        "/v1/uploads/{id}/complete": {
+            "parameters": id,
+            "post": {"summary": "Verify (every byte present, SHA-256, a canonical capsule) and store it; name it in POST /v1/jobs as `capsule`",
+                "responses": {"200": {"description": "{capsule, size, deduplicated}"},
+                    "409": error_response("upload.incomplete (details.missing)"),
+                    "422": error_response("upload.digest-mismatch | upload.not-canonical"),
+                    "400": error_response("capsule.* (hostile content)")}}}
+    })
 }
 
 /// The policy-management operations (`http::policy`, `http::plugins`, `http::shadow`).

@@ -1,6 +1,6 @@
 //! `POST /v1/admission/review`: the decision the active policy would make now for a
 //! JobSpec (JSON, or YAML by `Content-Type`), with the per-plugin trace, plugin digests
-//! and policy versions. Changes nothing.
+//! and policy versions, and the spec's bytes as a capsule carries them. Changes nothing.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -27,6 +27,10 @@ pub struct ReviewResponse {
     policy: String,
     #[serde(flatten)]
     outcome: ChainOutcome,
+    /// The spec exactly as a capsule packed for it carries it
+    /// (`capsule/.forge/jobspec.json`): a client packing its own capsule uses these
+    /// bytes, so its digest is the one the gateway would compute.
+    capsule_spec: String,
 }
 
 /// `POST /v1/admission/review`.
@@ -41,6 +45,8 @@ pub async fn review(
         .and_then(|v| v.to_str().ok())
         .map_or(SpecFormat::Json, SpecFormat::from_content_type);
     let spec = jobspec::parse_and_validate(&body, format, &state.config)?;
+    let capsule_spec = String::from_utf8(jobspec::capsule_bytes(&spec))
+        .map_err(|e| ApiError::Internal(format!("capsule spec: {e}")))?;
     let admission = &state.jobs.admission;
     let request = admission.live_request("dry-run", &caller.team, &spec);
     let evaluated = admission
@@ -51,5 +57,6 @@ pub async fn review(
         team_policy_version: evaluated.team_version,
         policy: evaluated.label,
         outcome: evaluated.outcome,
+        capsule_spec,
     }))
 }

@@ -24,6 +24,7 @@ use forge_policy_host::model::{ClusterView, Decision, Placement};
 use futures::StreamExt;
 
 use super::error::JobError;
+use super::feed::JobEvent;
 use super::fit::{self, PoolDemand};
 use super::queue::{self, Ledger, QueueEntry};
 use super::service::Jobs;
@@ -125,6 +126,31 @@ impl Standing {
 }
 
 impl Jobs {
+    /// Publishes the dispatcher's queue view, and a standing event for each queued
+    /// job whose place or reason changed (`teams`: job id → team).
+    pub(crate) fn publish_queue(
+        &self,
+        entries: BTreeMap<String, QueueEntry>,
+        ledger: Ledger,
+        teams: &BTreeMap<String, String>,
+    ) {
+        let before = self.queue.snapshot();
+        let changed: Vec<(String, QueueEntry)> = entries
+            .iter()
+            .filter(|(id, e)| before.get(*id) != Some(*e))
+            .map(|(id, e)| (id.clone(), e.clone()))
+            .collect();
+        self.queue.publish(entries, ledger);
+        for (job_id, queue) in changed {
+            let team = teams.get(&job_id).cloned().unwrap_or_default();
+            self.feed.publish(JobEvent::Standing {
+                job_id,
+                team,
+                queue,
+            });
+        }
+    }
+
     /// One pass over the queue; returns how many jobs were dispatched.
     pub async fn dispatch_pass(&self) -> Result<usize, JobError> {
         let queued = self.store.queued(None).await?;
@@ -154,11 +180,15 @@ impl Jobs {
             }
         }
         if queued.is_empty() {
-            self.queue.publish(BTreeMap::new(), ledger);
+            self.publish_queue(BTreeMap::new(), ledger, &BTreeMap::new());
             return Ok(0);
         }
 
         let snapshot = capacity.snapshot();
+        let teams: BTreeMap<String, String> = queued
+            .iter()
+            .map(|j| (j.id.clone(), j.team.clone()))
+            .collect();
         let mut standing = Standing::default();
         let mut to_dispatch = Vec::new();
         let mut totals = fit::totals(&free);
@@ -234,7 +264,7 @@ impl Jobs {
                 }
             }
         }
-        self.queue.publish(standing.entries, ledger);
+        self.publish_queue(standing.entries, ledger, &teams);
 
         let dispatched = futures::stream::iter(to_dispatch)
             .map(|(job, placement, decision)| async move {

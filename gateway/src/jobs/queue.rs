@@ -63,6 +63,11 @@ impl QueueBoard {
         self.ledger.store(Arc::new(ledger));
     }
 
+    /// Every queued job's standing as the last pass published it.
+    pub fn snapshot(&self) -> Arc<BTreeMap<String, QueueEntry>> {
+        self.entries.load_full()
+    }
+
     /// A queued job's standing, if the last pass saw it.
     pub fn entry(&self, job_id: &str) -> Option<QueueEntry> {
         self.entries.load().get(job_id).cloned()

@@ -1,9 +1,10 @@
 //! [`Jobs`]: the one owner of job state. Every state change goes through
 //! [`Jobs::transition`] (one compare-and-set) or [`Jobs::advance`] (re-reading on a
 //! lost compare-and-set), which apply the same side effects everywhere: the transition
-//! metric, and a dispatcher wake-up whenever the change can let another job run (a job
-//! ends or re-enters the queue). The operations on jobs — submit, dispatch, cancel,
-//! lifecycle, clean-up, logs, diagnosis — are `impl Jobs` blocks in their own files.
+//! metric, a dispatcher wake-up whenever the change can let another job run (a job ends
+//! or re-enters the queue), and the event on the job feed (`feed.rs`). The operations
+//! on jobs — submit, dispatch, cancel, lifecycle, clean-up, logs, diagnosis — are
+//! `impl Jobs` blocks in their own files.
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use crate::objects::ObjectStore;
 use crate::store::{JobRecord, JobStore, NewDecision, NewJob, StoreError, Transition};
 
 use super::error::JobError;
+use super::feed::{JobEvent, JobFeed};
 use super::inflight::InFlight;
 use super::queue::QueueBoard;
 
@@ -36,6 +38,7 @@ pub struct Jobs {
     pub(crate) cluster: Cluster,
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) cleanups: Arc<InFlight>,
+    pub(crate) feed: JobFeed,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -64,12 +67,18 @@ impl Jobs {
             cluster,
             objects,
             cleanups: InFlight::new(CLEANUP_PARALLEL),
+            feed: JobFeed::default(),
         }
     }
 
     /// The store (reads: lists, history, decisions).
     pub fn store(&self) -> &dyn JobStore {
         self.store.as_ref()
+    }
+
+    /// The feed of job changes (`feed.rs`).
+    pub fn feed(&self) -> &JobFeed {
+        &self.feed
     }
 
     /// The dispatcher's published queue view.
@@ -102,17 +111,33 @@ impl Jobs {
         if record.state == JobState::Queued {
             self.queue.wake();
         }
+        self.feed.publish(JobEvent::State {
+            job_id: record.id.clone(),
+            team: record.team.clone(),
+            from: None,
+            to: record.state,
+            reason: record.reason.clone(),
+            at_ms: record.updated_at_ms,
+        });
         Ok(record)
     }
 
     /// One compare-and-set transition with its side effects.
     pub(crate) async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
-        let to = t.to;
+        let (from, to) = (t.from, t.to);
         let job = self.store.transition(t).await?;
         self.metrics.transition(to);
         if to == JobState::Queued || to.is_terminal() {
             self.queue.wake();
         }
+        self.feed.publish(JobEvent::State {
+            job_id: job.id.clone(),
+            team: job.team.clone(),
+            from: Some(from),
+            to,
+            reason: job.reason.clone(),
+            at_ms: job.updated_at_ms,
+        });
         Ok(job)
     }
 

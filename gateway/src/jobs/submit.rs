@@ -133,8 +133,7 @@ impl Jobs {
         spec: &JobSpec,
         upload: tempfile::TempPath,
     ) -> Result<Digest, JobError> {
-        let spec_bytes =
-            serde_json::to_vec_pretty(spec).map_err(|e| JobError::Io(e.to_string()))?;
+        let spec_bytes = crate::jobspec::capsule_bytes(spec);
         let out_dir: PathBuf = self.config.gateway.data_dir.join("spool");
         let limits = CapsuleLimits::default();
         let capsule = tokio::task::spawn_blocking(move || {

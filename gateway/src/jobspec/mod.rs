@@ -23,6 +23,13 @@ use serde::{Deserialize, Serialize};
 pub use parse::{from_value_and_validate, parse_and_validate};
 pub use schema::json_schema;
 
+/// The spec's bytes as a capsule carries them (`capsule/.forge/jobspec.json`): the
+/// gateway packs these, and `POST /v1/admission/review` hands them to clients that
+/// pack their own capsule, so both compute the same digest.
+pub fn capsule_bytes(spec: &JobSpec) -> Vec<u8> {
+    serde_json::to_vec_pretty(spec).expect("a JobSpec serializes")
+}
+
 /// Most GPUs a single machine may ask for.
 pub const MAX_GPUS_PER_NODE: u32 = 16;
 /// Most pools in one job (KubeRay worker groups; Kueue allows 7 + head).

@@ -8,7 +8,12 @@
 //!   for wasm with `-Zbuild-std`, linked by rustup's bundled `rust-lld`.
 //!
 //! The core module is then wrapped into a component with `wit-component` (the world is
-//! read from the custom section wit-bindgen embeds), and validated.
+//! read from the custom section wit-bindgen embeds), and validated. The `plugin`
+//! profile is passed on the command line, so a crate outside this workspace builds
+//! without defining it; [`cli::BuildArgs`] is the command line both `forge-plugin
+//! build` and `forge plugin build` parse.
+
+pub mod cli;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +21,20 @@ use std::process::Command;
 use thiserror::Error;
 
 const TARGET: &str = "wasm32-unknown-unknown";
+
+/// The profile plugins are built with.
+pub const PLUGIN_PROFILE: &str = "plugin";
+/// Its settings (the workspace's `[profile.plugin]`), passed with `--config` so that a
+/// crate that does not define the profile builds the same way.
+const PLUGIN_PROFILE_SETTINGS: &[&str] = &[
+    "inherits=\"release\"",
+    "opt-level=\"s\"",
+    "lto=true",
+    "codegen-units=1",
+    "panic=\"abort\"",
+    "strip=true",
+    "debug=false",
+];
 const DEBIAN_RUSTC: &str = "/usr/bin/rustc";
 const DEBIAN_CARGO: &str = "/usr/bin/cargo";
 const DEBIAN_STD_SRC: &str = "/usr/lib/rustlib/src/rust/library";
@@ -138,8 +157,15 @@ pub fn build(crate_dir: &Path, opts: &BuildOptions) -> Result<PathBuf, BuildErro
     if toolchain == Toolchain::RustupTarget {
         cmd.env_remove("RUSTC");
     }
-    cmd.arg("build")
-        .arg("--manifest-path")
+    cmd.arg("build");
+    if opts.profile == PLUGIN_PROFILE {
+        // Crates outside the Forge workspace need not define the profile.
+        for setting in PLUGIN_PROFILE_SETTINGS {
+            cmd.arg("--config")
+                .arg(format!("profile.{PLUGIN_PROFILE}.{setting}"));
+        }
+    }
+    cmd.arg("--manifest-path")
         .arg(&manifest)
         .args([
             "--target",

@@ -1,45 +1,41 @@
-//! `forge-plugin build <crate-dir>...`: build policy plugin crates into components.
+//! `forge-plugin build [CRATE_DIR]...`: build policy plugin crates into components.
+//! The same command as `forge plugin build` (both parse
+//! [`forge_plugin_build::cli::BuildArgs`]); kept for the workspace's scripts.
 
-use std::path::PathBuf;
+use clap::{Parser, Subcommand};
+use forge_plugin_build::cli::BuildArgs;
 
-use anyhow::{Context, bail};
+/// Build Forge policy plugin crates into WebAssembly components.
+#[derive(Parser)]
+#[command(
+    name = "forge-plugin",
+    version,
+    about,
+    after_help = "Examples:\n  forge-plugin build plugins/pool-series\n  forge-plugin build --out dist ."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let Some(cmd) = args.next() else {
-        bail!(
-            "usage: forge-plugin build [--out DIR] [--profile NAME] [--target-dir DIR] <crate-dir>..."
-        );
-    };
-    if cmd != "build" {
-        bail!("unknown command `{cmd}`; try `forge-plugin build <crate-dir>`");
-    }
-    let mut opts = forge_plugin_build::BuildOptions {
-        profile: "plugin".into(),
-        target_dir: PathBuf::from("target/plugins"),
-        out_dir: PathBuf::from("target/plugins/components"),
-    };
-    let mut crates = Vec::new();
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--out" => opts.out_dir = args.next().context("--out needs a directory")?.into(),
-            "--profile" => opts.profile = args.next().context("--profile needs a name")?,
-            "--target-dir" => {
-                opts.target_dir = args
-                    .next()
-                    .context("--target-dir needs a directory")?
-                    .into()
+#[derive(Subcommand)]
+enum Command {
+    /// Build plugin crates (each writes `<out>/<package>.wasm`)
+    Build(BuildArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let Command::Build(args) = Cli::parse().command;
+    match args.run() {
+        Ok(paths) => {
+            for p in paths {
+                println!("{}", p.display());
             }
-            _ => crates.push(PathBuf::from(a)),
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
         }
     }
-    if crates.is_empty() {
-        bail!("name at least one plugin crate directory");
-    }
-    for dir in crates {
-        let out = forge_plugin_build::build(&dir, &opts)
-            .with_context(|| format!("building {}", dir.display()))?;
-        println!("{}", out.display());
-    }
-    Ok(())
 }

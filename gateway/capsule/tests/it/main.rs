@@ -5,4 +5,5 @@
 mod assemble;
 mod hostile;
 mod init_container;
+mod repack;
 mod support;

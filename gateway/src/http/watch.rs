@@ -1,0 +1,61 @@
+//! `GET /v1/jobs/{id}/watch`: a job's changes as server-sent events, from
+//! [`crate::jobs::Jobs::watch`] — `snapshot` first (the job, its queue standing, its
+//! pending reason), then `state`, `standing` and `pending` events as they happen; the
+//! stream ends after the terminal state. `GET /v1/jobs/watch[?team=]`: every change of
+//! the caller's team's jobs (admins: every team's, or one), `resync` when the watcher
+//! fell behind. Comments keep idle connections alive.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::{Stream, StreamExt};
+
+use super::error::ApiError;
+use crate::auth::Caller;
+use crate::jobs::WatchEvent;
+use crate::state::AppState;
+
+/// `GET /v1/jobs/{id}/watch`.
+pub async fn watch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let job = state.jobs.visible(&caller, &id).await?;
+    Ok(sse(state.jobs.watch(job)))
+}
+
+/// Query of `GET /v1/jobs/watch`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamQuery {
+    team: Option<String>,
+}
+
+/// `GET /v1/jobs/watch`.
+pub async fn watch_jobs(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<TeamQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let team = super::jobs::team_filter(&caller, q.team)?;
+    Ok(sse(state.jobs.watch_team(team)))
+}
+
+fn sse(
+    events: impl Stream<Item = WatchEvent> + Send + 'static,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let events = events.map(|e| {
+        let event = Event::default().event(e.name());
+        Ok(match event.json_data(&e) {
+            Ok(event) => event,
+            Err(err) => {
+                tracing::error!("serializing a watch event: {err}");
+                Event::default().comment("unserializable event")
+            }
+        })
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

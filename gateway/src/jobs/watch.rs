@@ -1,0 +1,187 @@
+//! Watching one job: a snapshot, then every change from the job feed — state changes,
+//! queue standing — and, while a dispatched job starts, its pending reason (from
+//! Kubernetes' events and pod states, which are not on the feed: read every
+//! [`PENDING_EVERY`] while it is starting, and sent only when it changes). Ends after
+//! the job's terminal state. The HTTP edge serves it as server-sent events
+//! (`GET /v1/jobs/{id}/watch`); any other consumer (the web console) uses the same
+//! stream.
+
+use std::time::Duration;
+
+use futures::Stream;
+use serde::Serialize;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+
+use super::diagnosis::PendingReason;
+use super::error::JobError;
+use super::feed::JobEvent;
+use super::queue::QueueEntry;
+use super::service::Jobs;
+use crate::domain::JobState;
+use crate::store::JobRecord;
+
+/// How often a starting job's pending reason is re-read.
+pub const PENDING_EVERY: Duration = Duration::from_secs(2);
+
+/// What a watcher is told.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum WatchEvent {
+    /// The job as it is now (first, and again after the watcher fell behind).
+    #[serde(rename_all = "camelCase")]
+    Snapshot {
+        job: Box<JobRecord>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        queue: Option<QueueEntry>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pending: Option<PendingReason>,
+    },
+    /// A change from the feed.
+    Change(JobEvent),
+    /// Why the dispatched job is not running yet (when it changes).
+    Pending(PendingReason),
+    /// The watcher fell behind and missed changes: re-read what it shows.
+    Resync,
+}
+
+impl WatchEvent {
+    /// The event's name on the wire (`snapshot`, `state`, `standing`, `pending`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            WatchEvent::Snapshot { .. } => "snapshot",
+            WatchEvent::Change(JobEvent::State { .. }) => "state",
+            WatchEvent::Change(JobEvent::Standing { .. }) => "standing",
+            WatchEvent::Pending(_) => "pending",
+            WatchEvent::Resync => "resync",
+        }
+    }
+}
+
+impl Jobs {
+    /// The events of `job` (already checked visible to the caller) until it ends.
+    pub fn watch(&self, job: JobRecord) -> impl Stream<Item = WatchEvent> + Send + 'static + use<> {
+        // Subscribed before the snapshot is read: no change can fall between them.
+        let feed = self.feed.subscribe();
+        let (tx, rx) = mpsc::channel(32);
+        let jobs = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = jobs.run_watch(job, feed, &tx).await {
+                tracing::warn!("job watch ended: {e}");
+            }
+        });
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
+    }
+
+    /// Every change of the jobs of `team` (every team's for `None`, admins) from now
+    /// on, until the receiver is dropped.
+    pub fn watch_team(
+        &self,
+        team: Option<String>,
+    ) -> impl Stream<Item = WatchEvent> + Send + 'static + use<> {
+        let feed = self.feed.subscribe();
+        futures::stream::unfold(feed, move |mut feed| {
+            let team = team.clone();
+            async move {
+                loop {
+                    match feed.recv().await {
+                        Ok(e) if team.as_deref().is_none_or(|t| t == e.team()) => {
+                            return Some((WatchEvent::Change((*e).clone()), feed));
+                        }
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(_)) => return Some((WatchEvent::Resync, feed)),
+                        Err(RecvError::Closed) => return None,
+                    }
+                }
+            }
+        })
+    }
+
+    async fn snapshot(&self, id: &str) -> Result<(JobRecord, WatchEvent), JobError> {
+        let job = self
+            .store
+            .get(id)
+            .await?
+            .ok_or_else(|| JobError::NotFound(id.to_string()))?;
+        let queue = self.queue.entry(&job.id);
+        let pending = self.pending_of(&job).await;
+        let event = WatchEvent::Snapshot {
+            job: Box::new(job.clone()),
+            queue,
+            pending,
+        };
+        Ok((job, event))
+    }
+
+    async fn pending_of(&self, job: &JobRecord) -> Option<PendingReason> {
+        if !matches!(job.state, JobState::Dispatched | JobState::Initializing) {
+            return None;
+        }
+        match self.diagnose(job).await {
+            Ok(d) => d.pending,
+            Err(e) => {
+                tracing::debug!(job = %job.id, "pending diagnosis: {e}");
+                None
+            }
+        }
+    }
+
+    async fn run_watch(
+        &self,
+        job: JobRecord,
+        mut feed: tokio::sync::broadcast::Receiver<std::sync::Arc<JobEvent>>,
+        tx: &mpsc::Sender<WatchEvent>,
+    ) -> Result<(), JobError> {
+        let (mut job, first) = self.snapshot(&job.id).await?;
+        let mut pending = match &first {
+            WatchEvent::Snapshot { pending, .. } => pending.clone(),
+            _ => None,
+        };
+        if tx.send(first).await.is_err() {
+            return Ok(());
+        }
+        let mut tick = tokio::time::interval(PENDING_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while !job.state.is_terminal() {
+            let event = tokio::select! {
+                () = tx.closed() => return Ok(()),
+                received = feed.recv() => match received {
+                    Ok(e) if e.job_id() == job.id => {
+                        if let JobEvent::State { to, .. } = &*e {
+                            // One read per change (the RayJob name arrives with
+                            // `dispatched`), never a polling loop.
+                            job = match self.store.get(&job.id).await? {
+                                Some(j) => j,
+                                None => return Ok(()),
+                            };
+                            job.state = *to;
+                        }
+                        WatchEvent::Change((*e).clone())
+                    }
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(_)) => {
+                        let (now, snap) = self.snapshot(&job.id).await?;
+                        job = now;
+                        snap
+                    }
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+                _ = tick.tick() => {
+                    let now = self.pending_of(&job).await;
+                    if now.is_none() || now == pending {
+                        continue;
+                    }
+                    pending = now.clone();
+                    match now {
+                        Some(p) => WatchEvent::Pending(p),
+                        None => continue,
+                    }
+                }
+            };
+            if tx.send(event).await.is_err() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,97 @@
+//! [`UploadError`]: why an upload operation failed, as variants the HTTP edge maps to
+//! statuses and stable codes (`http::error`).
+
+use crate::domain::Digest;
+use crate::objects::ObjectStoreError;
+
+/// Why an upload operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// No such session for the caller's team (or it expired, or it completed).
+    #[error("upload {0} not found (expired, completed or aborted?)")]
+    NotFound(String),
+    /// The capsule is not one the team may name.
+    #[error("capsule {0} is not stored for your team")]
+    CapsuleAbsent(Digest),
+    /// The declared digest is not a SHA-256.
+    #[error("digest: a SHA-256 is 64 lowercase hex digits")]
+    InvalidDigest,
+    /// The declared size is 0 or over the limit.
+    #[error("size: {size} bytes is not between 1 and {limit}")]
+    BadSize {
+        /// Declared size.
+        size: u64,
+        /// Largest accepted.
+        limit: u64,
+    },
+    /// The team has as many open sessions as it may.
+    #[error("your team has {limit} open uploads (the limit); finish or abort one: {}", .open.join(", "))]
+    TooManySessions {
+        /// The limit.
+        limit: u64,
+        /// The open sessions' ids.
+        open: Vec<String>,
+    },
+    /// A chunk's range does not fit the session.
+    #[error("content-range: {0}")]
+    BadRange(String),
+    /// A chunk larger than a PUT may carry.
+    #[error("content-range: a chunk is at most {limit} bytes, this one is {len}")]
+    ChunkTooLarge {
+        /// The chunk's length.
+        len: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The body's length is not the range's.
+    #[error("the body has {got} bytes but the content-range announces {expected}")]
+    BodyLength {
+        /// Announced.
+        expected: u64,
+        /// Received (as far as it was read).
+        got: u64,
+    },
+    /// The body stopped before its end (client gone, network): nothing recorded.
+    #[error("the chunk's body was interrupted: {0}")]
+    Interrupted(String),
+    /// Completion asked with ranges still missing.
+    #[error("{} byte range(s) are still missing", .missing.len())]
+    Incomplete {
+        /// The gaps (half-open byte ranges).
+        missing: Vec<[u64; 2]>,
+    },
+    /// The assembled bytes do not hash to the declared digest (the session is gone).
+    #[error("the uploaded bytes hash to {got}, not the declared {expected}; upload again")]
+    DigestMismatch {
+        /// Declared.
+        expected: Digest,
+        /// Computed.
+        got: String,
+    },
+    /// The upload is not the capsule this gateway builds from its code and spec.
+    #[error(
+        "the upload is not a canonical capsule: packed again it is {got}, not {expected} \
+         (a client of another version, or an altered capsule)"
+    )]
+    NotCanonical {
+        /// The upload's digest.
+        expected: Digest,
+        /// The digest of the gateway's own packing.
+        got: String,
+    },
+    /// The capsule's content is unacceptable (hostile, too large, …).
+    #[error(transparent)]
+    Capsule(#[from] forge_capsule::CapsuleError),
+    /// Object storage failed.
+    #[error("object store: {0}")]
+    ObjectStore(#[from] ObjectStoreError),
+    /// Local disk or a blocking task failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl UploadError {
+    pub(crate) fn io(what: &str, e: impl std::fmt::Display) -> Self {
+        UploadError::Io(format!("{what}: {e}"))
+    }
+}
