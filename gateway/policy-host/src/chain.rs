@@ -191,7 +191,10 @@ fn valid_code(code: &str) -> bool {
 }
 
 /// Enforce the contract on a plugin's answer.
-fn check_decision(request: &PolicyRequest, d: Decision) -> Result<Decision, PluginError> {
+pub(crate) fn check_decision(
+    request: &PolicyRequest,
+    d: Decision,
+) -> Result<Decision, PluginError> {
     match &d {
         Decision::Admit { placement } => {
             let pools = &request.job.pools;

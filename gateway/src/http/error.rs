@@ -194,6 +194,7 @@ fn component_code(e: &LoadError) -> &'static str {
         LoadError::NotAComponent(_) => "plugin.not-a-component",
         LoadError::ForbiddenImport(_) => "plugin.forbidden-import",
         LoadError::WrongWorld { .. } => "plugin.wrong-world",
+        LoadError::Limits(_) => "plugin.limits",
         _ => "plugin.compile-failed",
     }
 }
