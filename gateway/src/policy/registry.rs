@@ -238,6 +238,8 @@ impl Registry {
             world: plugin.world().to_string(),
             uploaded_by: u.uploaded_by,
             uploaded_at_ms: now_ms(),
+            memory_mib: None,
+            deadline_ms: None,
         };
         let out = self.store.insert_plugin(record).await?;
         self.cache_insert(&digest, &display, &u.version, plugin);
