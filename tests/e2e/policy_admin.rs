@@ -17,7 +17,8 @@ fn code(v: &Value, want: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_are_checked_before_anything_is_stored() {
-    let gw = gateway("h100=1x8", &[]).await;
+    // A Rust-sized upload limit (the default, 32 MiB, fits Python and TypeScript ones).
+    let gw = gateway("h100=1x8", &[("FORGE_PLUGIN_MAX_KIB", "4096")]).await;
     let alice = PolicyClient::new(&gw, ALICE);
     let quota = plugins::component("team-quota");
 

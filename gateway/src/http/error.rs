@@ -218,6 +218,10 @@ fn policy_admin_answer(e: PolicyAdminError) -> Answer {
             Answer::new(unprocessable, "plugin.invalid-settings", message)
                 .details(json!({ "field": field, "plugin": plugin }))
         }
+        P::LimitTooHigh { field, .. } => {
+            Answer::new(unprocessable, "plugin.limit-too-high", message)
+                .details(json!({ "field": field }))
+        }
         P::TooLarge { .. } => {
             Answer::new(StatusCode::PAYLOAD_TOO_LARGE, "plugin.too-large", message)
                 .details(json!({ "field": "component" }))
