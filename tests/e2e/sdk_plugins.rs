@@ -6,7 +6,7 @@
 
 use forge_tests::jobs::{JobClient, zip_of};
 use forge_tests::plugins;
-use forge_tests::policy::{ALICE, BOB, PolicyClient, gateway};
+use forge_tests::policy::{ALICE, BOB, PolicyClient, gateway, trace_plugins};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -187,11 +187,7 @@ async fn python_and_typescript_plugins_are_uploaded_activated_swapped_and_rolled
     // Another team is untouched.
     let (_, b) = PolicyClient::new(&gw, BOB).review(&reserved).await;
     assert!(
-        b["trace"]
-            .as_array()
-            .expect("trace")
-            .iter()
-            .all(|t| !t["plugin"].as_str().unwrap_or("").starts_with("team-a/")),
+        trace_plugins(&b).iter().all(|p| !p.starts_with("team-a/")),
         "{b:#}"
     );
     // Calls are counted per plugin and version, whatever its language.

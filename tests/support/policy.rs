@@ -169,6 +169,16 @@ impl PolicyClient {
     }
 }
 
+/// The plugins a review's trace names, in order.
+pub fn trace_plugins(review: &Value) -> Vec<String> {
+    review["trace"]
+        .as_array()
+        .expect("a review carries its trace")
+        .iter()
+        .map(|t| t["plugin"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
 /// A JobSpec asking `gpus` GPUs on one node.
 pub fn spec_with_gpus(name: &str, gpus: u32) -> Value {
     json!({

@@ -18,6 +18,7 @@
 
 pub mod chain;
 pub mod chain_file;
+mod contract_check;
 pub mod engine;
 pub mod error;
 pub mod limits;

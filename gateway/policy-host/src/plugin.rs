@@ -176,7 +176,7 @@ impl Plugin {
         let mut store = self.engine.new_store();
         let placement = model::Placement::initial(&request.job);
         self.evaluate_in(&mut store, settings, request, &placement)
-            .and_then(|d| crate::chain::check_decision(request, d))
+            .and_then(|d| crate::contract_check::check_decision(request, d))
     }
 
     /// Point `store` at this plugin: log tags, memory cap, deadline. Returns the

@@ -7,21 +7,7 @@
  * contract as the Rust and Python SDKs, and `forge-plugin test` runs its `*.test.ts`
  * files natively with `node:test` and `forge-policy/harness`.
  */
-export type {
-  Cluster,
-  Decision,
-  Hold,
-  Job,
-  Level,
-  Placement,
-  Pool,
-  PoolPlacement,
-  Rejection,
-  Request,
-  SeriesCapacity,
-  SeriesUsage,
-  StorageMode,
-} from './contract.js';
+export type * from './contract.js';
 export { admit, decisionKind, queue, reject } from './decisions.js';
 export { definePolicy, type Policy, type PolicyDefinition } from './policy.js';
 export {

@@ -9,21 +9,8 @@ The request and decision types are the ones componentize-py generates from the W
 (``wit_world.imports.types``), re-exported here.
 """
 
-from .contract import (
-    Cluster,
-    Decision,
-    Hold,
-    Job,
-    Level,
-    Placement,
-    Pool,
-    PoolPlacement,
-    Rejection,
-    Request,
-    SeriesCapacity,
-    SeriesUsage,
-    StorageMode,
-)
+from .contract import *  # noqa: F401,F403 (the contract's types)
+from .contract import __all__ as _contract_names
 from .decisions import admit, decision_kind, queue, reject
 from .policy import Policy
 from .requests import (
@@ -42,21 +29,9 @@ from .settings import SettingsError, parse_settings
 from . import log
 
 __all__ = [
-    "Cluster",
-    "Decision",
-    "Hold",
-    "Job",
-    "Level",
-    "Placement",
+    *_contract_names,
     "Policy",
-    "Pool",
-    "PoolPlacement",
-    "Rejection",
-    "Request",
-    "SeriesCapacity",
-    "SeriesUsage",
     "SettingsError",
-    "StorageMode",
     "admit",
     "decision_kind",
     "gpus_by_series",
