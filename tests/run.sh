@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (see README). Works on a fresh machine of this kind:
 # installs what the tests need (the WebAssembly toolchain for plugins, a venv for the
-# manifest checks) inside the clone or from the distribution, then runs formatting and
+# manifest checks, the Python and TypeScript SDK toolchains) inside the clone or from the
+# distribution, then runs formatting and
 # lint checks and every unit and integration test. The S3-compatible test server
 # (s3s-fs) is a library the tests serve in-process (`forge-testkit`). Each step prints
 # how long it took.
@@ -31,6 +32,9 @@ else
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc-web cargo-web rust-web-src >/dev/null
 fi
 
+log "Python and TypeScript SDK toolchains (componentize-py venv in target/sdk, npm ci in plugin-sdk/js)"
+bash plugin-sdk/install-toolchains.sh
+
 log "deploy/ manifests (kustomize render, Kubernetes schemas, checks)"
 bash deploy/validate.sh
 
@@ -38,9 +42,14 @@ log "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-log "policy plugins -> WebAssembly components"
+log "policy plugins -> WebAssembly components (Python and TypeScript ones cached by content)"
 cargo run --quiet -p forge-plugin-build --bin forge-plugin -- build \
-  plugins/pool-series plugins/team-quota plugins/rwo-guard tests/fixtures/plugins/hostile
+  plugins/pool-series plugins/team-quota plugins/rwo-guard plugins/scratch-guard \
+  plugins/scratch-guard-py plugins/scratch-guard-ts tests/fixtures/plugins/hostile
+
+log "Python and TypeScript SDKs and plugins: native tests (pytest, node --test)"
+cargo run --quiet -p forge-plugin-build --bin forge-plugin -- test \
+  plugin-sdk/python/tests plugin-sdk/js/test plugins/scratch-guard-py plugins/scratch-guard-ts
 
 log "binaries (the crash tests run the gateway and the emulator as real processes)"
 cargo build --quiet --workspace --bins

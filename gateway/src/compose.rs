@@ -41,6 +41,11 @@ pub fn policy_engine(cfg: &Config) -> anyhow::Result<PolicyEngine> {
             deadline: Duration::from_millis(cfg.gateway.policy_deadline_ms),
             memory_cap_bytes: usize::try_from(cfg.gateway.policy_memory_mib << 20)
                 .unwrap_or(usize::MAX),
+            max_deadline: Duration::from_millis(cfg.gateway.policy_max_deadline_ms),
+            max_memory_cap_bytes: usize::try_from(cfg.gateway.policy_max_memory_mib << 20)
+                .unwrap_or(usize::MAX),
+            max_component_bytes: usize::try_from(cfg.gateway.plugin_max_kib << 10)
+                .unwrap_or(usize::MAX),
             ..EngineLimits::default()
         },
         Some(cfg.gateway.data_dir.join("plugin-cache")),

@@ -95,14 +95,26 @@ pub trait Policy {
     fn evaluate(settings: &Self::Settings, request: &Request) -> Decision;
 }
 
-/// Parse a settings document; an empty document means `{}`.
+/// Parse a settings document; an empty document means `{}`. Errors name the setting,
+/// like the Python and TypeScript SDKs': `invalid settings: max_gpus: invalid type: …`.
 pub fn parse_settings<P: Policy>(settings: &str) -> Result<P::Settings, String> {
     let text = if settings.trim().is_empty() {
         "{}"
     } else {
         settings
     };
-    serde_json::from_str(text).map_err(|e| format!("invalid settings: {e}"))
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            format!("invalid settings: {inner}")
+        } else {
+            format!("invalid settings: {path}: {inner}")
+        }
+    })?;
+    de.end().map_err(|e| format!("invalid settings: {e}"))?;
+    Ok(parsed)
 }
 
 /// Implementation of the exported `validate-settings`.

@@ -17,3 +17,4 @@ mod policy_admin;
 mod policy_swap;
 mod routes;
 mod s3;
+mod sdk_plugins;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use forge_gateway::compose::{self, CapsuleBackend};
 use forge_tests::jobs::{JobClient, zip_of};
 use forge_tests::plugins;
-use forge_tests::policy::{ALICE, BOB, PolicyClient, gateway, spec_with_gpus};
+use forge_tests::policy::{ALICE, BOB, PolicyClient, gateway, spec_with_gpus, trace_plugins};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -17,7 +17,8 @@ fn code(v: &Value, want: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_are_checked_before_anything_is_stored() {
-    let gw = gateway("h100=1x8", &[]).await;
+    // A Rust-sized upload limit (the default, 32 MiB, fits Python and TypeScript ones).
+    let gw = gateway("h100=1x8", &[("FORGE_PLUGIN_MAX_KIB", "4096")]).await;
     let alice = PolicyClient::new(&gw, ALICE);
     let quota = plugins::component("team-quota");
 
@@ -189,11 +190,7 @@ async fn team_plugins_apply_to_their_team_only_and_cannot_loosen_global_policy()
     assert_eq!(b["decision"]["kind"], "admit", "{b:#}");
     assert_eq!(b["policy"], "global@1");
     assert!(
-        b["trace"]
-            .as_array()
-            .expect("trace")
-            .iter()
-            .all(|t| !t["plugin"].as_str().unwrap_or("").starts_with("team-a/")),
+        trace_plugins(&b).iter().all(|p| !p.starts_with("team-a/")),
         "{b:#}"
     );
     // A real submission of team-a is refused by its own rule.

@@ -64,6 +64,21 @@ impl PolicyClient {
         settings: Option<&Value>,
         scope: Option<&str>,
     ) -> (u16, Value) {
+        let extra: Vec<(&str, &str)> = scope.map(|s| ("scope", s)).into_iter().collect();
+        self.upload_with(name, version, component, settings, &extra)
+            .await
+    }
+
+    /// `POST /v1/plugins` with `settings` (optional) and further text parts
+    /// (`scope`, `memoryMib`, `deadlineMs`, …).
+    pub async fn upload_with(
+        &self,
+        name: &str,
+        version: &str,
+        component: Vec<u8>,
+        settings: Option<&Value>,
+        extra: &[(&str, &str)],
+    ) -> (u16, Value) {
         let mut form = reqwest::multipart::Form::new()
             .part(
                 "component",
@@ -75,8 +90,8 @@ impl PolicyClient {
         if let Some(s) = settings {
             form = form.text("settings", s.to_string());
         }
-        if let Some(s) = scope {
-            form = form.text("scope", s.to_string());
+        for (part, value) in extra {
+            form = form.text(part.to_string(), value.to_string());
         }
         let resp = self
             .http
@@ -152,6 +167,16 @@ impl PolicyClient {
         self.send(reqwest::Method::POST, "/v1/admission/review", spec)
             .await
     }
+}
+
+/// The plugins a review's trace names, in order.
+pub fn trace_plugins(review: &Value) -> Vec<String> {
+    review["trace"]
+        .as_array()
+        .expect("a review carries its trace")
+        .iter()
+        .map(|t| t["plugin"].as_str().unwrap_or("").to_string())
+        .collect()
 }
 
 /// A JobSpec asking `gpus` GPUs on one node.

@@ -13,6 +13,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::error::LoadError;
+use crate::limits::EngineLimits;
 use crate::sandbox::HostState;
 use crate::wit_v0_1_0;
 
@@ -22,30 +23,6 @@ const KEEP_RESIDENT: usize = 2 << 20;
 
 /// How often the epoch advances; deadlines are counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(1);
-
-/// Limits and tuning of the policy sandbox.
-#[derive(Debug, Clone)]
-pub struct EngineLimits {
-    /// Per-call wall-clock deadline (FORGE_POLICY_DEADLINE_MS).
-    pub deadline: Duration,
-    /// Maximum size of a plugin's linear memory (FORGE_POLICY_MEMORY_MIB).
-    pub memory_cap_bytes: usize,
-    /// Plugin instances that may be alive at once (sizes the pooling allocator).
-    pub max_instances: u32,
-    /// Largest component accepted for compilation.
-    pub max_component_bytes: usize,
-}
-
-impl Default for EngineLimits {
-    fn default() -> Self {
-        EngineLimits {
-            deadline: Duration::from_millis(50),
-            memory_cap_bytes: 32 << 20,
-            max_instances: 256,
-            max_component_bytes: 16 << 20,
-        }
-    }
-}
 
 struct Inner {
     engine: Engine,
@@ -88,7 +65,7 @@ impl PolicyEngine {
             .total_core_instances(instances.saturating_mul(4))
             .total_memories(instances.saturating_mul(2))
             .total_tables(instances.saturating_mul(4))
-            .max_memory_size(limits.memory_cap_bytes)
+            .max_memory_size(limits.memory_slot_bytes())
             .max_unused_warm_slots(instances.min(64))
             .pagemap_scan(wasmtime::Enabled::Auto)
             .linear_memory_keep_resident(KEEP_RESIDENT)
@@ -156,26 +133,23 @@ impl PolicyEngine {
         self.inner.cache_dir.as_ref()
     }
 
-    /// Epoch ticks that make up the per-call deadline.
-    pub(crate) fn deadline_ticks(&self) -> u64 {
+    /// Epoch ticks that make up a per-call deadline.
+    pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
         let tick = EPOCH_TICK.as_micros().max(1);
-        let ticks = self.inner.limits.deadline.as_micros().div_ceil(tick);
+        let ticks = deadline.as_micros().div_ceil(tick);
         // +1: the current tick may be almost over when the call starts.
         u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
     }
 
-    pub(crate) fn deadline_ms(&self) -> u64 {
-        u64::try_from(self.inner.limits.deadline.as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// A fresh store with the sandbox limits installed.
+    /// A fresh store with the sandbox installed; each plugin call sets its own memory
+    /// cap and deadline in it ([`HostState::enter`]).
     pub(crate) fn new_store(&self) -> wasmtime::Store<HostState> {
         let mut store = wasmtime::Store::new(
             &self.inner.engine,
             HostState::new(self.inner.limits.memory_cap_bytes),
         );
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
-        store.set_epoch_deadline(self.deadline_ticks());
+        store.set_epoch_deadline(Self::deadline_ticks(self.inner.limits.deadline));
         store
     }
 

@@ -24,6 +24,9 @@ pub enum LoadError {
     /// Compilation failed or exceeded the engine's limits.
     #[error("component failed to compile: {0}")]
     Compile(String),
+    /// The plugin's limits are above the engine's maxima (or zero).
+    #[error("plugin limits refused: {0}")]
+    Limits(String),
     /// The precompiled cache could not be read or written.
     #[error("precompile cache error at {path}: {detail}")]
     Cache { path: String, detail: String },

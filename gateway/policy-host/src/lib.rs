@@ -8,6 +8,8 @@
 //!
 //! - [`PolicyEngine`]: the shared wasmtime engine (pooling allocator, epoch deadline,
 //!   memory cap, precompile cache).
+//! - [`EngineLimits`], [`PluginLimits`]: the operator's defaults and maxima, and one
+//!   plugin's own deadline and memory cap.
 //! - [`Plugin`]: a checked, compiled component; instantiated fresh for every call.
 //! - [`Chain`]: ordered (plugin, settings) links and the chain semantics.
 //! - [`PolicyRunner`]: runs evaluations off the async workers behind a semaphore.
@@ -16,8 +18,10 @@
 
 pub mod chain;
 pub mod chain_file;
+mod contract_check;
 pub mod engine;
 pub mod error;
+pub mod limits;
 pub mod model;
 pub mod plugin;
 pub mod runner;
@@ -25,7 +29,8 @@ mod sandbox;
 mod wit_v0_1_0;
 
 pub use chain::{Chain, ChainLink, ChainOutcome, TraceEntry};
-pub use engine::{EngineLimits, PolicyEngine};
+pub use engine::PolicyEngine;
 pub use error::{ChainError, LoadError, PluginError};
+pub use limits::{EngineLimits, PluginLimits};
 pub use plugin::{Plugin, digest_of};
 pub use runner::{PolicyRunner, RunError};

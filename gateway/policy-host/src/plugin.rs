@@ -14,6 +14,7 @@ use wasmtime::component::types::ComponentItem;
 
 use crate::engine::PolicyEngine;
 use crate::error::{LoadError, PluginError};
+use crate::limits::PluginLimits;
 use crate::model;
 use crate::sandbox::HostState;
 use crate::wit_v0_1_0;
@@ -33,6 +34,7 @@ pub struct Plugin {
     version: String,
     digest: String,
     world: &'static str,
+    limits: PluginLimits,
     abi: Abi,
     engine: PolicyEngine,
 }
@@ -44,6 +46,7 @@ impl std::fmt::Debug for Plugin {
             .field("version", &self.version)
             .field("digest", &self.digest)
             .field("world", &self.world)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -70,6 +73,20 @@ impl Plugin {
         version: &str,
         bytes: &[u8],
     ) -> Result<Arc<Plugin>, LoadError> {
+        let limits = engine.limits().plugin_defaults();
+        Self::load_with_limits(engine, name, version, bytes, limits)
+    }
+
+    /// Like [`Plugin::load_as`], with the plugin's own deadline and memory cap
+    /// (refused, [`LoadError::Limits`], when above the engine's maxima).
+    pub fn load_with_limits(
+        engine: &PolicyEngine,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+        limits: PluginLimits,
+    ) -> Result<Arc<Plugin>, LoadError> {
+        engine.limits().check(&limits)?;
         let max = engine.limits().max_component_bytes;
         if bytes.len() > max {
             return Err(LoadError::Compile(format!(
@@ -101,6 +118,7 @@ impl Plugin {
             version: version.to_string(),
             digest,
             world: "forge:policy/policy@0.1.0",
+            limits,
             abi: Abi::V0_1_0(pre),
             engine: engine.clone(),
         }))
@@ -126,12 +144,16 @@ impl Plugin {
         self.world
     }
 
+    /// The deadline and memory cap its calls run under.
+    pub fn limits(&self) -> PluginLimits {
+        self.limits
+    }
+
     /// Run `validate-settings` in a fresh instance. `Ok(Err(msg))` is the plugin's
     /// own refusal; `Err` is a sandbox failure.
     pub fn validate_settings(&self, settings: &str) -> Result<Result<(), String>, PluginError> {
         let mut store = self.engine.new_store();
-        store.data_mut().current = Some((self.name.clone(), self.digest.clone()));
-        let deadline_ms = self.engine.deadline_ms();
+        let deadline_ms = self.enter(&mut store);
         match &self.abi {
             Abi::V0_1_0(pre) => {
                 let inst = pre
@@ -143,8 +165,31 @@ impl Plugin {
         }
     }
 
-    /// Instantiate into `store` and evaluate one request. The store's epoch deadline is
-    /// reset for this call.
+    /// Evaluate one request alone, in a fresh store, as the first link of a chain
+    /// would (initial placement; the decision checked against the contract). For
+    /// tools and tests; admission runs a [`Chain`](crate::Chain).
+    pub fn evaluate(
+        &self,
+        settings: &str,
+        request: &model::PolicyRequest,
+    ) -> Result<model::Decision, PluginError> {
+        let mut store = self.engine.new_store();
+        let placement = model::Placement::initial(&request.job);
+        self.evaluate_in(&mut store, settings, request, &placement)
+            .and_then(|d| crate::contract_check::check_decision(request, d))
+    }
+
+    /// Point `store` at this plugin: log tags, memory cap, deadline. Returns the
+    /// deadline in milliseconds (for error messages).
+    fn enter(&self, store: &mut wasmtime::Store<HostState>) -> u64 {
+        store
+            .data_mut()
+            .enter(&self.name, &self.digest, self.limits.memory_cap_bytes);
+        store.set_epoch_deadline(PolicyEngine::deadline_ticks(self.limits.deadline));
+        self.limits.deadline_ms()
+    }
+
+    /// Instantiate into `store` and evaluate one request under this plugin's limits.
     pub(crate) fn evaluate_in(
         &self,
         store: &mut wasmtime::Store<HostState>,
@@ -152,9 +197,7 @@ impl Plugin {
         request: &model::PolicyRequest,
         placement: &model::Placement,
     ) -> Result<model::Decision, PluginError> {
-        let deadline_ms = self.engine.deadline_ms();
-        store.data_mut().current = Some((self.name.clone(), self.digest.clone()));
-        store.set_epoch_deadline(self.engine.deadline_ticks());
+        let deadline_ms = self.enter(store);
         match &self.abi {
             Abi::V0_1_0(pre) => {
                 let inst = pre

@@ -16,12 +16,14 @@ const MAX_LOG_LINE: usize = 1024;
 /// are dropped (and counted).
 const MAX_LOG_LINES: usize = 64;
 
-/// Data of one wasmtime `Store`: limits, and which plugin is running (for log tags).
+/// Data of one wasmtime `Store`: the memory cap of the plugin running now, and which
+/// plugin that is (for log tags). One store serves a whole chain evaluation, each
+/// plugin instantiated into it with its own cap.
 pub struct HostState {
     cap_bytes: usize,
     memory_denied: bool,
     /// Name and digest of the plugin currently executing, for log lines.
-    pub(crate) current: Option<(String, String)>,
+    current: Option<(String, String)>,
     log_lines: usize,
     dropped_log_lines: usize,
 }
@@ -36,6 +38,13 @@ impl HostState {
             log_lines: 0,
             dropped_log_lines: 0,
         }
+    }
+
+    /// Prepare for a call of one plugin: tag its log lines and apply its memory cap.
+    pub(crate) fn enter(&mut self, name: &str, digest: &str, cap_bytes: usize) {
+        self.current = Some((name.to_string(), digest.to_string()));
+        self.cap_bytes = cap_bytes;
+        self.memory_denied = false;
     }
 
     /// Record a log line from the plugin, bounded in count and length.

@@ -76,6 +76,8 @@ impl Draft {
                 tokens_file: None,
                 policy_deadline_ms: 0,
                 policy_memory_mib: 0,
+                policy_max_memory_mib: 0,
+                policy_max_deadline_ms: 0,
                 policy_concurrency: 0,
                 policy_sync_ms: 0,
                 plugin_max_kib: 0,

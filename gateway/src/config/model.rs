@@ -98,6 +98,10 @@ pub struct GatewayConfig {
     pub policy_deadline_ms: u64,
     /// `FORGE_POLICY_MEMORY_MIB`.
     pub policy_memory_mib: u64,
+    /// `FORGE_POLICY_MAX_MEMORY_MIB`.
+    pub policy_max_memory_mib: u64,
+    /// `FORGE_POLICY_MAX_DEADLINE_MS`.
+    pub policy_max_deadline_ms: u64,
     /// `FORGE_POLICY_CONCURRENCY`.
     pub policy_concurrency: usize,
     /// `FORGE_POLICY_SYNC_MS`.

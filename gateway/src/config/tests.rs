@@ -106,11 +106,13 @@ fn defaults_apply() {
             tokens_file: None,
             policy_deadline_ms: 50,
             policy_memory_mib: 32,
+            policy_max_memory_mib: 256,
+            policy_max_deadline_ms: 1000,
             policy_concurrency: cpus,
             policy_sync_ms: 1000,
-            plugin_max_kib: 4096,
+            plugin_max_kib: 32768,
             team_plugin_max_count: 20,
-            team_plugin_max_mib: 64,
+            team_plugin_max_mib: 256,
             max_body_mib: 256,
             upload_max_sessions: 4,
             upload_ttl_s: 86400,
@@ -406,11 +408,35 @@ fn rejects_out_of_range_plugin_limits() {
     for (var, v) in [
         ("FORGE_POLICY_SYNC_MS", "0"),
         ("FORGE_PLUGIN_MAX_KIB", "0"),
-        ("FORGE_PLUGIN_MAX_KIB", "16385"),
+        ("FORGE_PLUGIN_MAX_KIB", "262145"),
         ("FORGE_TEAM_PLUGIN_MAX_COUNT", "0"),
+        ("FORGE_POLICY_MAX_MEMORY_MIB", "0"),
+        ("FORGE_POLICY_MAX_DEADLINE_MS", "0"),
     ] {
         assert_eq!(only_error_var(&[(var, v)]), var, "{var}={v}");
     }
+}
+
+#[test]
+fn rejects_plugin_maxima_below_the_defaults() {
+    assert_eq!(
+        only_error_var(&[("FORGE_POLICY_MAX_MEMORY_MIB", "16")]),
+        "FORGE_POLICY_MAX_MEMORY_MIB"
+    );
+    assert_eq!(
+        only_error_var(&[
+            ("FORGE_POLICY_DEADLINE_MS", "200"),
+            ("FORGE_POLICY_MAX_DEADLINE_MS", "100")
+        ]),
+        "FORGE_POLICY_MAX_DEADLINE_MS"
+    );
+    assert!(
+        Config::from_env_map(with(&[
+            ("FORGE_POLICY_MEMORY_MIB", "64"),
+            ("FORGE_POLICY_MAX_MEMORY_MIB", "64")
+        ]))
+        .is_ok()
+    );
 }
 
 #[test]

@@ -25,6 +25,26 @@ impl Config {
                 ),
             ));
         }
+        if gw.policy_memory_mib > gw.policy_max_memory_mib {
+            errors.push(requires(
+                "FORGE_POLICY_MAX_MEMORY_MIB",
+                "FORGE_POLICY_MEMORY_MIB",
+                format!(
+                    "the largest memory cap ({} MiB) is below the default one ({} MiB)",
+                    gw.policy_max_memory_mib, gw.policy_memory_mib
+                ),
+            ));
+        }
+        if gw.policy_deadline_ms > gw.policy_max_deadline_ms {
+            errors.push(requires(
+                "FORGE_POLICY_MAX_DEADLINE_MS",
+                "FORGE_POLICY_DEADLINE_MS",
+                format!(
+                    "the largest deadline ({} ms) is below the default one ({} ms)",
+                    gw.policy_max_deadline_ms, gw.policy_deadline_ms
+                ),
+            ));
+        }
         if self.k8s.token.is_some() && self.k8s.api_server.is_none() {
             errors.push(requires(
                 "FORGE_K8S_TOKEN",

@@ -200,13 +200,30 @@ pub static VARS: &[Var] = &[
         "FORGE_POLICY_DEADLINE_MS",
         Fallback::Value("50"),
         |d, _, v| put(&mut d.cfg.gateway.policy_deadline_ms, int(v, 1, 600_000)),
-        "wall-clock deadline of one policy plugin call (> 0)",
+        "default wall-clock deadline of one policy plugin call; a plugin may be registered with its own (> 0)",
     ),
     Var::new(
         "FORGE_POLICY_MEMORY_MIB",
         Fallback::Value("32"),
         |d, _, v| put(&mut d.cfg.gateway.policy_memory_mib, int(v, 1, 65_536)),
-        "memory cap of one plugin instance (> 0)",
+        "default memory cap of one plugin instance; a plugin may be registered with its own (> 0)",
+    ),
+    Var::new(
+        "FORGE_POLICY_MAX_MEMORY_MIB",
+        Fallback::Value("256"),
+        |d, _, v| put(&mut d.cfg.gateway.policy_max_memory_mib, int(v, 1, 65_536)),
+        "largest memory cap a plugin may be registered with (`memoryMib` at upload; Python and TypeScript plugins carry an interpreter) (> 0)",
+    ),
+    Var::new(
+        "FORGE_POLICY_MAX_DEADLINE_MS",
+        Fallback::Value("1000"),
+        |d, _, v| {
+            put(
+                &mut d.cfg.gateway.policy_max_deadline_ms,
+                int(v, 1, 600_000),
+            )
+        },
+        "largest per-call deadline a plugin may be registered with (`deadlineMs` at upload) (> 0)",
     ),
     Var::new(
         "FORGE_POLICY_CONCURRENCY",
@@ -225,9 +242,9 @@ pub static VARS: &[Var] = &[
     ),
     Var::new(
         "FORGE_PLUGIN_MAX_KIB",
-        Fallback::Value("4096"),
-        |d, _, v| put(&mut d.cfg.gateway.plugin_max_kib, int(v, 1, 16_384)),
-        "largest policy plugin component accepted (1..=16384)",
+        Fallback::Value("32768"),
+        |d, _, v| put(&mut d.cfg.gateway.plugin_max_kib, int(v, 1, 262_144)),
+        "largest policy plugin component accepted (Rust plugins are ~100 KiB, Python and TypeScript ones 17-19 MiB) (1..=262144)",
     ),
     Var::new(
         "FORGE_TEAM_PLUGIN_MAX_COUNT",
@@ -237,7 +254,7 @@ pub static VARS: &[Var] = &[
     ),
     Var::new(
         "FORGE_TEAM_PLUGIN_MAX_MIB",
-        Fallback::Value("64"),
+        Fallback::Value("256"),
         |d, _, v| put(&mut d.cfg.gateway.team_plugin_max_mib, int(v, 1, 65_536)),
         "total plugin bytes one team may register (must hold one maximal plugin)",
     ),

@@ -257,6 +257,7 @@ fn component_code(e: &LoadError) -> &'static str {
         LoadError::NotAComponent(_) => "plugin.not-a-component",
         LoadError::ForbiddenImport(_) => "plugin.forbidden-import",
         LoadError::WrongWorld { .. } => "plugin.wrong-world",
+        LoadError::Limits(_) => "plugin.limits",
         _ => "plugin.compile-failed",
     }
 }
@@ -279,6 +280,10 @@ fn policy_admin_answer(e: PolicyAdminError) -> Answer {
         P::Settings { plugin, field, .. } => {
             Answer::new(unprocessable, "plugin.invalid-settings", message)
                 .details(json!({ "field": field, "plugin": plugin }))
+        }
+        P::LimitTooHigh { field, .. } => {
+            Answer::new(unprocessable, "plugin.limit-too-high", message)
+                .details(json!({ "field": field }))
         }
         P::TooLarge { .. } => {
             Answer::new(StatusCode::PAYLOAD_TOO_LARGE, "plugin.too-large", message)

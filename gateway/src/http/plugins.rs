@@ -1,7 +1,8 @@
 //! `POST /v1/plugins` (multipart: `component` file, `name`, `version`, optional
 //! `description`, `settings` (JSON, checked with `validate-settings`), `scope` = `team`
-//! (default: the caller's team) or `global` (admins)): 201 new, 200 identical
-//! re-upload; 413 `plugin.too-large`, 422 `plugin.*` with the exact reason, 409
+//! (default: the caller's team) or `global` (admins), and the plugin's own limits
+//! `memoryMib` and `deadlineMs` (bounded by `FORGE_POLICY_MAX_*`)): 201 new, 200
+//! identical re-upload; 413 `plugin.too-large`, 422 `plugin.*` with the exact reason, 409
 //! `plugin.version-exists`. `GET /v1/plugins[?team=]`: global plugins and the caller's
 //! team's (admins: all).
 
@@ -51,7 +52,8 @@ pub async fn upload(
                 }
                 component = Some(Bytes::from(buf));
             }
-            "name" | "version" | "description" | "settings" | "scope" => {
+            "name" | "version" | "description" | "settings" | "scope" | "memoryMib"
+            | "deadlineMs" => {
                 let value = field.text().await.map_err(|e| bad_multipart(&e))?;
                 if value.len() > 64 << 10 {
                     return Err(ApiError::bad("invalid-part", &name, "at most 64 KiB"));
@@ -64,7 +66,7 @@ pub async fn upload(
                     other,
                     format!(
                         "unknown part `{other}`; expected component, name, version, \
-                         description, settings, scope"
+                         description, settings, scope, memoryMib, deadlineMs"
                     ),
                 ));
             }
@@ -113,6 +115,21 @@ pub async fn upload(
             )
         })?),
     };
+    let whole = |k: &str| -> Result<Option<u64>, ApiError> {
+        text.get(k)
+            .map(|v| {
+                v.trim().parse::<u64>().map_err(|_| {
+                    ApiError::bad(
+                        "invalid-part",
+                        k,
+                        format!("`{k}` is a whole number, not `{v}`"),
+                    )
+                })
+            })
+            .transpose()
+    };
+    let memory_mib = whole("memoryMib")?;
+    let deadline_ms = whole("deadlineMs")?;
     let (record, new) = state
         .policies
         .registry()
@@ -123,6 +140,8 @@ pub async fn upload(
             description: text.get("description").cloned().unwrap_or_default(),
             component,
             settings,
+            memory_mib,
+            deadline_ms,
             uploaded_by: who(&caller),
         })
         .await?;

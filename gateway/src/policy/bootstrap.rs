@@ -67,6 +67,8 @@ pub(super) async fn bootstrap(
                 description: "from the gateway's start-up chain".into(),
                 component: b.component,
                 settings: Some(b.settings.clone()),
+                memory_mib: None,
+                deadline_ms: None,
                 uploaded_by: "gateway".into(),
             })
             .await?;

@@ -39,6 +39,10 @@ pub enum PolicyAdminError {
         field: String,
         message: String,
     },
+    /// A requested per-plugin limit (`memoryMib`, `deadlineMs`) is zero or above the
+    /// operator's maximum.
+    #[error("{message}")]
+    LimitTooHigh { field: String, message: String },
     /// The component is larger than the per-plugin limit.
     #[error("the component is {size} bytes; the limit is {limit} (FORGE_PLUGIN_MAX_KIB)")]
     TooLarge { size: u64, limit: u64 },

@@ -5,7 +5,8 @@
 //! not recompile).
 //!
 //! Checks, in order, each answered with its own code: name and version syntax, size
-//! against `FORGE_PLUGIN_MAX_KIB`, the team's count and byte limits, "is a component
+//! against `FORGE_PLUGIN_MAX_KIB`, the plugin's own limits (`memoryMib`, `deadlineMs`)
+//! against the operator's maxima, the team's count and byte limits, "is a component
 //! of a supported WIT version that imports only the host interface and compiles"
 //! (`Plugin::load`), and — when settings are given — the plugin's own
 //! `validate-settings`.
@@ -14,7 +15,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use forge_policy_host::{Chain, ChainLink, LoadError, Plugin, PolicyEngine, digest_of};
+use forge_policy_host::{
+    Chain, ChainLink, LoadError, Plugin, PluginLimits, PolicyEngine, digest_of,
+};
 
 use super::error::{Malformed, PolicyAdminError};
 use crate::objects::{ObjectStore, plugin_key};
@@ -45,6 +48,10 @@ pub struct Upload {
     pub component: Bytes,
     /// Settings to check with `validate-settings` before accepting (optional).
     pub settings: Option<serde_json::Value>,
+    /// The plugin's memory cap in MiB (`None`: the operator's default).
+    pub memory_mib: Option<u64>,
+    /// The plugin's per-call deadline in ms (`None`: the operator's default).
+    pub deadline_ms: Option<u64>,
     pub uploaded_by: String,
 }
 
@@ -154,9 +161,12 @@ impl Registry {
                 limit: self.limits.max_plugin_bytes,
             });
         }
+        let limits = self.requested_limits(u.memory_mib, u.deadline_ms)?;
         let digest = digest_of(&u.component);
         if let Some(existing) = self.store.plugin(&u.owner, &u.name, &u.version).await? {
-            if existing.digest == digest {
+            let same_limits =
+                existing.memory_mib == u.memory_mib && existing.deadline_ms == u.deadline_ms;
+            if existing.digest == digest && same_limits {
                 return Ok((existing, false));
             }
             return Err(PolicyAdminError::VersionExists {
@@ -196,8 +206,9 @@ impl Registry {
                 (display.clone(), u.version.clone(), u.component.clone());
             let settings = u.settings.as_ref().map(settings_text);
             tokio::task::spawn_blocking(move || -> Result<Arc<Plugin>, PolicyAdminError> {
-                let plugin = Plugin::load_as(&engine, &display, &version, &component)
-                    .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
+                let plugin =
+                    Plugin::load_with_limits(&engine, &display, &version, &component, limits)
+                        .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
                 if let Some(settings) = settings {
                     match plugin.validate_settings(&settings) {
                         Ok(Ok(())) => {}
@@ -238,6 +249,8 @@ impl Registry {
             world: plugin.world().to_string(),
             uploaded_by: u.uploaded_by,
             uploaded_at_ms: now_ms(),
+            memory_mib: u.memory_mib,
+            deadline_ms: u.deadline_ms,
         };
         let out = self.store.insert_plugin(record).await?;
         self.cache_insert(&digest, &display, &u.version, plugin);
@@ -266,14 +279,24 @@ impl Registry {
                 link.digest
             )));
         }
+        let record = self
+            .store
+            .plugin(&link.owner, &link.name, &link.version)
+            .await?;
+        let limits = self.stored_limits(
+            &display,
+            record.as_ref().and_then(|r| r.memory_mib),
+            record.as_ref().and_then(|r| r.deadline_ms),
+        );
         let engine = self.engine.clone();
         let version = link.version.clone();
         let name = display.clone();
-        let plugin =
-            tokio::task::spawn_blocking(move || Plugin::load_as(&engine, &name, &version, &bytes))
-                .await
-                .map_err(|e| PolicyAdminError::Internal(e.to_string()))?
-                .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
+        let plugin = tokio::task::spawn_blocking(move || {
+            Plugin::load_with_limits(&engine, &name, &version, &bytes, limits)
+        })
+        .await
+        .map_err(|e| PolicyAdminError::Internal(e.to_string()))?
+        .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
         self.cache_insert(&key.0, &key.1, &key.2, plugin.clone());
         Ok(plugin)
     }
@@ -307,6 +330,74 @@ impl Registry {
                 PolicyAdminError::from_load(e, &field)
             })?;
         Ok(Arc::new(chain))
+    }
+
+    /// The limits an upload asks for, checked against the operator's maxima.
+    fn requested_limits(
+        &self,
+        memory_mib: Option<u64>,
+        deadline_ms: Option<u64>,
+    ) -> Result<PluginLimits, PolicyAdminError> {
+        let engine = self.engine.limits();
+        let mut limits = engine.plugin_defaults();
+        let max_mib = (engine.max_memory_cap_bytes.max(engine.memory_cap_bytes) >> 20) as u64;
+        if let Some(mib) = memory_mib {
+            if mib == 0 || mib > max_mib {
+                return Err(PolicyAdminError::LimitTooHigh {
+                    field: "memoryMib".into(),
+                    message: format!(
+                        "memoryMib is {mib}; a plugin's memory cap is 1..={max_mib} MiB                          (FORGE_POLICY_MAX_MEMORY_MIB)"
+                    ),
+                });
+            }
+            limits.memory_cap_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+        }
+        let max_ms =
+            u64::try_from(engine.max_deadline.max(engine.deadline).as_millis()).unwrap_or(u64::MAX);
+        if let Some(ms) = deadline_ms {
+            if ms == 0 || ms > max_ms {
+                return Err(PolicyAdminError::LimitTooHigh {
+                    field: "deadlineMs".into(),
+                    message: format!(
+                        "deadlineMs is {ms}; a plugin's deadline is 1..={max_ms} ms \
+                         (FORGE_POLICY_MAX_DEADLINE_MS)"
+                    ),
+                });
+            }
+            limits.deadline = std::time::Duration::from_millis(ms);
+        }
+        Ok(limits)
+    }
+
+    /// The limits of a registered plugin. A maximum lowered since the upload clamps
+    /// them (with a warning) rather than leaving the chain unable to load.
+    fn stored_limits(
+        &self,
+        plugin: &str,
+        memory_mib: Option<u64>,
+        deadline_ms: Option<u64>,
+    ) -> PluginLimits {
+        match self.requested_limits(memory_mib, deadline_ms) {
+            Ok(l) => l,
+            Err(e) => {
+                let engine = self.engine.limits();
+                tracing::warn!(
+                    plugin,
+                    "stored plugin limits above today's maxima, clamped: {e}"
+                );
+                PluginLimits {
+                    memory_cap_bytes: memory_mib.map_or(engine.memory_cap_bytes, |m| {
+                        usize::try_from(m << 20)
+                            .unwrap_or(usize::MAX)
+                            .clamp(1, engine.max_memory_cap_bytes.max(engine.memory_cap_bytes))
+                    }),
+                    deadline: deadline_ms.map_or(engine.deadline, |ms| {
+                        std::time::Duration::from_millis(ms)
+                            .min(engine.max_deadline.max(engine.deadline))
+                    }),
+                }
+            }
+        }
     }
 
     fn cache_get(&self, key: &(String, String, String)) -> Option<Arc<Plugin>> {

@@ -26,6 +26,13 @@ pub struct PluginRecord {
     /// Who uploaded it (token name, else team).
     pub uploaded_by: String,
     pub uploaded_at_ms: i64,
+    /// Memory cap of its instances in MiB, if registered with one (else the operator's
+    /// default, `FORGE_POLICY_MEMORY_MIB`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    /// Per-call deadline in ms, if registered with one (else `FORGE_POLICY_DEADLINE_MS`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
 }
 
 /// One link of a stored chain: which plugin (resolved to its digest) and its settings.

@@ -1,17 +1,18 @@
-//! `forge-plugin build [CRATE_DIR]...`: build policy plugin crates into components.
-//! The same command as `forge plugin build` (both parse
-//! [`forge_plugin_build::cli::BuildArgs`]); kept for the workspace's scripts.
+//! `forge-plugin build|test [DIR]...`: build policy plugins (Rust, Python or
+//! TypeScript) into components and run their native tests. The same commands as
+//! `forge plugin build|test` (both parse [`forge_plugin_build::cli`]); kept for the
+//! workspace's scripts.
 
 use clap::{Parser, Subcommand};
-use forge_plugin_build::cli::BuildArgs;
+use forge_plugin_build::cli::{BuildArgs, TestArgs};
 
-/// Build Forge policy plugin crates into WebAssembly components.
+/// Build and test Forge policy plugins.
 #[derive(Parser)]
 #[command(
     name = "forge-plugin",
     version,
     about,
-    after_help = "Examples:\n  forge-plugin build plugins/pool-series\n  forge-plugin build --out dist ."
+    after_help = "Examples:\n  forge-plugin build plugins/pool-series plugins/scratch-guard-py\n  forge-plugin build --out dist .\n  forge-plugin test plugins/scratch-guard-ts"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -20,19 +21,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build plugin crates (each writes `<out>/<package>.wasm`)
+    /// Build plugins (each writes `<out>/<name>.wasm`; prints each path)
     Build(BuildArgs),
+    /// Run plugins' native tests (cargo test, pytest, node --test)
+    Test(TestArgs),
 }
 
 fn main() -> std::process::ExitCode {
-    let Command::Build(args) = Cli::parse().command;
-    match args.run() {
-        Ok(paths) => {
+    let result = match Cli::parse().command {
+        Command::Build(args) => args.run().map(|paths| {
             for p in paths {
                 println!("{}", p.display());
             }
-            std::process::ExitCode::SUCCESS
-        }
+        }),
+        Command::Test(args) => args.run(),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             std::process::ExitCode::FAILURE

@@ -8,7 +8,7 @@ use forge_policy_host::model::{
     ClusterView, Decision, JobView, PolicyRequest, PoolView, StorageMode,
 };
 use forge_policy_host::{
-    Chain, ChainLink, EngineLimits, LoadError, Plugin, PluginError, PolicyEngine,
+    Chain, ChainLink, EngineLimits, LoadError, Plugin, PluginError, PluginLimits, PolicyEngine,
 };
 
 fn request() -> PolicyRequest {
@@ -190,4 +190,113 @@ fn oversized_component_is_refused_before_compiling() {
     .unwrap();
     let err = Plugin::load(&e, "rwo-guard", &plugins::component("rwo-guard")).expect_err("too big");
     assert!(err.to_string().contains("the limit is 1024"), "{err}");
+}
+
+/// The hostile plugin loaded with its own limits.
+fn hostile_with(engine: &PolicyEngine, mode: &str, limits: PluginLimits) -> Chain {
+    let plugin = Plugin::load_with_limits(
+        engine,
+        "hostile",
+        "limited",
+        &plugins::component("hostile"),
+        limits,
+    )
+    .expect("load with limits");
+    assert_eq!(plugin.limits(), limits);
+    Chain::new(
+        engine,
+        vec![ChainLink {
+            plugin,
+            settings: format!(r#"{{"mode": "{mode}"}}"#),
+        }],
+    )
+    .expect("hostile chain")
+}
+
+#[test]
+fn each_plugin_runs_under_its_own_memory_cap_and_deadline() {
+    let e = engine();
+    let defaults = e.limits().plugin_defaults();
+    // A larger cap than the engine default: the bomb is stopped at the plugin's cap.
+    let big = PluginLimits {
+        memory_cap_bytes: 96 << 20,
+        ..defaults
+    };
+    let err = hostile_with(&e, "alloc", big)
+        .evaluate(&request())
+        .expect_err("must not return");
+    assert_eq!(
+        err.source,
+        PluginError::Memory {
+            cap_bytes: 96 << 20
+        }
+    );
+    // A shorter deadline than the engine default.
+    let short = PluginLimits {
+        deadline: Duration::from_millis(20),
+        ..defaults
+    };
+    let err = hostile_with(&e, "loop", short)
+        .evaluate(&request())
+        .expect_err("must not return");
+    assert_eq!(err.source, PluginError::Deadline { deadline_ms: 20 });
+    // In one chain (one store), each link keeps its own cap: a default-limited plugin
+    // after a large-capped one is still stopped at the default.
+    let chain = Chain::new(
+        &e,
+        vec![
+            hostile_with(&e, "ok", big).links()[0].clone(),
+            hostile(&e, "alloc").links()[0].clone(),
+        ],
+    )
+    .expect("chain");
+    let err = chain.evaluate(&request()).expect_err("bomb in link 2");
+    assert_eq!(
+        err.source,
+        PluginError::Memory {
+            cap_bytes: defaults.memory_cap_bytes
+        }
+    );
+    assert_host_still_serves(&e);
+}
+
+#[test]
+fn plugin_limits_above_the_maxima_are_refused_at_load() {
+    let e = engine();
+    let max = e.limits().clone();
+    let bytes = plugins::component("hostile");
+    for limits in [
+        PluginLimits {
+            memory_cap_bytes: max.max_memory_cap_bytes + 1,
+            deadline: max.deadline,
+        },
+        PluginLimits {
+            memory_cap_bytes: max.memory_cap_bytes,
+            deadline: max.max_deadline + Duration::from_millis(1),
+        },
+        PluginLimits {
+            memory_cap_bytes: max.memory_cap_bytes,
+            deadline: Duration::ZERO,
+        },
+    ] {
+        let err = Plugin::load_with_limits(&e, "hostile", "x", &bytes, limits)
+            .expect_err("above the maxima");
+        assert!(matches!(err, LoadError::Limits(_)), "{err}");
+    }
+}
+
+#[test]
+fn a_single_plugin_call_checks_its_decision_like_a_chain() {
+    let e = engine();
+    let ok = load(&e, "hostile");
+    let d = ok.evaluate(r#"{"mode": "ok"}"#, &request()).expect("ok");
+    assert!(matches!(d, Decision::Admit { .. }));
+    let err = ok
+        .evaluate(r#"{"mode": "bad-placement"}"#, &request())
+        .expect_err("bad placement");
+    assert!(matches!(err, PluginError::BadOutput(_)), "{err}");
+    let err = ok
+        .evaluate(r#"{"mode": "trap"}"#, &request())
+        .expect_err("trap");
+    assert!(matches!(err, PluginError::Trap(_)), "{err}");
 }

@@ -98,6 +98,11 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX shadow_results_candidate ON shadow_results (candidate, id);
     "#,
+    // 4: per-plugin limits chosen at upload (NULL: the operator's defaults).
+    r#"
+    ALTER TABLE plugins ADD COLUMN memory_mib INTEGER;
+    ALTER TABLE plugins ADD COLUMN deadline_ms INTEGER;
+    "#,
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

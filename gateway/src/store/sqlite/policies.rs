@@ -1,4 +1,4 @@
-//! [`PolicyStore`] on SQLite (schema migration 3): plugins, policy versions (appends are
+//! [`PolicyStore`] on SQLite (schema migrations 3 and 4): plugins, policy versions (appends are
 //! compare-and-set in an `IMMEDIATE` transaction, so replicas sharing the file cannot
 //! both move a scope), shadow results and recent decisions.
 
@@ -34,7 +34,8 @@ impl PolicyStore for SqliteDatabase {
             }
             tx.execute(
                 "INSERT INTO plugins (owner, name, version, digest, size, description, world, \
-                 uploaded_by, uploaded_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 uploaded_by, uploaded_at_ms, memory_mib, deadline_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     rec.owner,
                     rec.name,
@@ -44,7 +45,10 @@ impl PolicyStore for SqliteDatabase {
                     rec.description,
                     rec.world,
                     rec.uploaded_by,
-                    rec.uploaded_at_ms
+                    rec.uploaded_at_ms,
+                    rec.memory_mib.map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
+                    rec.deadline_ms
+                        .map(|v| i64::try_from(v).unwrap_or(i64::MAX))
                 ],
             )?;
             tx.commit()?;
@@ -325,7 +329,7 @@ impl PolicyStore for SqliteDatabase {
 }
 
 const PLUGIN_COLUMNS: &str = "SELECT owner, name, version, digest, size, description, world, \
-                              uploaded_by, uploaded_at_ms FROM plugins";
+                              uploaded_by, uploaded_at_ms, memory_mib, deadline_ms FROM plugins";
 
 const VERSION_COLUMNS: &str = "SELECT scope, version, links, from_version, action, author, \
                                comment, at_ms FROM policy_versions";
@@ -341,6 +345,12 @@ fn plugin_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PluginRecord> {
         world: r.get(6)?,
         uploaded_by: r.get(7)?,
         uploaded_at_ms: r.get(8)?,
+        memory_mib: r
+            .get::<_, Option<i64>>(9)?
+            .and_then(|v| u64::try_from(v).ok()),
+        deadline_ms: r
+            .get::<_, Option<i64>>(10)?
+            .and_then(|v| u64::try_from(v).ok()),
     })
 }
 
@@ -469,6 +479,8 @@ mod tests {
             world: "w".into(),
             uploaded_by: "ml".into(),
             uploaded_at_ms: 0,
+            memory_mib: None,
+            deadline_ms: None,
         };
         assert!(store.insert_plugin(rec.clone()).await.expect("first").1);
         assert!(!store.insert_plugin(rec.clone()).await.expect("again").1);
@@ -481,5 +493,33 @@ mod tests {
             Err(StoreError::PluginVersionExists { .. })
         ));
         assert_eq!(store.owner_usage("ml").await.expect("usage"), (1, 10));
+    }
+
+    #[tokio::test]
+    async fn per_plugin_limits_are_stored_with_the_record() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = SqliteDatabase::open(dir.path().join("forge.db")).expect("open");
+        let rec = PluginRecord {
+            owner: "ml".into(),
+            name: "py".into(),
+            version: "1".into(),
+            digest: "sha256:cc".into(),
+            size: 18 << 20,
+            description: String::new(),
+            world: "w".into(),
+            uploaded_by: "ml".into(),
+            uploaded_at_ms: 0,
+            memory_mib: Some(128),
+            deadline_ms: Some(250),
+        };
+        store.insert_plugin(rec.clone()).await.expect("insert");
+        let back = store
+            .plugin("ml", "py", "1")
+            .await
+            .expect("get")
+            .expect("found");
+        assert_eq!(back, rec);
+        let listed = store.plugins(None).await.expect("list");
+        assert_eq!(listed, vec![rec]);
     }
 }

@@ -1,4 +1,4 @@
-//! `forge plugin new | build | run | bench | upload | list`: the policy plugin
+//! `forge plugin new | build | test | run | bench | upload | list`: the policy plugin
 //! developer's loop, like `kwctl` for Kubewarden — scaffold a crate that builds
 //! outside this repository, build it to a component, evaluate it on a request in the
 //! gateway's own host (same checks, same limits), benchmark it, register it.
@@ -9,7 +9,7 @@ mod scaffold;
 
 use std::path::PathBuf;
 
-use forge_plugin_build::cli::BuildArgs;
+use forge_plugin_build::cli::{BuildArgs, TestArgs};
 
 use crate::api::Api;
 use crate::exit::{CliError, code};
@@ -24,11 +24,14 @@ pub enum PluginCommand {
         after_help = "Examples:\n  forge plugin new max-gpus\n  cd max-gpus && cargo test && forge plugin build && forge plugin run target/plugins/components/max-gpus.wasm --request request.json --settings settings.json"
     )]
     New(scaffold::NewArgs),
-    /// Build plugin crates into WebAssembly components
+    /// Build plugins (Rust, Python, TypeScript) into WebAssembly components
     #[command(
-        after_help = "Examples:\n  forge plugin build                 # the crate in the current directory\n  forge plugin build path/to/crate --out dist"
+        after_help = "Examples:\n  forge plugin build                 # the plugin in the current directory\n  forge plugin build path/to/plugin --out dist"
     )]
     Build(BuildArgs),
+    /// Run plugins' native tests (cargo test, pytest, node --test) with the SDK harness
+    #[command(after_help = "Examples:\n  forge plugin test\n  forge plugin test path/to/plugin")]
+    Test(TestArgs),
     /// Evaluate a component on a request, in the gateway's host with its limits
     #[command(
         after_help = "Examples:\n  forge plugin run my.wasm --request request.json --settings settings.json"
@@ -69,6 +72,13 @@ pub async fn run(
                 note(format!("built {}", path.display()));
                 println!("{}", path.display());
             }
+            Ok(code::OK)
+        }
+        PluginCommand::Test(args) => {
+            tokio::task::spawn_blocking(move || args.run())
+                .await
+                .map_err(|e| CliError::local("testing", e))?
+                .map_err(|e| CliError::Local(e.to_string()))?;
             Ok(code::OK)
         }
         PluginCommand::Run(args) => local::run(args, format).await,
