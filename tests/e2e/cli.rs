@@ -267,7 +267,7 @@ async fn submit_wait_dedupe_and_the_job_commands() {
     assert!(help.stdout.contains("Examples:"), "{}", help.stdout);
     let build_help = forge.run(&["plugin", "build", "--help"]).await.expect(0);
     assert!(
-        build_help.stdout.contains("CRATE_DIR"),
+        build_help.stdout.contains("--lang") && build_help.stdout.contains("Examples:"),
         "{}",
         build_help.stdout
     );

@@ -464,7 +464,7 @@ async fn ttl_deletes_only_the_raycluster_and_deletion_cleans_up() {
     );
     // Head/worker pods follow by GC; the submitter Job, its pod and its log stay.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    wait_for(15, "ray pods gone", || async {
+    wait_for(45, "ray pods gone", || async {
         pods.list(&ListParams::default().labels(&format!("ray.io/cluster={cluster}")))
             .await
             .expect("pods")
