@@ -90,6 +90,36 @@ fn local_url_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(key)
 }
 
+/// The database: PostgreSQL when `FORGE_DATABASE_URL` is set (retried for a while: a
+/// database that is still starting is not a reason to crash), else SQLite in the data
+/// directory.
+pub async fn open_database(config: &Config) -> anyhow::Result<Database> {
+    let Some(url) = &config.database.url else {
+        let path = config.gateway.store_path();
+        return Database::open_sqlite(&path).with_context(|| format!("opening {}", path.display()));
+    };
+    let mut delay = Duration::from_millis(250);
+    let deadline = std::time::Instant::now() + DATABASE_WAIT;
+    loop {
+        match Database::open_postgres(url.expose()).await {
+            Ok(db) => return Ok(db),
+            Err(e) if std::time::Instant::now() < deadline => {
+                tracing::warn!("connecting to PostgreSQL (FORGE_DATABASE_URL): {e}; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                return Err(e).context(format!(
+                    "connecting to PostgreSQL (FORGE_DATABASE_URL) for {DATABASE_WAIT:?}"
+                ));
+            }
+        }
+    }
+}
+
+/// How long start-up keeps trying an unreachable PostgreSQL.
+const DATABASE_WAIT: Duration = Duration::from_secs(60);
+
 /// Build the application state: store, capacity caches, policy, capsules. `boot` is
 /// the global chain to start with when the store has none yet (a fresh data dir);
 /// otherwise the stored active policy is restored.
@@ -102,8 +132,7 @@ pub async fn build_state(
 ) -> anyhow::Result<AppState> {
     std::fs::create_dir_all(&config.gateway.data_dir)
         .with_context(|| format!("creating {}", config.gateway.data_dir.display()))?;
-    let db = Database::open_sqlite(&config.gateway.store_path())
-        .with_context(|| format!("opening {}", config.gateway.store_path().display()))?;
+    let db = open_database(&config).await?;
     let capacity = Capacity::start(
         client.clone(),
         &config.k8s.gpu_node_label,
