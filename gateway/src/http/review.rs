@@ -42,7 +42,10 @@ pub async fn review(
         .map_or(SpecFormat::Json, SpecFormat::from_content_type);
     let spec = jobspec::parse_and_validate(&body, format, &state.config)?;
     let admission = &state.jobs.admission;
-    let request = admission.live_request("dry-run", &caller.team, &spec);
+    let request = admission
+        .live_request("dry-run", &caller.team, &spec)
+        .await
+        .map_err(crate::jobs::JobError::from)?;
     let evaluated = admission
         .evaluate(&caller.team, request, Path::Review)
         .await?;

@@ -6,7 +6,9 @@
 use forge_policy_host::model::Placement;
 use serde::Serialize;
 
-use super::StoreError;
+use super::{
+    Fence, JobRecord, ListQuery, MAX_PAGE, NewVersion, Page, PolicyVersion, StoreError, Transition,
+};
 use crate::domain::{Digest, JobState, UnknownState};
 
 /// A stored job state.
@@ -71,6 +73,92 @@ pub fn placement_from_json(text: &str) -> Result<Placement, StoreError> {
 /// A stored optional placement.
 pub fn parse_placement(text: Option<String>) -> Result<Option<Placement>, StoreError> {
     text.as_deref().map(placement_from_json).transpose()
+}
+
+/// A transition's JSON columns (placement, decision trace), once it is known to be a
+/// legal move.
+pub fn transition_columns(t: &Transition) -> Result<(Option<String>, Option<String>), StoreError> {
+    if !t.from.can_transition_to(t.to) {
+        return Err(StoreError::IllegalTransition {
+            from: t.from,
+            to: t.to,
+        });
+    }
+    let placement = t.placement.as_ref().map(json_text).transpose()?;
+    let plugins = t
+        .decision
+        .as_ref()
+        .map(|d| json_text(&d.plugins))
+        .transpose()?;
+    Ok((placement, plugins))
+}
+
+/// Whether a fenced write may commit with the lease at `current` (0: no lease).
+pub fn fence_holds(fence: &Fence, current: u64) -> Result<(), StoreError> {
+    if current == fence.epoch {
+        Ok(())
+    } else {
+        Err(StoreError::Fenced {
+            lease: fence.lease.clone(),
+            epoch: fence.epoch,
+            current,
+        })
+    }
+}
+
+/// A list query's page size and keyset bound (`seq` below it).
+pub fn page_bounds(q: &ListQuery) -> Result<(u32, i64), StoreError> {
+    let limit = match q.limit {
+        0 => 50,
+        n => n.min(MAX_PAGE),
+    };
+    let after = match &q.after {
+        None => i64::MAX,
+        Some(c) => c
+            .parse::<i64>()
+            .ok()
+            .filter(|v| *v > 0)
+            .ok_or(StoreError::BadCursor)?,
+    };
+    Ok((limit, after))
+}
+
+/// A page from up to `limit + 1` rows (the extra one says there is a next page).
+pub fn page_of(mut jobs: Vec<JobRecord>, limit: u32) -> Page {
+    let next = if jobs.len() > limit as usize {
+        jobs.truncate(limit as usize);
+        jobs.last().map(|j| j.seq.to_string())
+    } else {
+        None
+    };
+    Page { jobs, next }
+}
+
+/// The compare-and-set of an append: the next version, or the conflict.
+pub fn next_version(v: &NewVersion, current: u64) -> Result<u64, StoreError> {
+    if current == v.expected {
+        Ok(current + 1)
+    } else {
+        Err(StoreError::VersionConflict {
+            scope: v.scope.clone(),
+            expected: v.expected,
+            current,
+        })
+    }
+}
+
+/// The version an append stored.
+pub fn appended(v: NewVersion, version: u64, at_ms: i64) -> PolicyVersion {
+    PolicyVersion {
+        scope: v.scope,
+        version,
+        plugins: v.plugins,
+        from_version: version - 1,
+        action: v.action.to_string(),
+        author: v.author,
+        comment: v.comment,
+        at_ms,
+    }
 }
 
 #[cfg(test)]

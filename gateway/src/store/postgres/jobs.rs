@@ -9,11 +9,12 @@ use tokio_postgres::types::ToSql;
 use super::{PgDatabase, QUEUE_CHANNEL};
 use crate::domain::{Digest, JobState};
 use crate::store::codec::{
-    from_json, json_text, parse_digest, parse_placement, parse_state, to_u64,
+    fence_holds, from_json, json_text, page_bounds, page_of, parse_digest, parse_placement,
+    parse_state, to_u64, transition_columns,
 };
 use crate::store::{
-    DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, MAX_PAGE, NewDecision,
-    NewJob, Page, StoreError, Transition, now_ms,
+    DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
+    StoreError, Transition, now_ms,
 };
 
 const JOB_COLUMNS: &str = "seq, id, team, name, spec, state, reason, capsule_sha256, \
@@ -96,15 +97,7 @@ pub(super) async fn check_fence(
         )
         .await?
         .map_or(0, |r| to_u64(r.get(0)));
-    if current == fence.epoch {
-        Ok(())
-    } else {
-        Err(StoreError::Fenced {
-            lease: fence.lease.clone(),
-            epoch: fence.epoch,
-            current,
-        })
-    }
+    fence_holds(fence, current)
 }
 
 #[async_trait]
@@ -169,18 +162,7 @@ impl JobStore for PgDatabase {
     }
 
     async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
-        if !t.from.can_transition_to(t.to) {
-            return Err(StoreError::IllegalTransition {
-                from: t.from,
-                to: t.to,
-            });
-        }
-        let placement = t.placement.as_ref().map(json_text).transpose()?;
-        let decision_plugins = t
-            .decision
-            .as_ref()
-            .map(|d| json_text(&d.plugins))
-            .transpose()?;
+        let (placement, decision_plugins) = transition_columns(&t)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if let Some(fence) = &t.fence {
@@ -235,18 +217,7 @@ impl JobStore for PgDatabase {
     }
 
     async fn list(&self, q: ListQuery) -> Result<Page, StoreError> {
-        let limit = match q.limit {
-            0 => 50,
-            n => n.min(MAX_PAGE),
-        };
-        let after: i64 = match &q.after {
-            None => i64::MAX,
-            Some(c) => c
-                .parse::<i64>()
-                .ok()
-                .filter(|v| *v > 0)
-                .ok_or(StoreError::BadCursor)?,
-        };
+        let (limit, after) = page_bounds(&q)?;
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE seq < $1 \
              AND ($2::TEXT IS NULL OR team = $2) AND ($3::TEXT IS NULL OR state = $3) \
@@ -256,14 +227,7 @@ impl JobStore for PgDatabase {
         let fetch = i64::from(limit) + 1;
         let args: [&(dyn ToSql + Sync); 4] = [&after, &q.team, &state, &fetch];
         let rows = self.client().await?.query(&sql, &args).await?;
-        let mut jobs = jobs_from_rows(&rows)?;
-        let next = if jobs.len() > limit as usize {
-            jobs.truncate(limit as usize);
-            jobs.last().map(|j| j.seq.to_string())
-        } else {
-            None
-        };
-        Ok(Page { jobs, next })
+        Ok(page_of(jobs_from_rows(&rows)?, limit))
     }
 
     async fn queued(&self, series: Option<String>) -> Result<Vec<JobRecord>, StoreError> {

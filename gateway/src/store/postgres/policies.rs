@@ -11,7 +11,7 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use super::{POLICY_CHANNEL, PgDatabase};
-use crate::store::codec::{from_json, json_text, to_i64, to_u64};
+use crate::store::codec::{appended, from_json, json_text, next_version, to_i64, to_u64};
 use crate::store::{
     NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
     ShadowResult, StoreError, now_ms,
@@ -220,15 +220,7 @@ impl PolicyStore for PgDatabase {
             &[&v.scope],
         )
         .await?;
-        let now = current(&tx, &v.scope).await?;
-        if now != v.expected {
-            return Err(StoreError::VersionConflict {
-                scope: v.scope,
-                expected: v.expected,
-                current: now,
-            });
-        }
-        let next = now + 1;
+        let next = next_version(&v, current(&tx, &v.scope).await?)?;
         let at_ms = now_ms();
         tx.execute(
             "INSERT INTO policy_versions (scope, version, links, from_version, action, \
@@ -237,7 +229,7 @@ impl PolicyStore for PgDatabase {
                 &v.scope,
                 &to_i64(next),
                 &links,
-                &to_i64(now),
+                &to_i64(next - 1),
                 &v.action,
                 &v.author,
                 &v.comment,
@@ -248,16 +240,7 @@ impl PolicyStore for PgDatabase {
         tx.execute("SELECT pg_notify($1, $2)", &[&POLICY_CHANNEL, &v.scope])
             .await?;
         tx.commit().await?;
-        Ok(PolicyVersion {
-            scope: v.scope,
-            version: next,
-            plugins: v.plugins,
-            from_version: now,
-            action: v.action.to_string(),
-            author: v.author,
-            comment: v.comment,
-            at_ms,
-        })
+        Ok(appended(v, next, at_ms))
     }
 
     async fn history(&self, scope: &str, limit: u32) -> Result<Vec<PolicyVersion>, StoreError> {

@@ -8,11 +8,12 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use super::SqliteDatabase;
 use crate::domain::{Digest, JobState};
 use crate::store::codec::{
-    from_json, json_text, parse_digest, parse_placement, parse_state, to_u64,
+    fence_holds, from_json, json_text, page_bounds, page_of, parse_digest, parse_placement,
+    parse_state, to_u64, transition_columns,
 };
 use crate::store::{
-    DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, MAX_PAGE, NewDecision,
-    NewJob, Page, StoreError, Transition, now_ms,
+    DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
+    StoreError, Transition, now_ms,
 };
 
 const JOB_COLUMNS: &str = "seq, id, team, name, spec, state, reason, capsule_sha256, \
@@ -53,16 +54,7 @@ pub(super) fn check_fence(conn: &Connection, fence: &Fence) -> Result<(), StoreE
             |r| r.get(0),
         )
         .optional()?;
-    let current = current.map_or(0, to_u64);
-    if current == fence.epoch {
-        Ok(())
-    } else {
-        Err(StoreError::Fenced {
-            lease: fence.lease.clone(),
-            epoch: fence.epoch,
-            current,
-        })
-    }
+    fence_holds(fence, current.map_or(0, to_u64))
 }
 
 fn get_job(conn: &Connection, id: &str) -> Result<Option<JobRecord>, StoreError> {
@@ -168,18 +160,7 @@ impl JobStore for SqliteDatabase {
     }
 
     async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
-        if !t.from.can_transition_to(t.to) {
-            return Err(StoreError::IllegalTransition {
-                from: t.from,
-                to: t.to,
-            });
-        }
-        let placement = t.placement.as_ref().map(json_text).transpose()?;
-        let decision_plugins = t
-            .decision
-            .as_ref()
-            .map(|d| json_text(&d.plugins))
-            .transpose()?;
+        let (placement, decision_plugins) = transition_columns(&t)?;
         self.with(move |conn| {
             let now = now_ms();
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -226,18 +207,7 @@ impl JobStore for SqliteDatabase {
     }
 
     async fn list(&self, q: ListQuery) -> Result<Page, StoreError> {
-        let limit = match q.limit {
-            0 => 50,
-            n => n.min(MAX_PAGE),
-        };
-        let after: i64 = match &q.after {
-            None => i64::MAX,
-            Some(c) => c
-                .parse::<i64>()
-                .ok()
-                .filter(|v| *v > 0)
-                .ok_or(StoreError::BadCursor)?,
-        };
+        let (limit, after) = page_bounds(&q)?;
         self.with(move |conn| {
             let sql = format!(
                 "SELECT {JOB_COLUMNS} FROM jobs WHERE seq < ?1 \
@@ -246,14 +216,8 @@ impl JobStore for SqliteDatabase {
             );
             let state = q.state.map(JobState::as_str);
             let fetch = i64::from(limit) + 1;
-            let mut jobs = query_jobs(conn, &sql, &[&after, &q.team, &state, &fetch])?;
-            let next = if jobs.len() > limit as usize {
-                jobs.truncate(limit as usize);
-                jobs.last().map(|j| j.seq.to_string())
-            } else {
-                None
-            };
-            Ok(Page { jobs, next })
+            let jobs = query_jobs(conn, &sql, &[&after, &q.team, &state, &fetch])?;
+            Ok(page_of(jobs, limit))
         })
         .await
     }

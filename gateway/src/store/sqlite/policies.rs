@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::SqliteDatabase;
-use crate::store::codec::{json_text, to_i64, to_u64};
+use crate::store::codec::{appended, json_text, next_version, to_i64, to_u64};
 use crate::store::{
     NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
     ShadowResult, StoreError, now_ms,
@@ -169,15 +169,7 @@ impl PolicyStore for SqliteDatabase {
         let links = json_text(&v.plugins)?;
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let now = current(&tx, &v.scope)?;
-            if now != v.expected {
-                return Err(StoreError::VersionConflict {
-                    scope: v.scope,
-                    expected: v.expected,
-                    current: now,
-                });
-            }
-            let next = now + 1;
+            let next = next_version(&v, current(&tx, &v.scope)?)?;
             let at_ms = now_ms();
             tx.execute(
                 "INSERT INTO policy_versions (scope, version, links, from_version, action, \
@@ -186,7 +178,7 @@ impl PolicyStore for SqliteDatabase {
                     v.scope,
                     to_i64(next),
                     links,
-                    to_i64(now),
+                    to_i64(next - 1),
                     v.action,
                     v.author,
                     v.comment,
@@ -194,16 +186,7 @@ impl PolicyStore for SqliteDatabase {
                 ],
             )?;
             tx.commit()?;
-            Ok(PolicyVersion {
-                scope: v.scope,
-                version: next,
-                plugins: v.plugins,
-                from_version: now,
-                action: v.action.to_string(),
-                author: v.author,
-                comment: v.comment,
-                at_ms,
-            })
+            Ok(appended(v, next, at_ms))
         })
         .await
     }
