@@ -114,6 +114,31 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 4,
+        name: "per-plugin limits",
+        // Per-plugin limits chosen at upload (NULL: the operator's defaults). Issue 20's
+        // migration 4 (already on main), carried here so both backends have it.
+        sql: r#"
+    ALTER TABLE plugins ADD COLUMN memory_mib BIGINT;
+    ALTER TABLE plugins ADD COLUMN deadline_ms BIGINT;
+    "#,
+    },
+    Migration {
+        version: 5,
+        name: "capsule ownership",
+        // The teams that uploaded each capsule's bytes (a capsule is referenced by
+        // digest only by its owners). Issue 13's migration 5 (branch wt-isolation),
+        // carried here so the numbering stays contiguous and identical everywhere.
+        sql: r#"
+    CREATE TABLE capsule_owners (
+        digest        TEXT    NOT NULL,
+        team          TEXT    NOT NULL,
+        granted_at_ms BIGINT  NOT NULL,
+        PRIMARY KEY (digest, team)
+    );
+    "#,
+    },
+    Migration {
+        version: 6,
         name: "leader lease and installation identity",
         sql: r#"
     CREATE TABLE leases (
