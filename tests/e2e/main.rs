@@ -7,6 +7,7 @@
 mod api;
 mod capsule_rayjob;
 mod crash;
+mod degrade;
 mod faults;
 mod jobs;
 mod latency;
