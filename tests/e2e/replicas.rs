@@ -6,8 +6,8 @@
 //!
 //! - the leader is killed (SIGKILL) under a stream of submissions: another replica
 //!   leads within the lease; no acknowledged job is lost, none runs twice, no RayJob is
-//!   created twice; the failover time and the submissions that needed a retry are
-//!   printed;
+//!   created twice; the `coordination.k8s.io/v1` Lease names the new leader; the
+//!   failover time and the submissions that needed a retry are printed;
 //! - every replica is restarted in turn (SIGTERM, as Kubernetes does) while jobs run:
 //!   nothing is lost;
 //! - the leader is frozen (SIGSTOP) past its lease, another leads and dispatches, the
@@ -273,6 +273,28 @@ async fn killing_the_leader_under_load_loses_and_duplicates_nothing() {
         .leader(Some(old), Duration::from_millis(LEASE_MS + 5000))
         .await;
     let failover = killed_at.elapsed();
+    // `kubectl get lease` shows the new leader (the mirror of the store's lease).
+    let new_name = r.opts[new].name.clone();
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(r.emulator.kube.clone(), NAMESPACE);
+    eventually(
+        "the Lease to name the new leader",
+        Duration::from_secs(10),
+        || async {
+            let holder = leases
+                .get_opt("forge-gateway-leader")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec?.holder_identity);
+            if holder.as_deref() == Some(new_name.as_str()) {
+                Ok(())
+            } else {
+                Err(not_yet(holder))
+            }
+        },
+    )
+    .await;
     let out = feed.await.expect("stream");
 
     r.assert_exactly_once(&out.acked, &recorder).await;
