@@ -130,6 +130,15 @@ class Checker:
         for m in c.get("volumeMounts", []):
             if m["name"] not in volumes:
                 self.problem(dep, f"{where}: mount {m['mountPath']} names no volume ({m['name']})")
+        # FORGE_INSTANCE is the installation's identity, recorded in the store and shared
+        # by every replica: a per-pod value (the pod name) is refused at start by a
+        # store that recorded another one. The pod name is FORGE_REPLICA.
+        for var in c.get("env", []):
+            if var["name"] == "FORGE_INSTANCE" and "fieldRef" in var.get("valueFrom", {}):
+                self.problem(dep, f"{where}: FORGE_INSTANCE must not be per pod (use FORGE_REPLICA)")
+        replica = next((v for v in c.get("env", []) if v["name"] == "FORGE_REPLICA"), {})
+        if replica.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "metadata.name":
+            self.problem(dep, f"{where}: FORGE_REPLICA must be the pod name (leader-lease holder)")
         env = {v["name"]: v.get("value") for v in c.get("env", [])}
         for var in ("FORGE_DATA_DIR", "FORGE_TOKENS_FILE", "FORGE_POLICY_CHAIN_FILE"):
             path = env.get(var)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (see README). Works on a fresh machine of this kind:
-# installs what the tests need (the WebAssembly toolchain for plugins, a venv for the
-# manifest checks, the Python and TypeScript SDK toolchains) inside the clone or from the
-# distribution, then runs formatting and
+# installs what the tests need (the WebAssembly toolchain for plugins, PostgreSQL's server
+# binaries, a venv for the manifest checks, the Python and TypeScript SDK toolchains)
+# inside the clone or from the distribution, then runs formatting and
 # lint checks and every unit and integration test. The S3-compatible test server
 # (s3s-fs) is a library the tests serve in-process (`forge-testkit`). Each step prints
 # how long it took.
@@ -34,6 +34,18 @@ fi
 
 log "Python and TypeScript SDK toolchains (componentize-py venv in target/sdk, npm ci in plugin-sdk/js)"
 bash plugin-sdk/install-toolchains.sh
+log "PostgreSQL server binaries (the store suite and the replica tests run on them)"
+if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null; then
+  echo "found: $(compgen -G "/usr/lib/postgresql/*/bin/initdb" || command -v initdb)"
+else
+  echo "installing Debian's postgresql (the tests start throwaway servers themselves)"
+  # The tests run their own servers in temporary directories: the package's default
+  # cluster is not needed.
+  mkdir -p /etc/postgresql-common
+  echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
 
 log "deploy/ manifests (kustomize render, Kubernetes schemas, checks)"
 bash deploy/validate.sh

@@ -1,7 +1,9 @@
 //! Composition shared by `serve`, `dev` and the tests: from a validated [`Config`],
 //! tokens, a Kubernetes client, a policy chain and a capsule backend to a ready
-//! [`AppState`], and the background controllers (dispatcher, lifecycle) that run beside
-//! the HTTP server. One constructor, so the binary's modes and the tests cannot drift.
+//! [`AppState`] (the store opened and its installation identity read, the capacity
+//! caches started, the policy restored, leadership prepared); the background
+//! controllers are in [`crate::controllers`]. One constructor, so the binary's modes
+//! and the tests cannot drift.
 //!
 //! An edge of the crate: errors are `anyhow` with context.
 
@@ -15,15 +17,18 @@ use url::Url;
 
 use crate::admission::Admission;
 use crate::auth::Tokens;
+use crate::cluster::lease::LeaseMirror;
 use crate::cluster::{Capacity, Cluster};
 use crate::config::Config;
-use crate::jobs::{self, Jobs, QueueBoard};
+use crate::jobs::{Jobs, QueueBoard};
+use crate::leader::{Leadership, Timings};
 use crate::metrics::Metrics;
 use crate::objects::{LocalStore, ObjectStore};
 use crate::policy::{BootLink, PolicyManager, Registry, RegistryLimits};
 use crate::state::AppState;
 use crate::store::Database;
 use crate::uploads::{UploadLimits, Uploads};
+use crate::store::coord::generate_instance;
 
 /// Where capsules and archived logs go.
 pub enum CapsuleBackend {
@@ -96,6 +101,36 @@ fn local_url_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(key)
 }
 
+/// The database: PostgreSQL when `FORGE_DATABASE_URL` is set (retried for a while: a
+/// database that is still starting is not a reason to crash), else SQLite in the data
+/// directory.
+pub async fn open_database(config: &Config) -> anyhow::Result<Database> {
+    let Some(url) = &config.database.url else {
+        let path = config.gateway.store_path();
+        return Database::open_sqlite(&path).with_context(|| format!("opening {}", path.display()));
+    };
+    let mut delay = Duration::from_millis(250);
+    let deadline = std::time::Instant::now() + DATABASE_WAIT;
+    loop {
+        match Database::open_postgres(url.expose()).await {
+            Ok(db) => return Ok(db),
+            Err(e) if std::time::Instant::now() < deadline => {
+                tracing::warn!("connecting to PostgreSQL (FORGE_DATABASE_URL): {e}; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                return Err(e).context(format!(
+                    "connecting to PostgreSQL (FORGE_DATABASE_URL) for {DATABASE_WAIT:?}"
+                ));
+            }
+        }
+    }
+}
+
+/// How long start-up keeps trying an unreachable PostgreSQL.
+const DATABASE_WAIT: Duration = Duration::from_secs(60);
+
 /// Build the application state: store, capacity caches, policy, capsules. `boot` is
 /// the global chain to start with when the store has none yet (a fresh data dir);
 /// otherwise the stored active policy is restored.
@@ -108,14 +143,14 @@ pub async fn build_state(
 ) -> anyhow::Result<AppState> {
     std::fs::create_dir_all(&config.gateway.data_dir)
         .with_context(|| format!("creating {}", config.gateway.data_dir.display()))?;
-    let db = Database::open_sqlite(&config.gateway.store_path())
-        .with_context(|| format!("opening {}", config.gateway.store_path().display()))?;
-    let capacity = Capacity::start(
-        client.clone(),
-        &config.k8s.gpu_node_label,
-        Duration::from_secs(30),
-    )
-    .await?;
+    let db = open_database(&config).await?;
+    let instance = db
+        .coord
+        .instance(config.database.instance.clone(), generate_instance())
+        .await
+        .context("the installation identity (FORGE_INSTANCE)")?;
+    tracing::info!(%instance, backend = db.backend.as_str(), "store opened");
+    let capacity = Capacity::start(client.clone(), &config.k8s.gpu_node_label);
     let (objects, local_objects): (Arc<dyn ObjectStore>, _) = match capsules {
         CapsuleBackend::S3(s3) => (Arc::new(s3), None),
         CapsuleBackend::Local { base_url } => {
@@ -150,7 +185,14 @@ pub async fn build_state(
     .context("activating the policy (stored, or the start-up chain)")?;
     let config = Arc::new(config);
     let queue = QueueBoard::new();
-    let cluster = Cluster::new(client, &config.k8s.namespace, capacity.clone());
+    let leadership = Leadership::new(
+        replica_identity(&config),
+        Timings::from_config(&config.leader),
+        db.coord.clone(),
+        Some(LeaseMirror::new(client.clone(), &config.k8s.namespace)),
+        metrics.clone(),
+    );
+    let cluster = Cluster::new(client, &config.k8s.namespace, capacity.clone(), &instance);
     let admission = Admission::new(config.clone(), capacity, queue.clone(), policies.clone());
     let uploads = Uploads::open(
         &config.gateway.data_dir,
@@ -186,33 +228,20 @@ pub async fn build_state(
         metrics,
         uploads,
         local_objects,
+        database: db,
+        leadership,
     })
 }
 
-/// The background controllers; aborted when dropped.
-pub struct Controllers {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+/// This replica's identity in the leader lease: `FORGE_REPLICA`, else the host name.
+fn replica_identity(config: &Config) -> String {
+    config.database.replica.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| format!("forge-gateway-{}", std::process::id()))
+    })
 }
 
-impl Drop for Controllers {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
-
-/// Start the dispatcher, the lifecycle controller, the policy sync (other replicas'
-/// policy changes) and the sweeper of abandoned uploads.
-pub fn spawn_controllers(state: &AppState) -> Controllers {
-    Controllers {
-        tasks: vec![
-            jobs::dispatch::spawn(state.jobs.clone()),
-            jobs::lifecycle::spawn(state.jobs.clone()),
-            state
-                .policies
-                .spawn_sync(Duration::from_millis(state.config.gateway.policy_sync_ms)),
-            state.uploads.spawn_sweeper(),
-        ],
-    }
-}
+pub use crate::controllers::{Controllers, spawn_controllers};

@@ -7,10 +7,12 @@
 //! edge inwards (a module only uses the ones below it):
 //!
 //! - [`http`]: the router, one file per resource, the one error → status mapping;
-//! - [`compose`], [`dev`]: composition roots (build the state, start controllers);
+//! - [`compose`], [`controllers`], [`dev`]: composition roots (build the state, start
+//!   the controllers and decide which run on this replica);
 //! - [`state`]: what the handlers share;
-//! - [`jobs`], [`admission`], [`policy`], [`uploads`]: the domain — a job's life, how
-//!   it meets the policy, which policy is active, resumable capsule uploads;
+//! - [`jobs`], [`admission`], [`policy`], [`uploads`], [`leader`]: the domain — a job's
+//!   life, how it meets the policy, which policy is active, resumable capsule uploads,
+//!   which replica acts (and the fencing that stops a deposed one);
 //! - [`cluster`], [`store`], [`objects`], [`rayjob`]: adapters — the Kubernetes API,
 //!   the database, object storage, the RayJob builder;
 //! - [`config`], [`auth`], [`jobspec`], [`domain`], [`metrics`]: shared vocabulary.
@@ -20,11 +22,13 @@ pub mod auth;
 pub mod cluster;
 pub mod compose;
 pub mod config;
+pub mod controllers;
 pub mod dev;
 pub mod domain;
 pub mod http;
 pub mod jobs;
 pub mod jobspec;
+pub mod leader;
 pub mod metrics;
 pub mod objects;
 pub mod policy;

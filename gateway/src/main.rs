@@ -23,7 +23,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve against a real cluster (kubeconfig or in-cluster config; FORGE_* settings).
+    /// Serve against a real cluster (FORGE_K8S_API_SERVER + FORGE_K8S_TOKEN, else
+    /// in-cluster, else kubeconfig; FORGE_* settings).
     Serve {
         /// Policy chain file (YAML/JSON); wins over FORGE_POLICY_CHAIN_FILE (environment
         /// or FORGE_CONFIG_FILE).
@@ -126,7 +127,7 @@ async fn dev(opts: forge_gateway::dev::DevOptions) -> anyhow::Result<()> {
     let public: url::Url = url.parse().context("listen URL")?;
     let dev = forge_gateway::dev::start(&opts, &public).await?;
     let sample = forge_gateway::dev::write_sample(&dev.state.config.gateway.data_dir)?;
-    let _controllers = spawn_controllers(&dev.state);
+    let controllers = spawn_controllers(&dev.state);
     println!("Forge gateway (dev) listening on {url}");
     println!("  token:      {}", dev.token);
     println!(
@@ -149,6 +150,7 @@ async fn dev(opts: forge_gateway::dev::DevOptions) -> anyhow::Result<()> {
         dev.token
     );
     serve(listener, router(dev.state)).await?;
+    controllers.shutdown().await;
     dev.sim.shutdown().await;
     Ok(())
 }
@@ -162,9 +164,8 @@ async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
              environment or FORGE_CONFIG_FILE)",
         )?;
     let tokens = Tokens::load(&cfg.gateway.tokens_path())?;
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to Kubernetes")?;
+    let (client, source) = forge_gateway::cluster::connect::client(&cfg.k8s).await?;
+    tracing::info!("Kubernetes API: {}", source.as_str());
     let boot = boot_links_from_file(&policy_chain)?;
     let capsules = match compose::s3_backend(&cfg).await? {
         Some(s3) => s3,
@@ -180,16 +181,26 @@ async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
     };
     let listener = tokio::net::TcpListener::bind(cfg.gateway.listen).await?;
     let state = compose::build_state(cfg, tokens, client, boot, capsules).await?;
-    let _controllers = spawn_controllers(&state);
+    let controllers = spawn_controllers(&state);
     tracing::info!("forge-gateway listening on {}", listener.local_addr()?);
-    serve(listener, router(state)).await
+    serve(listener, router(state)).await?;
+    // Controllers stop and the leader lease is released only after the HTTP server has
+    // drained: a successor takes over at once instead of waiting for the lease to expire.
+    controllers.shutdown().await;
+    Ok(())
 }
 
+/// Serves until SIGTERM (what Kubernetes sends) or SIGINT, then drains in-flight
+/// requests.
 async fn serve(listener: tokio::net::TcpListener, app: axum::Router) -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
     axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("shutting down");
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            }
         })
         .await
         .context("serving HTTP")

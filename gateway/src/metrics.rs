@@ -18,6 +18,11 @@
 //! | `forge_plugin_calls_total` | `plugin`, `version`, `outcome` (`admit`, `queue`, `reject`, `error`) | policy plugin calls |
 //! | `forge_plugin_call_seconds` | `plugin`, `version` | one plugin call's latency (successful calls) |
 //! | `forge_plugin_failures_total` | `plugin`, `version`, `cause` (`deadline`, `memory`, `trap`, `bad-output`, `instantiate`) | plugin calls that failed (closed) |
+//! | `forge_leader` | | 1 while this replica leads (dispatches), else 0 |
+//! | `forge_leader_epoch` | | the epoch (fencing token) of this replica's term, 0 when following |
+//! | `forge_fenced_total` | `action` (`dispatch`, `transition`, `create`, `delete`) | side effects refused because their term was over |
+//! | `forge_rayjob_writes_total` | `verb` (`create`, `delete`) | RayJob creates and deletes this process sent |
+//! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`) | managed RayJobs this installation did not create or does not know (reported, never deleted) |
 
 use std::time::Duration;
 
@@ -56,6 +61,11 @@ pub struct Metrics {
     plugin_calls: Family<Labels, Counter>,
     plugin_seconds: HistogramFamily,
     plugin_failures: Family<Labels, Counter>,
+    leader: Gauge,
+    leader_epoch: Gauge,
+    fenced: Family<Labels, Counter>,
+    rayjob_writes: Family<Labels, Counter>,
+    foreign: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -153,8 +163,43 @@ impl Metrics {
             "Policy plugin calls that failed, by cause",
             plugin_failures.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "forge_leader",
+            "1 while this replica leads (runs the dispatcher and the lifecycle controller)",
+            leader.clone(),
+        );
+        let leader_epoch = Gauge::default();
+        registry.register(
+            "forge_leader_epoch",
+            "Epoch (fencing token) of this replica's leadership term, 0 when following",
+            leader_epoch.clone(),
+        );
+        let fenced = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_fenced",
+            "Side effects refused because their leadership term was over",
+            fenced.clone(),
+        );
+        let rayjob_writes = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_rayjob_writes",
+            "RayJob creates and deletes sent by this process",
+            rayjob_writes.clone(),
+        );
+        let foreign = Family::<Labels, Gauge>::default();
+        registry.register(
+            "forge_foreign_rayjobs",
+            "Managed RayJobs not created by this installation or of no known job (never deleted)",
+            foreign.clone(),
+        );
         Self {
             registry,
+            leader,
+            leader_epoch,
+            fenced,
+            rayjob_writes,
+            foreign,
             plugin_calls,
             plugin_seconds,
             plugin_failures,
@@ -274,6 +319,36 @@ impl Metrics {
     /// A log archived.
     pub fn log_archived(&self) {
         self.logs.inc();
+    }
+
+    /// This replica's role: leading in `epoch`, or following.
+    pub fn leadership(&self, leader: bool, epoch: u64) {
+        self.leader.set(i64::from(leader));
+        self.leader_epoch
+            .set(i64::try_from(epoch).unwrap_or(i64::MAX));
+    }
+
+    /// A side effect refused because its term was over.
+    pub fn fenced(&self, action: &'static str) {
+        self.fenced
+            .get_or_create(&vec![("action", action.to_string())])
+            .inc();
+    }
+
+    /// A RayJob create or delete sent.
+    pub fn rayjob_write(&self, verb: &'static str) {
+        self.rayjob_writes
+            .get_or_create(&vec![("verb", verb.to_string())])
+            .inc();
+    }
+
+    /// The foreign RayJobs found by the last scan, per reason.
+    pub fn foreign_rayjobs(&self, by_reason: &[(&'static str, u64)]) {
+        for (reason, n) in by_reason {
+            self.foreign
+                .get_or_create(&vec![("reason", (*reason).to_string())])
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
     }
 
     /// The exposition text, with the scrape-time gauges set first.

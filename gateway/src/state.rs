@@ -1,5 +1,6 @@
 //! [`AppState`]: what the HTTP handlers share — the configuration, the tokens, the job
-//! domain, the policy manager, the uploads and the metrics. Cheap to clone (every part is behind an
+//! domain, the policy manager, the uploads, the metrics, the database and this
+//! replica's leadership. Cheap to clone (every part is behind an
 //! `Arc` or is itself a cheap handle). Built once by [`crate::compose`].
 
 use std::sync::Arc;
@@ -8,9 +9,11 @@ use crate::auth::Tokens;
 use crate::cluster::Capacity;
 use crate::config::Config;
 use crate::jobs::Jobs;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::objects::LocalStore;
 use crate::policy::PolicyManager;
+use crate::store::Database;
 use crate::uploads::Uploads;
 
 /// State shared by all handlers.
@@ -27,6 +30,10 @@ pub struct AppState {
     pub uploads: Uploads,
     /// Set when object storage is the local store, whose signed URLs this app serves.
     pub local_objects: Option<Arc<LocalStore>>,
+    /// The database (readiness pings it).
+    pub database: Database,
+    /// This replica's leadership (role in `/readyz`; the controllers follow it).
+    pub leadership: Arc<Leadership>,
 }
 
 impl AppState {

@@ -153,6 +153,7 @@ impl Harness {
             id: job_id,
             team: TEAM,
             spec: &spec,
+            instance: "capsule-test",
         };
         let manifest = build_rayjob(&job, &initial_placement(&spec), &capsule, &gateway_config())
             .expect("builds");

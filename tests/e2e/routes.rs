@@ -59,7 +59,7 @@ async fn probes_and_metrics_are_open() {
         .iter()
         .filter(|(_, p)| !p.starts_with("/v1/"))
         .collect();
-    assert_eq!(open.len(), 3, "only probes and metrics are open: {open:?}");
+    assert_eq!(open.len(), 4, "only probes and metrics are open: {open:?}");
     for (method, path) in open {
         let resp = gw
             .http

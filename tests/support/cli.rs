@@ -12,19 +12,7 @@ use serde_json::Value;
 use crate::gateway::TestGateway;
 use crate::plugins;
 
-/// The workspace binary `name` from the target directory.
-pub fn binary(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| plugins::workspace_root().join("target"));
-    let path = target.join("debug").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: build the workspace's binaries first (`cargo build --workspace --bins`)",
-        path.display()
-    );
-    path
-}
+pub use crate::procs::binary;
 
 /// What a `forge` run printed, and how it exited.
 #[derive(Debug)]

@@ -240,6 +240,22 @@ impl JobClient {
         (status, resp.json().await.expect("submit JSON"))
     }
 
+    /// Submit; the status and JSON body, or why no answer came (a gateway killed or
+    /// frozen mid-request).
+    pub async fn try_submit(&self, spec: &Value, code: Vec<u8>) -> Result<(u16, Value), String> {
+        let resp = self
+            .http
+            .post(format!("{}/v1/jobs", self.url))
+            .bearer_auth(&self.token)
+            .multipart(submission_form(spec, code))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let body = resp.json().await.map_err(|e| e.to_string())?;
+        Ok((status, body))
+    }
+
     /// Submit and expect 202; returns the job id.
     pub async fn submit_ok(&self, spec: &Value, code: Vec<u8>) -> String {
         let (status, body) = self.submit(spec, code).await;

@@ -1,6 +1,7 @@
 //! Shared helpers of the end-to-end tests (`e2e/`) and, until they move into the
 //! emulator crate, the emulator's tests: a gateway on a port-0 listener, job and policy
-//! API clients, the policy plugins built from source, emulator helpers.
+//! API clients, the policy plugins built from source, emulator helpers, and real
+//! emulator and gateway processes (`procs`) for the crash and replica tests.
 
 pub mod cli;
 pub mod gateway;
@@ -8,4 +9,5 @@ pub mod jobs;
 pub mod kubesim;
 pub mod plugins;
 pub mod policy;
+pub mod procs;
 pub mod wait;

@@ -230,6 +230,20 @@ pub static RESOURCES: &[Resource] = &[
         crd: true,
         field_selectors: &[],
     },
+    // Leader election (`kubectl get lease`): stored as written, no controller.
+    Resource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        status_subresource: false,
+        crd: false,
+        field_selectors: &[],
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].

@@ -8,10 +8,10 @@ pub mod decision;
 
 use std::sync::Arc;
 
+use forge_policy_host::ChainOutcome;
 use forge_policy_host::model::{
     ClusterView, JobView, PolicyRequest, PoolView, SeriesUsage, StorageMode,
 };
-use forge_policy_host::{ChainOutcome, RunError};
 
 pub use decision::{decision_record, primary_series, rejecting_plugin};
 
@@ -19,7 +19,15 @@ use crate::cluster::Capacity;
 use crate::config::Config;
 use crate::jobs::queue::QueueBoard;
 use crate::jobspec::JobSpec;
-use crate::policy::{Evaluated, PolicyManager};
+use crate::policy::{EvalError, Evaluated, PolicyManager};
+
+/// How long a request waits for the capacity caches of a starting gateway.
+const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The cluster view is not ready (the capacity caches are still syncing).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the cluster view is not ready yet (Node/Pod caches syncing); try again")]
+pub struct NotReady;
 
 /// Where an evaluation comes from (the `path` label of the decision metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,12 +106,22 @@ impl Admission {
 
     /// The request for a job with the live cluster snapshot and the team's usage (GPUs
     /// its dispatched and queued jobs hold or want, as the dispatcher last counted).
-    pub fn live_request(&self, job_id: &str, team: &str, spec: &JobSpec) -> PolicyRequest {
-        PolicyRequest {
+    /// While the capacity caches are still syncing (a starting gateway) it waits for
+    /// them a little, then refuses: a decision on an empty cluster view would be wrong.
+    pub async fn live_request(
+        &self,
+        job_id: &str,
+        team: &str,
+        spec: &JobSpec,
+    ) -> Result<PolicyRequest, NotReady> {
+        if !self.capacity.synced_within(SYNC_WAIT).await {
+            return Err(NotReady);
+        }
+        Ok(PolicyRequest {
             job: self.job_view(job_id, team, spec),
             cluster: self.capacity.snapshot(),
             usage: self.queue.usage(team),
-        }
+        })
     }
 
     /// The request for a job against a given cluster view and usage (the dispatcher's,
@@ -129,7 +147,7 @@ impl Admission {
         team: &str,
         request: PolicyRequest,
         path: Path,
-    ) -> Result<Evaluated, RunError> {
+    ) -> Result<Evaluated, EvalError> {
         self.policies.evaluate(team, request, path.as_str()).await
     }
 

@@ -5,6 +5,11 @@
 //! on come from one source (the one the scheduler uses: Node objects and bound pods).
 //! Nothing is listed per request: kube-runtime watchers keep the caches current and
 //! relist after 410 Gone or a dropped watch.
+//!
+//! Starting does not wait for the first list: the gateway comes up (and answers
+//! `/readyz` with "caches not synced") while the caches fill. Whoever needs them whole
+//! waits for [`Capacity::synced`] — the dispatcher before its first pass, admission
+//! (bounded) before deciding on an empty view.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,13 +25,6 @@ use forge_policy_host::model::{ClusterView, SeriesCapacity};
 
 use super::labels::{GPU_RESOURCE, LABEL_JOB_ID};
 
-/// Why the capacity caches could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum CapacityError {
-    #[error("the {0} cache did not become ready within {1:?} (is the API server reachable?)")]
-    NotReady(&'static str, Duration),
-}
-
 /// Reader side of the Node and Pod caches.
 #[derive(Clone)]
 pub struct Capacity {
@@ -39,6 +37,8 @@ pub struct Capacity {
     /// The last snapshot and the change generation it was computed at: requests reuse
     /// it until a Node or Pod event arrives (computing it walks every node and pod).
     cached: Arc<arc_swap::ArcSwapOption<(u64, ClusterView)>>,
+    /// Becomes true once both caches have listed.
+    synced: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Free GPUs of each schedulable node, per series (input of the gang fit).
@@ -53,41 +53,47 @@ impl std::fmt::Debug for Capacity {
 }
 
 impl Capacity {
-    /// Start cluster-wide Node and Pod reflectors and wait until both have listed.
-    pub async fn start(
-        client: Client,
-        gpu_label: &str,
-        ready_within: Duration,
-    ) -> Result<Self, CapacityError> {
+    /// Start cluster-wide Node and Pod reflectors (they list in the background; see
+    /// [`Capacity::synced`]).
+    pub fn start(client: Client, gpu_label: &str) -> Self {
         let (tx, changes) = tokio::sync::watch::channel(0u64);
         let tx = Arc::new(tx);
         let nodes = spawn_reflector(Api::<Node>::all(client.clone()), tx.clone());
         let pods = spawn_reflector(Api::<Pod>::all(client), tx);
-        for (kind, ready) in [
-            (
-                "node",
-                tokio::time::timeout(ready_within, nodes.wait_until_ready())
-                    .await
-                    .is_ok(),
-            ),
-            (
-                "pod",
-                tokio::time::timeout(ready_within, pods.wait_until_ready())
-                    .await
-                    .is_ok(),
-            ),
-        ] {
-            if !ready {
-                return Err(CapacityError::NotReady(kind, ready_within));
+        let (synced_tx, synced) = tokio::sync::watch::channel(false);
+        let (n, p) = (nodes.clone(), pods.clone());
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            if n.wait_until_ready().await.is_ok() && p.wait_until_ready().await.is_ok() {
+                tracing::info!(took = ?started.elapsed(), "Node and Pod caches synced");
+                synced_tx.send_replace(true);
             }
-        }
-        Ok(Capacity {
+        });
+        Capacity {
             nodes,
             pods,
             gpu_label: gpu_label.into(),
             changes,
             cached: Arc::default(),
-        })
+            synced,
+        }
+    }
+
+    /// Whether both caches have listed (readiness).
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until both caches have listed.
+    pub async fn synced(&self) {
+        let mut rx = self.synced.clone();
+        // An error means the sync task ended without syncing (the caches are gone).
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Waits at most `within` for the caches; whether they are synced.
+    pub async fn synced_within(&self, within: Duration) -> bool {
+        tokio::time::timeout(within, self.synced()).await.is_ok() && self.is_synced()
     }
 
     /// A receiver that changes whenever a Node or Pod event arrives.

@@ -12,6 +12,9 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const LABEL_JOB_ID: &str = "forge.dev/job-id";
 /// Label: the team.
 pub const LABEL_TEAM: &str = "forge.dev/team";
+/// Label: the installation that created the object (its store's identity). A gateway
+/// reconciles and deletes only objects of its own installation.
+pub const LABEL_INSTANCE: &str = "forge.dev/instance";
 /// Annotation: the capsule digest.
 pub const ANNOTATION_CAPSULE: &str = "forge.dev/capsule-sha256";
 /// Label prefix reserved for Forge: plugins and specs may not set it.
@@ -31,15 +34,26 @@ pub const SUBMITTER_CONTAINER: &str = "ray-job-submitter";
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
 /// The labels on every object Forge creates for a job.
-pub fn job_labels(job_id: &str, team: &str) -> BTreeMap<String, String> {
+pub fn job_labels(job_id: &str, team: &str, instance: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
         (LABEL_JOB_ID.to_string(), job_id.to_string()),
         (LABEL_TEAM.to_string(), team.to_string()),
+        (LABEL_INSTANCE.to_string(), instance.to_string()),
     ])
 }
 
-/// Selector of every RayJob this gateway manages.
+/// Selector of every RayJob any Forge installation manages.
 pub fn managed_selector() -> String {
     format!("{LABEL_MANAGED_BY}={MANAGED_BY}")
+}
+
+/// Selector of the RayJobs installation `instance` created.
+pub fn instance_selector(instance: &str) -> String {
+    format!("{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_INSTANCE}={instance}")
+}
+
+/// The installation label of an object, if it has one.
+pub fn instance_of<K: kube::ResourceExt>(obj: &K) -> Option<&str> {
+    obj.labels().get(LABEL_INSTANCE).map(String::as_str)
 }

@@ -1,12 +1,15 @@
 //! The Kubernetes adapter: everything Forge reads from or writes to the API server —
 //! the typed RayJob and its API, a job's pods and logs, events, the Node/Pod capacity
-//! caches, and the labels that tie objects to jobs. Domain modules call these instead of
-//! building requests, selectors or JSON paths themselves.
+//! caches, the labels that tie objects to jobs and installations, the leader Lease
+//! mirror, and how the client connects ([`connect`]). Domain modules call these instead
+//! of building requests, selectors or JSON paths themselves.
 
 pub mod api_error;
 pub mod capacity;
+pub mod connect;
 pub mod events;
 pub mod labels;
+pub mod lease;
 pub mod pods;
 pub mod rayjob;
 pub mod rayjobs;
@@ -38,10 +41,11 @@ impl std::fmt::Debug for Cluster {
 }
 
 impl Cluster {
-    /// The adapter over `client` in `namespace` with running capacity caches.
-    pub fn new(client: kube::Client, namespace: &str, capacity: Capacity) -> Self {
+    /// The adapter over `client` in `namespace` with running capacity caches, for
+    /// installation `instance`.
+    pub fn new(client: kube::Client, namespace: &str, capacity: Capacity, instance: &str) -> Self {
         Cluster {
-            rayjobs: RayJobs::new(client.clone(), namespace),
+            rayjobs: RayJobs::new(client.clone(), namespace, instance),
             pods: Pods::new(client.clone(), namespace),
             namespace: namespace.to_string(),
             client,

@@ -1,6 +1,8 @@
 //! The one place Forge talks to the API server about RayJobs: create (adopting one that
-//! exists — names are deterministic per job), delete, read, list the gateway's own.
-//! Transient API failures are retried here, so callers only see lasting ones.
+//! exists — names are deterministic per job), delete, read, list this installation's
+//! own (`forge.dev/instance` = the store's identity) or every Forge-managed one (to
+//! report foreign ones). Transient API failures are retried here, so callers only see
+//! lasting ones.
 
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
@@ -22,6 +24,7 @@ pub enum Created {
 #[derive(Clone)]
 pub struct RayJobs {
     api: Api<RayJob>,
+    instance: String,
 }
 
 impl std::fmt::Debug for RayJobs {
@@ -31,11 +34,27 @@ impl std::fmt::Debug for RayJobs {
 }
 
 impl RayJobs {
-    /// The RayJobs of `namespace`.
-    pub fn new(client: Client, namespace: &str) -> Self {
+    /// The RayJobs of `namespace`, as installation `instance` sees them.
+    pub fn new(client: Client, namespace: &str, instance: &str) -> Self {
         RayJobs {
             api: Api::namespaced(client, namespace),
+            instance: instance.to_string(),
         }
+    }
+
+    /// The installation identity this gateway labels its RayJobs with.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Whether `rayjob` carries this installation's identity.
+    pub fn is_own(&self, rayjob: &RayJob) -> bool {
+        labels::instance_of(rayjob) == Some(self.instance.as_str())
+    }
+
+    /// Selector of this installation's RayJobs (the lifecycle controller's watch).
+    pub fn own_selector(&self) -> String {
+        labels::instance_selector(&self.instance)
     }
 
     /// The typed API (for watchers).
@@ -70,7 +89,13 @@ impl RayJobs {
         with_retry(|| self.api.get_opt(name)).await
     }
 
-    /// Every RayJob this gateway manages.
+    /// Every RayJob this installation created.
+    pub async fn list_own(&self) -> Result<Vec<RayJob>, kube::Error> {
+        let lp = ListParams::default().labels(&self.own_selector());
+        Ok(with_retry(|| self.api.list(&lp)).await?.items)
+    }
+
+    /// Every RayJob any Forge installation manages (this one's included).
     pub async fn list_managed(&self) -> Result<Vec<RayJob>, kube::Error> {
         let lp = ListParams::default().labels(&labels::managed_selector());
         Ok(with_retry(|| self.api.list(&lp)).await?.items)

@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::model::{
-    Config, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, S3Config, StorageConfig,
+    Config, DatabaseConfig, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig,
+    S3Config, StorageConfig,
 };
 use super::secret::Secret;
 
@@ -52,6 +53,8 @@ impl Draft {
             k8s: K8sConfig {
                 api_server: None,
                 token: None,
+                ca_file: None,
+                insecure_skip_tls_verify: false,
                 namespace: String::new(),
                 gpu_node_label: String::new(),
                 shm_size: String::new(),
@@ -70,6 +73,16 @@ impl Draft {
                 prerunning_deadline_s: 0,
             },
             s3: None,
+            database: DatabaseConfig {
+                url: None,
+                instance: None,
+                replica: None,
+            },
+            leader: LeaderConfig {
+                lease_ms: 0,
+                renew_deadline_ms: 0,
+                retry_ms: 0,
+            },
             gateway: GatewayConfig {
                 listen: SocketAddr::from(([0, 0, 0, 0], 0)),
                 data_dir: PathBuf::new(),

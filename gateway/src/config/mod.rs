@@ -64,7 +64,8 @@ mod tests;
 pub use dev::dev_defaults;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
-    Config, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, S3Config, StorageConfig,
+    Config, DatabaseConfig, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig,
+    S3Config, StorageConfig,
 };
 pub use secret::Secret;
 pub use table::{TableError, markdown_table, update_readme};

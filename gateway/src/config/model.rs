@@ -24,6 +24,10 @@ pub struct K8sConfig {
     pub api_server: Option<String>,
     /// `FORGE_K8S_TOKEN`.
     pub token: Option<Secret>,
+    /// `FORGE_K8S_CA_FILE`: the API server's CA (PEM), with `FORGE_K8S_API_SERVER`.
+    pub ca_file: Option<PathBuf>,
+    /// `FORGE_K8S_INSECURE_SKIP_TLS_VERIFY` (test clusters only).
+    pub insecure_skip_tls_verify: bool,
     /// `FORGE_K8S_NAMESPACE`.
     pub namespace: String,
     /// `FORGE_K8S_GPU_NODE_LABEL`.
@@ -83,6 +87,31 @@ pub struct S3Config {
     pub access_key: Secret,
     /// `FORGE_S3_SECRET_KEY`.
     pub secret_key: Secret,
+}
+
+/// The database and the identities replicas share it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseConfig {
+    /// `FORGE_DATABASE_URL`: PostgreSQL; `None` = SQLite in the data directory.
+    pub url: Option<Secret>,
+    /// `FORGE_INSTANCE`: the installation identity (`None`: the store's, generated on
+    /// first start).
+    pub instance: Option<String>,
+    /// `FORGE_REPLICA`: this replica's identity in the leader lease (`None`: the
+    /// host name).
+    pub replica: Option<String>,
+}
+
+/// Leader election timings (client-go's defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderConfig {
+    /// `FORGE_LEADER_LEASE_MS`: how long a lease holds without renewal.
+    pub lease_ms: u64,
+    /// `FORGE_LEADER_RENEW_DEADLINE_MS`: a leader that could not renew for this long
+    /// stops acting.
+    pub renew_deadline_ms: u64,
+    /// `FORGE_LEADER_RETRY_MS`: how often the lease is renewed or tried.
+    pub retry_ms: u64,
 }
 
 /// The gateway's own settings.
@@ -163,6 +192,10 @@ pub struct Config {
     pub kuberay: KubeRayConfig,
     /// Object storage, when configured.
     pub s3: Option<S3Config>,
+    /// The database and identities.
+    pub database: DatabaseConfig,
+    /// Leader election.
+    pub leader: LeaderConfig,
     /// Gateway.
     pub gateway: GatewayConfig,
 }

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use super::descriptor::{Fallback, Name};
 use super::draft::Draft;
 use super::file::MAX_FILE_BYTES;
-use super::model::{GatewayConfig, K8sConfig, KubeRayConfig, StorageConfig};
+use super::model::{
+    DatabaseConfig, GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig, StorageConfig,
+};
 use super::vars::VARS;
 use super::*;
 
@@ -82,6 +84,8 @@ fn defaults_apply() {
         k8s: K8sConfig {
             api_server: None,
             token: None,
+            ca_file: None,
+            insecure_skip_tls_verify: false,
             namespace: "starforge".into(),
             gpu_node_label: "starforge/gpu-series".into(),
             shm_size: "64Gi".into(),
@@ -100,6 +104,16 @@ fn defaults_apply() {
             prerunning_deadline_s: 1800,
         },
         s3: None,
+        database: DatabaseConfig {
+            url: None,
+            instance: None,
+            replica: None,
+        },
+        leader: LeaderConfig {
+            lease_ms: 15_000,
+            renew_deadline_ms: 10_000,
+            retry_ms: 2_000,
+        },
         gateway: GatewayConfig {
             listen: "127.0.0.1:8080".parse().expect("addr"),
             data_dir: PathBuf::from("./forge-data"),
@@ -203,6 +217,10 @@ fn no_secret_variable_shows_in_debug() {
         ("FORGE_S3_BUCKET", "starforge"),
         ("FORGE_S3_ACCESS_KEY", "secret-access-value"),
         ("FORGE_S3_SECRET_KEY", "secret-key-value"),
+        (
+            "FORGE_DATABASE_URL",
+            "postgres://forge:secret-db-password@db:5432/forge",
+        ),
     ]);
     let debug = format!("{:?}", Config::from_env_map(env.clone()).expect("valid"));
     for var in VARS.iter().filter(|v| v.secret) {
@@ -297,6 +315,94 @@ fn rejects_token_without_api_server() {
         if var == "FORGE_K8S_TOKEN" && requires == "FORGE_K8S_API_SERVER")
     );
     assert!(!e[0].to_string().contains("secret-token"));
+}
+
+#[test]
+fn rejects_tls_options_without_api_server() {
+    let e = errors(&[
+        ("FORGE_K8S_CA_FILE", "/etc/ca.pem"),
+        ("FORGE_K8S_INSECURE_SKIP_TLS_VERIFY", "true"),
+    ]);
+    let vars: Vec<&str> = e.iter().map(ConfigError::var).collect();
+    assert_eq!(
+        vars,
+        ["FORGE_K8S_CA_FILE", "FORGE_K8S_INSECURE_SKIP_TLS_VERIFY"]
+    );
+    assert_eq!(
+        only_error_var(&[
+            ("FORGE_K8S_API_SERVER", "https://10.0.0.1:6443"),
+            ("FORGE_K8S_CA_FILE", "ca.pem"),
+        ]),
+        "FORGE_K8S_CA_FILE",
+        "a relative CA path"
+    );
+    let c = Config::from_env_map(with(&[
+        ("FORGE_K8S_API_SERVER", "https://10.0.0.1:6443"),
+        ("FORGE_K8S_TOKEN", "t"),
+        ("FORGE_K8S_CA_FILE", "/etc/forge/ca.pem"),
+    ]))
+    .expect("valid");
+    assert_eq!(c.k8s.ca_file, Some(PathBuf::from("/etc/forge/ca.pem")));
+}
+
+#[test]
+fn database_url_and_identities() {
+    let c = Config::from_env_map(with(&[
+        (
+            "FORGE_DATABASE_URL",
+            "postgresql://forge:pw@db.internal/forge?sslmode=verify-full",
+        ),
+        ("FORGE_INSTANCE", "prod-eu"),
+        ("FORGE_REPLICA", "forge-gateway-7d9f-abcde"),
+    ]))
+    .expect("valid");
+    assert!(c.database.url.is_some());
+    assert_eq!(c.database.instance.as_deref(), Some("prod-eu"));
+    assert_eq!(
+        c.database.replica.as_deref(),
+        Some("forge-gateway-7d9f-abcde")
+    );
+    let e = errors(&[("FORGE_DATABASE_URL", "mysql://forge:hunter2@db/forge")]);
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].var(), "FORGE_DATABASE_URL");
+    assert!(!e[0].to_string().contains("hunter2"), "{}", e[0]);
+    for bad in ["-prod", "has space", &"x".repeat(64)] {
+        assert_eq!(only_error_var(&[("FORGE_INSTANCE", bad)]), "FORGE_INSTANCE");
+    }
+    assert_eq!(
+        only_error_var(&[("FORGE_REPLICA", "two words")]),
+        "FORGE_REPLICA"
+    );
+}
+
+#[test]
+fn leader_timings_must_nest() {
+    let c = Config::from_env_map(with(&[
+        ("FORGE_LEADER_LEASE_MS", "3000"),
+        ("FORGE_LEADER_RENEW_DEADLINE_MS", "2000"),
+        ("FORGE_LEADER_RETRY_MS", "250"),
+    ]))
+    .expect("valid");
+    assert_eq!(
+        (
+            c.leader.lease_ms,
+            c.leader.renew_deadline_ms,
+            c.leader.retry_ms
+        ),
+        (3000, 2000, 250)
+    );
+    assert_eq!(
+        only_error_var(&[("FORGE_LEADER_RENEW_DEADLINE_MS", "15000")]),
+        "FORGE_LEADER_RENEW_DEADLINE_MS"
+    );
+    assert_eq!(
+        only_error_var(&[("FORGE_LEADER_RETRY_MS", "10000")]),
+        "FORGE_LEADER_RETRY_MS"
+    );
+    assert_eq!(
+        only_error_var(&[("FORGE_LEADER_LEASE_MS", "0")]),
+        "FORGE_LEADER_LEASE_MS"
+    );
 }
 
 #[test]

@@ -52,6 +52,43 @@ impl Config {
                 "a token is only used against an explicit API server".to_string(),
             ));
         }
+        for (set, var) in [
+            (self.k8s.ca_file.is_some(), "FORGE_K8S_CA_FILE"),
+            (
+                self.k8s.insecure_skip_tls_verify,
+                "FORGE_K8S_INSECURE_SKIP_TLS_VERIFY",
+            ),
+        ] {
+            if set && self.k8s.api_server.is_none() {
+                errors.push(requires(
+                    var,
+                    "FORGE_K8S_API_SERVER",
+                    "it applies to the explicit API server connection".to_string(),
+                ));
+            }
+        }
+        let l = &self.leader;
+        if l.renew_deadline_ms >= l.lease_ms {
+            errors.push(requires(
+                "FORGE_LEADER_RENEW_DEADLINE_MS",
+                "FORGE_LEADER_LEASE_MS",
+                format!(
+                    "the renew deadline ({} ms) must be shorter than the lease ({} ms): a \
+                     leader must stop acting before another can take over",
+                    l.renew_deadline_ms, l.lease_ms
+                ),
+            ));
+        }
+        if l.retry_ms >= l.renew_deadline_ms {
+            errors.push(requires(
+                "FORGE_LEADER_RETRY_MS",
+                "FORGE_LEADER_RENEW_DEADLINE_MS",
+                format!(
+                    "renewals every {} ms cannot keep a {} ms renew deadline",
+                    l.retry_ms, l.renew_deadline_ms
+                ),
+            ));
+        }
         if self.storage.mount.is_some() && self.storage.pvc.is_none() {
             errors.push(requires(
                 "FORGE_K8S_STORAGE_MOUNT",

@@ -125,6 +125,37 @@ pub fn bucket(v: &str) -> Parsed<String> {
     )
 }
 
+/// A `postgres://` (or `postgresql://`) URL with a host. Its validity beyond that is
+/// the driver's to judge when it connects.
+pub fn postgres_url(v: &str) -> Parsed<String> {
+    let rest = v
+        .strip_prefix("postgres://")
+        .or_else(|| v.strip_prefix("postgresql://"));
+    match rest {
+        Some(r) if !r.is_empty() && !r.contains(char::is_whitespace) => Ok(v.to_string()),
+        // The value is secret (it may hold a password): not repeated.
+        _ => Err("not a postgres:// URL".to_string()),
+    }
+}
+
+/// A non-empty label value (`[A-Za-z0-9]([-_.A-Za-z0-9]*[A-Za-z0-9])?`, at most 63).
+pub fn label_value(v: &str) -> Parsed<String> {
+    checked(
+        v,
+        !v.is_empty() && names::is_label_value(v),
+        "a label value (1-63 letters, digits, - _ ., starting and ending alphanumeric)",
+    )
+}
+
+/// A non-empty name without whitespace, at most 128 characters.
+pub fn identity(v: &str) -> Parsed<String> {
+    checked(
+        v,
+        !v.is_empty() && v.len() <= 128 && !v.contains(char::is_whitespace),
+        "a name (1-128 characters, no whitespace)",
+    )
+}
+
 /// `kuberay` or `local`.
 pub fn fleet_kind(v: &str) -> Parsed<FleetKind> {
     match v {

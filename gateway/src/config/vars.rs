@@ -13,8 +13,8 @@ use super::descriptor::{Fallback, Var};
 use super::draft::put;
 use super::secret::Secret;
 use super::values::{
-    absolute_path, boolean, bucket, claim_name, dns_label, fleet_kind, framework, image, int,
-    label_key, quantity, ray_version, socket_addr, text, url,
+    absolute_path, boolean, bucket, claim_name, dns_label, fleet_kind, framework, identity, image,
+    int, label_key, label_value, postgres_url, quantity, ray_version, socket_addr, text, url,
 };
 
 /// The variable naming the optional config file (read before the others).
@@ -76,6 +76,18 @@ pub static VARS: &[Var] = &[
         "ServiceAccount bearer token; needs `FORGE_K8S_API_SERVER`",
     )
     .secret(),
+    Var::new(
+        "FORGE_K8S_CA_FILE",
+        Fallback::Unset("— (the system's roots)"),
+        |d, _, v| put(&mut d.cfg.k8s.ca_file, absolute_path(v).map(|p| Some(p.into()))),
+        "PEM file of the API server's CA; needs `FORGE_K8S_API_SERVER`",
+    ),
+    Var::new(
+        "FORGE_K8S_INSECURE_SKIP_TLS_VERIFY",
+        Fallback::Value("false"),
+        |d, _, v| put(&mut d.cfg.k8s.insecure_skip_tls_verify, boolean(v)),
+        "`true` = do not verify the API server's certificate (test clusters only); needs `FORGE_K8S_API_SERVER`",
+    ),
     Var::new(
         "FORGE_K8S_NAMESPACE",
         Fallback::Value("starforge"),
@@ -189,6 +201,43 @@ pub static VARS: &[Var] = &[
         Fallback::Value("./forge-data"),
         |d, _, v| put(&mut d.cfg.gateway.data_dir, text(v).map(PathBuf::from)),
         "data directory (SQLite job store, capsules in dev mode)",
+    ),
+    Var::new(
+        "FORGE_DATABASE_URL",
+        Fallback::Unset("— (SQLite: `<FORGE_DATA_DIR>/forge.sqlite3`)"),
+        |d, _, v| put(&mut d.cfg.database.url, postgres_url(v).map(|u| Some(Secret::new(u)))),
+        "PostgreSQL store shared by replicas (`postgres://user:password@host:5432/db?sslmode=verify-full`; `sslrootcert=<file>` for a private CA)",
+    )
+    .secret(),
+    Var::new(
+        "FORGE_INSTANCE",
+        Fallback::Unset("— (a UUID generated into the store on first start)"),
+        |d, _, v| put(&mut d.cfg.database.instance, label_value(v).map(Some)),
+        "identity of this installation (a label value): labels every object it creates; it manages only its own RayJobs. Must match the one recorded in the store",
+    ),
+    Var::new(
+        "FORGE_REPLICA",
+        Fallback::Unset("— (the host name)"),
+        |d, _, v| put(&mut d.cfg.database.replica, identity(v).map(Some)),
+        "identity of this replica in the leader lease (the pod name)",
+    ),
+    Var::new(
+        "FORGE_LEADER_LEASE_MS",
+        Fallback::Value("15000"),
+        |d, _, v| put(&mut d.cfg.leader.lease_ms, int(v, 100, 3_600_000)),
+        "how long the leader lease holds without a renewal; another replica takes over after it",
+    ),
+    Var::new(
+        "FORGE_LEADER_RENEW_DEADLINE_MS",
+        Fallback::Value("10000"),
+        |d, _, v| put(&mut d.cfg.leader.renew_deadline_ms, int(v, 50, 3_600_000)),
+        "a leader that could not renew for this long stops dispatching (< the lease)",
+    ),
+    Var::new(
+        "FORGE_LEADER_RETRY_MS",
+        Fallback::Value("2000"),
+        |d, _, v| put(&mut d.cfg.leader.retry_ms, int(v, 10, 3_600_000)),
+        "how often the lease is renewed, or tried by followers (< the renew deadline)",
     ),
     Var::new(
         "FORGE_TOKENS_FILE",

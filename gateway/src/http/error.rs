@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::auth::AuthError;
 use crate::jobs::JobError;
 use crate::jobspec::SpecErrors;
-use crate::policy::{Malformed, PolicyAdminError};
+use crate::policy::{EvalError, Malformed, PolicyAdminError};
 use crate::uploads::UploadError;
 
 /// Everything a handler can fail with.
@@ -28,9 +28,10 @@ pub enum ApiError {
     /// The request body is not a valid JobSpec: every problem with its field path.
     #[error(transparent)]
     InvalidSpec(#[from] SpecErrors),
-    /// A policy plugin failed; admission fails closed.
+    /// A policy plugin failed, or the team's chain is unavailable; admission fails
+    /// closed.
     #[error("policy failed: {0}")]
-    Policy(#[from] RunError),
+    Policy(#[from] EvalError),
     /// A job operation failed.
     #[error(transparent)]
     Job(JobError),
@@ -183,13 +184,18 @@ fn job_answer(e: JobError) -> Answer {
                 .details(json!({ "field": "name" }))
         }
         JobError::ObjectStore(e) => Answer::storage_unavailable(&e, "stored"),
+        e @ JobError::NotReady(_) => {
+            Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", e.to_string())
+        }
         JobError::InvalidSpec(_) | JobError::Policy(_) => {
             // Converted to their own variants by `From<JobError>`; kept total here.
             Answer::internal("unconverted job error", &"spec/policy")
         }
-        other @ (JobError::Build(_) | JobError::Store(_) | JobError::Kube(_) | JobError::Io(_)) => {
-            Answer::internal("job operation failed", &other)
-        }
+        other @ (JobError::Build(_)
+        | JobError::Store(_)
+        | JobError::Kube(_)
+        | JobError::Io(_)
+        | JobError::Deposed(_)) => Answer::internal("job operation failed", &other),
     }
 }
 
@@ -352,7 +358,7 @@ impl IntoResponse for ApiError {
                 format!("the job spec has {} problem(s)", errors.0.len()),
             )
             .details(json!({ "fields": errors.0 })),
-            ApiError::Policy(RunError::Chain(e)) => Answer::new(
+            ApiError::Policy(EvalError::Run(RunError::Chain(e))) => Answer::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "policy-failed",
                 format!(
@@ -362,7 +368,23 @@ impl IntoResponse for ApiError {
                 ),
             )
             .details(json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() })),
-            ApiError::Policy(RunError::Unavailable(detail)) => {
+            ApiError::Policy(EvalError::ScopeUnavailable {
+                scope,
+                version,
+                reason,
+            }) => {
+                tracing::error!(%scope, version, "admission refused, the chain is unavailable: {reason}");
+                Answer::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "policy-unavailable",
+                    format!(
+                        "policy `{scope}` (version {version}) cannot be loaded, so this team's \
+                         admissions fail closed; an admin must fix or replace it"
+                    ),
+                )
+                .details(json!({ "scope": scope, "version": version }))
+            }
+            ApiError::Policy(EvalError::Run(RunError::Unavailable(detail))) => {
                 tracing::error!("policy runner unavailable: {detail}");
                 Answer::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -1,20 +1,134 @@
-//! Probes and scrapes, open without a token and revealing no job data: `/healthz`,
-//! `/readyz` and `/metrics` (Prometheus text format).
+//! Probes and scrapes, open without a token and revealing no job data: `/livez`
+//! (`/healthz` is its alias), `/readyz` and `/metrics` (Prometheus text format).
+//!
+//! - `/livez`: the process serves HTTP. Nothing else — a store or API-server outage
+//!   must not make Kubernetes restart a gateway that would come back to the same
+//!   outage.
+//! - `/readyz`: 200 when the store answers (a round trip, bounded), the Node/Pod
+//!   caches have synced and the global policy chain is active; 503 otherwise. The JSON
+//!   body names each check and which failed, and says the replica's role (leader or
+//!   follower, with its epoch or the leader it follows).
 
+use std::time::Duration;
+
+use axum::Json;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
+use serde::Serialize;
 
+use crate::leader::Role;
 use crate::state::AppState;
 
-/// `GET /healthz`.
-pub async fn healthz() -> &'static str {
+/// Longest the readiness probe waits for the store.
+const STORE_PING: Duration = Duration::from_secs(2);
+
+/// `GET /livez` (and `/healthz`).
+pub async fn livez() -> &'static str {
     "ok"
 }
 
+/// One readiness check.
+#[derive(Debug, Serialize)]
+pub struct Check {
+    ok: bool,
+    /// What was found (the failure, for a failed check).
+    detail: String,
+}
+
+impl Check {
+    fn new(ok: bool, detail: impl Into<String>) -> Self {
+        Check {
+            ok,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Every readiness check.
+#[derive(Debug, Serialize)]
+pub struct Checks {
+    store: Check,
+    caches: Check,
+    policy: Check,
+}
+
+/// The `/readyz` body.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Readiness {
+    ready: bool,
+    /// The first failed check, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failing: Option<&'static str>,
+    #[serde(flatten)]
+    role: Role,
+    replica: String,
+    checks: Checks,
+}
+
+async fn store_check(state: &AppState) -> Check {
+    let backend = state.database.backend.as_str();
+    match tokio::time::timeout(STORE_PING, state.database.coord.ping()).await {
+        Ok(Ok(())) => Check::new(true, format!("{backend} answers")),
+        Ok(Err(e)) => {
+            tracing::warn!("readiness: the store failed: {e}");
+            Check::new(
+                false,
+                format!("{backend} failed the query (see the gateway log)"),
+            )
+        }
+        Err(_) => Check::new(
+            false,
+            format!("{backend} did not answer within {STORE_PING:?}"),
+        ),
+    }
+}
+
 /// `GET /readyz`.
-pub async fn readyz() -> &'static str {
-    "ready"
+pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let store = store_check(&state).await;
+    let caches = if state.capacity().is_synced() {
+        Check::new(true, "Node and Pod caches synced")
+    } else {
+        Check::new(false, "Node and Pod caches still syncing")
+    };
+    let policy = {
+        let active = state.policies.current();
+        let unavailable = active.unavailable_scopes();
+        let mut detail = format!("global chain version {} active", active.global().version);
+        if !unavailable.is_empty() {
+            detail.push_str(&format!(
+                "; unavailable (their admissions fail closed): {}",
+                unavailable.join(", ")
+            ));
+        }
+        Check::new(true, detail)
+    };
+    let failing = [
+        ("store", store.ok),
+        ("caches", caches.ok),
+        ("policy", policy.ok),
+    ]
+    .into_iter()
+    .find_map(|(name, ok)| (!ok).then_some(name));
+    let body = Readiness {
+        ready: failing.is_none(),
+        failing,
+        role: state.leadership.role(),
+        replica: state.leadership.replica().to_string(),
+        checks: Checks {
+            store,
+            caches,
+            policy,
+        },
+    };
+    let status = if body.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body))
 }
 
 /// `GET /metrics`.

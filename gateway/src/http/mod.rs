@@ -3,12 +3,13 @@
 //! statuses.
 //!
 //! Every `/v1` endpoint is authenticated (bearer tokens, see [`crate::auth`]);
-//! `/healthz`, `/readyz` and `/metrics` are open for probes and scrapers and reveal no
-//! job data; `/v1/capsules/{sha}.zip` (local object store only) is authorized by its
+//! `/livez` (alias `/healthz`), `/readyz` and `/metrics` are open for probes and
+//! scrapers and reveal no job data; `/v1/capsules/{sha}.zip` (local object store only) is authorized by its
 //! HMAC-signed, expiring URL instead of a token, so Ray pods can fetch it.
 //! Middleware: request ids (`x-request-id`, generated when absent and echoed back),
 //! tracing, a body-size limit (413) and a request timeout.
 
+pub mod admin;
 mod auth;
 pub mod capacity;
 pub mod capsules;
@@ -55,7 +56,8 @@ macro_rules! api_routes {
 }
 
 api_routes! {
-    get "/healthz" => health::healthz,
+    get "/livez" => health::livez,
+    get "/healthz" => health::livez,
     get "/readyz" => health::readyz,
     get "/metrics" => health::metrics,
     get "/v1/openapi.json" => openapi::serve,
@@ -86,6 +88,7 @@ api_routes! {
     get "/v1/policy/shadow" => shadow::get_shadow,
     put "/v1/policy/shadow" => shadow::put_shadow,
     delete "/v1/policy/shadow" => shadow::delete_shadow,
+    get "/v1/admin/orphans" => admin::orphans,
 }
 
 /// Longest a request may take (uploads included).

@@ -78,6 +78,34 @@ pub fn document() -> Value {
                 "decisions": {"type": "array", "items": {"type": "object"}}
             }
         },
+        "Readiness": {
+            "type": "object",
+            "required": ["ready", "role", "replica", "checks"],
+            "properties": {
+                "ready": {"type": "boolean"},
+                "failing": {"type": "string", "enum": ["store", "caches", "policy"]},
+                "role": {"type": "string", "enum": ["leader", "follower"]},
+                "epoch": {"type": "integer", "description": "leader: the term's fencing token"},
+                "leader": {"type": ["string", "null"], "description": "follower: the lease holder last seen"},
+                "replica": {"type": "string"},
+                "checks": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                    "ok": {"type": "boolean"}, "detail": {"type": "string"}}}}
+            }
+        },
+        "OrphanReport": {
+            "type": "object",
+            "required": ["instance", "managed", "orphans"],
+            "properties": {
+                "instance": {"type": "string", "description": "this installation's identity (label forge.dev/instance)"},
+                "managed": {"type": "integer", "description": "Forge-managed RayJobs in the namespace"},
+                "orphans": {"type": "array", "items": {"type": "object", "required": ["name", "reason"], "properties": {
+                    "name": {"type": "string"},
+                    "instance": {"type": ["string", "null"]},
+                    "jobId": {"type": ["string", "null"]},
+                    "reason": {"type": "string", "enum": ["other-instance", "no-instance", "unknown-job"]},
+                    "created": {"type": ["string", "null"]}}}}
+            }
+        },
         "JsonSubmission": {
             "type": "object",
             "required": ["spec", "capsule"],
@@ -108,8 +136,13 @@ pub fn document() -> Value {
             "schemas": schemas
         },
         "paths": {
-            "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}},
-            "/readyz": {"get": {"summary": "Readiness", "security": [], "responses": {"200": {"description": "ready"}}}},
+            "/livez": {"get": {"summary": "Liveness: the process serves HTTP (nothing else is checked)", "security": [], "responses": {"200": {"description": "ok"}}}},
+            "/healthz": {"get": {"summary": "Liveness (alias of /livez)", "security": [], "responses": {"200": {"description": "ok"}}}},
+            "/readyz": {"get": {"summary": "Readiness: store reachable, Node/Pod caches synced, a policy chain active; the replica's role",
+                "security": [],
+                "responses": {
+                    "200": {"description": "ready", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}},
+                    "503": {"description": "not ready: `failing` names the first failed check", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "security": [], "responses": {"200": {"description": "text exposition format"}}}},
             "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
             "/v1/schemas/jobspec": {"get": {"summary": "JobSpec JSON Schema", "responses": {"200": {"description": "schema"}}}},
@@ -170,7 +203,13 @@ pub fn document() -> Value {
                 "get": {"summary": "The job's changes as server-sent events: snapshot, then state / standing / pending events; ends after the terminal state",
                     "responses": {"200": {"description": "text/event-stream; each event's data is JSON (`type`: snapshot | State | Standing | pending reason)"},
                         "404": error_response("not found (or another team's)")}}
-            }
+            },
+            "/v1/admin/orphans": {"get": {
+                "summary": "Forge-managed RayJobs this installation did not create (another or no instance label) or whose job its store does not know; reported, never deleted (admins)",
+                "responses": {
+                    "200": {"description": "a fresh scan", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/OrphanReport"}}}},
+                    "401": error_response("unauthenticated"),
+                    "403": error_response("admins only")}}}
         }
     });
     for more in [policy_paths(), client_paths()] {

@@ -48,7 +48,10 @@ pub async fn review(
     let capsule_spec = String::from_utf8(jobspec::capsule_bytes(&spec))
         .map_err(|e| ApiError::Internal(format!("capsule spec: {e}")))?;
     let admission = &state.jobs.admission;
-    let request = admission.live_request("dry-run", &caller.team, &spec);
+    let request = admission
+        .live_request("dry-run", &caller.team, &spec)
+        .await
+        .map_err(crate::jobs::JobError::from)?;
     let evaluated = admission
         .evaluate(&caller.team, request, Path::Review)
         .await?;

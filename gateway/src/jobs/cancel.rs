@@ -33,7 +33,13 @@ impl Jobs {
         }
         if let Some(name) = &cancelled.rayjob_name {
             let cleaned = match self.cluster.rayjobs.get(name).await {
-                Ok(Some(rayjob)) => self.archive_then_delete(&cancelled, &rayjob).await,
+                Ok(Some(rayjob)) if self.cluster.rayjobs.is_own(&rayjob) => {
+                    self.archive_then_delete(&cancelled, &rayjob).await
+                }
+                Ok(Some(_)) => {
+                    tracing::warn!(job = %cancelled.id, rayjob = %name, "the RayJob belongs to another installation: not deleted");
+                    Ok(())
+                }
                 Ok(None) => Ok(()),
                 Err(e) => Err(e.into()),
             };

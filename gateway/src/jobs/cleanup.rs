@@ -3,6 +3,9 @@
 //! the RayJob is deleted — but it is kept (and with it the pods holding the logs) when
 //! archival failed, so the lifecycle controller's resync can try again.
 //!
+//! The delete is the leader's side effect (or a user's cancel): the controllers' copy
+//! checks its term right before it.
+//!
 //! Clean-ups run off the lifecycle controller's event loop (which handles events one
 //! at a time to keep each RayJob's transitions in order): at most one per RayJob and a
 //! bounded number at once ([`super::inflight::InFlight`]).
@@ -45,6 +48,8 @@ impl Jobs {
                 job.id
             )));
         }
+        self.may_act("delete")?;
+        self.metrics.rayjob_write("delete");
         Ok(self.cluster.rayjobs.delete(&name).await?)
     }
 

@@ -16,6 +16,10 @@
 //!
 //! Passes run on every submission, every Node/Pod change (debounced) and every few
 //! seconds; many wake-ups coalesce into one pass.
+//!
+//! Only the leader runs it, on a [`Jobs`] bound to its term: the dispatch intent is a
+//! fenced write, and the RayJob create is checked against the term right before it is
+//! sent.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -43,10 +47,15 @@ const DEBOUNCE: Duration = Duration::from_millis(25);
 /// A pass runs at least this often.
 const IDLE_PASS: Duration = Duration::from_secs(5);
 
-/// Runs the dispatcher until the task is aborted.
+/// Runs the dispatcher until the task is aborted (the leader's controllers run it
+/// on a [`Jobs`] bound to their term). Its first pass waits for the capacity caches:
+/// an empty cluster view would fit nothing.
 pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        jobs.cluster.capacity.synced().await;
         let mut changes = jobs.cluster.capacity.changes();
+        // Jobs other replicas queue (PostgreSQL notifications), if the store tells.
+        let mut remote = jobs.store.queue_changes();
         loop {
             let started = Instant::now();
             match jobs.dispatch_pass().await {
@@ -63,6 +72,16 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
                         tokio::time::sleep(IDLE_PASS).await;
                     }
                     tokio::time::sleep(DEBOUNCE).await;
+                }
+                r = async {
+                    match remote.as_mut() {
+                        Some(feed) => feed.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if r.is_err() {
+                        remote = None;
+                    }
                 }
                 () = tokio::time::sleep(IDLE_PASS) => {}
             }
@@ -87,6 +106,23 @@ pub fn demands(job: &JobRecord, placement: Option<&Placement>) -> Vec<PoolDemand
             gpus_per_node: pool.gpus_per_node,
         })
         .collect()
+}
+
+/// GPUs per team and series: active jobs as running (where they were placed), queued
+/// jobs as queued (as they ask).
+pub fn ledger_of(active: &[JobRecord], queued: &[JobRecord]) -> Ledger {
+    let mut ledger = Ledger::new();
+    for job in active {
+        for d in demands(job, job.placement.as_ref()) {
+            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
+        }
+    }
+    for job in queued {
+        for d in demands(job, None) {
+            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), false);
+        }
+    }
+    ledger
 }
 
 /// The cluster view with the pass's reservations applied (`totals` from
@@ -161,22 +197,16 @@ impl Jobs {
         let capacity = &self.cluster.capacity;
         let mut free = capacity.free_by_node();
         let bound = capacity.bound_gpus_by_job();
-        let mut ledger = Ledger::new();
+        let mut ledger = ledger_of(&active, &queued);
         for job in &active {
             let mut unbound = job
                 .spec
                 .total_gpus()
                 .saturating_sub(u64::from(bound.get(&job.id).copied().unwrap_or(0)));
             for d in demands(job, job.placement.as_ref()) {
-                queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
                 let take = d.gpus().min(unbound);
                 fit::take(&mut free, &d.series, take);
                 unbound -= take;
-            }
-        }
-        for job in &queued {
-            for d in demands(job, None) {
-                queue::add(&mut ledger, &job.team, &d.series, d.gpus(), false);
             }
         }
         if queued.is_empty() {
@@ -334,6 +364,7 @@ impl Jobs {
             id: &job.id,
             team: &job.team,
             spec: &job.spec,
+            instance: self.cluster.rayjobs.instance(),
         };
         let manifest = match rayjob::build_rayjob(&view, &placement, &capsule, &self.config) {
             Ok(m) => m,
@@ -364,6 +395,10 @@ impl Jobs {
             Err(StoreError::Conflict { .. }) => return Ok(false),
             Err(e) => return Err(e.into()),
         }
+        // The intent is stored under this term; the create goes out only while the term
+        // lasts (a deposed leader's stored intent is reconciled by its successor).
+        self.may_act("create")?;
+        self.metrics.rayjob_write("create");
         match self.cluster.rayjobs.create_or_adopt(&manifest).await {
             Ok(Created::New) => {}
             Ok(Created::Adopted) => {

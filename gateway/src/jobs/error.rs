@@ -2,8 +2,6 @@
 //! dispatch — as variants callers branch on. The HTTP edge maps them to statuses and
 //! stable codes (`http::error`); nothing here knows HTTP.
 
-use forge_policy_host::RunError;
-
 use crate::cluster::LogSource;
 use crate::domain::{Digest, JobState};
 use crate::jobspec::SpecErrors;
@@ -36,7 +34,7 @@ pub enum JobError {
     },
     /// The policy could not be evaluated (admission fails closed).
     #[error(transparent)]
-    Policy(#[from] RunError),
+    Policy(#[from] crate::policy::EvalError),
     /// The uploaded code is not acceptable (hostile or oversize archive).
     #[error(transparent)]
     Capsule(#[from] forge_capsule::CapsuleError),
@@ -76,6 +74,12 @@ pub enum JobError {
     /// The Kubernetes API failed.
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
+    /// The leadership term this controller acted under is over: nothing was done.
+    #[error(transparent)]
+    Deposed(#[from] crate::leader::Deposed),
+    /// The Node/Pod caches have not synced yet (the gateway is starting).
+    #[error(transparent)]
+    NotReady(#[from] crate::admission::NotReady),
     /// Spooling, packing or a blocking task failed.
     #[error("{0}")]
     Io(String),

@@ -1,10 +1,15 @@
-//! The lifecycle controller: follows the gateway's RayJobs (a kube-runtime watcher on
-//! the `app.kubernetes.io/managed-by=forge-gateway` label) and moves each job through
+//! The lifecycle controller: follows this installation's RayJobs (a kube-runtime
+//! watcher on `app.kubernetes.io/managed-by=forge-gateway` **and**
+//! `forge.dev/instance=<the store's identity>`) and moves each job through
 //! dispatched → initializing → running → succeeded | failed | cancelled | timed-out
 //! ([`super::kuberay_status`]), persisting every transition with its reason. On a
 //! terminal status the job's logs are archived and its RayJob deleted at once
-//! ([`super::cleanup`]; the operator's TTL is only the fallback). A RayJob whose job is
-//! unknown or already over is deleted (orphans never hold GPUs).
+//! ([`super::cleanup`]; the operator's TTL is only the fallback).
+//!
+//! It never deletes a RayJob it cannot prove it created: one of its own identity whose
+//! job the store does not know (a store restored from an old backup) is left alone and
+//! reported, like RayJobs of other installations ([`super::orphans`]). Only the leader
+//! runs it, on a [`Jobs`] bound to its term (fenced writes, deletes checked first).
 //!
 //! Every [`RESYNC`] the gateway's RayJobs are listed again, events or not: that
 //! finishes what a transient failure interrupted (archival, delete). After the
@@ -29,7 +34,7 @@ use super::error::JobError;
 use super::kuberay_status::target_state;
 use super::service::Jobs;
 use crate::cluster::RayJob;
-use crate::cluster::labels::{LABEL_JOB_ID, managed_selector};
+use crate::cluster::labels::LABEL_JOB_ID;
 use crate::domain::JobState;
 use crate::store::{StoreError, Transition};
 
@@ -39,7 +44,7 @@ const RESYNC: Duration = Duration::from_secs(10);
 /// Runs the controller until the task is aborted.
 pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let cfg = watcher::Config::default().labels(&managed_selector());
+        let cfg = watcher::Config::default().labels(&jobs.cluster.rayjobs.own_selector());
         let api = jobs.cluster.rayjobs.api().clone();
         let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
         let mut seen: BTreeSet<String> = BTreeSet::new();
@@ -83,9 +88,9 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
 }
 
 impl Jobs {
-    /// Looks at every RayJob of the gateway again (a LIST, not the watch).
+    /// Looks at every RayJob of this installation again (a LIST, not the watch).
     async fn resync(&self) -> Result<(), JobError> {
-        for obj in self.cluster.rayjobs.list_managed().await? {
+        for obj in self.cluster.rayjobs.list_own().await? {
             if let Err(e) = self.on_rayjob(&obj).await {
                 tracing::warn!(rayjob = %obj.name_any(), "lifecycle resync: {e}");
             }
@@ -104,9 +109,15 @@ impl Jobs {
             None => None,
         };
         let Some(job) = job else {
-            tracing::warn!(rayjob = %name, "deleting an orphan RayJob (no job owns it)");
-            return Ok(self.cluster.rayjobs.delete(&name).await?);
+            // Ours by its label, but no job of the store owns it: reported by the orphan
+            // scan, never deleted (the store may be an old backup).
+            tracing::debug!(rayjob = %name, "a RayJob of no known job: left alone");
+            return Ok(());
         };
+        if job.rayjob_name.as_deref().is_some_and(|n| n != name) {
+            tracing::debug!(rayjob = %name, job = %job.id, "not the job's RayJob: left alone");
+            return Ok(());
+        }
         if job.state.is_terminal() {
             // Cancelled, or finished but not yet cleaned up (e.g. a crash before the delete).
             self.start_cleanup(job, obj.clone());
@@ -161,6 +172,11 @@ impl Jobs {
             }
             // The watcher's list may predate a create that just happened: ask directly.
             match self.cluster.rayjobs.get(&name).await? {
+                Some(obj) if !self.cluster.rayjobs.is_own(&obj) => {
+                    // Its name is ours but its label is another installation's: reported
+                    // by the orphan scan; this job is left as it is.
+                    tracing::warn!(job = %job.id, rayjob = %name, "the job's RayJob belongs to another installation");
+                }
                 Some(obj) => self.on_rayjob(&obj).await?,
                 None if job.state == JobState::Dispatched => {
                     let t = Transition::new(

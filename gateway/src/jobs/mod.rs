@@ -1,5 +1,6 @@
 //! Jobs: submission, the gang-aware queue and dispatcher, the RayJob lifecycle,
-//! clean-up, cancellation, logs and diagnosis. [`Jobs`] owns job state; each operation
+//! clean-up, cancellation, logs and diagnosis, the followers' queue board and the
+//! report of foreign RayJobs. [`Jobs`] owns job state; each operation
 //! is an `impl Jobs` block in the file named for it. Nothing here knows HTTP: the
 //! handlers in `http::jobs` call these.
 
@@ -10,10 +11,12 @@ pub mod dispatch;
 pub mod error;
 pub mod feed;
 pub mod fit;
+pub mod follower;
 pub mod inflight;
 pub mod kuberay_status;
 pub mod lifecycle;
 pub mod logs;
+pub mod orphans;
 pub mod queue;
 pub mod service;
 pub mod submit;

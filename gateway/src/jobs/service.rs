@@ -5,6 +5,11 @@
 //! or re-enters the queue), and the event on the job feed (`feed.rs`). The operations
 //! on jobs — submit, dispatch, cancel, lifecycle, clean-up, logs, diagnosis — are
 //! `impl Jobs` blocks in their own files.
+//!
+//! The leader's controllers run on a copy bound to their leadership term
+//! ([`Jobs::for_term`]): every transition they make is fenced with the term's epoch,
+//! and every RayJob create or delete they decide asks [`Jobs::may_act`] first. API
+//! requests (any replica) run unbound.
 
 use std::sync::Arc;
 
@@ -13,6 +18,7 @@ use crate::auth::Caller;
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::domain::JobState;
+use crate::leader::Term;
 use crate::metrics::Metrics;
 use crate::objects::ObjectStore;
 use crate::store::{JobRecord, JobStore, NewDecision, NewJob, StoreError, Transition};
@@ -39,6 +45,10 @@ pub struct Jobs {
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) cleanups: Arc<InFlight>,
     pub(crate) feed: JobFeed,
+    /// The leadership term the controllers act under (`None`: an API request).
+    pub(crate) term: Option<Term>,
+    /// Foreign RayJobs already reported (each is logged once; see `orphans.rs`).
+    pub(crate) reported_orphans: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -68,6 +78,26 @@ impl Jobs {
             objects,
             cleanups: InFlight::new(CLEANUP_PARALLEL),
             feed: JobFeed::default(),
+            term: None,
+            reported_orphans: Arc::default(),
+        }
+    }
+
+    /// A copy whose writes are fenced with `term` and whose RayJob creates and deletes
+    /// stop once it is over (the leader's controllers).
+    pub fn for_term(&self, term: Term) -> Jobs {
+        Jobs {
+            term: Some(term),
+            ..self.clone()
+        }
+    }
+
+    /// Whether a RayJob create or delete may go out now: always for an API request;
+    /// for the controllers, only while their term is current.
+    pub(crate) fn may_act(&self, action: &'static str) -> Result<(), JobError> {
+        match &self.term {
+            Some(term) => Ok(term.check(action)?),
+            None => Ok(()),
         }
     }
 
@@ -122,10 +152,22 @@ impl Jobs {
         Ok(record)
     }
 
-    /// One compare-and-set transition with its side effects.
-    pub(crate) async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
+    /// One compare-and-set transition with its side effects (fenced with the term,
+    /// if any).
+    pub(crate) async fn transition(&self, mut t: Transition) -> Result<JobRecord, StoreError> {
         let (from, to) = (t.from, t.to);
-        let job = self.store.transition(t).await?;
+        if let Some(term) = &self.term {
+            t.fence = Some(term.fence());
+        }
+        let job = match self.store.transition(t).await {
+            Err(e @ StoreError::Fenced { .. }) => {
+                if let Some(term) = &self.term {
+                    term.refused("transition");
+                }
+                return Err(e);
+            }
+            other => other?,
+        };
         self.metrics.transition(to);
         if to == JobState::Queued || to.is_terminal() {
             self.queue.wake();

@@ -53,7 +53,10 @@ impl Jobs {
         code: CodeInput,
     ) -> Result<Submitted, JobError> {
         let id = new_job_id();
-        let request = self.admission.live_request(&id, &caller.team, &spec);
+        let request = self
+            .admission
+            .live_request(&id, &caller.team, &spec)
+            .await?;
         let evaluated = self
             .admission
             .evaluate(&caller.team, request.clone(), Path::Submit)

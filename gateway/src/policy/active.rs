@@ -6,6 +6,11 @@
 //! a team can add rejections and holds for itself but can never admit what the global
 //! chain rejects (a reject anywhere ends the chain; an admit is only final if every
 //! later plugin also admits). The composed chains are built once per snapshot.
+//!
+//! A team scope whose stored version cannot be built (a plugin's bytes missing from
+//! object storage, or no longer matching their digest) is kept as **unavailable**: that
+//! team's admissions fail closed while every other team is decided as usual, and the
+//! policy sync retries building it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -77,11 +82,22 @@ pub struct ScopeView {
     pub plugins: Vec<LinkRef>,
 }
 
+/// A stored team version that could not be built.
+#[derive(Debug, Clone)]
+pub struct Unavailable {
+    pub version: u64,
+    pub links: Vec<LinkRef>,
+    /// Why it could not be built (for the log and readiness, not for API answers).
+    pub reason: String,
+}
+
 /// Every scope's chain, immutable once built.
 #[derive(Debug)]
 pub struct ActivePolicy {
     global: ScopePolicy,
     teams: BTreeMap<String, ScopePolicy>,
+    /// Team scopes whose stored version could not be built.
+    unavailable: BTreeMap<String, Unavailable>,
     /// Team links followed by the global chain, per team with links.
     composed: HashMap<String, Arc<Chain>>,
 }
@@ -100,21 +116,61 @@ impl ActivePolicy {
         ActivePolicy {
             global,
             teams,
+            unavailable: BTreeMap::new(),
             composed,
         }
     }
 
-    /// This snapshot with one scope replaced.
+    /// This snapshot with one scope replaced (an unavailable team scope becomes
+    /// available again).
     pub fn with_scope(&self, scope: &Scope, policy: ScopePolicy) -> Self {
         let mut global = self.global.clone();
         let mut teams = self.teams.clone();
+        let mut unavailable = self.unavailable.clone();
         match scope {
             Scope::Global => global = policy,
             Scope::Team(t) => {
+                unavailable.remove(t);
                 teams.insert(t.clone(), policy);
             }
         }
-        ActivePolicy::new(global, teams)
+        ActivePolicy {
+            unavailable,
+            ..ActivePolicy::new(global, teams)
+        }
+    }
+
+    /// This snapshot with team `team`'s chain unavailable (its admissions fail closed).
+    pub fn with_unavailable(&self, team: &str, u: Unavailable) -> Self {
+        let mut teams = self.teams.clone();
+        teams.remove(team);
+        let mut unavailable = self.unavailable.clone();
+        unavailable.insert(team.to_string(), u);
+        ActivePolicy {
+            unavailable,
+            ..ActivePolicy::new(self.global.clone(), teams)
+        }
+    }
+
+    /// Team `team`'s unavailable version, if its chain could not be built.
+    pub fn unavailable(&self, team: &str) -> Option<&Unavailable> {
+        self.unavailable.get(team)
+    }
+
+    /// Every unavailable scope with its version (`team:ml@3`).
+    pub fn unavailable_scopes(&self) -> Vec<String> {
+        self.unavailable
+            .iter()
+            .map(|(t, u)| format!("{}@{}", Scope::Team(t.clone()).key(), u.version))
+            .collect()
+    }
+
+    /// The unavailable team scopes (for retries).
+    pub fn unavailable_teams(&self) -> Vec<(String, Unavailable)> {
+        self.unavailable
+            .iter()
+            .map(|(t, u)| (t.clone(), u.clone()))
+            .collect()
     }
 
     /// The chain that decides for `team`.
@@ -161,21 +217,31 @@ impl ActivePolicy {
         }
     }
 
-    /// Version of every scope (as the store's `heads` reports them).
+    /// Version of every scope (as the store's `heads` reports them), unavailable ones
+    /// included.
     pub fn heads(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
         out.insert(Scope::Global.key(), self.global.version);
         for (t, p) in &self.teams {
             out.insert(Scope::Team(t.clone()).key(), p.version);
         }
+        for (t, u) in &self.unavailable {
+            out.insert(Scope::Team(t.clone()).key(), u.version);
+        }
         out
     }
 
-    /// A scope as the API shows it.
+    /// A scope as the API shows it (an unavailable one with its stored links).
     pub fn view(&self, scope: &Scope) -> ScopeView {
-        let (version, plugins) = self
-            .scope(scope)
-            .map_or((0, Vec::new()), |p| (p.version, p.links.clone()));
+        let unavailable = match scope {
+            Scope::Team(t) => self.unavailable.get(t),
+            Scope::Global => None,
+        };
+        let (version, plugins) = match (self.scope(scope), unavailable) {
+            (Some(p), _) => (p.version, p.links.clone()),
+            (None, Some(u)) => (u.version, u.links.clone()),
+            (None, None) => (0, Vec::new()),
+        };
         ScopeView {
             scope: scope.key(),
             version,

@@ -8,10 +8,12 @@
 //! after the acknowledgement. A failed build or a stale expected version changes
 //! nothing.
 //!
-//! **Replicas.** Each gateway polls the store's per-scope head versions every
-//! `FORGE_POLICY_SYNC_MS` and activates a newer version the same way (build, swap,
-//! drain). A change on one replica is in effect on the others within one poll interval
-//! plus its build time (milliseconds: plugins come from the shared precompile cache).
+//! **Replicas.** Each gateway re-reads the store's per-scope head versions when the
+//! store announces an append (PostgreSQL `LISTEN/NOTIFY`: milliseconds) and, as the
+//! fallback, every `FORGE_POLICY_SYNC_MS`; a newer version is activated the same way
+//! (build, swap, drain). A change on one replica is in effect on the others within the
+//! notification's delivery (or one poll interval) plus its build time (milliseconds:
+//! plugins are compiled once per digest and cached).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use forge_policy_host::Chain;
 use serde::Serialize;
 
-use super::active::{Scope, ScopePolicy};
+use super::active::{Scope, ScopePolicy, Unavailable};
 use super::error::{Malformed, PolicyAdminError};
 use super::manager::PolicyManager;
 use super::registry::GLOBAL;
@@ -236,19 +238,28 @@ impl PolicyManager {
         .await
     }
 
-    /// Pick up versions other replicas stored. Returns whether anything changed.
+    /// Pick up versions other replicas stored, and retry unavailable team chains.
+    /// Returns whether anything changed. A team version that cannot be built makes
+    /// that team's chain unavailable (fail closed) rather than keeping an older one.
     pub async fn sync(&self) -> Result<bool, PolicyAdminError> {
         let heads = self.store.heads().await?;
         let mine = self.current().heads();
-        let newer: Vec<(String, u64)> = heads
+        let mut todo: Vec<(String, u64)> = heads
             .into_iter()
             .filter(|(k, v)| mine.get(k).is_none_or(|m| m < v))
             .collect();
-        if newer.is_empty() {
+        for (team, u) in self.current().unavailable_teams() {
+            let key = Scope::Team(team).key();
+            if !todo.iter().any(|(k, _)| *k == key) {
+                todo.push((key, u.version));
+            }
+        }
+        if todo.is_empty() {
             return Ok(false);
         }
         let _guard = self.activation.lock().await;
-        for (key, v) in newer {
+        let mut changed = false;
+        for (key, v) in todo {
             let Some(scope) = Scope::from_key(&key) else {
                 continue;
             };
@@ -261,7 +272,30 @@ impl PolicyManager {
                 .version(&key, Some(v))
                 .await?
                 .ok_or_else(|| PolicyAdminError::Internal(format!("{key} v{v} vanished")))?;
-            let chain = self.build(&pv.plugins).await?;
+            let chain = match (self.build(&pv.plugins).await, &scope) {
+                (Ok(chain), _) => chain,
+                (Err(e), Scope::Team(team)) => {
+                    let known = self
+                        .current()
+                        .unavailable(team)
+                        .is_some_and(|u| u.version == pv.version);
+                    if !known {
+                        tracing::error!(scope = %key, version = v, "the team's policy chain cannot be built: its admissions fail closed: {e}");
+                        let next = self.current().with_unavailable(
+                            team,
+                            Unavailable {
+                                version: pv.version,
+                                links: pv.plugins,
+                                reason: e.to_string(),
+                            },
+                        );
+                        self.current.store(Arc::new(next));
+                        changed = true;
+                    }
+                    continue;
+                }
+                (Err(e), Scope::Global) => return Err(e),
+            };
             let drained = self
                 .swap_in(
                     &scope,
@@ -272,19 +306,34 @@ impl PolicyManager {
                     },
                 )
                 .await;
+            changed = true;
             tracing::info!(scope = %key, version = v, drained, "picked up a policy change");
         }
-        Ok(true)
+        Ok(changed)
     }
 
-    /// Poll the store every `every` for other replicas' changes.
+    /// Pick up other replicas' changes: when the store announces one, and every
+    /// `every` regardless.
     pub fn spawn_sync(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut feed = this.store.changes();
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    r = async {
+                        match feed.as_mut() {
+                            Some(f) => f.changed().await,
+                            None => std::future::pending().await,
+                        }
+                    } => {
+                        if r.is_err() {
+                            feed = None;
+                        }
+                    }
+                }
                 if let Err(e) = this.sync().await {
                     tracing::warn!("policy sync failed (keeping the active policy): {e}");
                 }

@@ -3,9 +3,26 @@
 //! activated when one of these is returned. The HTTP edge maps them to statuses and
 //! stable codes (`http::error`).
 
-use forge_policy_host::LoadError;
+use forge_policy_host::{LoadError, RunError};
 
 use crate::store::StoreError;
+
+/// Why an admission could not be evaluated (it fails closed).
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// A plugin failed, or the runner is unavailable.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The team's stored chain could not be built (its admissions fail closed until
+    /// it is fixed or replaced).
+    #[error("policy `{scope}` version {version} is unavailable: {reason}")]
+    ScopeUnavailable {
+        scope: String,
+        version: u64,
+        /// Why (logged; not shown to API callers).
+        reason: String,
+    },
+}
 
 /// Which name in an upload or chain is malformed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use forge_policy_host::model::PolicyRequest;
-use forge_policy_host::{ChainOutcome, PolicyRunner, RunError};
+use forge_policy_host::{ChainOutcome, PolicyRunner};
 
-use super::active::{ActivePolicy, Scope, ScopePolicy, Selected};
+use super::active::{ActivePolicy, Scope, ScopePolicy, Selected, Unavailable};
 use super::bootstrap::BootLink;
-use super::error::PolicyAdminError;
+use super::error::{EvalError, PolicyAdminError};
 use super::registry::Registry;
 use super::shadow::{ShadowCandidate, summary};
 use crate::metrics::Metrics;
@@ -51,7 +51,9 @@ impl std::fmt::Debug for PolicyManager {
 
 impl PolicyManager {
     /// Restore the stored policy (bootstrapping the global chain from `boot` if the
-    /// store has none) and build every scope.
+    /// store has none) and build every scope. A team chain that cannot be built is
+    /// kept unavailable (that team's admissions fail closed; the sync retries it); the
+    /// global chain must build.
     pub async fn start(
         registry: Registry,
         store: Arc<dyn PolicyStore>,
@@ -68,6 +70,7 @@ impl PolicyManager {
         }
         let mut global = None;
         let mut teams = BTreeMap::new();
+        let mut unavailable = Vec::new();
         for (key, v) in &heads {
             let Some(scope) = Scope::from_key(key) else {
                 continue;
@@ -76,7 +79,27 @@ impl PolicyManager {
                 .version(key, Some(*v))
                 .await?
                 .ok_or_else(|| PolicyAdminError::Internal(format!("{key} v{v} vanished")))?;
-            let chain = registry.build_chain(&pv.plugins).await?;
+            let chain = match (registry.build_chain(&pv.plugins).await, &scope) {
+                (Ok(chain), _) => chain,
+                (Err(e), Scope::Team(t)) => {
+                    tracing::error!(
+                        scope = %key,
+                        version = pv.version,
+                        "the team's policy chain cannot be built: its admissions fail closed \
+                         until it is fixed (retried at every policy sync): {e}"
+                    );
+                    unavailable.push((
+                        t.clone(),
+                        Unavailable {
+                            version: pv.version,
+                            links: pv.plugins,
+                            reason: e.to_string(),
+                        },
+                    ));
+                    continue;
+                }
+                (Err(e), Scope::Global) => return Err(e),
+            };
             let sp = ScopePolicy {
                 version: pv.version,
                 links: pv.plugins,
@@ -91,8 +114,12 @@ impl PolicyManager {
         }
         let global =
             global.ok_or_else(|| PolicyAdminError::Internal("no global policy stored".into()))?;
+        let mut active = ActivePolicy::new(global, teams);
+        for (team, u) in unavailable {
+            active = active.with_unavailable(&team, u);
+        }
         Ok(Arc::new(PolicyManager {
-            current: ArcSwap::from_pointee(ActivePolicy::new(global, teams)),
+            current: ArcSwap::from_pointee(active),
             registry,
             store,
             runner,
@@ -116,13 +143,20 @@ impl PolicyManager {
     }
 
     /// Evaluate `request` with the chain that decides for `team`, recording
-    /// per-plugin metrics under `path`.
+    /// per-plugin metrics under `path`. A team whose chain is unavailable fails closed.
     pub async fn evaluate(
         self: &Arc<Self>,
         team: &str,
         request: PolicyRequest,
         path: &'static str,
-    ) -> Result<Evaluated, RunError> {
+    ) -> Result<Evaluated, EvalError> {
+        if let Some(u) = self.current.load().unavailable(team) {
+            return Err(EvalError::ScopeUnavailable {
+                scope: Scope::Team(team.to_string()).key(),
+                version: u.version,
+                reason: u.reason.clone(),
+            });
+        }
         let this = self.clone();
         let team = team.to_string();
         let (result, selected) = self
@@ -138,7 +172,7 @@ impl PolicyManager {
             })
             .await?;
         self.metrics.plugin_calls(&result);
-        let outcome = result?;
+        let outcome = result.map_err(forge_policy_host::RunError::from)?;
         self.metrics.admission(outcome.decision.kind(), path);
         Ok(Evaluated {
             label: selected.label(),

@@ -16,7 +16,7 @@ pub mod shadow;
 pub use active::{ActivePolicy, Scope};
 pub use bootstrap::{BootLink, boot_links, boot_links_from_file};
 pub use change::{Activation, Change, LinkInput};
-pub use error::{Malformed, PolicyAdminError};
+pub use error::{EvalError, Malformed, PolicyAdminError};
 pub use manager::{Evaluated, PolicyManager};
 pub use registry::{Registry, RegistryLimits};
 pub use replay::ReplayReport;

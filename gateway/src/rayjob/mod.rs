@@ -70,6 +70,8 @@ pub struct JobView<'a> {
     pub team: &'a str,
     /// The validated spec.
     pub spec: &'a JobSpec,
+    /// The installation identity (labels every object, see [`crate::cluster::labels`]).
+    pub instance: &'a str,
 }
 
 /// The job's code archive.
@@ -273,7 +275,7 @@ fn pod_template(
 ) -> Result<PodTemplateSpec, BuildError> {
     let spec = job.spec;
     let mut labels = group.placement.labels.clone();
-    labels.extend(job_labels(job.id, job.team));
+    labels.extend(job_labels(job.id, job.team, job.instance));
     let mut annotations = group.placement.annotations.clone();
     annotations.insert(ANNOTATION_CAPSULE.into(), capsule.digest.to_string());
     let mut node_selector = group.placement.node_selector.clone();
@@ -473,7 +475,7 @@ pub fn build_rayjob(
     }
 
     let mut labels = spec.labels.clone();
-    labels.extend(job_labels(job.id, job.team));
+    labels.extend(job_labels(job.id, job.team, job.instance));
     let mut rayjob = RayJob::new(
         &rayjob_name(job.id),
         RayJobSpec {

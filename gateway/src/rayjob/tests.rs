@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use forge_capsule::init_container::{INIT_CONTAINER_NAME, MOUNT_PATH, VOLUME_NAME};
 
 use super::*;
-use crate::cluster::labels::{LABEL_JOB_ID, LABEL_MANAGED_BY, LABEL_TEAM};
+use crate::cluster::labels::{LABEL_INSTANCE, LABEL_JOB_ID, LABEL_MANAGED_BY, LABEL_TEAM};
 use crate::jobspec::Deadlines;
 
 /// The chain's initial placement of a spec: each pool with its requested series.
@@ -187,6 +187,7 @@ fn build(s: &JobSpec, cfg: &Config, init: bool) -> Value {
         id: "0193ab45cd67ef0123",
         team: "team-a",
         spec: s,
+        instance: "inst-1",
     };
     json_of(build_rayjob(&job, &initial(s), &capsule(init), cfg).expect("builds"))
 }
@@ -219,6 +220,7 @@ fn exact_shape_of_a_two_pool_job() {
     assert_eq!(m["metadata"]["labels"][LABEL_MANAGED_BY], "forge-gateway");
     assert_eq!(m["metadata"]["labels"][LABEL_JOB_ID], "0193ab45cd67ef0123");
     assert_eq!(m["metadata"]["labels"][LABEL_TEAM], "team-a");
+    assert_eq!(m["metadata"]["labels"][LABEL_INSTANCE], "inst-1");
     assert_eq!(m["metadata"]["labels"]["project"], "rl");
     assert_eq!(m["metadata"]["annotations"][ANNOTATION_CAPSULE], SHA);
     let sp = &m["spec"];
@@ -398,6 +400,7 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
         id: "abc",
         team: "t",
         spec: &s,
+        instance: "inst-1",
     };
     let m =
         json_of(build_rayjob(&job, &placement, &capsule(false), &cfg_with(&[])).expect("builds"));
@@ -429,6 +432,7 @@ fn failure_paths() {
         id: "abc",
         team: "t",
         spec: &s,
+        instance: "inst-1",
     };
     let err = build_rayjob(&job, &initial(&s), &capsule(false), &cfg).expect_err("no series");
     assert_eq!(
@@ -443,6 +447,7 @@ fn failure_paths() {
         id: "abc",
         team: "t",
         spec: &s,
+        instance: "inst-1",
     };
     let wrong = Placement { pools: vec![] };
     assert!(matches!(
@@ -487,6 +492,7 @@ fn failure_paths() {
         id: "abc",
         team: "t",
         spec: &other,
+        instance: "inst-1",
     };
     assert_eq!(
         build_rayjob(&job2, &initial(&other), &capsule(false), &cfg),
@@ -496,6 +502,7 @@ fn failure_paths() {
         id: "abc",
         team: "Team A",
         spec: &s,
+        instance: "inst-1",
     };
     assert!(matches!(
         build_rayjob(&job3, &initial(&s), &capsule(false), &cfg),
@@ -727,7 +734,7 @@ proptest! {
     #[test]
     fn every_generated_manifest_is_valid(case in arb_case()) {
         prop_assert!(case.spec.validate(&case.cfg).is_empty(), "generator made an invalid spec: {:?}", case.spec.validate(&case.cfg));
-        let job = JobView { id: &case.job_id, team: &case.team, spec: &case.spec };
+        let job = JobView { id: &case.job_id, team: &case.team, spec: &case.spec, instance: "inst-1" };
         let m = json_of(build_rayjob(&job, &case.placement, &capsule(case.init), &case.cfg)
             .map_err(|e| TestCaseError::fail(e.to_string()))?);
         let errors = crd_errors(&m);

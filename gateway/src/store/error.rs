@@ -54,6 +54,28 @@ pub enum StoreError {
         /// The digest registered under it.
         digest: String,
     },
+    /// A fenced write from a leadership that is no longer current: the lease is at a
+    /// newer epoch (another replica leads now).
+    #[error("lease `{lease}` is at epoch {current}; this write was made under epoch {epoch}")]
+    Fenced {
+        /// The lease.
+        lease: String,
+        /// The writer's epoch.
+        epoch: u64,
+        /// The lease's epoch now (0: no lease).
+        current: u64,
+    },
+    /// The store belongs to another installation than `FORGE_INSTANCE` names.
+    #[error(
+        "this store belongs to installation `{stored}`, but FORGE_INSTANCE is `{wanted}`: \
+         unset FORGE_INSTANCE or point the gateway at that installation's store"
+    )]
+    InstanceMismatch {
+        /// The identity recorded in the store.
+        stored: String,
+        /// The configured identity.
+        wanted: String,
+    },
     /// Stored data cannot be read back (schema drift, manual edits).
     #[error("corrupt row: {0}")]
     Corrupt(String),

@@ -1,5 +1,6 @@
 //! The job store's interface: jobs, their state history, admission decisions and the
-//! gateway queue, behind the [`JobStore`] trait (implemented by [`super::sqlite`]).
+//! gateway queue, behind the [`JobStore`] trait (implemented by [`super::sqlite`] and
+//! [`super::postgres`]).
 //!
 //! Guarantees every implementation gives:
 //! - [`JobStore::insert`] returns only after the job is durably committed, so an
@@ -7,7 +8,11 @@
 //! - [`JobStore::transition`] is a compare-and-set on the current state: two racing
 //!   writers cannot both move a job, the loser gets [`StoreError::Conflict`];
 //! - every state change (including the initial one) is appended to the history in the
-//!   same transaction.
+//!   same transaction;
+//! - a transition that carries a [`Fence`] commits only while the fence's lease is
+//!   still at the fence's epoch, checked in the same transaction: once another replica
+//!   has taken the lease, a deposed leader's writes are refused with
+//!   [`StoreError::Fenced`].
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -75,6 +80,16 @@ pub struct NewJob {
     pub queue_series: Option<String>,
 }
 
+/// The leadership a write is made under: lease `lease` at epoch `epoch` (the lease's
+/// monotonic fencing token, see [`super::CoordStore`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The lease's name.
+    pub lease: String,
+    /// The epoch the writer holds it at.
+    pub epoch: u64,
+}
+
 /// A compare-and-set state change.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
@@ -92,6 +107,8 @@ pub struct Transition {
     pub placement: Option<Placement>,
     /// The admission decision behind this change, recorded in the same transaction.
     pub decision: Option<NewDecision>,
+    /// Commit only while this leadership is current (the leader's controllers set it).
+    pub fence: Option<Fence>,
 }
 
 impl Transition {
@@ -105,6 +122,7 @@ impl Transition {
             rayjob_name: None,
             placement: None,
             decision: None,
+            fence: None,
         }
     }
 }
@@ -194,7 +212,8 @@ pub trait JobStore: Send + Sync {
     ) -> Result<JobRecord, StoreError>;
     /// A job by id.
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
-    /// Moves a job `from → to` if it is still in `from` (compare-and-set).
+    /// Moves a job `from → to` if it is still in `from` (compare-and-set), and — when
+    /// the transition carries a fence — only while the fence is current.
     async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError>;
     /// A page of jobs, newest first.
     async fn list(&self, q: ListQuery) -> Result<Page, StoreError>;
@@ -208,6 +227,12 @@ pub trait JobStore: Send + Sync {
     async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError>;
     /// A job's state history, oldest first.
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError>;
+    /// A feed that changes when any replica queues a job (PostgreSQL's
+    /// `LISTEN/NOTIFY`), so the leader's dispatcher wakes for another replica's
+    /// submission; `None` when the backend has none (the dispatcher's tick covers it).
+    fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// Current time in Unix milliseconds.

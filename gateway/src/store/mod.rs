@@ -1,41 +1,84 @@
-//! Durable state: jobs (with their history, decisions and the queue) and policy state
-//! (plugin registry, versioned chains, shadow results), behind two traits —
-//! [`JobStore`] and [`PolicyStore`] — so the backends can differ while the semantics
-//! (compare-and-set transitions and versions, FIFO queue, keyset pages) cannot.
+//! Durable state: jobs (with their history, decisions and the queue), policy state
+//! (plugin registry, versioned chains, shadow results) and coordination state (the
+//! leader lease, the installation identity), behind three traits — [`JobStore`],
+//! [`PolicyStore`] and [`CoordStore`] — so the backends can differ while the semantics
+//! (compare-and-set transitions and versions, FIFO queue, keyset pages, fenced writes)
+//! cannot. One conformance suite (`conformance/`, tests only) holds both backends to
+//! them.
 //!
-//! [`Database`] is the one handle a gateway opens: it owns the connection and every
-//! migration, and hands out both stores over it.
+//! Backends: [`sqlite`] (embedded, the default: one gateway) and [`postgres`]
+//! (`FORGE_DATABASE_URL=postgres://…`: replicas sharing one database). [`Database`] is
+//! the one handle a gateway opens: it owns the connection (pool) and every migration,
+//! and hands out the three stores over it.
+//!
+//! **Extending the schema**: a new numbered step at the end of *both* migration lists,
+//! `sqlite/migrations.rs` and `postgres/migrations.rs`, with the same version and name
+//! ([`migration`] explains; a test holds the lists against each other), then the
+//! queries in each backend's file for that store, then a case in `conformance/` so both
+//! backends are held to the new behaviour.
 
+pub mod codec;
+#[cfg(test)]
+mod conformance;
+pub mod coord;
 pub mod error;
 pub mod jobs;
+pub mod migration;
 pub mod policies;
+pub mod postgres;
 pub mod sqlite;
 
 use std::path::Path;
 use std::sync::Arc;
 
+pub use coord::{Acquire, CoordStore, Lease};
 pub use error::StoreError;
 pub use jobs::{
-    DecisionRecord, HistoryEntry, JobRecord, JobStore, ListQuery, MAX_PAGE, NewDecision, NewJob,
-    Page, Transition, new_job_id, now_ms,
+    DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, MAX_PAGE, NewDecision,
+    NewJob, Page, Transition, new_job_id, now_ms,
 };
 pub use policies::{
     LinkRef, NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
     ShadowResult,
 };
 
-/// The gateway's database: one connection (pool), its migrations, both stores.
+/// Which backend a [`Database`] runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The embedded SQLite file in the data directory.
+    Sqlite,
+    /// A PostgreSQL server (`FORGE_DATABASE_URL`).
+    Postgres,
+}
+
+impl Backend {
+    /// Its name, as readiness and logs show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// The gateway's database: one connection (pool), its migrations, the three stores.
 #[derive(Clone)]
 pub struct Database {
     /// Jobs, history, decisions, queue.
     pub jobs: Arc<dyn JobStore>,
     /// Plugins, policy versions, shadow results.
     pub policies: Arc<dyn PolicyStore>,
+    /// Leases, the installation identity, liveness.
+    pub coord: Arc<dyn CoordStore>,
+    /// The backend.
+    pub backend: Backend,
 }
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Database")
+        f.debug_struct("Database")
+            .field("backend", &self.backend)
+            .finish()
     }
 }
 
@@ -45,7 +88,28 @@ impl Database {
         let db = Arc::new(sqlite::SqliteDatabase::open(path)?);
         Ok(Database {
             jobs: db.clone(),
-            policies: db,
+            policies: db.clone(),
+            coord: db,
+            backend: Backend::Sqlite,
         })
+    }
+
+    /// Connects to (and migrates) the PostgreSQL database at `url`.
+    pub async fn open_postgres(url: &str) -> Result<Self, StoreError> {
+        let db = Arc::new(postgres::PgDatabase::open(url).await?);
+        Ok(Database {
+            jobs: db.clone(),
+            policies: db.clone(),
+            coord: db,
+            backend: Backend::Postgres,
+        })
+    }
+
+    /// PostgreSQL when `url` is set, else SQLite at `sqlite_path`.
+    pub async fn open(url: Option<&str>, sqlite_path: &Path) -> Result<Self, StoreError> {
+        match url {
+            Some(url) => Self::open_postgres(url).await,
+            None => Self::open_sqlite(sqlite_path),
+        }
     }
 }

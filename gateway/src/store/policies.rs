@@ -166,4 +166,10 @@ pub trait PolicyStore: Send + Sync {
         candidate: &str,
         limit: u32,
     ) -> Result<(ShadowCounts, Vec<ShadowResult>), StoreError>;
+    /// A feed that changes when any replica appends a version (PostgreSQL's
+    /// `LISTEN/NOTIFY`), so replicas need not wait for their next poll; `None` when the
+    /// backend has none (replicas poll [`PolicyStore::heads`]).
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }

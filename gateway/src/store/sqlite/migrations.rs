@@ -1,13 +1,19 @@
-//! SQLite schema migrations (jobs and policy tables alike), applied in order at open and tracked in
-//! `PRAGMA user_version` (migration *n* brings the schema to version *n*). Released
-//! migrations are never edited: a change is a new entry at the end.
+//! SQLite schema migrations (jobs, policy and coordination tables alike), applied in
+//! order at open and tracked in `PRAGMA user_version` (migration *n* brings the schema
+//! to version *n*). Released migrations are never edited: a change is a new entry at
+//! the end, here and in `postgres/migrations.rs` (see [`crate::store::migration`]).
 
 use rusqlite::Connection;
 
+use crate::store::migration::Migration;
+
 /// The migrations, oldest first.
-pub const MIGRATIONS: &[&str] = &[
-    // 1: jobs, state history, decisions; the queue is the jobs table ordered by seq.
-    r#"
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "jobs, state history, decisions",
+        // The queue is the jobs table ordered by seq.
+        sql: r#"
     CREATE TABLE jobs (
         seq            INTEGER PRIMARY KEY AUTOINCREMENT,
         id             TEXT    NOT NULL UNIQUE,
@@ -49,15 +55,23 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX decisions_job ON decisions (job_id, id);
     "#,
-    // 2: the placement a job was dispatched with (JSON), so GPU accounting and the
-    // RayJob can be rebuilt after a restart.
-    r#"
+    },
+    Migration {
+        version: 2,
+        name: "dispatch placement",
+        // The placement a job was dispatched with (JSON), so GPU accounting and the
+        // RayJob can be rebuilt after a restart.
+        sql: r#"
     ALTER TABLE jobs ADD COLUMN placement TEXT;
     "#,
-    // 3: policy management: the plugin registry, versioned policy chains per scope
-    // (`global`, `team:<name>`), shadow-mode results, and the team and policy request
-    // of each decision (so a candidate chain can be replayed against recent decisions).
-    r#"
+    },
+    Migration {
+        version: 3,
+        name: "policy management",
+        // The plugin registry, versioned policy chains per scope (`global`,
+        // `team:<name>`), shadow-mode results, and the team and policy request of each
+        // decision (so a candidate chain can be replayed against recent decisions).
+        sql: r#"
     ALTER TABLE decisions ADD COLUMN team TEXT;
     ALTER TABLE decisions ADD COLUMN request TEXT;
 
@@ -98,11 +112,53 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX shadow_results_candidate ON shadow_results (candidate, id);
     "#,
-    // 4: per-plugin limits chosen at upload (NULL: the operator's defaults).
-    r#"
+    },
+    Migration {
+        version: 4,
+        name: "per-plugin limits",
+        // Per-plugin limits chosen at upload (NULL: the operator's defaults). Issue 20's
+        // migration 4 (already on main), carried here so both backends have it.
+        sql: r#"
     ALTER TABLE plugins ADD COLUMN memory_mib INTEGER;
     ALTER TABLE plugins ADD COLUMN deadline_ms INTEGER;
     "#,
+    },
+    Migration {
+        version: 5,
+        name: "capsule ownership",
+        // The teams that uploaded each capsule's bytes (a capsule is referenced by
+        // digest only by its owners). Issue 13's migration 5 (branch wt-isolation),
+        // carried here so the numbering stays contiguous and identical everywhere.
+        sql: r#"
+    CREATE TABLE capsule_owners (
+        digest        TEXT    NOT NULL,
+        team          TEXT    NOT NULL,
+        granted_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (digest, team)
+    ) WITHOUT ROWID;
+    "#,
+    },
+    Migration {
+        version: 6,
+        name: "leader lease and installation identity",
+        // The leader lease (holder, epoch = fencing token, times in Unix ms) and
+        // key/value metadata (the installation identity).
+        sql: r#"
+    CREATE TABLE leases (
+        name           TEXT    PRIMARY KEY,
+        holder         TEXT    NOT NULL,
+        epoch          INTEGER NOT NULL,
+        acquired_at_ms INTEGER NOT NULL,
+        renewed_at_ms  INTEGER NOT NULL,
+        expires_at_ms  INTEGER NOT NULL
+    );
+
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.
@@ -112,10 +168,10 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<usize> {
     loop {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let current: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        let Some(sql) = MIGRATIONS.get(current) else {
+        let Some(m) = MIGRATIONS.get(current) else {
             return Ok(current.max(MIGRATIONS.len()));
         };
-        tx.execute_batch(sql)?;
+        tx.execute_batch(m.sql)?;
         tx.pragma_update(None, "user_version", current + 1)?;
         tx.commit()?;
     }

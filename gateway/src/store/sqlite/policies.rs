@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::SqliteDatabase;
+use crate::store::codec::{appended, json_text, next_version, to_i64, to_u64};
 use crate::store::{
     NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
     ShadowResult, StoreError, now_ms,
@@ -41,7 +42,7 @@ impl PolicyStore for SqliteDatabase {
                     rec.name,
                     rec.version,
                     rec.digest,
-                    i64::try_from(rec.size).unwrap_or(i64::MAX),
+                    to_i64(rec.size),
                     rec.description,
                     rec.world,
                     rec.uploaded_by,
@@ -119,10 +120,7 @@ impl PolicyStore for SqliteDatabase {
                 [owner],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
-            Ok((
-                u64::try_from(count).unwrap_or(0),
-                u64::try_from(bytes).unwrap_or(0),
-            ))
+            Ok((to_u64(count), to_u64(bytes)))
         })
         .await
     }
@@ -136,7 +134,7 @@ impl PolicyStore for SqliteDatabase {
             let mut out = BTreeMap::new();
             for row in rows {
                 let (scope, v) = row?;
-                out.insert(scope, u64::try_from(v).unwrap_or(0));
+                out.insert(scope, to_u64(v));
             }
             Ok(out)
         })
@@ -152,10 +150,10 @@ impl PolicyStore for SqliteDatabase {
         let scope = scope.to_string();
         self.with(move |conn| {
             let v = match version {
-                Some(v) => i64::try_from(v).unwrap_or(i64::MAX),
+                Some(v) => to_i64(v),
                 None => match current(conn, &scope)? {
                     0 => return Ok(None),
-                    v => i64::try_from(v).unwrap_or(i64::MAX),
+                    v => to_i64(v),
                 },
             };
             conn.query_row(
@@ -172,28 +170,19 @@ impl PolicyStore for SqliteDatabase {
     /// Append a version if the scope is still at `expected`; the new version is
     /// `expected + 1`. A mismatch is [`StoreError::VersionConflict`].
     async fn append(&self, v: NewVersion) -> Result<PolicyVersion, StoreError> {
-        let links =
-            serde_json::to_string(&v.plugins).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let links = json_text(&v.plugins)?;
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let now = current(&tx, &v.scope)?;
-            if now != v.expected {
-                return Err(StoreError::VersionConflict {
-                    scope: v.scope,
-                    expected: v.expected,
-                    current: now,
-                });
-            }
-            let next = now + 1;
+            let next = next_version(&v, current(&tx, &v.scope)?)?;
             let at_ms = now_ms();
             tx.execute(
                 "INSERT INTO policy_versions (scope, version, links, from_version, action, \
                  author, comment, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     v.scope,
-                    i64::try_from(next).unwrap_or(i64::MAX),
+                    to_i64(next),
                     links,
-                    i64::try_from(now).unwrap_or(i64::MAX),
+                    to_i64(next - 1),
                     v.action,
                     v.author,
                     v.comment,
@@ -201,16 +190,7 @@ impl PolicyStore for SqliteDatabase {
                 ],
             )?;
             tx.commit()?;
-            Ok(PolicyVersion {
-                scope: v.scope,
-                version: next,
-                plugins: v.plugins,
-                from_version: now,
-                action: v.action.to_string(),
-                author: v.author,
-                comment: v.comment,
-                at_ms,
-            })
+            Ok(appended(v, next, at_ms))
         })
         .await
     }
@@ -318,8 +298,8 @@ impl PolicyStore for SqliteDatabase {
             let differences = rows.collect::<Result<Vec<_>, _>>()?;
             Ok((
                 ShadowCounts {
-                    compared: u64::try_from(compared).unwrap_or(0),
-                    agreed: u64::try_from(agreed).unwrap_or(0),
+                    compared: to_u64(compared),
+                    agreed: to_u64(agreed),
                 },
                 differences,
             ))
@@ -340,7 +320,7 @@ fn plugin_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PluginRecord> {
         name: r.get(1)?,
         version: r.get(2)?,
         digest: r.get(3)?,
-        size: u64::try_from(r.get::<_, i64>(4)?).unwrap_or(0),
+        size: to_u64(r.get(4)?),
         description: r.get(5)?,
         world: r.get(6)?,
         uploaded_by: r.get(7)?,
@@ -366,9 +346,9 @@ fn version_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PolicyVers
     };
     Ok(Ok(PolicyVersion {
         scope: r.get(0)?,
-        version: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+        version: to_u64(r.get(1)?),
         plugins,
-        from_version: u64::try_from(r.get::<_, Option<i64>>(3)?.unwrap_or(0)).unwrap_or(0),
+        from_version: to_u64(r.get::<_, Option<i64>>(3)?.unwrap_or(0)),
         action: r.get(4)?,
         author: r.get(5)?,
         comment: r.get(6)?,
@@ -397,129 +377,5 @@ fn current(conn: &Connection, scope: &str) -> Result<u64, StoreError> {
         [scope],
         |r| r.get(0),
     )?;
-    Ok(u64::try_from(v.unwrap_or(0)).unwrap_or(0))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::LinkRef;
-
-    fn link(name: &str) -> LinkRef {
-        LinkRef {
-            owner: "global".into(),
-            name: name.into(),
-            version: "1".into(),
-            digest: "sha256:00".into(),
-            settings: serde_json::json!({}),
-        }
-    }
-
-    fn new_version(expected: u64, name: &str) -> NewVersion {
-        NewVersion {
-            scope: "global".into(),
-            expected,
-            plugins: vec![link(name)],
-            action: "put",
-            author: "ops".into(),
-            comment: String::new(),
-        }
-    }
-
-    #[tokio::test]
-    async fn append_is_compare_and_set_and_survives_reopen() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("forge.db");
-        let store = SqliteDatabase::open(&path).expect("open");
-        assert!(store.heads().await.expect("heads").is_empty());
-        let v1 = store.append(new_version(0, "a")).await.expect("v1");
-        assert_eq!((v1.version, v1.from_version), (1, 0));
-        let stale = store.append(new_version(0, "b")).await;
-        assert!(
-            matches!(
-                stale,
-                Err(StoreError::VersionConflict {
-                    expected: 0,
-                    current: 1,
-                    ..
-                })
-            ),
-            "{stale:?}"
-        );
-        store.append(new_version(1, "b")).await.expect("v2");
-        drop(store);
-
-        let store = SqliteDatabase::open(&path).expect("reopen");
-        assert_eq!(store.heads().await.expect("heads")["global"], 2);
-        let cur = store
-            .version("global", None)
-            .await
-            .expect("get")
-            .expect("v2");
-        assert_eq!(cur.plugins[0].name, "b");
-        assert_eq!(cur.from_version, 1);
-        let hist = store.history("global", 10).await.expect("history");
-        assert_eq!(
-            hist.iter().map(|v| v.version).collect::<Vec<_>>(),
-            vec![2, 1]
-        );
-    }
-
-    #[tokio::test]
-    async fn same_version_other_bytes_is_refused() {
-        let dir = tempfile::tempdir().expect("dir");
-        let store = SqliteDatabase::open(dir.path().join("forge.db")).expect("open");
-        let rec = PluginRecord {
-            owner: "ml".into(),
-            name: "p".into(),
-            version: "1.0.0".into(),
-            digest: "sha256:aa".into(),
-            size: 10,
-            description: String::new(),
-            world: "w".into(),
-            uploaded_by: "ml".into(),
-            uploaded_at_ms: 0,
-            memory_mib: None,
-            deadline_ms: None,
-        };
-        assert!(store.insert_plugin(rec.clone()).await.expect("first").1);
-        assert!(!store.insert_plugin(rec.clone()).await.expect("again").1);
-        let other = PluginRecord {
-            digest: "sha256:bb".into(),
-            ..rec
-        };
-        assert!(matches!(
-            store.insert_plugin(other).await,
-            Err(StoreError::PluginVersionExists { .. })
-        ));
-        assert_eq!(store.owner_usage("ml").await.expect("usage"), (1, 10));
-    }
-
-    #[tokio::test]
-    async fn per_plugin_limits_are_stored_with_the_record() {
-        let dir = tempfile::tempdir().expect("dir");
-        let store = SqliteDatabase::open(dir.path().join("forge.db")).expect("open");
-        let rec = PluginRecord {
-            owner: "ml".into(),
-            name: "py".into(),
-            version: "1".into(),
-            digest: "sha256:cc".into(),
-            size: 18 << 20,
-            description: String::new(),
-            world: "w".into(),
-            uploaded_by: "ml".into(),
-            uploaded_at_ms: 0,
-            memory_mib: Some(128),
-            deadline_ms: Some(250),
-        };
-        store.insert_plugin(rec.clone()).await.expect("insert");
-        let back = store
-            .plugin("ml", "py", "1")
-            .await
-            .expect("get")
-            .expect("found");
-        assert_eq!(back, rec);
-        let listed = store.plugins(None).await.expect("list");
-        assert_eq!(listed, vec![rec]);
-    }
+    Ok(to_u64(v.unwrap_or(0)))
 }

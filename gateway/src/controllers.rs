@@ -1,0 +1,124 @@
+//! The background work beside the HTTP server, and who runs what:
+//!
+//! - on **every replica**: the elector ([`crate::leader::elector`]), the policy sync
+//!   (other replicas' policy changes: notifications where the store has them, polling
+//!   always), and the foreign-RayJob scan ([`crate::jobs::orphans`]);
+//! - on **the leader only**, for exactly the length of its term: the dispatcher and the
+//!   lifecycle controller, on a [`Jobs`] bound to the term (fenced);
+//! - on **followers**: the queue board refreshed from the store
+//!   ([`crate::jobs::follower`]), so queue standings and usage are right everywhere.
+//!
+//! A supervisor follows the role: when a term starts it starts the leader's loops with
+//! that term; when the term ends (lost, deadline passed) it aborts them at once — and
+//! whatever of them is still in flight is refused by the fence.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::jobs::{self, Jobs};
+use crate::leader::{Leadership, Role, elector};
+use crate::state::AppState;
+
+/// Tasks aborted when dropped.
+#[derive(Default)]
+struct Running(Vec<tokio::task::JoinHandle<()>>);
+
+impl Running {
+    /// Aborts what runs and runs `next` instead.
+    fn replace(&mut self, next: Vec<tokio::task::JoinHandle<()>>) {
+        for t in self.0.drain(..) {
+            t.abort();
+        }
+        self.0 = next;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.replace(Vec::new());
+    }
+}
+
+/// The background controllers; aborted when dropped.
+pub struct Controllers {
+    tasks: Running,
+    leadership: Arc<Leadership>,
+}
+
+impl Controllers {
+    /// Stops everything, waits for the tasks to end, then releases the leader lease
+    /// (if held) so another replica takes over without waiting for it to expire.
+    pub async fn shutdown(mut self) {
+        let tasks = std::mem::take(&mut self.tasks.0);
+        for t in &tasks {
+            t.abort();
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        self.leadership.release().await;
+    }
+}
+
+/// Starts the elector, the supervisor of the leader's and followers' loops, the policy
+/// sync, the foreign-RayJob scan and the sweeper of this replica's abandoned uploads
+/// (upload sessions live on the replica that holds them).
+pub fn spawn_controllers(state: &AppState) -> Controllers {
+    let sync = Duration::from_millis(state.config.gateway.policy_sync_ms);
+    Controllers {
+        tasks: Running(vec![
+            elector::spawn(state.leadership.clone()),
+            supervise(state.jobs.clone(), state.leadership.clone()),
+            state.policies.spawn_sync(sync),
+            jobs::orphans::spawn(state.jobs.clone()),
+            state.uploads.spawn_sweeper(),
+        ]),
+        leadership: state.leadership.clone(),
+    }
+}
+
+/// Runs the leader's loops during each term, the follower's otherwise.
+fn supervise(jobs: Jobs, leadership: Arc<Leadership>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut roles = leadership.subscribe();
+        let mut running = Running::default();
+        let mut now: Option<Role> = None;
+        loop {
+            let role = roles.borrow_and_update().clone();
+            let started = match (&role, &now) {
+                (Role::Leader { epoch }, Some(Role::Leader { epoch: was })) if epoch == was => {
+                    false
+                }
+                (Role::Follower { .. }, Some(Role::Follower { .. })) => false,
+                _ => true,
+            };
+            if started {
+                match (&role, leadership.term()) {
+                    (Role::Leader { epoch }, Some(term)) if term.epoch() == *epoch => {
+                        tracing::info!(
+                            epoch,
+                            "leading: dispatcher and lifecycle controller started"
+                        );
+                        let fenced = jobs.for_term(term);
+                        running.replace(vec![
+                            jobs::dispatch::spawn(fenced.clone()),
+                            jobs::lifecycle::spawn(fenced),
+                        ]);
+                    }
+                    _ => {
+                        if matches!(now, Some(Role::Leader { .. })) {
+                            tracing::warn!(
+                                "leadership ended: dispatcher and lifecycle controller stopped"
+                            );
+                        }
+                        running.replace(vec![jobs::follower::spawn(jobs.clone())]);
+                    }
+                }
+                now = Some(role);
+            }
+            if roles.changed().await.is_err() {
+                break;
+            }
+        }
+    })
+}

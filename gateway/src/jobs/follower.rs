@@ -1,0 +1,67 @@
+//! The queue board of a follower. The leader's dispatcher publishes the board (queue
+//! standings, the usage ledger admission reads) after every pass; a follower runs no
+//! dispatcher, so this loop keeps its board current from the shared store instead: the
+//! ledger exactly as the dispatcher counts it (active jobs as running, queued ones as
+//! queued), and each queued job's position in its series with its stored reason.
+//! It runs every [`REFRESH`] and whenever the local queue is woken (a submission here).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::dispatch::ledger_of;
+use super::error::JobError;
+use super::queue::QueueEntry;
+use super::service::Jobs;
+
+/// How often a follower refreshes its board.
+pub const REFRESH: Duration = Duration::from_secs(1);
+
+impl Jobs {
+    /// Rebuilds the board from the store.
+    async fn refresh_board(&self) -> Result<(), JobError> {
+        let queued = self.store.queued(None).await?;
+        let active = self.store.active().await?;
+        let ledger = ledger_of(&active, &queued);
+        let mut positions: BTreeMap<String, u32> = BTreeMap::new();
+        let mut entries = BTreeMap::new();
+        for job in &queued {
+            let series = job
+                .queue_series
+                .clone()
+                .unwrap_or_else(|| "unplaced".to_string());
+            let p = positions.entry(series.clone()).or_default();
+            *p += 1;
+            let reason = job.reason.clone().unwrap_or_default();
+            let code = reason
+                .split_once(": ")
+                .map_or("queued", |(code, _)| code)
+                .to_string();
+            entries.insert(
+                job.id.clone(),
+                QueueEntry {
+                    series,
+                    position: *p,
+                    code,
+                    reason,
+                },
+            );
+        }
+        self.queue.publish(entries, ledger);
+        Ok(())
+    }
+}
+
+/// Refreshes the board until the task is aborted.
+pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = jobs.refresh_board().await {
+                tracing::warn!("refreshing the queue board from the store: {e}");
+            }
+            tokio::select! {
+                () = jobs.queue.woken() => {}
+                () = tokio::time::sleep(REFRESH) => {}
+            }
+        }
+    })
+}

@@ -1,0 +1,334 @@
+//! Conformance of [`JobStore`]: durability across a reopen, compare-and-set
+//! transitions (in one process and between two handles), keyset pages, the FIFO queue.
+
+use std::collections::BTreeMap;
+
+use forge_policy_host::model::{Placement, PoolPlacement};
+use serde_json::json;
+
+use super::Harness;
+use crate::domain::{Digest, JobState};
+use crate::jobspec::{Deadlines, JobSpec, PoolSpec};
+use crate::store::{JobStore, ListQuery, NewDecision, NewJob, StoreError, Transition, new_job_id};
+
+pub fn spec(name: &str) -> JobSpec {
+    JobSpec {
+        name: name.into(),
+        framework: "nemo-rl".into(),
+        entrypoint: "python train.py".into(),
+        pools: vec![PoolSpec {
+            name: "main".into(),
+            nodes: 1,
+            gpus_per_node: 8,
+            series: Some("h200".into()),
+        }],
+        env: BTreeMap::new(),
+        shared_storage: false,
+        corpus: false,
+        deadlines: Deadlines::default(),
+        priority: 0,
+        labels: BTreeMap::new(),
+    }
+}
+
+pub fn new_job(team: &str, name: &str, series: &str) -> NewJob {
+    NewJob {
+        id: new_job_id(),
+        team: team.into(),
+        spec: spec(name),
+        state: JobState::Queued,
+        reason: Some("quota.exceeded".into()),
+        capsule_sha256: Some(Digest::parse(&"ab".repeat(32)).expect("digest")),
+        queue_series: Some(series.into()),
+    }
+}
+
+fn placement() -> Placement {
+    Placement {
+        pools: vec![PoolPlacement {
+            pool: "train".into(),
+            series: Some("h200".into()),
+            node_selector: [("gpu".to_string(), "h200".to_string())].into(),
+            ..Default::default()
+        }],
+    }
+}
+
+pub fn t(id: &str, from: JobState, to: JobState) -> Transition {
+    Transition::new(id, from, to, None)
+}
+
+fn decision(id: &str) -> NewDecision {
+    NewDecision {
+        job_id: id.to_string(),
+        team: "team-a".into(),
+        kind: "admit".into(),
+        code: None,
+        message: None,
+        field: None,
+        plugins: json!([{"name": "team-quota", "digest": "sha256:00"}]),
+        chain_version: "global@1".into(),
+        request: Some(json!({"job": {"id": id}})),
+    }
+}
+
+pub async fn restart_keeps_everything(h: &dyn Harness) {
+    let id;
+    {
+        let db = h.open().await;
+        let store = db.jobs.as_ref();
+        let job = store
+            .insert(new_job("team-a", "one", "h200"), Some(decision("x")))
+            .await
+            .expect("insert");
+        assert_eq!(job.state, JobState::Queued);
+        assert_eq!(job.reason.as_deref(), Some("quota.exceeded"));
+        id = job.id.clone();
+        let mut tr = t(&id, JobState::Queued, JobState::Dispatched);
+        tr.rayjob_name = Some(format!("forge-{id}"));
+        tr.reason = Some("admitted".into());
+        tr.placement = Some(placement());
+        tr.decision = Some(decision(&id));
+        let moved = store.transition(tr).await.expect("dispatch");
+        assert_eq!(moved.placement, Some(placement()));
+        store
+            .record_decision(decision(&id))
+            .await
+            .expect("decision");
+    }
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let job = store.get(&id).await.expect("get").expect("present");
+    assert_eq!(job.state, JobState::Dispatched);
+    assert_eq!(
+        job.rayjob_name.as_deref(),
+        Some(format!("forge-{id}").as_str())
+    );
+    assert_eq!(job.spec, spec("one"));
+    assert_eq!(job.team, "team-a");
+    assert_eq!(job.name, "one");
+    assert_eq!(job.placement, Some(placement()));
+    assert_eq!(
+        job.capsule_sha256.as_ref().map(Digest::as_str),
+        Some("ab".repeat(32).as_str())
+    );
+    assert!(job.updated_at_ms >= job.created_at_ms);
+    let history = store.history(&id).await.expect("history");
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0].from, None);
+    assert_eq!(history[0].to, JobState::Queued);
+    assert_eq!(history[1].from, Some(JobState::Queued));
+    assert_eq!(history[1].to, JobState::Dispatched);
+    assert_eq!(history[1].reason.as_deref(), Some("admitted"));
+    let decisions = store.decisions(&id).await.expect("decisions");
+    assert_eq!(
+        decisions.len(),
+        2,
+        "the dispatch decision and the recorded one"
+    );
+    assert_eq!(decisions[0].decision.plugins[0]["name"], "team-quota");
+    assert_eq!(decisions[0].decision.chain_version, "global@1");
+    assert_eq!(decisions[0].decision.team, "team-a");
+    assert!(
+        decisions[0].decision.request.is_none(),
+        "requests are not read back"
+    );
+    assert_eq!(store.active().await.expect("active").len(), 1);
+    assert!(store.decisions("nope").await.expect("none").is_empty());
+    assert!(store.history("nope").await.expect("none").is_empty());
+}
+
+pub async fn compare_and_set_conflicts(h: &dyn Harness) {
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let job = store
+        .insert(new_job("a", "x", "h200"), None)
+        .await
+        .expect("insert");
+
+    // Two racers both believe the job is queued; exactly one wins.
+    let (r1, r2) = tokio::join!(
+        store.transition(t(&job.id, JobState::Queued, JobState::Dispatched)),
+        store.transition(t(&job.id, JobState::Queued, JobState::Cancelled)),
+    );
+    let (ok, err) = match (r1, r2) {
+        (Ok(j), Err(e)) | (Err(e), Ok(j)) => (j, e),
+        other => panic!("expected one winner: {other:?}"),
+    };
+    match err {
+        StoreError::Conflict {
+            expected, actual, ..
+        } => {
+            assert_eq!(expected, JobState::Queued);
+            assert_eq!(actual, ok.state);
+        }
+        e => panic!("expected a conflict, got {e}"),
+    }
+    assert_eq!(store.history(&job.id).await.expect("history").len(), 2);
+
+    let illegal = store
+        .transition(t(&job.id, JobState::Succeeded, JobState::Running))
+        .await;
+    assert!(matches!(illegal, Err(StoreError::IllegalTransition { .. })));
+    let missing = store
+        .transition(t("nope", JobState::Queued, JobState::Dispatched))
+        .await;
+    assert!(matches!(missing, Err(StoreError::NotFound(id)) if id == "nope"));
+    assert!(store.get("nope").await.expect("get").is_none());
+
+    let mut dup = new_job("a", "y", "h200");
+    dup.id = job.id.clone();
+    assert!(matches!(
+        store.insert(dup, None).await,
+        Err(StoreError::Duplicate(_))
+    ));
+    assert_eq!(
+        store.history(&job.id).await.expect("history").len(),
+        2,
+        "a refused insert wrote nothing"
+    );
+}
+
+/// Two handles (two replicas) race many jobs: each job moves exactly once.
+pub async fn replicas_race_one_transition(h: &dyn Harness) {
+    let (a, b) = (h.open().await, h.open().await);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let job = a
+            .jobs
+            .insert(new_job("a", &format!("r{i}"), "h200"), None)
+            .await
+            .expect("insert");
+        ids.push(job.id);
+    }
+    let race = |store: std::sync::Arc<dyn JobStore>, ids: Vec<String>| async move {
+        let mut won = 0;
+        for id in ids {
+            match store
+                .transition(t(&id, JobState::Queued, JobState::Dispatched))
+                .await
+            {
+                Ok(_) => won += 1,
+                Err(StoreError::Conflict { .. }) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        won
+    };
+    let (wa, wb) = tokio::join!(
+        tokio::spawn(race(a.jobs.clone(), ids.clone())),
+        tokio::spawn(race(b.jobs.clone(), ids.clone())),
+    );
+    assert_eq!(wa.expect("a") + wb.expect("b"), ids.len());
+    for id in &ids {
+        assert_eq!(b.jobs.history(id).await.expect("history").len(), 2);
+    }
+}
+
+pub async fn keyset_pagination_by_team_and_state(h: &dyn Harness) {
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let mut a_ids = Vec::new();
+    for i in 0..7 {
+        let a = store
+            .insert(new_job("a", &format!("a{i}"), "h200"), None)
+            .await
+            .expect("a");
+        a_ids.push(a.id);
+        store
+            .insert(new_job("b", &format!("b{i}"), "h200"), None)
+            .await
+            .expect("b");
+    }
+    store
+        .transition(t(&a_ids[0], JobState::Queued, JobState::Cancelled))
+        .await
+        .expect("cancel");
+
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list(ListQuery {
+                team: Some("a".into()),
+                state: None,
+                limit: 3,
+                after,
+            })
+            .await
+            .expect("page");
+        assert!(page.jobs.len() <= 3);
+        assert!(page.jobs.iter().all(|j| j.team == "a"));
+        seen.extend(page.jobs.iter().map(|j| j.id.clone()));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let mut expected = a_ids.clone();
+    expected.reverse();
+    assert_eq!(seen, expected, "newest first, no gaps or repeats");
+
+    let all = store
+        .list(ListQuery {
+            limit: 100,
+            ..ListQuery::default()
+        })
+        .await
+        .expect("all");
+    assert_eq!(all.jobs.len(), 14);
+    assert!(all.next.is_none());
+    let default_page = store.list(ListQuery::default()).await.expect("default");
+    assert_eq!(default_page.jobs.len(), 14, "limit 0 means 50");
+    let cancelled = store
+        .list(ListQuery {
+            state: Some(JobState::Cancelled),
+            ..ListQuery::default()
+        })
+        .await
+        .expect("cancelled");
+    assert_eq!(cancelled.jobs.len(), 1);
+    assert_eq!(cancelled.jobs[0].id, a_ids[0]);
+    for bad in ["zzz", "-3", "0"] {
+        let page = store
+            .list(ListQuery {
+                after: Some(bad.into()),
+                ..ListQuery::default()
+            })
+            .await;
+        assert!(matches!(page, Err(StoreError::BadCursor)), "{bad}");
+    }
+}
+
+pub async fn queue_is_fifo_per_series(h: &dyn Harness) {
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let h1 = store
+        .insert(new_job("a", "h1", "h200"), None)
+        .await
+        .expect("insert");
+    let b1 = store
+        .insert(new_job("b", "b1", "b200"), None)
+        .await
+        .expect("insert");
+    let h2 = store
+        .insert(new_job("b", "h2", "h200"), None)
+        .await
+        .expect("insert");
+    let h3 = store
+        .insert(new_job("a", "h3", "h200"), None)
+        .await
+        .expect("insert");
+    store
+        .transition(t(&h2.id, JobState::Queued, JobState::Dispatched))
+        .await
+        .expect("dispatch");
+    let ids =
+        |jobs: Vec<crate::store::JobRecord>| jobs.into_iter().map(|j| j.id).collect::<Vec<_>>();
+    let h200 = ids(store.queued(Some("h200".into())).await.expect("queued"));
+    assert_eq!(h200, vec![h1.id.clone(), h3.id.clone()]);
+    let all = ids(store.queued(None).await.expect("queued"));
+    assert_eq!(all, vec![h1.id, b1.id, h3.id]);
+    let active = ids(store.active().await.expect("active"));
+    assert_eq!(active, vec![h2.id]);
+}

@@ -1,0 +1,314 @@
+//! [`JobStore`] on PostgreSQL: jobs, their history and decisions; the queue is the jobs
+//! table in `seq` order. Transitions are compare-and-set `UPDATE … WHERE state = $n`;
+//! a fenced one first reads its lease's epoch `FOR SHARE` in the same transaction.
+
+use async_trait::async_trait;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::{PgDatabase, QUEUE_CHANNEL};
+use crate::domain::{Digest, JobState};
+use crate::store::codec::{
+    fence_holds, from_json, json_text, page_bounds, page_of, parse_digest, parse_placement,
+    parse_state, to_u64, transition_columns,
+};
+use crate::store::{
+    DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
+    StoreError, Transition, now_ms,
+};
+
+const JOB_COLUMNS: &str = "seq, id, team, name, spec, state, reason, capsule_sha256, \
+                           rayjob_name, queue_series, created_at_ms, updated_at_ms, placement";
+
+fn job_from_row(row: &Row) -> Result<JobRecord, StoreError> {
+    Ok(JobRecord {
+        seq: row.try_get(0)?,
+        id: row.try_get(1)?,
+        team: row.try_get(2)?,
+        name: row.try_get(3)?,
+        spec: from_json(row.try_get(4)?, "spec")?,
+        state: parse_state(row.try_get(5)?)?,
+        reason: row.try_get(6)?,
+        capsule_sha256: parse_digest(row.try_get(7)?)?,
+        rayjob_name: row.try_get(8)?,
+        queue_series: row.try_get(9)?,
+        placement: parse_placement(row.try_get(12)?)?,
+        created_at_ms: row.try_get(10)?,
+        updated_at_ms: row.try_get(11)?,
+    })
+}
+
+fn jobs_from_rows(rows: &[Row]) -> Result<Vec<JobRecord>, StoreError> {
+    rows.iter().map(job_from_row).collect()
+}
+
+async fn get_job(
+    client: &impl deadpool_postgres::GenericClient,
+    id: &str,
+) -> Result<Option<JobRecord>, StoreError> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
+    client
+        .query_opt(&sql, &[&id])
+        .await?
+        .as_ref()
+        .map(job_from_row)
+        .transpose()
+}
+
+async fn insert_decision(
+    client: &impl deadpool_postgres::GenericClient,
+    d: &NewDecision,
+    plugins: &str,
+    at_ms: i64,
+) -> Result<(), StoreError> {
+    let request = d.request.as_ref().map(serde_json::Value::to_string);
+    client
+        .execute(
+            "INSERT INTO decisions (job_id, kind, code, message, field, plugins, \
+             chain_version, at_ms, team, request) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            &[
+                &d.job_id,
+                &d.kind,
+                &d.code,
+                &d.message,
+                &d.field,
+                &plugins,
+                &d.chain_version,
+                &at_ms,
+                &d.team,
+                &request,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Refuses the transaction unless `fence`'s lease is still at its epoch. The row is
+/// read `FOR SHARE`: an acquisition updating it waits until this transaction ends.
+pub(super) async fn check_fence(
+    tx: &deadpool_postgres::Transaction<'_>,
+    fence: &Fence,
+) -> Result<(), StoreError> {
+    let current = tx
+        .query_opt(
+            "SELECT epoch FROM leases WHERE name = $1 FOR SHARE",
+            &[&fence.lease],
+        )
+        .await?
+        .map_or(0, |r| to_u64(r.get(0)));
+    fence_holds(fence, current)
+}
+
+#[async_trait]
+impl JobStore for PgDatabase {
+    async fn insert(
+        &self,
+        job: NewJob,
+        decision: Option<NewDecision>,
+    ) -> Result<JobRecord, StoreError> {
+        let spec_json = json_text(&job.spec)?;
+        let decision = decision
+            .map(|d| json_text(&d.plugins).map(|plugins| (d, plugins)))
+            .transpose()?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let now = now_ms();
+        let sql = format!(
+            "INSERT INTO jobs (id, team, name, spec, state, reason, capsule_sha256, \
+             queue_series, created_at_ms, updated_at_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) ON CONFLICT (id) DO NOTHING \
+             RETURNING {JOB_COLUMNS}"
+        );
+        let row = tx
+            .query_opt(
+                &sql,
+                &[
+                    &job.id,
+                    &job.team,
+                    &job.spec.name,
+                    &spec_json,
+                    &job.state.as_str(),
+                    &job.reason,
+                    &job.capsule_sha256.as_ref().map(Digest::as_str),
+                    &job.queue_series,
+                    &now,
+                ],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Err(StoreError::Duplicate(job.id));
+        };
+        let record = job_from_row(&row)?;
+        tx.execute(
+            "INSERT INTO job_history (job_id, from_state, to_state, reason, at_ms) \
+             VALUES ($1, NULL, $2, $3, $4)",
+            &[&job.id, &job.state.as_str(), &job.reason, &now],
+        )
+        .await?;
+        if let Some((d, plugins)) = decision {
+            insert_decision(&tx, &d, &plugins, now).await?;
+        }
+        if record.state == JobState::Queued {
+            tx.execute("SELECT pg_notify($1, '')", &[&QUEUE_CHANNEL])
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        get_job(&self.client().await?, id).await
+    }
+
+    async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
+        let (placement, decision_plugins) = transition_columns(&t)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if let Some(fence) = &t.fence {
+            check_fence(&tx, fence).await?;
+        }
+        let now = now_ms();
+        let sql = format!(
+            "UPDATE jobs SET state = $1, reason = $2, updated_at_ms = $3, \
+             rayjob_name = COALESCE($4, rayjob_name), placement = COALESCE($7, placement) \
+             WHERE id = $5 AND state = $6 RETURNING {JOB_COLUMNS}"
+        );
+        let row = tx
+            .query_opt(
+                &sql,
+                &[
+                    &t.to.as_str(),
+                    &t.reason,
+                    &now,
+                    &t.rayjob_name,
+                    &t.id,
+                    &t.from.as_str(),
+                    &placement,
+                ],
+            )
+            .await?;
+        let Some(row) = row else {
+            return match get_job(&tx, &t.id).await? {
+                None => Err(StoreError::NotFound(t.id)),
+                Some(job) => Err(StoreError::Conflict {
+                    id: t.id,
+                    expected: t.from,
+                    actual: job.state,
+                }),
+            };
+        };
+        let record = job_from_row(&row)?;
+        if t.to == JobState::Queued {
+            tx.execute("SELECT pg_notify($1, '')", &[&QUEUE_CHANNEL])
+                .await?;
+        }
+        tx.execute(
+            "INSERT INTO job_history (job_id, from_state, to_state, reason, at_ms) \
+             VALUES ($1, $2, $3, $4, $5)",
+            &[&t.id, &t.from.as_str(), &t.to.as_str(), &t.reason, &now],
+        )
+        .await?;
+        if let (Some(d), Some(plugins)) = (&t.decision, &decision_plugins) {
+            insert_decision(&tx, d, plugins, now).await?;
+        }
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn list(&self, q: ListQuery) -> Result<Page, StoreError> {
+        let (limit, after) = page_bounds(&q)?;
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE seq < $1 \
+             AND ($2::TEXT IS NULL OR team = $2) AND ($3::TEXT IS NULL OR state = $3) \
+             ORDER BY seq DESC LIMIT $4"
+        );
+        let state = q.state.map(JobState::as_str);
+        let fetch = i64::from(limit) + 1;
+        let args: [&(dyn ToSql + Sync); 4] = [&after, &q.team, &state, &fetch];
+        let rows = self.client().await?.query(&sql, &args).await?;
+        Ok(page_of(jobs_from_rows(&rows)?, limit))
+    }
+
+    async fn queued(&self, series: Option<String>) -> Result<Vec<JobRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE state = 'queued' \
+             AND ($1::TEXT IS NULL OR queue_series = $1) ORDER BY seq ASC"
+        );
+        let rows = self.client().await?.query(&sql, &[&series]).await?;
+        jobs_from_rows(&rows)
+    }
+
+    async fn active(&self) -> Result<Vec<JobRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs \
+             WHERE state IN ('dispatched', 'initializing', 'running') ORDER BY seq ASC"
+        );
+        let rows = self.client().await?.query(&sql, &[]).await?;
+        jobs_from_rows(&rows)
+    }
+
+    async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {
+        let plugins = json_text(&d.plugins)?;
+        insert_decision(&self.client().await?, &d, &plugins, now_ms()).await
+    }
+
+    async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT job_id, kind, code, message, field, plugins, chain_version, at_ms, \
+                 team FROM decisions WHERE job_id = $1 ORDER BY id ASC",
+                &[&job_id],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(DecisionRecord {
+                    decision: NewDecision {
+                        job_id: r.try_get(0)?,
+                        team: r.try_get::<_, Option<String>>(8)?.unwrap_or_default(),
+                        kind: r.try_get(1)?,
+                        code: r.try_get(2)?,
+                        message: r.try_get(3)?,
+                        field: r.try_get(4)?,
+                        plugins: from_json(r.try_get(5)?, "plugins")?,
+                        chain_version: r.try_get(6)?,
+                        request: None,
+                    },
+                    at_ms: r.try_get(7)?,
+                })
+            })
+            .collect()
+    }
+
+    fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.feeds.queue.clone())
+    }
+
+    async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT from_state, to_state, reason, at_ms FROM job_history \
+                 WHERE job_id = $1 ORDER BY id ASC",
+                &[&job_id],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(HistoryEntry {
+                    from: r
+                        .try_get::<_, Option<&str>>(0)?
+                        .map(parse_state)
+                        .transpose()?,
+                    to: parse_state(r.try_get(1)?)?,
+                    reason: r.try_get(2)?,
+                    at_ms: r.try_get(3)?,
+                })
+            })
+            .collect()
+    }
+}

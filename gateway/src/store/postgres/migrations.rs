@@ -1,0 +1,208 @@
+//! PostgreSQL schema migrations: the same numbered steps as SQLite's (see
+//! [`crate::store::migration`]) in PostgreSQL's dialect — `BIGSERIAL` keys, `BIGINT`
+//! times in Unix ms, JSON kept as `TEXT` exactly as written (the two backends return
+//! byte-identical documents).
+//!
+//! Applied at open, all pending steps in **one transaction** holding a transaction-level
+//! advisory lock, and recorded in `schema_migrations`: replicas starting at once queue
+//! on the lock, and each step runs exactly once. A database newer than this binary (a
+//! recorded version it does not know) is refused rather than written to.
+
+use crate::store::StoreError;
+use crate::store::migration::{Migration, contiguous};
+
+/// The advisory lock key of migrations (any constant; the same for every replica).
+const MIGRATION_LOCK: i64 = 0x0046_6f72_6765_4d31; // "ForgeM1"
+
+/// The migrations, oldest first.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "jobs, state history, decisions",
+        sql: r#"
+    CREATE TABLE jobs (
+        seq            BIGSERIAL PRIMARY KEY,
+        id             TEXT      NOT NULL UNIQUE,
+        team           TEXT      NOT NULL,
+        name           TEXT      NOT NULL,
+        spec           TEXT      NOT NULL,
+        state          TEXT      NOT NULL,
+        reason         TEXT,
+        capsule_sha256 TEXT,
+        rayjob_name    TEXT,
+        queue_series   TEXT,
+        created_at_ms  BIGINT    NOT NULL,
+        updated_at_ms  BIGINT    NOT NULL
+    );
+    CREATE INDEX jobs_team_seq  ON jobs (team, seq);
+    CREATE INDEX jobs_state_seq ON jobs (state, seq);
+    CREATE INDEX jobs_queue     ON jobs (state, queue_series, seq);
+
+    CREATE TABLE job_history (
+        id         BIGSERIAL PRIMARY KEY,
+        job_id     TEXT      NOT NULL REFERENCES jobs (id),
+        from_state TEXT,
+        to_state   TEXT      NOT NULL,
+        reason     TEXT,
+        at_ms      BIGINT    NOT NULL
+    );
+    CREATE INDEX job_history_job ON job_history (job_id, id);
+
+    CREATE TABLE decisions (
+        id            BIGSERIAL PRIMARY KEY,
+        job_id        TEXT      NOT NULL,
+        kind          TEXT      NOT NULL,
+        code          TEXT,
+        message       TEXT,
+        field         TEXT,
+        plugins       TEXT      NOT NULL,
+        chain_version TEXT      NOT NULL,
+        at_ms         BIGINT    NOT NULL
+    );
+    CREATE INDEX decisions_job ON decisions (job_id, id);
+    "#,
+    },
+    Migration {
+        version: 2,
+        name: "dispatch placement",
+        sql: "ALTER TABLE jobs ADD COLUMN placement TEXT;",
+    },
+    Migration {
+        version: 3,
+        name: "policy management",
+        sql: r#"
+    ALTER TABLE decisions ADD COLUMN team TEXT;
+    ALTER TABLE decisions ADD COLUMN request TEXT;
+
+    CREATE TABLE plugins (
+        owner          TEXT   NOT NULL,
+        name           TEXT   NOT NULL,
+        version        TEXT   NOT NULL,
+        digest         TEXT   NOT NULL,
+        size           BIGINT NOT NULL,
+        description    TEXT   NOT NULL,
+        world          TEXT   NOT NULL,
+        uploaded_by    TEXT   NOT NULL,
+        uploaded_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (owner, name, version)
+    );
+
+    CREATE TABLE policy_versions (
+        scope        TEXT   NOT NULL,
+        version      BIGINT NOT NULL,
+        links        TEXT   NOT NULL,
+        from_version BIGINT,
+        action       TEXT   NOT NULL,
+        author       TEXT   NOT NULL,
+        comment      TEXT   NOT NULL,
+        at_ms        BIGINT NOT NULL,
+        PRIMARY KEY (scope, version)
+    );
+
+    CREATE TABLE shadow_results (
+        id        BIGSERIAL PRIMARY KEY,
+        candidate TEXT      NOT NULL,
+        job_id    TEXT      NOT NULL,
+        team      TEXT      NOT NULL,
+        live      TEXT      NOT NULL,
+        shadow    TEXT      NOT NULL,
+        agree     BOOLEAN   NOT NULL,
+        at_ms     BIGINT    NOT NULL
+    );
+    CREATE INDEX shadow_results_candidate ON shadow_results (candidate, id);
+    "#,
+    },
+    Migration {
+        version: 4,
+        name: "per-plugin limits",
+        // Per-plugin limits chosen at upload (NULL: the operator's defaults). Issue 20's
+        // migration 4 (already on main), carried here so both backends have it.
+        sql: r#"
+    ALTER TABLE plugins ADD COLUMN memory_mib BIGINT;
+    ALTER TABLE plugins ADD COLUMN deadline_ms BIGINT;
+    "#,
+    },
+    Migration {
+        version: 5,
+        name: "capsule ownership",
+        // The teams that uploaded each capsule's bytes (a capsule is referenced by
+        // digest only by its owners). Issue 13's migration 5 (branch wt-isolation),
+        // carried here so the numbering stays contiguous and identical everywhere.
+        sql: r#"
+    CREATE TABLE capsule_owners (
+        digest        TEXT    NOT NULL,
+        team          TEXT    NOT NULL,
+        granted_at_ms BIGINT  NOT NULL,
+        PRIMARY KEY (digest, team)
+    );
+    "#,
+    },
+    Migration {
+        version: 6,
+        name: "leader lease and installation identity",
+        sql: r#"
+    CREATE TABLE leases (
+        name           TEXT   PRIMARY KEY,
+        holder         TEXT   NOT NULL,
+        epoch          BIGINT NOT NULL,
+        acquired_at_ms BIGINT NOT NULL,
+        renewed_at_ms  BIGINT NOT NULL,
+        expires_at_ms  BIGINT NOT NULL
+    );
+
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    "#,
+    },
+];
+
+/// Brings the database to the newest schema; returns the version reached.
+pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<u32, StoreError> {
+    if !contiguous(MIGRATIONS) {
+        return Err(StoreError::Corrupt(
+            "migrations are not numbered 1..n".into(),
+        ));
+    }
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version       INTEGER PRIMARY KEY,
+            name          TEXT    NOT NULL,
+            applied_at_ms BIGINT  NOT NULL
+        )",
+    )
+    .await?;
+    let current: i32 = tx
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            &[],
+        )
+        .await?
+        .get(0);
+    let current = u32::try_from(current).unwrap_or(0);
+    let known = MIGRATIONS.last().map_or(0, |m| m.version);
+    if current > known {
+        return Err(StoreError::Corrupt(format!(
+            "the database is at schema version {current}, newer than this gateway knows \
+             ({known}): upgrade the gateway"
+        )));
+    }
+    for m in MIGRATIONS.iter().filter(|m| m.version > current) {
+        tx.batch_execute(m.sql).await?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, $2, $3)",
+            &[
+                &i32::try_from(m.version).unwrap_or(i32::MAX),
+                &m.name,
+                &crate::store::now_ms(),
+            ],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(known)
+}

@@ -1,0 +1,116 @@
+//! The PostgreSQL backend (`FORGE_DATABASE_URL=postgres://…`), for replicas sharing
+//! one database: `tokio-postgres` with a `deadpool-postgres` pool, migrated at open
+//! (once, under an advisory lock, however many replicas start at once).
+//!
+//! Same semantics as SQLite, by the same means where they exist: transitions are
+//! compare-and-set `UPDATE … WHERE state = $n`; policy appends hold a per-scope
+//! advisory lock, so two replicas cannot both move a scope; fenced writes read their
+//! lease's epoch `FOR SHARE` in their own transaction, so an acquisition (which updates
+//! that row) waits for them and every write after it sees the new epoch. Commits are
+//! synchronous (the server's default), so an acknowledged submission is durable.
+//!
+//! Policy appends `NOTIFY forge_policy` and queued inserts `NOTIFY forge_queue` in
+//! their transaction; each gateway `LISTEN`s on a dedicated connection ([`listen`]):
+//! every replica re-reads the policy heads at once, and the leader's dispatcher wakes
+//! for a job another replica queued — with polling as the fallback for both.
+
+mod connect;
+mod coord;
+mod jobs;
+mod listen;
+pub mod migrations;
+mod policies;
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+
+use super::StoreError;
+
+/// Connections a gateway keeps to the database at most.
+const POOL_SIZE: usize = 16;
+/// Longest a query waits for a free connection (or a new one).
+const POOL_WAIT: Duration = Duration::from_secs(10);
+/// The channel policy appends notify.
+pub const POLICY_CHANNEL: &str = "forge_policy";
+/// The channel inserts of queued jobs notify (the leader's dispatcher wakes).
+pub const QUEUE_CHANNEL: &str = "forge_queue";
+
+/// The PostgreSQL database: both stores over one pool, and the policy-change feed.
+#[derive(Clone)]
+pub struct PgDatabase {
+    pool: Pool,
+    feeds: listen::Feeds,
+}
+
+impl std::fmt::Debug for PgDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgDatabase")
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        match e.as_db_error() {
+            Some(db) => StoreError::Backend(format!("{}: {}", db.code().code(), db.message())),
+            None => StoreError::Backend(e.to_string()),
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => e.into(),
+            other => StoreError::Backend(format!("connection pool: {other}")),
+        }
+    }
+}
+
+impl PgDatabase {
+    /// Connects to `url`, migrates the schema and starts listening for policy changes.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let (cfg, tls) = connect::config(url)?;
+        let manager = Manager::from_config(
+            cfg.clone(),
+            tls.clone(),
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(POOL_WAIT))
+            .recycle_timeout(Some(POOL_WAIT))
+            .build()
+            .map_err(|e| StoreError::Backend(format!("connection pool: {e}")))?;
+        let db = PgDatabase {
+            feeds: listen::spawn(cfg, tls),
+            pool,
+        };
+        let mut client = db.pool.get().await?;
+        migrations::migrate(&mut client).await?;
+        Ok(db)
+    }
+
+    /// A pooled connection.
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// The schema version of the database.
+    pub async fn schema_version(&self) -> Result<u32, StoreError> {
+        let v: i32 = self
+            .client()
+            .await?
+            .query_one("SELECT MAX(version) FROM schema_migrations", &[])
+            .await?
+            .get(0);
+        Ok(u32::try_from(v).unwrap_or(0))
+    }
+}
+
+/// The store's clock in Unix milliseconds, as SQL (every replica reads one clock).
+const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";

@@ -1,0 +1,738 @@
+//! Replicas (issue 12): several `forge-gateway serve` processes on one PostgreSQL
+//! database (the testkit's throwaway server) against the emulator as its own process
+//! (process mode: job code really runs, and marks each run in a file), capsules in S3
+//! so jobs keep running whatever happens to a gateway. Short leader timings
+//! (lease 3 s, renew deadline 2 s, retry 250 ms) keep each test well under a minute.
+//!
+//! - the leader is killed (SIGKILL) under a stream of submissions: another replica
+//!   leads within the lease; no acknowledged job is lost, none runs twice, no RayJob is
+//!   created twice; the `coordination.k8s.io/v1` Lease names the new leader; the
+//!   failover time and the submissions that needed a retry are printed;
+//! - every replica is restarted in turn (SIGTERM, as Kubernetes does) while jobs run:
+//!   nothing is lost;
+//! - the leader is frozen (SIGSTOP) past its lease, another leads and dispatches, the
+//!   old one is resumed (SIGCONT) with work waiting for it: it creates and deletes no
+//!   RayJob and makes no transition — fenced — and becomes a follower;
+//! - two installations (SQLite and PostgreSQL) share one cluster and never touch each
+//!   other's RayJobs; restarted with empty stores they delete nothing and report the
+//!   RayJobs they find as foreign;
+//! - a gateway connects with `FORGE_K8S_API_SERVER` and `FORGE_K8S_TOKEN` alone.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use forge_testkit::s3::S3Server;
+use forge_tests::jobs::{
+    JobClient, RayJobRecorder, history, marker_zip, one_gpu_spec, rayjob_names, rayjobs, runs_of,
+};
+use forge_tests::procs::{Emulator, Gateway, GatewayOptions, NAMESPACE, write_gateway_files};
+use forge_tests::wait::{eventually, not_yet};
+use serde_json::Value;
+
+/// Lease, renew deadline and retry (ms) of every replica here.
+const LEASE_MS: u64 = 3000;
+const RENEW_MS: u64 = 2000;
+const RETRY_MS: u64 = 250;
+
+/// An emulator, S3, one PostgreSQL database and the replicas sharing it.
+struct Replicas {
+    dir: tempfile::TempDir,
+    _s3: S3Server,
+    emulator: Emulator,
+    opts: Vec<GatewayOptions>,
+    gateways: Vec<Option<Gateway>>,
+    runs: std::path::PathBuf,
+}
+
+impl Replicas {
+    /// `n` replicas on a fresh database, all ready.
+    async fn start(n: usize, nodes: &str) -> Replicas {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_gateway_files(dir.path());
+        let emulator = Emulator::start(dir.path(), nodes).await;
+        let s3 = S3Server::start();
+        let db = forge_testkit::postgres::database();
+        let opts: Vec<GatewayOptions> = (0..n)
+            .map(|i| {
+                GatewayOptions::new(&format!("replica-{i}"), dir.path(), &emulator)
+                    .s3(&s3)
+                    .env("FORGE_DATABASE_URL", db.clone())
+                    .leader_timings(LEASE_MS, RENEW_MS, RETRY_MS)
+            })
+            .collect();
+        let mut gateways: Vec<Gateway> = opts.iter().map(Gateway::spawn).collect();
+        for g in &mut gateways {
+            g.wait_ready(Duration::from_secs(60)).await;
+        }
+        let runs = dir.path().join("runs");
+        std::fs::create_dir_all(&runs).expect("runs dir");
+        Replicas {
+            dir,
+            _s3: s3,
+            emulator,
+            opts,
+            gateways: gateways.into_iter().map(Some).collect(),
+            runs,
+        }
+    }
+
+    fn gateway(&self, i: usize) -> &Gateway {
+        self.gateways[i].as_ref().expect("replica running")
+    }
+
+    /// The running replicas' indexes.
+    fn running(&self) -> Vec<usize> {
+        (0..self.gateways.len())
+            .filter(|i| self.gateways[*i].is_some())
+            .collect()
+    }
+
+    /// The one running replica that reports it leads (`except` excluded), awaited.
+    async fn leader(&self, except: Option<usize>, within: Duration) -> usize {
+        let candidates: Vec<usize> = self
+            .running()
+            .into_iter()
+            .filter(|i| Some(*i) != except)
+            .collect();
+        eventually("a leader", within, || {
+            let candidates = candidates.clone();
+            async move {
+                let mut leaders = Vec::new();
+                for i in candidates {
+                    if self.gateway(i).is_leader().await {
+                        leaders.push(i);
+                    }
+                }
+                match leaders[..] {
+                    [one] => Ok(one),
+                    _ => Err(not_yet(leaders)),
+                }
+            }
+        })
+        .await
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for o in &self.opts {
+            let log = std::fs::read_to_string(self.dir.path().join(format!("{}.log", o.name)))
+                .unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            out.push_str(&format!("--- {} (last lines)\n", o.name));
+            for l in tail.into_iter().rev() {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Every job succeeded, ran exactly once, went through `dispatched` once, and got
+    /// exactly one RayJob (one UID under its name); no RayJob is left.
+    async fn assert_exactly_once(&self, ids: &[String], recorder: &RayJobRecorder) {
+        let i = self.running()[0];
+        let client = self.gateway(i).client();
+        let done = client.wait_terminal(ids, Duration::from_secs(120)).await;
+        for id in ids {
+            let j = &done[id];
+            assert_eq!(j["state"], "succeeded", "{j:#}\n{}", self.logs());
+            let dispatched = history(j).iter().filter(|s| *s == "dispatched").count();
+            assert_eq!(
+                dispatched, 1,
+                "job {id} dispatched {dispatched} times: {j:#}"
+            );
+            assert_eq!(
+                runs_of(&self.runs, id),
+                1,
+                "job {id} ran {} times",
+                runs_of(&self.runs, id)
+            );
+        }
+        let api = rayjobs(self.emulator.kube.clone(), NAMESPACE);
+        eventually("no RayJob left", Duration::from_secs(60), || {
+            let api = api.clone();
+            async move {
+                let names = rayjob_names(&api).await;
+                if names.is_empty() {
+                    Ok(())
+                } else {
+                    Err(not_yet(names))
+                }
+            }
+        })
+        .await;
+        let seen = recorder.seen();
+        for id in ids {
+            let uids = seen.get(&format!("forge-{id}")).map_or(0, |u| u.len());
+            assert_eq!(uids, 1, "job {id}: {uids} RayJobs created");
+        }
+        assert!(seen.len() >= ids.len());
+    }
+}
+
+fn spec(tag: &str, i: usize) -> Value {
+    one_gpu_spec(&format!("{tag}-{i}"), "python3 job.py")
+}
+
+/// What a submission stream saw.
+#[derive(Debug, Default)]
+struct Stream {
+    /// Acknowledged job ids.
+    acked: Vec<String>,
+    /// Submissions that needed another attempt (the replica that failed, why).
+    retried: Vec<(String, String)>,
+}
+
+/// Submits `count` jobs, one every `every`, round-robin over `clients`; a failed attempt
+/// (no answer, or a 5xx) is retried on the next replica, as a client behind a load
+/// balancer would.
+async fn stream(
+    clients: Vec<(String, JobClient)>,
+    runs: std::path::PathBuf,
+    count: usize,
+    every: Duration,
+    secs: f64,
+) -> Stream {
+    let mut out = Stream::default();
+    let mut next = 0usize;
+    for i in 0..count {
+        let started = Instant::now();
+        let mut attempts = 0;
+        loop {
+            let (name, client) = &clients[next % clients.len()];
+            next += 1;
+            attempts += 1;
+            assert!(attempts < 50, "submission {i} never acknowledged");
+            match client
+                .try_submit(&spec("stream", i), marker_zip(&runs, secs))
+                .await
+            {
+                Ok((202, body)) => {
+                    out.acked.push(body["id"].as_str().expect("id").to_string());
+                    break;
+                }
+                Ok((status, body)) if status >= 500 => {
+                    out.retried
+                        .push((name.clone(), format!("{status} {}", body["error"]["code"])));
+                }
+                Ok((status, body)) => panic!("submission {i}: {status} {body:#}"),
+                Err(e) => out.retried.push((name.clone(), e)),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if let Some(rest) = every.checked_sub(started.elapsed()) {
+            tokio::time::sleep(rest).await;
+        }
+    }
+    out
+}
+
+/// A client per running replica with a short timeout (a frozen or dead replica must
+/// not hold a submission for long).
+fn clients(r: &Replicas) -> Vec<(String, JobClient)> {
+    r.running()
+        .into_iter()
+        .map(|i| {
+            let g = r.gateway(i);
+            let mut c = g.client();
+            c.http = reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .expect("http");
+            (g.name.clone(), c)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killing_the_leader_under_load_loses_and_duplicates_nothing() {
+    let started = Instant::now();
+    let mut r = Replicas::start(3, "h100=4x8").await;
+    let (recorder, recorder_task) =
+        RayJobRecorder::start(rayjobs(r.emulator.kube.clone(), NAMESPACE));
+    recorder.wait_listed().await;
+    let old = r.leader(None, Duration::from_secs(20)).await;
+
+    let feed = tokio::spawn(stream(
+        clients(&r),
+        r.runs.clone(),
+        30,
+        Duration::from_millis(150),
+        0.5,
+    ));
+    // Kill the leader once the stream is well under way (and some jobs run).
+    eventually("some jobs dispatched", Duration::from_secs(30), || async {
+        let n = recorder.seen().len();
+        if n >= 5 { Ok(()) } else { Err(not_yet(n)) }
+    })
+    .await;
+    let killed_at = Instant::now();
+    r.gateways[old].take().expect("leader").kill();
+    let new = r
+        .leader(Some(old), Duration::from_millis(LEASE_MS + 5000))
+        .await;
+    let failover = killed_at.elapsed();
+    // `kubectl get lease` shows the new leader (the mirror of the store's lease).
+    let new_name = r.opts[new].name.clone();
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(r.emulator.kube.clone(), NAMESPACE);
+    eventually(
+        "the Lease to name the new leader",
+        Duration::from_secs(10),
+        || async {
+            let holder = leases
+                .get_opt("forge-gateway-leader")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec?.holder_identity);
+            if holder.as_deref() == Some(new_name.as_str()) {
+                Ok(())
+            } else {
+                Err(not_yet(holder))
+            }
+        },
+    )
+    .await;
+    let out = feed.await.expect("stream");
+
+    r.assert_exactly_once(&out.acked, &recorder).await;
+    // Every acknowledged job is stored; an unacknowledged attempt may have been stored
+    // too (the answer lost with the process): it ran exactly once as well.
+    let listed = r.gateway(new).client().list_ids().await;
+    let extra: Vec<&String> = listed.iter().filter(|id| !out.acked.contains(id)).collect();
+    for id in &extra {
+        assert!(
+            runs_of(&r.runs, id) <= 1,
+            "unacknowledged job {id} ran twice"
+        );
+    }
+    recorder_task.abort();
+    assert!(
+        failover <= Duration::from_millis(LEASE_MS + RETRY_MS * 2 + 1000),
+        "failover took {failover:?}, lease is {LEASE_MS} ms"
+    );
+    println!(
+        "leader killed: replica-{new} leads {failover:?} later (lease {LEASE_MS} ms); {} \
+         submissions acknowledged, {} attempts failed and were retried on another replica \
+         {:?}, {} stored but unacknowledged; 0 lost, 0 duplicate RayJobs, 0 dispatched twice; \
+         test took {:?}",
+        out.acked.len(),
+        out.retried.len(),
+        out.retried,
+        extra.len(),
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_restart_loses_nothing() {
+    let started = Instant::now();
+    let mut r = Replicas::start(3, "h100=4x8").await;
+    let (recorder, recorder_task) =
+        RayJobRecorder::start(rayjobs(r.emulator.kube.clone(), NAMESPACE));
+    recorder.wait_listed().await;
+    let mut ids = Vec::new();
+    let client = r.gateway(0).client();
+    for i in 0..6 {
+        ids.push(
+            client
+                .submit_ok(&spec("roll", i), marker_zip(&r.runs, 3.0))
+                .await,
+        );
+    }
+    let mut pauses = Vec::new();
+    for i in 0..3 {
+        // As a Deployment rolls: SIGTERM one, start its replacement, wait until Ready.
+        let status = r.gateways[i].take().expect("replica").terminate().await;
+        assert!(status.success(), "replica-{i} exited with {status}");
+        let stopped = Instant::now();
+        let mut g = Gateway::spawn(&r.opts[i]);
+        g.wait_ready(Duration::from_secs(60)).await;
+        pauses.push(stopped.elapsed());
+        r.gateways[i] = Some(g);
+        // Submissions keep going to whichever replica is up.
+        let c = r.gateway((i + 1) % 3).client();
+        ids.push(
+            c.submit_ok(&spec("roll", 10 + i), marker_zip(&r.runs, 1.0))
+                .await,
+        );
+    }
+    r.leader(None, Duration::from_secs(20)).await;
+    r.assert_exactly_once(&ids, &recorder).await;
+    recorder_task.abort();
+    println!(
+        "rolling restart of 3 replicas while {} jobs ran: all succeeded once; replacement \
+         ready after {pauses:?}; test took {:?}",
+        ids.len(),
+        started.elapsed()
+    );
+}
+
+/// Side effects a gateway counts: RayJob creates and deletes sent, transitions made.
+async fn side_effects(g: &Gateway) -> (f64, f64, f64) {
+    let transitions = {
+        let mut sum = 0.0;
+        for state in [
+            "dispatched",
+            "initializing",
+            "running",
+            "succeeded",
+            "failed",
+            "queued",
+        ] {
+            sum += g
+                .metric(&format!("forge_job_transitions_total{{state=\"{state}\"}}"))
+                .await;
+        }
+        sum
+    };
+    (
+        g.metric("forge_rayjob_writes_total{verb=\"create\"}").await,
+        g.metric("forge_rayjob_writes_total{verb=\"delete\"}").await,
+        transitions,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_leader_resumed_after_its_lease_acts_no_more() {
+    let started = Instant::now();
+    let r = Replicas::start(3, "h100=4x8").await;
+    let (recorder, recorder_task) =
+        RayJobRecorder::start(rayjobs(r.emulator.kube.clone(), NAMESPACE));
+    recorder.wait_listed().await;
+    let old = r.leader(None, Duration::from_secs(20)).await;
+    let follower = (old + 1) % 3;
+    let j1 = r
+        .gateway(old)
+        .client()
+        .submit_ok(&spec("frozen", 1), marker_zip(&r.runs, 3.0))
+        .await;
+    let fclient = r.gateway(follower).client();
+    eventually("j1 running", Duration::from_secs(60), || async {
+        let j = fclient.job(&j1).await;
+        if j["state"] == "running" {
+            Ok(())
+        } else {
+            Err(not_yet(j["state"].clone()))
+        }
+    })
+    .await;
+    let before = side_effects(r.gateway(old)).await;
+
+    let frozen = r.gateway(old).proc().pid();
+    r.gateway(old).proc().signal("STOP");
+    let stopped = Instant::now();
+    let new = r
+        .leader(Some(old), Duration::from_millis(LEASE_MS + 5000))
+        .await;
+    let elected = stopped.elapsed();
+    // The new leader dispatches, and finishes j1 (its RayJob completes meanwhile): work
+    // the frozen leader's watch and dispatcher will find waiting when it resumes.
+    let j2 = fclient
+        .submit_ok(&spec("frozen", 2), marker_zip(&r.runs, 0.5))
+        .await;
+    fclient
+        .wait_terminal(&[j1.clone(), j2.clone()], Duration::from_secs(60))
+        .await;
+    // A submission to the frozen leader waits in its socket: on resume it is stored and
+    // wakes that process's dispatcher at once.
+    let resumed_client = r.gateway(old).client();
+    let runs = r.runs.clone();
+    let pending = tokio::spawn(async move {
+        resumed_client
+            .try_submit(&spec("frozen", 3), marker_zip(&runs, 0.5))
+            .await
+    });
+    let port = r.opts[old].port;
+    eventually(
+        "the submission waiting in the frozen process's socket",
+        Duration::from_secs(10),
+        || async {
+            let n = unread_bytes(port);
+            if n > 0 { Ok(()) } else { Err(not_yet(n)) }
+        },
+    )
+    .await;
+    r.gateway(old).proc().signal("CONT");
+    let frozen_for = stopped.elapsed();
+    let (status, body) = pending
+        .await
+        .expect("task")
+        .expect("an answer after resuming");
+    assert_eq!(status, 202, "{body:#}");
+    let j3 = body["id"].as_str().expect("id").to_string();
+    eventually(
+        "the old leader to follow",
+        Duration::from_secs(10),
+        || async {
+            match r.gateway(old).readyz().await {
+                Some(v) if v["role"] == "follower" => Ok(()),
+                other => Err(not_yet(other)),
+            }
+        },
+    )
+    .await;
+    let after = side_effects(r.gateway(old)).await;
+    let fenced = r
+        .gateway(old)
+        .metric("forge_fenced_total{action=\"transition\"}")
+        .await
+        + r.gateway(old)
+            .metric("forge_fenced_total{action=\"create\"}")
+            .await
+        + r.gateway(old)
+            .metric("forge_fenced_total{action=\"delete\"}")
+            .await;
+    assert_eq!(
+        before,
+        after,
+        "the resumed leader made side effects (creates, deletes, transitions before → after)\n{}",
+        r.logs()
+    );
+    // j3 (stored by the resumed replica) is dispatched by the new leader.
+    r.assert_exactly_once(&[j1, j2, j3], &recorder).await;
+    recorder_task.abort();
+    println!(
+        "leader (pid {frozen}) frozen for {frozen_for:?}: replica-{new} elected after \
+         {elected:?} and dispatched; after SIGCONT the old leader made 0 RayJob creates, 0 \
+         deletes, 0 transitions ({fenced} attempts refused by the fence) and follows; test \
+         took {:?}",
+        started.elapsed()
+    );
+}
+
+/// Bytes received but not yet read on the established TCP connections to local `port`
+/// (Linux `/proc/net/tcp{,6}`: the kernel holds a stopped process's incoming requests).
+fn unread_bytes(port: u16) -> u64 {
+    let local = format!(":{port:04X}");
+    let mut total = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx_queue:rx_queue …; st 01 = ESTABLISHED.
+            if f.len() > 4 && f[1].ends_with(&local) && f[3] == "01" {
+                let rx = f[4].split(':').nth(1).unwrap_or("0");
+                total += u64::from_str_radix(rx, 16).unwrap_or(0);
+            }
+        }
+    }
+    total
+}
+
+/// Starts a gateway of its own installation (its own store) against `emulator`.
+async fn installation(
+    name: &str,
+    dir: &Path,
+    emulator: &Emulator,
+    s3: &S3Server,
+    database: Option<String>,
+) -> Gateway {
+    let mut o = GatewayOptions::new(name, dir, emulator)
+        .s3(s3)
+        .leader_timings(LEASE_MS, RENEW_MS, RETRY_MS);
+    if let Some(url) = database {
+        o = o.env("FORGE_DATABASE_URL", url);
+    }
+    Gateway::start(&o).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn installations_sharing_a_cluster_never_touch_each_others_rayjobs() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_gateway_files(dir.path());
+    let emulator = Emulator::start(dir.path(), "h100=4x8").await;
+    let s3 = S3Server::start();
+    let runs = dir.path().join("runs");
+    std::fs::create_dir_all(&runs).expect("runs");
+    let api = rayjobs(emulator.kube.clone(), NAMESPACE);
+    // Installation A on SQLite, B on PostgreSQL.
+    let mut a = installation("install-a", dir.path(), &emulator, &s3, None).await;
+    let mut b = installation(
+        "install-b",
+        dir.path(),
+        &emulator,
+        &s3,
+        Some(forge_testkit::postgres::database()),
+    )
+    .await;
+    let (ca, cb) = (a.client(), b.client());
+    let mut short = BTreeMap::new();
+    for i in 0..3 {
+        short.insert(
+            ca.submit_ok(&spec("a", i), marker_zip(&runs, 0.3)).await,
+            "a",
+        );
+        short.insert(
+            cb.submit_ok(&spec("b", i), marker_zip(&runs, 0.3)).await,
+            "b",
+        );
+    }
+    let long_a = ca
+        .submit_ok(&spec("a-long", 0), marker_zip(&runs, 30.0))
+        .await;
+    let long_b = cb
+        .submit_ok(&spec("b-long", 0), marker_zip(&runs, 30.0))
+        .await;
+    // Each runs its own jobs to the end and deletes only its own RayJobs.
+    let a_ids: Vec<String> = short
+        .iter()
+        .filter(|(_, w)| **w == "a")
+        .map(|(i, _)| i.clone())
+        .collect();
+    let b_ids: Vec<String> = short
+        .iter()
+        .filter(|(_, w)| **w == "b")
+        .map(|(i, _)| i.clone())
+        .collect();
+    for (client, ids) in [(&ca, &a_ids), (&cb, &b_ids)] {
+        for (id, j) in client.wait_terminal(ids, Duration::from_secs(60)).await {
+            assert_eq!(j["state"], "succeeded", "{id}: {j:#}");
+            assert_eq!(runs_of(&runs, &id), 1);
+        }
+    }
+    for (client, id) in [(&ca, &long_a), (&cb, &long_b)] {
+        eventually("the long job to run", Duration::from_secs(60), || async {
+            let j = client.job(id).await;
+            if j["state"] == "running" {
+                Ok(())
+            } else {
+                Err(not_yet(j["state"].clone()))
+            }
+        })
+        .await;
+    }
+    let mut longs = vec![format!("forge-{long_a}"), format!("forge-{long_b}")];
+    longs.sort();
+    eventually(
+        "only the long jobs' RayJobs left",
+        Duration::from_secs(60),
+        || async {
+            let mut names = rayjob_names(&api).await;
+            names.sort();
+            if names == longs {
+                Ok(())
+            } else {
+                Err(not_yet(names))
+            }
+        },
+    )
+    .await;
+    let (_, report_a) = ca.call(reqwest::Method::GET, "/v1/admin/orphans").await;
+    let instance_a = report_a["instance"].as_str().expect("instance").to_string();
+    let names_a: Vec<&str> = report_a["orphans"]
+        .as_array()
+        .expect("orphans")
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    assert_eq!(
+        names_a,
+        vec![format!("forge-{long_b}")],
+        "A sees B's RayJob as foreign: {report_a:#}"
+    );
+    assert_eq!(report_a["orphans"][0]["reason"], "other-instance");
+    let deletes = "forge_rayjob_writes_total{verb=\"delete\"}";
+    assert_eq!(
+        a.metric(deletes).await,
+        3.0,
+        "A deleted exactly its 3 finished RayJobs"
+    );
+    assert_eq!(
+        b.metric(deletes).await,
+        3.0,
+        "B deleted exactly its 3 finished RayJobs"
+    );
+
+    // Both restart with empty stores (a new data directory, a new database): new
+    // identities. The running RayJobs are now foreign to both: reported, not deleted.
+    a.kill();
+    b.kill();
+    let a2 = installation("install-a2", dir.path(), &emulator, &s3, None).await;
+    let b2 = installation(
+        "install-b2",
+        dir.path(),
+        &emulator,
+        &s3,
+        Some(forge_testkit::postgres::database()),
+    )
+    .await;
+    let (_, r2) = a2
+        .client()
+        .call(reqwest::Method::GET, "/v1/admin/orphans")
+        .await;
+    assert_ne!(
+        r2["instance"], instance_a,
+        "an empty store has a new identity"
+    );
+    for (g, who) in [(&a2, "A"), (&b2, "B")] {
+        // Wait for the periodic scan (the gauge), so the controllers have looked.
+        eventually(
+            "the foreign-RayJob scan",
+            Duration::from_secs(30),
+            || async {
+                let n = g
+                    .metric("forge_foreign_rayjobs{reason=\"other-instance\"}")
+                    .await;
+                if n >= 2.0 { Ok(()) } else { Err(not_yet(n)) }
+            },
+        )
+        .await;
+        let (_, report) = g
+            .client()
+            .call(reqwest::Method::GET, "/v1/admin/orphans")
+            .await;
+        let mut names: Vec<String> = report["orphans"]
+            .as_array()
+            .expect("orphans")
+            .iter()
+            .filter_map(|o| o["name"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names, longs,
+            "{who} after an empty-store restart: {report:#}"
+        );
+        assert_eq!(g.metric(deletes).await, 0.0);
+    }
+    let mut left = rayjob_names(&api).await;
+    left.sort();
+    assert_eq!(left, longs, "nothing was deleted");
+    println!(
+        "two installations on one cluster: each ran and deleted only its own RayJobs; after \
+         empty-store restarts both reported the 2 running RayJobs as foreign and deleted \
+         none; test took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connects_with_the_api_server_and_token_variables_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_gateway_files(dir.path());
+    let emulator = Emulator::start(dir.path(), "h100=1x8").await;
+    let runs = dir.path().join("runs");
+    std::fs::create_dir_all(&runs).expect("runs");
+    // No kubeconfig anywhere (HOME is the test directory), not in a pod.
+    let opts = GatewayOptions::new("env-only", dir.path(), &emulator)
+        .without("KUBECONFIG")
+        .env("FORGE_K8S_API_SERVER", emulator.url.clone())
+        .env("FORGE_K8S_TOKEN", "a-service-account-token");
+    let g = Gateway::start(&opts).await;
+    assert!(
+        g.log().contains("Kubernetes API: FORGE_K8S_API_SERVER"),
+        "{}",
+        g.log()
+    );
+    let client = g.client();
+    let id = client
+        .submit_ok(&spec("env", 0), marker_zip(&runs, 0.1))
+        .await;
+    let done = client
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&id]["state"], "succeeded", "{:#}", done[&id]);
+}
