@@ -27,8 +27,8 @@ use crate::objects::{LocalStore, ObjectStore};
 use crate::policy::{BootLink, PolicyManager, Registry, RegistryLimits};
 use crate::state::AppState;
 use crate::store::Database;
-use crate::uploads::{UploadLimits, Uploads};
 use crate::store::coord::generate_instance;
+use crate::uploads::{UploadLimits, Uploads};
 
 /// Where capsules and archived logs go.
 pub enum CapsuleBackend {

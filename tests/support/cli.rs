@@ -4,13 +4,12 @@
 //! lone run needs `cargo build -p forge-cli` before), an isolated config directory
 //! per client, and the output captured through pipes (so never a terminal).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use serde_json::Value;
 
 use crate::gateway::TestGateway;
-use crate::plugins;
 
 pub use crate::procs::binary;
 

@@ -67,7 +67,10 @@ pub async fn per_plugin_limits_are_stored_with_the_record(h: &dyn Harness) {
         .expect("found");
     assert_eq!(back, rec);
     let listed = store.plugins(None).await.expect("list");
-    assert!(listed.contains(&rec) && listed.contains(&plain), "{listed:?}");
+    assert!(
+        listed.contains(&rec) && listed.contains(&plain),
+        "{listed:?}"
+    );
 }
 
 pub async fn append_is_compare_and_set_and_survives_reopen(h: &dyn Harness) {
