@@ -149,6 +149,7 @@ pub async fn build_state(
     let jobs = Jobs::new(
         config.clone(),
         db.jobs.clone(),
+        db.capsules.clone(),
         metrics.clone(),
         queue,
         admission,

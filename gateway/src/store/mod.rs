@@ -1,11 +1,13 @@
-//! Durable state: jobs (with their history, decisions and the queue) and policy state
-//! (plugin registry, versioned chains, shadow results), behind two traits —
-//! [`JobStore`] and [`PolicyStore`] — so the backends can differ while the semantics
-//! (compare-and-set transitions and versions, FIFO queue, keyset pages) cannot.
+//! Durable state: jobs (with their history, decisions and the queue), capsule
+//! ownership and policy state (plugin registry, versioned chains, shadow results),
+//! behind three traits — [`JobStore`], [`CapsuleStore`] and [`PolicyStore`] — so the
+//! backends can differ while the semantics (compare-and-set transitions and versions,
+//! FIFO queue, keyset pages, per-team capsule owners) cannot.
 //!
 //! [`Database`] is the one handle a gateway opens: it owns the connection and every
-//! migration, and hands out both stores over it.
+//! migration, and hands out the stores over it.
 
+pub mod capsules;
 pub mod error;
 pub mod jobs;
 pub mod policies;
@@ -14,6 +16,7 @@ pub mod sqlite;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use capsules::CapsuleStore;
 pub use error::StoreError;
 pub use jobs::{
     DecisionRecord, HistoryEntry, JobRecord, JobStore, ListQuery, MAX_PAGE, NewDecision, NewJob,
@@ -24,11 +27,13 @@ pub use policies::{
     ShadowResult,
 };
 
-/// The gateway's database: one connection (pool), its migrations, both stores.
+/// The gateway's database: one connection (pool), its migrations, every store.
 #[derive(Clone)]
 pub struct Database {
     /// Jobs, history, decisions, queue.
     pub jobs: Arc<dyn JobStore>,
+    /// Which teams uploaded which capsules.
+    pub capsules: Arc<dyn CapsuleStore>,
     /// Plugins, policy versions, shadow results.
     pub policies: Arc<dyn PolicyStore>,
 }
@@ -45,6 +50,7 @@ impl Database {
         let db = Arc::new(sqlite::SqliteDatabase::open(path)?);
         Ok(Database {
             jobs: db.clone(),
+            capsules: db.clone(),
             policies: db,
         })
     }

@@ -1,5 +1,5 @@
 //! The SQLite backend (bundled SQLite through `rusqlite`): one connection shared by the
-//! job and policy stores, migrated at open, every query on the blocking pool so the
+//! job, capsule-ownership and policy stores, migrated at open, every query on the blocking pool so the
 //! async runtime never waits on disk.
 //!
 //! Durability: WAL journal with `synchronous=FULL`, so each commit's WAL frames are
@@ -9,6 +9,7 @@
 //! may open the same file (tests run two gateways on one data directory); SQLite's
 //! locking and `IMMEDIATE` transactions keep their compare-and-sets correct.
 
+mod capsules;
 mod jobs;
 pub mod migrations;
 mod policies;
