@@ -14,10 +14,10 @@ use forge_policy_host::{EngineLimits, PolicyEngine, PolicyRunner};
 use url::Url;
 
 use crate::admission::Admission;
-use crate::auth::Tokens;
 use crate::cluster::{Capacity, Cluster};
 use crate::config::Config;
 use crate::jobs::{self, Jobs, QueueBoard};
+use crate::live_tokens::LiveTokens;
 use crate::metrics::Metrics;
 use crate::objects::{LocalStore, ObjectStore};
 use crate::policy::{BootLink, PolicyManager, Registry, RegistryLimits};
@@ -95,7 +95,7 @@ fn local_url_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
 /// otherwise the stored active policy is restored.
 pub async fn build_state(
     config: Config,
-    tokens: Tokens,
+    tokens: Arc<LiveTokens>,
     client: kube::Client,
     boot: Vec<BootLink>,
     capsules: CapsuleBackend,
@@ -158,7 +158,7 @@ pub async fn build_state(
     );
     Ok(AppState {
         config,
-        tokens: Arc::new(tokens),
+        tokens,
         jobs,
         policies,
         metrics,
@@ -179,16 +179,16 @@ impl Drop for Controllers {
     }
 }
 
-/// Start the dispatcher, the lifecycle controller and the policy sync (other
-/// replicas' policy changes).
+/// Start the dispatcher, the lifecycle controller, the policy sync (other replicas'
+/// policy changes) and the tokens file watch.
 pub fn spawn_controllers(state: &AppState) -> Controllers {
-    Controllers {
-        tasks: vec![
-            jobs::dispatch::spawn(state.jobs.clone()),
-            jobs::lifecycle::spawn(state.jobs.clone()),
-            state
-                .policies
-                .spawn_sync(Duration::from_millis(state.config.gateway.policy_sync_ms)),
-        ],
-    }
+    let mut tasks = vec![
+        jobs::dispatch::spawn(state.jobs.clone()),
+        jobs::lifecycle::spawn(state.jobs.clone()),
+        state
+            .policies
+            .spawn_sync(Duration::from_millis(state.config.gateway.policy_sync_ms)),
+    ];
+    tasks.extend(state.tokens.spawn_watch());
+    Controllers { tasks }
 }

@@ -16,9 +16,10 @@ use url::Url;
 
 use forge_policy_host::chain_file::LinkSpec;
 
-use crate::auth::{Role, TokenEntry, Tokens, hash_token};
+use crate::auth::{Role, TokenEntry, hash_token};
 use crate::compose::{self, CapsuleBackend};
 use crate::config::{self, Config};
+use crate::live_tokens::{LiveTokens, TokenSource};
 use crate::policy::{boot_links, boot_links_from_file};
 use crate::state::AppState;
 
@@ -119,19 +120,18 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     sim.write_kubeconfig(&kubeconfig)
         .context("writing the kubeconfig")?;
 
-    // A fresh admin token each start, plus the tokens file's entries if one is set.
+    // A fresh admin token each start, plus the tokens file's entries if one is set
+    // (the file is reloaded when it changes; the fresh token stays).
     let token = hex::encode(rand::random::<[u8; 32]>());
-    let mut entries = match &cfg.gateway.tokens_file {
-        Some(path) => Tokens::read_entries(path)?,
-        None => Vec::new(),
-    };
-    entries.push(TokenEntry {
-        token_sha256: hash_token(&token),
-        team: "team-a".into(),
-        role: Role::Admin,
-        name: Some("dev".into()),
-    });
-    let tokens = Tokens::from_entries(entries)?;
+    let tokens = LiveTokens::load(TokenSource {
+        file: cfg.gateway.tokens_file.clone(),
+        extra: vec![TokenEntry {
+            token_sha256: hash_token(&token),
+            team: "team-a".into(),
+            role: Role::Admin,
+            name: Some("dev".into()),
+        }],
+    })?;
 
     let boot = match &opts.policy_chain {
         Some(file) => boot_links_from_file(file)
@@ -152,7 +152,8 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
             base_url: public_url.clone(),
         },
     };
-    let state = compose::build_state(cfg, tokens, client, boot, capsules).await?;
+    let state =
+        compose::build_state(cfg, std::sync::Arc::new(tokens), client, boot, capsules).await?;
     Ok(DevGateway {
         state,
         sim,

@@ -13,7 +13,8 @@
 //!   policy, which policy is active;
 //! - [`cluster`], [`store`], [`objects`], [`rayjob`]: adapters — the Kubernetes API,
 //!   the database, object storage, the RayJob builder;
-//! - [`config`], [`auth`], [`jobspec`], [`domain`], [`metrics`]: shared vocabulary.
+//! - [`config`], [`auth`], [`live_tokens`], [`jobspec`], [`domain`], [`metrics`]:
+//!   shared vocabulary.
 
 pub mod admission;
 pub mod auth;
@@ -25,6 +26,7 @@ pub mod domain;
 pub mod http;
 pub mod jobs;
 pub mod jobspec;
+pub mod live_tokens;
 pub mod metrics;
 pub mod objects;
 pub mod policy;

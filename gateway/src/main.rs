@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use forge_gateway::auth::{Tokens, hash_token};
+use forge_gateway::auth::hash_token;
 use forge_gateway::compose::{self, CapsuleBackend, spawn_controllers};
 use forge_gateway::config::{self, Config};
+use forge_gateway::live_tokens::{LiveTokens, TokenSource};
 use forge_gateway::policy::boot_links_from_file;
 use forge_gateway::router;
 
@@ -161,7 +162,10 @@ async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
             "no policy chain: pass --policy-chain or set FORGE_POLICY_CHAIN_FILE (in the \
              environment or FORGE_CONFIG_FILE)",
         )?;
-    let tokens = Tokens::load(&cfg.gateway.tokens_path())?;
+    let tokens = std::sync::Arc::new(LiveTokens::load(TokenSource {
+        file: Some(cfg.gateway.tokens_path()),
+        extra: Vec::new(),
+    })?);
     let client = kube::Client::try_default()
         .await
         .context("connecting to Kubernetes")?;
