@@ -74,6 +74,7 @@ impl Draft {
                 listen: SocketAddr::from(([0, 0, 0, 0], 0)),
                 data_dir: PathBuf::new(),
                 tokens_file: None,
+                metrics_token: None,
                 policy_deadline_ms: 0,
                 policy_memory_mib: 0,
                 policy_concurrency: 0,

@@ -94,6 +94,8 @@ pub struct GatewayConfig {
     pub data_dir: PathBuf,
     /// `FORGE_TOKENS_FILE` as given.
     pub tokens_file: Option<PathBuf>,
+    /// `FORGE_METRICS_TOKEN`: the scraper's token for the detailed `/metrics`.
+    pub metrics_token: Option<Secret>,
     /// `FORGE_POLICY_DEADLINE_MS`.
     pub policy_deadline_ms: u64,
     /// `FORGE_POLICY_MEMORY_MIB`.

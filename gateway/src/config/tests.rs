@@ -104,6 +104,7 @@ fn defaults_apply() {
             listen: "127.0.0.1:8080".parse().expect("addr"),
             data_dir: PathBuf::from("./forge-data"),
             tokens_file: None,
+            metrics_token: None,
             policy_deadline_ms: 50,
             policy_memory_mib: 32,
             policy_concurrency: cpus,
@@ -199,6 +200,7 @@ fn no_secret_variable_shows_in_debug() {
         ("FORGE_S3_BUCKET", "starforge"),
         ("FORGE_S3_ACCESS_KEY", "secret-access-value"),
         ("FORGE_S3_SECRET_KEY", "secret-key-value"),
+        ("FORGE_METRICS_TOKEN", "secret-metrics-value"),
     ]);
     let debug = format!("{:?}", Config::from_env_map(env.clone()).expect("valid"));
     for var in VARS.iter().filter(|v| v.secret) {

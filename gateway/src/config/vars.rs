@@ -197,6 +197,13 @@ pub static VARS: &[Var] = &[
         "bearer-token file (hashed tokens → team, role)",
     ),
     Var::new(
+        "FORGE_METRICS_TOKEN",
+        Fallback::Unset("— (admin tokens only)"),
+        |d, _, v| put(&mut d.cfg.gateway.metrics_token, Ok(Some(Secret::new(v)))),
+        "bearer token a Prometheus scraper presents at `/metrics` to see the per-plugin series (plugin names include team names); without it (or an admin token) `/metrics` shows only aggregates",
+    )
+    .secret(),
+    Var::new(
         "FORGE_POLICY_DEADLINE_MS",
         Fallback::Value("50"),
         |d, _, v| put(&mut d.cfg.gateway.policy_deadline_ms, int(v, 1, 600_000)),
