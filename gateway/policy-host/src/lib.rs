@@ -9,7 +9,8 @@
 //! - [`PolicyEngine`]: the shared wasmtime engine (pooling allocator, epoch deadline,
 //!   memory cap, precompile cache).
 //! - [`Plugin`]: a checked, compiled component; instantiated fresh for every call.
-//! - [`Chain`]: ordered (plugin, settings) links and the chain semantics.
+//! - [`Chain`]: ordered (plugin, settings) links and the chain semantics; the team
+//!   links of a composed chain may only narrow the placement ([`narrowing`]).
 //! - [`PolicyRunner`]: runs evaluations off the async workers behind a semaphore.
 //! - [`model`]: the host's version-independent request and decision types.
 //! - [`chain_file`]: chain files (ordered plugins and settings, YAML or JSON).
@@ -19,6 +20,7 @@ pub mod chain_file;
 pub mod engine;
 pub mod error;
 pub mod model;
+pub mod narrowing;
 pub mod plugin;
 pub mod runner;
 mod sandbox;
