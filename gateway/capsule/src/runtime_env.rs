@@ -4,7 +4,10 @@
 //! It is written as JSON, which is valid YAML under every YAML version: every string is
 //! double-quoted, so no value can be re-read as something else (`yes`/`y`/`on` as YAML
 //! 1.1 booleans for PyYAML, `1e3` as a number, a URL's `: #` as structure). Never
-//! hand-formatted.
+//! hand-formatted. Characters JSON may leave raw but YAML may not (DEL, C1 controls,
+//! `U+FFFE`/`U+FFFF`) or that YAML 1.1 reads as line breaks inside a quoted scalar
+//! (NEL, `U+2028`, `U+2029`; and the BOM) are written as `\uXXXX` escapes, which
+//! both read back as the same character.
 
 use std::collections::BTreeMap;
 
@@ -23,10 +26,36 @@ pub fn runtime_env_yaml(
     working_dir: &str,
     env_vars: &BTreeMap<String, String>,
 ) -> Result<String, serde_json::Error> {
-    serde_json::to_string_pretty(&RuntimeEnv {
+    let json = serde_json::to_string_pretty(&RuntimeEnv {
         working_dir: working_dir.to_owned(),
         env_vars: env_vars.clone(),
-    })
+    })?;
+    Ok(escape_for_yaml(&json))
+}
+
+/// Whether YAML readers need `c` escaped inside a double-quoted scalar.
+fn needs_escape(c: char) -> bool {
+    matches!(
+        c,
+        '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+    )
+}
+
+/// `json` with every character of [`needs_escape`] as a `\uXXXX` escape (they only
+/// occur inside string literals, where that escape means the same in JSON and YAML).
+fn escape_for_yaml(json: &str) -> String {
+    if !json.chars().any(needs_escape) {
+        return json.to_owned();
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if needs_escape(c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Parse a `runtimeEnvYAML` string back (emulator, tests); any YAML is accepted.
@@ -59,5 +88,20 @@ mod tests {
         for v in env.values() {
             assert!(y.contains(&format!("\"{v}\"")), "{v} is quoted in {y}");
         }
+    }
+
+    #[test]
+    fn characters_yaml_forbids_are_escaped_and_read_back() {
+        let mut env = BTreeMap::new();
+        env.insert(
+            "A".to_string(),
+            "del\u{7f} c1\u{85}\u{9f} ls\u{2028} ok é".to_string(),
+        );
+        let y = runtime_env_yaml("file:///x.zip", &env).expect("serializes");
+        assert!(!y.chars().any(needs_escape), "{y:?}");
+        assert!(y.contains("\\u007f") && y.contains("\\u2028"), "{y}");
+        assert_eq!(parse(&y).expect("parses").env_vars, env);
+        let back: RuntimeEnv = serde_json::from_str(&y).expect("still JSON");
+        assert_eq!(back.env_vars, env);
     }
 }
