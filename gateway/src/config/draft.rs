@@ -56,6 +56,8 @@ impl Draft {
                 gpu_node_label: String::new(),
                 shm_size: String::new(),
                 gpu_passthrough: false,
+                operator_namespace: String::new(),
+                run_as_user: None,
             },
             storage: StorageConfig {
                 root: String::new(),
@@ -63,6 +65,7 @@ impl Draft {
                 shared: false,
                 corpus_pvc: None,
                 mount: None,
+                common_subpath: None,
             },
             kuberay: KubeRayConfig {
                 ray_version: None,

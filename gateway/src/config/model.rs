@@ -32,6 +32,10 @@ pub struct K8sConfig {
     pub shm_size: String,
     /// `FORGE_K8S_GPU_PASSTHROUGH` (false = no `nvidia.com/gpu` requests).
     pub gpu_passthrough: bool,
+    /// `FORGE_K8S_OPERATOR_NAMESPACE`: the KubeRay operator's namespace.
+    pub operator_namespace: String,
+    /// `FORGE_K8S_RUN_AS_USER`: the uid of Ray containers (`None`: the image's user).
+    pub run_as_user: Option<i64>,
 }
 
 /// Shared storage settings.
@@ -47,6 +51,8 @@ pub struct StorageConfig {
     pub corpus_pvc: Option<String>,
     /// `FORGE_K8S_STORAGE_MOUNT`.
     pub mount: Option<String>,
+    /// `FORGE_K8S_STORAGE_COMMON_SUBPATH`: a directory of the claim shared read-only.
+    pub common_subpath: Option<String>,
 }
 
 impl StorageConfig {
@@ -58,6 +64,16 @@ impl StorageConfig {
     /// Where pods mount the read-only corpus claim.
     pub fn corpus_mount_path(&self) -> String {
         format!("{}/corpus", self.mount_path().trim_end_matches('/'))
+    }
+
+    /// Where pods mount the read-only common directory of the storage claim.
+    pub fn common_mount_path(&self) -> String {
+        format!("{}/common", self.mount_path().trim_end_matches('/'))
+    }
+
+    /// The directory of the storage claim a team's jobs mount (read-write).
+    pub fn team_subpath(team: &str) -> String {
+        format!("teams/{team}")
     }
 }
 

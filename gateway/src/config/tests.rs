@@ -86,6 +86,8 @@ fn defaults_apply() {
             gpu_node_label: "starforge/gpu-series".into(),
             shm_size: "64Gi".into(),
             gpu_passthrough: true,
+            operator_namespace: "kuberay-system".into(),
+            run_as_user: Some(1000),
         },
         storage: StorageConfig {
             root: "/starforge".into(),
@@ -93,6 +95,7 @@ fn defaults_apply() {
             shared: true,
             corpus_pvc: None,
             mount: None,
+            common_subpath: None,
         },
         kuberay: KubeRayConfig {
             ray_version: Some("2.55.1".into()),

@@ -40,7 +40,7 @@ pub async fn review(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map_or(SpecFormat::Json, SpecFormat::from_content_type);
-    let spec = jobspec::parse_and_validate(&body, format, &state.config)?;
+    let spec = jobspec::parse_and_validate(&body, format, &state.config, &caller.team)?;
     let admission = &state.jobs.admission;
     let request = admission.live_request("dry-run", &caller.team, &spec);
     let evaluated = admission

@@ -401,6 +401,7 @@ mod tests {
                 series: Some("h200".into()),
             }],
             env: BTreeMap::new(),
+            secret_env: BTreeMap::new(),
             shared_storage: false,
             corpus: false,
             deadlines: Deadlines::default(),
