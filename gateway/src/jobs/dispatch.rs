@@ -334,7 +334,13 @@ impl Jobs {
             Err(StoreError::Conflict { .. }) => return Ok(false),
             Err(e) => return Err(e.into()),
         }
-        match self.cluster.rayjobs.create_or_adopt(&manifest).await {
+        // The NetworkPolicy first, so the RayJob's pods are never reachable by others.
+        let policy = rayjob::network::network_policy(&job.id, &job.team, &self.config);
+        let created = match self.cluster.network_policies.create_or_adopt(&policy).await {
+            Ok(_) => self.cluster.rayjobs.create_or_adopt(&manifest).await,
+            Err(e) => Err(e),
+        };
+        match created {
             Ok(Created::New) => {}
             Ok(Created::Adopted) => {
                 tracing::info!(job = %job.id, rayjob = %name, "RayJob exists: adopted");

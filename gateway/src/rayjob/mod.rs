@@ -42,6 +42,7 @@
 //!   init container and the Ray container), and `working_dir` is its
 //!   `file:///forge/capsule/<sha256>.zip`.
 
+pub mod network;
 mod pod;
 pub mod security;
 
