@@ -48,6 +48,10 @@ enum Command {
         /// An image whose pulls fail in the embedded cluster (repeatable).
         #[arg(long = "failing-image")]
         failing_images: Vec<String>,
+        /// Listen on a non-loopback FORGE_LISTEN (dev mode runs job code as your own
+        /// processes and prints an admin token: only for a machine you alone use).
+        #[arg(long)]
+        allow_remote: bool,
     },
     /// Print the SHA-256 to put in the tokens file for a token.
     HashToken { token: String },
@@ -95,24 +99,28 @@ async fn main() -> anyhow::Result<()> {
             sim,
             policy_chain,
             failing_images,
+            allow_remote,
         } => {
-            dev(forge_gateway::dev::DevOptions {
-                nodes,
-                plugins_dir,
-                env: std::env::vars()
-                    .filter(|(k, _)| k.starts_with("FORGE_"))
-                    .collect(),
-                sim,
-                policy_chain,
-                failing_images,
-            })
+            dev(
+                forge_gateway::dev::DevOptions {
+                    nodes,
+                    plugins_dir,
+                    env: std::env::vars()
+                        .filter(|(k, _)| k.starts_with("FORGE_"))
+                        .collect(),
+                    sim,
+                    policy_chain,
+                    failing_images,
+                },
+                allow_remote,
+            )
             .await
         }
         Command::Serve { policy_chain } => serve_cluster(policy_chain).await,
     }
 }
 
-async fn dev(opts: forge_gateway::dev::DevOptions) -> anyhow::Result<()> {
+async fn dev(opts: forge_gateway::dev::DevOptions, allow_remote: bool) -> anyhow::Result<()> {
     let listen = opts
         .env
         .get("FORGE_LISTEN")
@@ -120,6 +128,7 @@ async fn dev(opts: forge_gateway::dev::DevOptions) -> anyhow::Result<()> {
         .transpose()
         .context("FORGE_LISTEN")?
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8080)));
+    forge_gateway::dev::check_listen(listen, allow_remote)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
