@@ -1,4 +1,4 @@
-//! [`CapsuleStore`] on SQLite: the `capsule_owners` table (migration 4), one row per
+//! [`CapsuleStore`] on SQLite: the `capsule_owners` table (migration 5), one row per
 //! (digest, team), inserted with `ON CONFLICT DO NOTHING`.
 
 use async_trait::async_trait;

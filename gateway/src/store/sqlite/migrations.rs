@@ -98,10 +98,11 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX shadow_results_candidate ON shadow_results (candidate, id);
     "#,
-    // 4: capsule ownership: the teams that uploaded each capsule's bytes (a capsule is
-    // referenced by digest only by its owners). Not backfilled from `jobs`: a job row
-    // cannot tell an upload from a reference, and a reference may be the cross-team
-    // reuse this table exists to stop — teams re-upload once (the bytes are deduplicated).
+    // 5: capsule ownership: the teams that uploaded each capsule's bytes (a capsule is
+    // referenced by digest only by its owners). It follows migration 4 (per-plugin
+    // limits, merged from another branch). Not backfilled from `jobs`: a job row cannot
+    // tell an upload from a reference, and a reference may be the cross-team reuse this
+    // table exists to stop — teams re-upload once (the bytes are deduplicated).
     r#"
     CREATE TABLE capsule_owners (
         digest        TEXT    NOT NULL,
