@@ -8,6 +8,7 @@ mod api;
 mod capsule_rayjob;
 mod crash;
 mod faults;
+mod isolation;
 mod jobs;
 mod latency;
 mod policy_admin;
