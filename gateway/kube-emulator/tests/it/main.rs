@@ -6,5 +6,6 @@
 mod api;
 mod kubectl;
 mod operator;
+mod pod_env;
 mod scheduler;
 mod support;
