@@ -17,6 +17,11 @@
 //! | `/metrics` without a token, or with a member's | no team or plugin names (aggregates); admin or `FORGE_METRICS_TOKEN`: per-plugin series; an unknown token: 401 |
 //! | use a token after it was removed from the tokens file | 401 once the file is rewritten (no restart); others keep working |
 //! | a tokens file naming a team `global` | the change is refused, the previous tokens stay in force |
+//! | a `secretEnv` job of team-a (its own Secret `team-a.api`) | runs with the value in its process; the value is in no file of the data directory (store, capsule, archived log; zips unpacked), not in the RayJob, not in the log |
+//! | a dev-mode job reading its environment / working directory | none of the host process's variables; a directory outside the data directory |
+//! | where team-a's / team-c's storage jobs write | `teams/team-a` / `teams/team-c` of the claim (`subPath`); the common directory read-only |
+//! | team-c's Ray head connecting to team-a's head (8265, 10001, 6379), and back | refused by team-a's NetworkPolicy (the emulator evaluates it); team-a's submitter and the gateway's pods admitted; the policies are deleted with the jobs |
+//! | each Ray pod | no service-account token; no privilege escalation, capabilities dropped, non-root |
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,6 +32,7 @@ use forge_tests::jobs::{JobClient, one_gpu_spec, rayjobs, zip_of};
 use forge_tests::plugins;
 use forge_tests::policy::PolicyClient;
 use forge_tests::wait::{eventually, not_yet};
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -449,4 +455,296 @@ async fn tokens_are_reloaded_on_change_and_reserved_teams_refused() {
     let (s, body) = carol.call(Method::GET, "/v1/jobs").await;
     assert_eq!(s, 401);
     code(&body, "unauthenticated");
+}
+
+/// A job that waits for `GATE` (a file the test creates) so its pods stay up while the
+/// test looks at them, then prints the SHA-256 of `API_KEY` (if set), the host
+/// variables it can see and its working directory.
+const GATED_JOB: &str = r#"import hashlib, os, time
+deadline = time.time() + 120
+while not os.path.exists(os.environ["GATE"]) and time.time() < deadline:
+    time.sleep(0.05)
+key = os.environ.get("API_KEY")
+if key is not None:
+    print("sha256", hashlib.sha256(key.encode()).hexdigest(), flush=True)
+print("host", sorted(k for k in os.environ if k.startswith(("CARGO_", "RUST_"))), flush=True)
+print("cwd", os.getcwd(), flush=True)
+"#;
+
+/// A gated job's spec for `gate`.
+fn gated_spec(name: &str, gate: &Path) -> Value {
+    let mut spec = one_gpu_spec(name, "python3 job.py");
+    spec["env"] = json!({"GATE": gate.display().to_string()});
+    spec
+}
+
+/// Every file under `dir`, zip archives (capsules) also entry by entry, contains
+/// `needle`? Returns the places it was found.
+fn find_in_tree(dir: &Path, needle: &[u8]) -> Vec<String> {
+    fn contains(hay: &[u8], needle: &[u8]) -> bool {
+        hay.windows(needle.len()).any(|w| w == needle)
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            if contains(&bytes, needle) {
+                found.push(path.display().to_string());
+            }
+            if let Ok(mut zip) = zip::ZipArchive::new(std::io::Cursor::new(&bytes)) {
+                for i in 0..zip.len() {
+                    let mut f = zip.by_index(i).expect("zip entry");
+                    let mut text = Vec::new();
+                    std::io::Read::read_to_end(&mut f, &mut text).expect("unzip");
+                    if contains(&text, needle) {
+                        found.push(format!("{}!{}", path.display(), f.name()));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_env_reaches_the_process_and_nowhere_forge_keeps() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (gw, _) = three_teams("h100=1x8", &[]).await;
+    let alice = JobClient::new(&gw.url, ALICE);
+    let value = "pa55-from-a-kubernetes-secret-7f3e";
+    let secrets: Api<Secret> = Api::namespaced(
+        gw.sim.client().expect("client"),
+        &gw.state.config.k8s.namespace,
+    );
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "team-a.api"},
+        "stringData": {"key": value},
+    }))
+    .expect("secret");
+    secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .expect("create the Secret");
+
+    let gate_dir = tempfile::tempdir().expect("gate dir");
+    let gate = gate_dir.path().join("go");
+    let mut spec = gated_spec("with-secret", &gate);
+    spec["secretEnv"] = json!({"API_KEY": {"secret": "team-a.api", "key": "key"}});
+    let id = alice
+        .submit_ok(&spec, zip_of(&[("job.py", GATED_JOB)]))
+        .await;
+    let rj = rayjob_of(&gw, &id).await;
+    let rj_text = serde_json::to_string(&rj).expect("rayjob json");
+    assert!(
+        !rj_text.contains(value),
+        "the value is in the RayJob: {rj_text}"
+    );
+    let head_env = &rj.data["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+        [0]["env"];
+    assert_eq!(
+        head_env[0]["valueFrom"]["secretKeyRef"]["name"], "team-a.api",
+        "{head_env:#}"
+    );
+    std::fs::write(&gate, b"").expect("open the gate");
+    let done = alice
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(90))
+        .await;
+    let (s, log) = alice.logs(&id).await;
+    assert_eq!(done[&id]["state"], "succeeded", "{log}");
+    assert_eq!(s, 200);
+
+    // The value reached the process (its hash is in the log) ...
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(value.as_bytes()));
+    assert!(log.contains(&format!("sha256 {hash}")), "{log}");
+    // ... the test process's own variables did not (dev runs jobs in a pod's
+    // environment), and the job ran outside the data directory.
+    assert!(log.contains("host []"), "host variables leaked: {log}");
+    let data_dir = gw.state.config.gateway.data_dir.clone();
+    let cwd = log
+        .lines()
+        .find_map(|l| l.strip_prefix("cwd "))
+        .expect("cwd line");
+    assert!(
+        !Path::new(cwd).starts_with(&data_dir),
+        "{cwd} in {data_dir:?}"
+    );
+    // ... and Forge kept it nowhere: not in the store, the capsule, the archived log
+    // (once archived: the probe finds what is there, the hash).
+    assert!(!log.contains(value));
+    eventually(
+        "the log archived under the data directory",
+        Duration::from_secs(30),
+        || async {
+            match find_in_tree(&data_dir, hash.as_bytes()) {
+                found if found.is_empty() => Err(not_yet(found)),
+                found => Ok(found),
+            }
+        },
+    )
+    .await;
+    let found = find_in_tree(&data_dir, value.as_bytes());
+    assert!(found.is_empty(), "the value is in {found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_job_is_fenced_storage_network_and_pod() {
+    use forge_kubesim::network::may_connect;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ListParams;
+    let (gw, _) = three_teams(
+        "h100=2x8",
+        &[
+            ("FORGE_K8S_STORAGE_PVC", "forge-storage"),
+            ("FORGE_K8S_STORAGE_COMMON_SUBPATH", "shared/datasets"),
+        ],
+    )
+    .await;
+    let gate_dir = tempfile::tempdir().expect("gate dir");
+    let gate = gate_dir.path().join("go");
+    let code_zip = zip_of(&[("job.py", GATED_JOB)]);
+    let mut ids = Vec::new();
+    for (token, team) in [(ALICE, "team-a"), (CAROL, "team-c")] {
+        let mut spec = gated_spec(team, &gate);
+        spec["sharedStorage"] = json!(true);
+        let id = JobClient::new(&gw.url, token)
+            .submit_ok(&spec, code_zip.clone())
+            .await;
+        ids.push((id, team));
+    }
+
+    // Storage: each team's own directory of the claim, the common one read-only.
+    for (id, team) in &ids {
+        let rj = rayjob_of(&gw, id).await;
+        let cluster = &rj.data["spec"]["rayClusterSpec"];
+        let templates = std::iter::once(&cluster["headGroupSpec"]["template"]).chain(
+            cluster["workerGroupSpecs"]
+                .as_array()
+                .expect("workers")
+                .iter()
+                .map(|g| &g["template"]),
+        );
+        for t in templates {
+            let spec = &t["spec"];
+            let mounts = &spec["containers"][0]["volumeMounts"];
+            let storage: Vec<&Value> = mounts
+                .as_array()
+                .expect("mounts")
+                .iter()
+                .filter(|m| m["name"] == "forge-storage")
+                .collect();
+            assert_eq!(storage.len(), 2, "{mounts:#}");
+            assert!(
+                storage
+                    .iter()
+                    .any(|m| m["subPath"] == format!("teams/{team}")
+                        && m["readOnly"].as_bool() != Some(true)),
+                "{team}: {mounts:#}"
+            );
+            assert!(
+                storage
+                    .iter()
+                    .any(|m| m["subPath"] == "shared/datasets" && m["readOnly"] == true),
+                "{mounts:#}"
+            );
+            // Pods: no Kubernetes credentials, restricted.
+            assert_eq!(spec["automountServiceAccountToken"], false, "{spec:#}");
+            let sc = &spec["containers"][0]["securityContext"];
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{sc:#}");
+            assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{sc:#}");
+            assert_eq!(spec["securityContext"]["runAsNonRoot"], true, "{spec:#}");
+        }
+    }
+
+    // Network: with both jobs' pods up, team-c's pods cannot reach team-a's Ray head
+    // (dashboard/Jobs API, client, GCS); team-a's own submitter can.
+    let client = gw.sim.client().expect("client");
+    let ns = &gw.state.config.k8s.namespace;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods_of = |id: String, role: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let selector = match role {
+                "submitter" => format!(
+                    "batch.kubernetes.io/job-name={}",
+                    forge_gateway::rayjob::rayjob_name(&id)
+                ),
+                node_type => format!("forge.dev/job-id={id},ray.io/node-type={node_type}"),
+            };
+            let lp = ListParams::default().labels(&selector);
+            eventually(
+                &format!("{role} pod of {id}"),
+                Duration::from_secs(60),
+                || async {
+                    match pods.list(&lp).await {
+                        Ok(l) if !l.items.is_empty() => Ok(l.items[0].clone()),
+                        other => Err(not_yet(format!("{other:?}"))),
+                    }
+                },
+            )
+            .await
+        }
+    };
+    let (a_id, c_id) = (ids[0].0.clone(), ids[1].0.clone());
+    let a_head = pods_of(a_id.clone(), "head").await;
+    let a_submitter = pods_of(a_id.clone(), "submitter").await;
+    let c_head = pods_of(c_id.clone(), "head").await;
+    for port in [8265, 10001, 6379] {
+        assert!(
+            !may_connect(&client, &c_head, &a_head, port)
+                .await
+                .expect("policies"),
+            "{} reached team-a's head on {port}",
+            c_head.name_any()
+        );
+    }
+    assert!(
+        may_connect(&client, &a_submitter, &a_head, 8265)
+            .await
+            .expect("policies")
+    );
+    assert!(
+        !may_connect(&client, &a_head, &c_head, 8265)
+            .await
+            .expect("policies"),
+        "and the other way round"
+    );
+    // The gateway's pods are admitted (a pod as the Deployment labels them).
+    let gateway_pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "forge-gateway-x", "namespace": ns,
+                     "labels": {"app.kubernetes.io/name": "forge-gateway"}},
+    }))
+    .expect("pod");
+    assert!(
+        may_connect(&client, &gateway_pod, &a_head, 8265)
+            .await
+            .expect("policies")
+    );
+
+    // The policies go with the jobs.
+    std::fs::write(&gate, b"").expect("open the gate");
+    let ids: Vec<String> = vec![a_id, c_id];
+    JobClient::new(&gw.url, ROOT)
+        .wait_terminal(&ids, Duration::from_secs(90))
+        .await;
+    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
+        Api::namespaced(client.clone(), ns);
+    eventually(
+        "the jobs' NetworkPolicies deleted",
+        Duration::from_secs(60),
+        || async {
+            match policies.list(&ListParams::default()).await {
+                Ok(l) if l.items.is_empty() => Ok(()),
+                other => Err(not_yet(format!("{other:?}"))),
+            }
+        },
+    )
+    .await;
 }
