@@ -131,6 +131,9 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
         gpu_node_label: cfg.k8s.gpu_node_label.clone(),
         controllers,
         run_controllers: opts.sim != SimMode::ApiOnly,
+        // The embedded API server serves only the kubeconfig's (fresh) token: job
+        // processes and other local users cannot drive the cluster.
+        token: Some(hex::encode(rand::random::<[u8; 32]>())),
         ..SimConfig::default()
     })
     .await

@@ -17,6 +17,7 @@
 //! | `/metrics` without a token, or with a member's | no team or plugin names (aggregates); admin or `FORGE_METRICS_TOKEN`: per-plugin series; an unknown token: 401 |
 //! | use a token after it was removed from the tokens file | 401 once the file is rewritten (no restart); others keep working |
 //! | a tokens file naming a team `global` | the change is refused, the previous tokens stay in force |
+//! | dev's embedded Kubernetes API without its kubeconfig's token (none, the emulator's old static one, a Forge admin token) | 401 |
 //! | a `secretEnv` job of team-a (its own Secret `team-a.api`) | runs with the value in its process; the value is in no file of the data directory (store, capsule, archived log; zips unpacked), not in the RayJob, not in the log |
 //! | a dev-mode job reading its environment / working directory | none of the host process's variables; a directory outside the data directory |
 //! | where team-a's / team-c's storage jobs write | `teams/team-a` / `teams/team-c` of the claim (`subPath`); the common directory read-only |
@@ -455,6 +456,31 @@ async fn tokens_are_reloaded_on_change_and_reserved_teams_refused() {
     let (s, body) = carol.call(Method::GET, "/v1/jobs").await;
     assert_eq!(s, 401);
     code(&body, "unauthenticated");
+
+    // dev's embedded API server serves only its kubeconfig's token (a job process or
+    // another local user without it gets 401); the gateway's own client carries it.
+    let sim_url = format!("{}/api/v1/namespaces", gw.sim.url());
+    for token in [None, Some("kubesim"), Some(ROOT)] {
+        let mut req = gw.http.get(&sim_url);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("kube API");
+        assert_eq!(resp.status().as_u16(), 401, "{token:?}");
+    }
+    let kubeconfig = gw.sim.kubeconfig_yaml();
+    let sim_token = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("the kubeconfig's token");
+    let resp = gw
+        .http
+        .get(&sim_url)
+        .bearer_auth(sim_token)
+        .send()
+        .await
+        .expect("kube API");
+    assert_eq!(resp.status().as_u16(), 200);
 }
 
 /// A job that waits for `GATE` (a file the test creates) so its pods stay up while the

@@ -4,6 +4,7 @@
 //! real `kube::Client`. A kubelet scratch root the simulator had to create is removed
 //! again when the [`Sim`] is shut down or dropped, so runs leave nothing in `/tmp`.
 
+use secrecy::{ExposeSecret, SecretString};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,6 +198,10 @@ pub struct SimConfig {
     pub event_window: usize,
     /// BOOKMARK interval for watches that allow bookmarks.
     pub bookmark_interval: Duration,
+    /// The bearer token every request must carry (`None`: any request is served, the
+    /// kubeconfig and client carry [`TOKEN`]). The kubeconfig and [`Sim::client`]
+    /// carry it.
+    pub token: Option<String>,
 }
 
 impl Default for SimConfig {
@@ -210,6 +215,7 @@ impl Default for SimConfig {
             run_controllers: true,
             event_window: 20_000,
             bookmark_interval: Duration::from_secs(1),
+            token: None,
         }
     }
 }
@@ -224,6 +230,8 @@ pub struct Sim {
     logs: Arc<LogStore>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
+    /// The bearer token of the kubeconfig and client (redacted in `Debug`).
+    token: SecretString,
     /// The kubelet's scratch root when the simulator created it (removed on drop).
     /// Declared last so it is removed after everything else has been dropped.
     scratch: Option<ScratchDir>,
@@ -260,7 +268,7 @@ impl Drop for ScratchDir {
     }
 }
 
-/// Bearer token written to the kubeconfig (the server accepts any token).
+/// Bearer token written to the kubeconfig when none is required (`SimConfig::token`).
 pub const TOKEN: &str = "kubesim";
 
 impl Sim {
@@ -306,7 +314,13 @@ impl Sim {
             bookmark_interval: cfg.bookmark_interval,
             address: addr.to_string(),
         };
-        let app = router(state);
+        let mut app = router(state);
+        if let Some(token) = &cfg.token {
+            let token: Arc<str> = token.as_str().into();
+            app = app.layer(axum::middleware::from_fn(move |req, next| {
+                crate::server::require_token(token.clone(), req, next)
+            }));
+        }
         let mut tasks = Vec::new();
         let stop = shutdown.clone();
         tasks.push(tokio::spawn(async move {
@@ -341,6 +355,7 @@ impl Sim {
             logs,
             shutdown,
             tasks,
+            token: cfg.token.clone().unwrap_or_else(|| TOKEN.into()).into(),
             scratch: None,
         };
         if cfg.run_controllers {
@@ -380,9 +395,10 @@ impl Sim {
     /// A kubeconfig for this server (context `kubesim`, static token [`TOKEN`]).
     pub fn kubeconfig_yaml(&self) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n    server: {url}\ncontexts:\n- name: kubesim\n  context:\n    cluster: kubesim\n    user: kubesim\n    namespace: {ns}\ncurrent-context: kubesim\nusers:\n- name: kubesim\n  user:\n    token: {TOKEN}\npreferences: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n    server: {url}\ncontexts:\n- name: kubesim\n  context:\n    cluster: kubesim\n    user: kubesim\n    namespace: {ns}\ncurrent-context: kubesim\nusers:\n- name: kubesim\n  user:\n    token: {token}\npreferences: {{}}\n",
             url = self.url(),
             ns = self.namespace,
+            token = self.token.expose_secret(),
         )
     }
 
@@ -406,6 +422,7 @@ impl Sim {
                 })?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = self.namespace.clone();
+        config.auth_info.token = Some(self.token.clone());
         Ok(kube::Client::try_from(config)?)
     }
 
