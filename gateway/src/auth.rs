@@ -15,7 +15,9 @@
 //! Only hashes are stored, never tokens: compute one with [`hash_token`] (or
 //! `printf %s "$TOKEN" | sha256sum`). A presented token is hashed and compared with
 //! every entry in constant time. Members see and cancel only their team's jobs; admins
-//! see all.
+//! see all. Some names cannot be team names ([`RESERVED_TEAMS`]): `global` is the
+//! admin-only plugin namespace and policy scope, the others belong to the platform or
+//! to Kubernetes. The file is reloaded when it changes ([`crate::live_tokens`]).
 
 use std::path::Path;
 
@@ -24,6 +26,34 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::jobspec::names;
+
+/// Names no team may have: `global` is the admin-managed plugin owner and policy scope
+/// (a team of that name would upload into it); `forge` and `system` are the
+/// platform's, `default` and `all` read as something else in APIs and selectors.
+/// Names starting with [`RESERVED_TEAM_PREFIXES`] are reserved too.
+pub const RESERVED_TEAMS: &[&str] = &["global", "forge", "system", "default", "all", "admin"];
+/// Prefixes no team name may start with: Kubernetes' (`kube-`) and Forge's own.
+pub const RESERVED_TEAM_PREFIXES: &[&str] = &["kube-", "forge-"];
+
+/// Why `team` cannot be a team name, if it cannot.
+pub fn team_name_problem(team: &str) -> Option<String> {
+    if !names::is_dns1123_label(team) {
+        return Some(format!("team `{team}` is not a DNS-1123 label"));
+    }
+    if RESERVED_TEAMS.contains(&team) {
+        return Some(format!(
+            "team name `{team}` is reserved (reserved: {}; and names starting with {})",
+            RESERVED_TEAMS.join(", "),
+            RESERVED_TEAM_PREFIXES.join(", ")
+        ));
+    }
+    if let Some(p) = RESERVED_TEAM_PREFIXES.iter().find(|p| team.starts_with(*p)) {
+        return Some(format!(
+            "team name `{team}` is reserved (names starting with `{p}` belong to the platform)"
+        ));
+    }
+    None
+}
 
 /// What a caller may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,8 +186,8 @@ impl Tokens {
                     "token_sha256 must be 64 hex digits (a SHA-256, never the token)".into(),
                 ));
             }
-            if !names::is_dns1123_label(&e.team) {
-                return Err(err(format!("team `{}` is not a DNS-1123 label", e.team)));
+            if let Some(problem) = team_name_problem(&e.team) {
+                return Err(err(problem));
             }
             if out.iter().any(|(h, _)| *h == hash) {
                 return Err(err("duplicate token_sha256".into()));
@@ -181,6 +211,13 @@ impl Tokens {
 
     /// The entries of a tokens file, unchecked (see [`Tokens::from_entries`]).
     pub fn read_entries(path: &Path) -> Result<Vec<TokenEntry>, TokensFileError> {
+        Ok(Self::read_entries_and_text(path)?.0)
+    }
+
+    /// The entries of a tokens file, unchecked, and the text they were read from.
+    pub fn read_entries_and_text(
+        path: &Path,
+    ) -> Result<(Vec<TokenEntry>, String), TokensFileError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| TokensFileError::Io {
             path: shown.clone(),
@@ -197,7 +234,7 @@ impl Tokens {
             }
             _ => return Err(parse("the name must end in .yaml, .yml or .toml".into())),
         };
-        Ok(doc.tokens)
+        Ok((doc.tokens, text))
     }
 
     /// Number of tokens.
@@ -328,6 +365,16 @@ mod tests {
             bad_team,
             Err(TokensFileError::Entry { index: 0, .. })
         ));
+        for reserved in ["global", "forge", "kube-system", "forge-ops", "all"] {
+            let r = Tokens::from_entries(vec![entry(&hash_token("x"), reserved)]);
+            match r {
+                Err(TokensFileError::Entry { index: 0, reason }) => {
+                    assert!(reason.contains("reserved"), "{reserved}: {reason}");
+                }
+                other => panic!("{reserved} must be refused: {other:?}"),
+            }
+        }
+        assert!(Tokens::from_entries(vec![entry(&hash_token("x"), "globals")]).is_ok());
         let dup = Tokens::from_entries(vec![
             entry(&hash_token("x"), "a"),
             entry(&hash_token("x"), "b"),

@@ -16,12 +16,12 @@ use forge_policy_host::{EngineLimits, PolicyEngine, PolicyRunner};
 use url::Url;
 
 use crate::admission::Admission;
-use crate::auth::Tokens;
 use crate::cluster::lease::LeaseMirror;
 use crate::cluster::{Capacity, Cluster};
 use crate::config::Config;
 use crate::jobs::{Jobs, QueueBoard};
 use crate::leader::{Leadership, Timings};
+use crate::live_tokens::LiveTokens;
 use crate::metrics::Metrics;
 use crate::objects::{LocalStore, ObjectStore};
 use crate::policy::{BootLink, PolicyManager, Registry, RegistryLimits};
@@ -136,7 +136,7 @@ const DATABASE_WAIT: Duration = Duration::from_secs(60);
 /// otherwise the stored active policy is restored.
 pub async fn build_state(
     config: Config,
-    tokens: Tokens,
+    tokens: Arc<LiveTokens>,
     client: kube::Client,
     boot: Vec<BootLink>,
     capsules: CapsuleBackend,
@@ -214,6 +214,7 @@ pub async fn build_state(
     let jobs = Jobs::new(
         config.clone(),
         db.jobs.clone(),
+        db.capsules.clone(),
         metrics.clone(),
         queue,
         admission,
@@ -222,7 +223,7 @@ pub async fn build_state(
     );
     Ok(AppState {
         config,
-        tokens: Arc::new(tokens),
+        tokens,
         jobs,
         policies,
         metrics,

@@ -61,18 +61,20 @@ impl Controllers {
 }
 
 /// Starts the elector, the supervisor of the leader's and followers' loops, the policy
-/// sync, the foreign-RayJob scan and the sweeper of this replica's abandoned uploads
-/// (upload sessions live on the replica that holds them).
+/// sync, the foreign-RayJob scan, the sweeper of this replica's abandoned uploads
+/// (upload sessions live on the replica that holds them) and the tokens file watch.
 pub fn spawn_controllers(state: &AppState) -> Controllers {
     let sync = Duration::from_millis(state.config.gateway.policy_sync_ms);
+    let mut tasks = vec![
+        elector::spawn(state.leadership.clone()),
+        supervise(state.jobs.clone(), state.leadership.clone()),
+        state.policies.spawn_sync(sync),
+        jobs::orphans::spawn(state.jobs.clone()),
+        state.uploads.spawn_sweeper(),
+    ];
+    tasks.extend(state.tokens.spawn_watch());
     Controllers {
-        tasks: Running(vec![
-            elector::spawn(state.leadership.clone()),
-            supervise(state.jobs.clone(), state.leadership.clone()),
-            state.policies.spawn_sync(sync),
-            jobs::orphans::spawn(state.jobs.clone()),
-            state.uploads.spawn_sweeper(),
-        ]),
+        tasks: Running(tasks),
         leadership: state.leadership.clone(),
     }
 }

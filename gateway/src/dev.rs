@@ -4,6 +4,10 @@
 //! chain and a fresh admin token. No cluster, no S3 — unless `FORGE_S3_*` is set, in
 //! which case capsules and logs use that object storage exactly as `serve` does.
 //!
+//! Dev mode is a sandbox for one developer, not a shared service: it runs every job's
+//! code as local processes of the user who started it and prints an admin token. So it
+//! listens on loopback only unless `--allow-remote` is given ([`check_listen`]).
+//!
 //! This is a composition root (an edge), so it reports errors with `anyhow`.
 
 use std::collections::HashMap;
@@ -16,9 +20,10 @@ use url::Url;
 
 use forge_policy_host::chain_file::LinkSpec;
 
-use crate::auth::{Role, TokenEntry, Tokens, hash_token};
+use crate::auth::{Role, TokenEntry, hash_token};
 use crate::compose::{self, CapsuleBackend};
 use crate::config::{self, Config};
+use crate::live_tokens::{LiveTokens, TokenSource};
 use crate::policy::{boot_links, boot_links_from_file};
 use crate::state::AppState;
 
@@ -60,6 +65,21 @@ pub struct DevGateway {
     /// The admin token printed for the user (also valid for `team-a`).
     pub token: String,
     pub kubeconfig: PathBuf,
+}
+
+/// Refuses a listen address that is not loopback unless `allow_remote`: dev mode runs
+/// job code as the developer's own processes and hands out an admin token, so reaching
+/// it from another machine means running anyone's code as this user.
+pub fn check_listen(addr: std::net::SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
+    if addr.ip().is_loopback() || allow_remote {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "refusing FORGE_LISTEN={addr}: `dev` runs every job's code as local processes of \
+         your user and prints an admin token, so it listens on loopback only (e.g. \
+         127.0.0.1:8080). Pass --allow-remote to listen on {addr} anyway, or run \
+         `forge-gateway serve` against a cluster to share Forge"
+    )
 }
 
 /// The reference chain the dev mode runs, in order.
@@ -111,6 +131,9 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
         gpu_node_label: cfg.k8s.gpu_node_label.clone(),
         controllers,
         run_controllers: opts.sim != SimMode::ApiOnly,
+        // The embedded API server serves only the kubeconfig's (fresh) token: job
+        // processes and other local users cannot drive the cluster.
+        token: Some(hex::encode(rand::random::<[u8; 32]>())),
         ..SimConfig::default()
     })
     .await
@@ -119,19 +142,18 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     sim.write_kubeconfig(&kubeconfig)
         .context("writing the kubeconfig")?;
 
-    // A fresh admin token each start, plus the tokens file's entries if one is set.
+    // A fresh admin token each start, plus the tokens file's entries if one is set
+    // (the file is reloaded when it changes; the fresh token stays).
     let token = hex::encode(rand::random::<[u8; 32]>());
-    let mut entries = match &cfg.gateway.tokens_file {
-        Some(path) => Tokens::read_entries(path)?,
-        None => Vec::new(),
-    };
-    entries.push(TokenEntry {
-        token_sha256: hash_token(&token),
-        team: "team-a".into(),
-        role: Role::Admin,
-        name: Some("dev".into()),
-    });
-    let tokens = Tokens::from_entries(entries)?;
+    let tokens = LiveTokens::load(TokenSource {
+        file: cfg.gateway.tokens_file.clone(),
+        extra: vec![TokenEntry {
+            token_sha256: hash_token(&token),
+            team: "team-a".into(),
+            role: Role::Admin,
+            name: Some("dev".into()),
+        }],
+    })?;
 
     let boot = match &opts.policy_chain {
         Some(file) => boot_links_from_file(file)
@@ -152,7 +174,8 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
             base_url: public_url.clone(),
         },
     };
-    let state = compose::build_state(cfg, tokens, client, boot, capsules).await?;
+    let state =
+        compose::build_state(cfg, std::sync::Arc::new(tokens), client, boot, capsules).await?;
     Ok(DevGateway {
         state,
         sim,
@@ -199,4 +222,28 @@ pub fn write_sample(data_dir: &std::path::Path) -> anyhow::Result<Sample> {
     std::io::Write::write_all(&mut zip, SAMPLE_TRAIN_PY.as_bytes())?;
     zip.finish()?;
     Ok(Sample { spec, code })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_without_allow_remote() {
+        for ok in ["127.0.0.1:8080", "[::1]:8080", "127.0.0.2:0"] {
+            assert!(
+                check_listen(ok.parse().expect("addr"), false).is_ok(),
+                "{ok}"
+            );
+        }
+        for remote in ["0.0.0.0:8080", "[::]:8080", "10.1.2.3:8080"] {
+            let addr = remote.parse().expect("addr");
+            let err = check_listen(addr, false).expect_err(remote).to_string();
+            assert!(
+                err.contains("--allow-remote") && err.contains("loopback"),
+                "{err}"
+            );
+            assert!(check_listen(addr, true).is_ok());
+        }
+    }
 }

@@ -15,7 +15,8 @@
 //!   which replica acts (and the fencing that stops a deposed one);
 //! - [`cluster`], [`store`], [`objects`], [`rayjob`]: adapters — the Kubernetes API,
 //!   the database, object storage, the RayJob builder;
-//! - [`config`], [`auth`], [`jobspec`], [`domain`], [`metrics`]: shared vocabulary.
+//! - [`config`], [`auth`], [`live_tokens`], [`jobspec`], [`domain`], [`metrics`]:
+//!   shared vocabulary.
 
 pub mod admission;
 pub mod auth;
@@ -29,6 +30,7 @@ pub mod http;
 pub mod jobs;
 pub mod jobspec;
 pub mod leader;
+pub mod live_tokens;
 pub mod metrics;
 pub mod objects;
 pub mod policy;

@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use forge_gateway::auth::{Tokens, hash_token};
+use forge_gateway::auth::hash_token;
 use forge_gateway::compose::{self, CapsuleBackend, spawn_controllers};
 use forge_gateway::config::{self, Config};
+use forge_gateway::live_tokens::{LiveTokens, TokenSource};
 use forge_gateway::policy::boot_links_from_file;
 use forge_gateway::router;
 
@@ -48,6 +49,10 @@ enum Command {
         /// An image whose pulls fail in the embedded cluster (repeatable).
         #[arg(long = "failing-image")]
         failing_images: Vec<String>,
+        /// Listen on a non-loopback FORGE_LISTEN (dev mode runs job code as your own
+        /// processes and prints an admin token: only for a machine you alone use).
+        #[arg(long)]
+        allow_remote: bool,
     },
     /// Print the SHA-256 to put in the tokens file for a token.
     HashToken { token: String },
@@ -95,24 +100,28 @@ async fn main() -> anyhow::Result<()> {
             sim,
             policy_chain,
             failing_images,
+            allow_remote,
         } => {
-            dev(forge_gateway::dev::DevOptions {
-                nodes,
-                plugins_dir,
-                env: std::env::vars()
-                    .filter(|(k, _)| k.starts_with("FORGE_"))
-                    .collect(),
-                sim,
-                policy_chain,
-                failing_images,
-            })
+            dev(
+                forge_gateway::dev::DevOptions {
+                    nodes,
+                    plugins_dir,
+                    env: std::env::vars()
+                        .filter(|(k, _)| k.starts_with("FORGE_"))
+                        .collect(),
+                    sim,
+                    policy_chain,
+                    failing_images,
+                },
+                allow_remote,
+            )
             .await
         }
         Command::Serve { policy_chain } => serve_cluster(policy_chain).await,
     }
 }
 
-async fn dev(opts: forge_gateway::dev::DevOptions) -> anyhow::Result<()> {
+async fn dev(opts: forge_gateway::dev::DevOptions, allow_remote: bool) -> anyhow::Result<()> {
     let listen = opts
         .env
         .get("FORGE_LISTEN")
@@ -120,6 +129,7 @@ async fn dev(opts: forge_gateway::dev::DevOptions) -> anyhow::Result<()> {
         .transpose()
         .context("FORGE_LISTEN")?
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8080)));
+    forge_gateway::dev::check_listen(listen, allow_remote)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -163,7 +173,10 @@ async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
             "no policy chain: pass --policy-chain or set FORGE_POLICY_CHAIN_FILE (in the \
              environment or FORGE_CONFIG_FILE)",
         )?;
-    let tokens = Tokens::load(&cfg.gateway.tokens_path())?;
+    let tokens = std::sync::Arc::new(LiveTokens::load(TokenSource {
+        file: Some(cfg.gateway.tokens_path()),
+        extra: Vec::new(),
+    })?);
     let (client, source) = forge_gateway::cluster::connect::client(&cfg.k8s).await?;
     tracing::info!("Kubernetes API: {}", source.as_str());
     let boot = boot_links_from_file(&policy_chain)?;

@@ -2,31 +2,38 @@
 //! `prometheus-client` crate. Everything is counted where it happens; the queue depth
 //! is read from the dispatcher's board at scrape time.
 //!
-//! | metric | labels | what |
-//! |---|---|---|
-//! | `forge_admission_decisions_total` | `decision`, `path` (`submit`, `queue`, `review`) | policy chain decisions |
-//! | `forge_job_transitions_total` | `state` | job state changes, by new state |
-//! | `forge_dispatch_seconds` | | queued → RayJob created (persist + create) |
-//! | `forge_dispatch_pass_seconds` | | one dispatcher pass over the queue |
-//! | `forge_capsule_uploads_total` | `outcome` (`uploaded`, `deduplicated`) | capsules stored |
-//! | `forge_capsule_lookups_total` | `result` (`present`, `absent`) | "does my team have this capsule?" questions (`forge submit` before uploading) |
-//! | `forge_upload_bytes_total` | | bytes received in resumable-upload chunks |
-//! | `forge_upload_sessions_total` | `outcome` (`started`, `resumed`, `completed`, `failed`, `aborted`, `expired`) | resumable-upload sessions |
-//! | `forge_logs_archived_total` | | job logs archived to object storage |
-//! | `forge_queue_depth` | `series` | queued jobs per GPU series |
-//! | `forge_policy_version` | | version of the active global chain |
-//! | `forge_plugin_calls_total` | `plugin`, `version`, `outcome` (`admit`, `queue`, `reject`, `error`) | policy plugin calls |
-//! | `forge_plugin_call_seconds` | `plugin`, `version` | one plugin call's latency (successful calls) |
-//! | `forge_plugin_failures_total` | `plugin`, `version`, `cause` (`deadline`, `memory`, `trap`, `bad-output`, `instantiate`) | plugin calls that failed (closed) |
-//! | `forge_leader` | | 1 while this replica leads (dispatches), else 0 |
-//! | `forge_leader_epoch` | | the epoch (fencing token) of this replica's term, 0 when following |
-//! | `forge_fenced_total` | `action` (`dispatch`, `transition`, `create`, `delete`) | side effects refused because their term was over |
-//! | `forge_rayjob_writes_total` | `verb` (`create`, `delete`) | RayJob creates and deletes this process sent |
-//! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`) | managed RayJobs this installation did not create or does not know (reported, never deleted) |
+//! Two views. The **open** one (no token) reveals no team or plugin names: plugin
+//! calls and failures are aggregated. The **detailed** one — for a scraper presenting
+//! `FORGE_METRICS_TOKEN` or an admin token — adds the per-plugin series, whose
+//! `plugin` label is `<owner>/<name>` and so names teams.
+//!
+//! | metric | labels | view | what |
+//! |---|---|---|---|
+//! | `forge_admission_decisions_total` | `decision`, `path` (`submit`, `queue`, `review`) | open | policy chain decisions |
+//! | `forge_job_transitions_total` | `state` | open | job state changes, by new state |
+//! | `forge_dispatch_seconds` | | open | queued → RayJob created (persist + create) |
+//! | `forge_dispatch_pass_seconds` | | open | one dispatcher pass over the queue |
+//! | `forge_capsule_uploads_total` | `outcome` (`uploaded`, `deduplicated`) | open | capsules stored |
+//! | `forge_logs_archived_total` | | open | job logs archived to object storage |
+//! | `forge_queue_depth` | `series` | open | queued jobs per GPU series |
+//! | `forge_policy_version` | | open | version of the active global chain |
+//! | `forge_policy_plugin_calls_total` | `outcome` (`admit`, `queue`, `reject`, `error`) | open | policy plugin calls, all plugins together |
+//! | `forge_policy_plugin_failures_total` | `cause` (`deadline`, `memory`, `trap`, `bad-output`, `widened`, `instantiate`) | open | plugin calls that failed (closed), all plugins together |
+//! | `forge_plugin_calls_total` | `plugin`, `version`, `outcome` | detailed | policy plugin calls |
+//! | `forge_plugin_call_seconds` | `plugin`, `version` | detailed | one plugin call's latency (successful calls) |
+//! | `forge_plugin_failures_total` | `plugin`, `version`, `cause` | detailed | plugin calls that failed (closed) |
+//! | `forge_capsule_lookups_total` | `result` (`present`, `absent`) | open | "does my team have this capsule?" questions (`forge submit` before uploading) |
+//! | `forge_upload_bytes_total` | | open | bytes received in resumable-upload chunks |
+//! | `forge_upload_sessions_total` | `outcome` (`started`, `resumed`, `completed`, `failed`, `aborted`, `expired`) | open | resumable-upload sessions |
+//! | `forge_leader` | | open | 1 while this replica leads (dispatches), else 0 |
+//! | `forge_leader_epoch` | | open | the epoch (fencing token) of this replica's term, 0 when following |
+//! | `forge_fenced_total` | `action` (`dispatch`, `transition`, `create`, `delete`) | open | side effects refused because their term was over |
+//! | `forge_rayjob_writes_total` | `verb` (`create`, `delete`) | open | RayJob creates and deletes this process sent |
+//! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`) | open | managed RayJobs this installation did not create or does not know (reported, never deleted) |
 
 use std::time::Duration;
 
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -46,7 +53,10 @@ fn plugin_call_histogram() -> Histogram {
 /// The gateway's metrics.
 #[derive(Debug)]
 pub struct Metrics {
+    /// What anyone may scrape.
     registry: Registry,
+    /// Added for authenticated scrapers: series labelled with plugin (and so team) names.
+    detailed: Registry,
     decisions: Family<Labels, Counter>,
     transitions: Family<Labels, Counter>,
     dispatch: Histogram,
@@ -58,6 +68,8 @@ pub struct Metrics {
     logs: Counter,
     queue_depth: Family<Labels, Gauge>,
     policy_version: Gauge,
+    plugin_calls_total: Family<Labels, Counter>,
+    plugin_failures_total: Family<Labels, Counter>,
     plugin_calls: Family<Labels, Counter>,
     plugin_seconds: HistogramFamily,
     plugin_failures: Family<Labels, Counter>,
@@ -144,21 +156,34 @@ impl Metrics {
             "Version of the active global policy chain",
             policy_version.clone(),
         );
-        let plugin_calls = Family::<Labels, Counter>::default();
+        let plugin_calls_total = Family::<Labels, Counter>::default();
         registry.register(
+            "forge_policy_plugin_calls",
+            "Policy plugin calls (all plugins) by outcome",
+            plugin_calls_total.clone(),
+        );
+        let plugin_failures_total = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_policy_plugin_failures",
+            "Policy plugin calls (all plugins) that failed, by cause",
+            plugin_failures_total.clone(),
+        );
+        let mut detailed = Registry::default();
+        let plugin_calls = Family::<Labels, Counter>::default();
+        detailed.register(
             "forge_plugin_calls",
             "Policy plugin calls by plugin, version and outcome",
             plugin_calls.clone(),
         );
         let plugin_seconds: HistogramFamily =
             Family::new_with_constructor(plugin_call_histogram as fn() -> Histogram);
-        registry.register(
+        detailed.register(
             "forge_plugin_call_seconds",
             "Seconds of one policy plugin call",
             plugin_seconds.clone(),
         );
         let plugin_failures = Family::<Labels, Counter>::default();
-        registry.register(
+        detailed.register(
             "forge_plugin_failures",
             "Policy plugin calls that failed, by cause",
             plugin_failures.clone(),
@@ -200,6 +225,9 @@ impl Metrics {
             fenced,
             rayjob_writes,
             foreign,
+            detailed,
+            plugin_calls_total,
+            plugin_failures_total,
             plugin_calls,
             plugin_seconds,
             plugin_failures,
@@ -232,6 +260,9 @@ impl Metrics {
         match result {
             Ok(outcome) => {
                 for t in &outcome.trace {
+                    self.plugin_calls_total
+                        .get_or_create(&vec![("outcome", t.outcome.to_string())])
+                        .inc();
                     self.plugin_calls
                         .get_or_create(&vec![
                             ("plugin", t.plugin.clone()),
@@ -249,6 +280,12 @@ impl Metrics {
                 }
             }
             Err(e) => {
+                self.plugin_calls_total
+                    .get_or_create(&vec![("outcome", "error".to_string())])
+                    .inc();
+                self.plugin_failures_total
+                    .get_or_create(&vec![("cause", e.source.cause().to_string())])
+                    .inc();
                 self.plugin_calls
                     .get_or_create(&vec![
                         ("plugin", e.plugin.clone()),
@@ -352,10 +389,13 @@ impl Metrics {
     }
 
     /// The exposition text, with the scrape-time gauges set first.
+    /// The exposition text, with the scrape-time gauges set first; `detailed` adds the
+    /// per-plugin series (authenticated scrapers only: they name teams).
     pub fn render(
         &self,
         queue_depth: &std::collections::BTreeMap<String, u64>,
         policy_version: u64,
+        detailed: bool,
     ) -> String {
         self.queue_depth.clear();
         for (series, n) in queue_depth {
@@ -366,7 +406,16 @@ impl Metrics {
         self.policy_version
             .set(i64::try_from(policy_version).unwrap_or(i64::MAX));
         let mut out = String::new();
-        if let Err(e) = encode(&mut out, &self.registry) {
+        let encoded = encode_registry(&mut out, &self.registry)
+            .and_then(|()| {
+                if detailed {
+                    encode_registry(&mut out, &self.detailed)
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| encode_eof(&mut out));
+        if let Err(e) = encoded {
             tracing::error!("encoding metrics: {e}");
         }
         out
@@ -385,7 +434,7 @@ mod tests {
         m.transition(JobState::Dispatched);
         let mut depth = std::collections::BTreeMap::new();
         depth.insert("h100".to_string(), 3);
-        let text = m.render(&depth, 7);
+        let text = m.render(&depth, 7, false);
         assert!(
             text.contains(r#"forge_admission_decisions_total{decision="admit",path="submit"} 2"#),
             "{text}"
@@ -394,5 +443,43 @@ mod tests {
         assert!(text.contains(r#"forge_queue_depth{series="h100"} 3"#));
         assert!(text.contains("forge_policy_version 7"));
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn plugin_names_only_in_the_detailed_view() {
+        use forge_policy_host::{ChainOutcome, TraceEntry};
+        let m = Metrics::new();
+        m.plugin_calls(&Ok(ChainOutcome {
+            decision: forge_policy_host::model::Decision::Queue {
+                code: "quota.exceeded".into(),
+                message: "m".into(),
+            },
+            digests: vec!["sha256:00".into()],
+            trace: vec![TraceEntry {
+                plugin: "team-secret/canary".into(),
+                version: "1.0.0".into(),
+                digest: "sha256:00".into(),
+                outcome: "queue",
+                decision: None,
+                error: None,
+                elapsed_us: 12,
+            }],
+        }));
+        let open = m.render(&std::collections::BTreeMap::new(), 1, false);
+        assert!(!open.contains("team-secret"), "{open}");
+        assert!(
+            open.contains(r#"forge_policy_plugin_calls_total{outcome="queue"} 1"#),
+            "{open}"
+        );
+        assert_eq!(open.matches("# EOF").count(), 1);
+        let detailed = m.render(&std::collections::BTreeMap::new(), 1, true);
+        assert!(
+            detailed.contains(
+                r#"forge_plugin_calls_total{plugin="team-secret/canary",version="1.0.0",outcome="queue"} 1"#
+            ),
+            "{detailed}"
+        );
+        assert!(detailed.ends_with("# EOF\n"));
+        assert_eq!(detailed.matches("# EOF").count(), 1);
     }
 }

@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use crate::auth::Tokens;
 use crate::cluster::Capacity;
 use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::leader::Leadership;
+use crate::live_tokens::LiveTokens;
 use crate::metrics::Metrics;
 use crate::objects::LocalStore;
 use crate::policy::PolicyManager;
@@ -20,7 +20,8 @@ use crate::uploads::Uploads;
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub config: Arc<Config>,
-    pub tokens: Arc<Tokens>,
+    /// The tokens in force (reloaded when the tokens file changes).
+    pub tokens: Arc<LiveTokens>,
     /// Jobs: store, queue, dispatcher, lifecycle, cluster adapter, object storage.
     pub jobs: Jobs,
     /// The active policy (global and team chains), its registry and its history.

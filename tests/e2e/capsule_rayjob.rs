@@ -61,6 +61,7 @@ fn job_spec(mode: &str, pre_running_seconds: Option<i64>) -> JobSpec {
             series: Some("h100".into()),
         }],
         env: BTreeMap::from([("MODE".into(), mode.into())]),
+        secret_env: BTreeMap::new(),
         shared_storage: false,
         corpus: false,
         deadlines: Deadlines {

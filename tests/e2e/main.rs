@@ -12,6 +12,7 @@ mod cli_upload;
 mod crash;
 mod degrade;
 mod faults;
+mod isolation;
 mod jobs;
 mod latency;
 mod policy_admin;

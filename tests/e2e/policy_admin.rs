@@ -432,7 +432,7 @@ async fn a_replica_sharing_the_store_picks_up_a_change_within_its_sync_interval(
     // A second gateway on the same data directory (store and object store).
     let replica = compose::build_state(
         (*gw.state.config).clone(),
-        (*gw.state.tokens).clone(),
+        gw.state.tokens.clone(),
         gw.sim.client().expect("client"),
         Vec::new(),
         CapsuleBackend::Local {

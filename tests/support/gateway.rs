@@ -98,10 +98,12 @@ impl TestGateway {
         JobClient::new(&self.url, token)
     }
 
-    /// The Prometheus text of `GET /metrics`.
+    /// The Prometheus text of `GET /metrics`, the detailed view (scraped with the
+    /// admin token).
     pub async fn metrics(&self) -> String {
         self.http
             .get(format!("{}/metrics", self.url))
+            .bearer_auth(&self.token)
             .send()
             .await
             .expect("metrics")

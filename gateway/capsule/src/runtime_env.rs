@@ -3,9 +3,11 @@
 //!
 //! It is written as JSON, which is valid YAML under every YAML version: every string is
 //! double-quoted, so no value can be re-read as something else (`yes`/`y`/`on` as YAML
-//! 1.1 booleans for PyYAML, `1e3` as a number, a URL's `: #` as structure). Characters
-//! JSON leaves raw but YAML does not allow in a document (DEL, C1 controls, U+FFFE/F)
-//! are written as `\uXXXX` escapes, which both read the same way. Never hand-formatted.
+//! 1.1 booleans for PyYAML, `1e3` as a number, a URL's `: #` as structure). Never
+//! hand-formatted. Characters JSON may leave raw but YAML may not (DEL, C1 controls,
+//! `U+FFFE`/`U+FFFF`) or that YAML 1.1 reads as line breaks inside a quoted scalar
+//! (NEL, `U+2028`, `U+2029`; and the BOM) are written as `\uXXXX` escapes, which
+//! both read back as the same character.
 
 use std::collections::BTreeMap;
 
@@ -28,24 +30,29 @@ pub fn runtime_env_yaml(
         working_dir: working_dir.to_owned(),
         env_vars: env_vars.clone(),
     })?;
-    Ok(escape_non_printable(&json))
+    Ok(escape_for_yaml(&json))
 }
 
-/// Whether YAML allows `c` unescaped in a document (its `c-printable` set, minus what
-/// JSON already escapes).
-fn yaml_printable(c: char) -> bool {
-    !matches!(c, '\u{7f}' | '\u{80}'..='\u{84}' | '\u{86}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}')
+/// Whether YAML readers need `c` escaped inside a double-quoted scalar.
+fn needs_escape(c: char) -> bool {
+    matches!(
+        c,
+        '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+    )
 }
 
-/// `json` with every character YAML does not allow raw escaped as `\uXXXX` (they can
-/// only occur inside strings: JSON's own syntax is ASCII).
-fn escape_non_printable(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
+/// `json` with every character of [`needs_escape`] as a `\uXXXX` escape (they only
+/// occur inside string literals, where that escape means the same in JSON and YAML).
+fn escape_for_yaml(json: &str) -> String {
+    if !json.chars().any(needs_escape) {
+        return json.to_owned();
+    }
+    let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
-        if yaml_printable(c) {
-            out.push(c);
-        } else {
+        if needs_escape(c) {
             out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
         }
     }
     out
@@ -84,17 +91,17 @@ mod tests {
     }
 
     #[test]
-    fn characters_yaml_forbids_are_escaped() {
+    fn characters_yaml_forbids_are_escaped_and_read_back() {
         let mut env = BTreeMap::new();
         env.insert(
             "A".to_string(),
-            "\u{7f}b\u{2}\u{85}\u{9b}\u{ffff}é".to_string(),
+            "del\u{7f} c1\u{85}\u{9f} ls\u{2028} ok é".to_string(),
         );
         let y = runtime_env_yaml("file:///x.zip", &env).expect("serializes");
-        assert!(y.chars().all(yaml_printable), "{y:?}");
-        assert!(y.contains("\\u007f") && y.contains("\\u009b") && y.contains("\\uffff"));
+        assert!(!y.chars().any(needs_escape), "{y:?}");
+        assert!(y.contains("\\u007f") && y.contains("\\u2028"), "{y}");
         assert_eq!(parse(&y).expect("parses").env_vars, env);
-        let via_json: RuntimeEnv = serde_json::from_str(&y).expect("still JSON");
-        assert_eq!(via_json.env_vars, env);
+        let back: RuntimeEnv = serde_json::from_str(&y).expect("still JSON");
+        assert_eq!(back.env_vars, env);
     }
 }

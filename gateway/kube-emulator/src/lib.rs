@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod error;
 pub mod faults;
 pub mod logs;
+pub mod network;
 pub mod resources;
 pub mod schema;
 pub mod selector;

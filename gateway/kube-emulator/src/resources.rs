@@ -244,6 +244,32 @@ pub static RESOURCES: &[Resource] = &[
         crd: false,
         field_selectors: &[],
     },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        status_subresource: false,
+        crd: false,
+        field_selectors: &["type"],
+    },
+    Resource {
+        group: "networking.k8s.io",
+        version: "v1",
+        plural: "networkpolicies",
+        singular: "networkpolicy",
+        kind: "NetworkPolicy",
+        namespaced: true,
+        short_names: &["netpol"],
+        categories: &[],
+        status_subresource: false,
+        crd: false,
+        field_selectors: &[],
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].

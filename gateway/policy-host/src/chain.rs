@@ -7,6 +7,11 @@
 //! plugin can still reject; if nothing rejected, the first hold queues the job; if every
 //! plugin admitted, the last placement is the decision. Any plugin failure fails the
 //! whole evaluation closed.
+//!
+//! A chain composed for a team ([`Chain::team_then_global`]) knows which of its links
+//! are the team's: after each team link that admits, the host checks that the link only
+//! narrowed the placement it was given ([`crate::narrowing`]) and fails closed
+//! (`widened`, naming the field) otherwise.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,8 +20,9 @@ use serde::Serialize;
 
 use crate::contract_check::check_decision;
 use crate::engine::PolicyEngine;
-use crate::error::{ChainError, LoadError};
+use crate::error::{ChainError, LoadError, PluginError};
 use crate::model::{Decision, Placement, PolicyRequest};
+use crate::narrowing;
 use crate::plugin::Plugin;
 
 /// One link of a chain: a plugin and the settings it runs with.
@@ -61,6 +67,8 @@ pub struct ChainOutcome {
 pub struct Chain {
     engine: PolicyEngine,
     links: Vec<ChainLink>,
+    /// The first `team_links` links are a team's: they may only narrow the placement.
+    team_links: usize,
 }
 
 impl Chain {
@@ -87,17 +95,24 @@ impl Chain {
         Ok(Chain {
             engine: engine.clone(),
             links,
+            team_links: 0,
         })
     }
 
-    /// The concatenation of already validated chains, in order, without validating
-    /// again (a team's own links followed by the global chain, see `policies`).
-    pub fn concat(parts: &[&Chain]) -> Option<Chain> {
-        let first = parts.first()?;
-        Some(Chain {
-            engine: first.engine.clone(),
-            links: parts.iter().flat_map(|c| c.links.iter().cloned()).collect(),
-        })
+    /// A team's already validated links followed by the global chain, without
+    /// validating again. The team's links may only narrow the placement
+    /// ([`crate::narrowing`]); the global links run unrestricted after them.
+    pub fn team_then_global(team: &Chain, global: &Chain) -> Chain {
+        Chain {
+            engine: global.engine.clone(),
+            links: team.links.iter().chain(&global.links).cloned().collect(),
+            team_links: team.links.len(),
+        }
+    }
+
+    /// How many of the first links are a team's (restricted to narrowing).
+    pub fn team_links(&self) -> usize {
+        self.team_links
     }
 
     /// The links, in order.
@@ -114,13 +129,22 @@ impl Chain {
         let mut trace = Vec::with_capacity(self.links.len());
         let mut digests = Vec::with_capacity(self.links.len());
 
-        for link in &self.links {
+        for (i, link) in self.links.iter().enumerate() {
             let plugin = &link.plugin;
             digests.push(plugin.digest().to_string());
             let started = Instant::now();
+            let team_link = i < self.team_links;
             let result = plugin
                 .evaluate_in(&mut store, &link.settings, request, &placement)
-                .and_then(|d| check_decision(request, d));
+                .and_then(|d| check_decision(request, d))
+                .and_then(|d| match &d {
+                    Decision::Admit { placement: after } if team_link => {
+                        narrowing::check(request, &placement, after)
+                            .map_err(|w| PluginError::Widened(Box::new(w)))?;
+                        Ok(d)
+                    }
+                    _ => Ok(d),
+                });
             let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             let decision = match result {
                 Ok(d) => d,

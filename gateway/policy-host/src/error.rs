@@ -57,12 +57,23 @@ pub enum PluginError {
     /// The plugin returned something the contract forbids.
     #[error("plugin returned a malformed decision: {0}")]
     BadOutput(String),
+    /// A team plugin widened the placement ([`crate::narrowing`]).
+    #[error("team plugin widened the placement: {0}")]
+    Widened(Box<crate::narrowing::Widening>),
     /// The host could not instantiate the plugin (e.g. the instance pool is exhausted).
     #[error("plugin could not be instantiated: {0}")]
     Instantiate(String),
 }
 
 impl PluginError {
+    /// The field a failure is about (a widening names one).
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            PluginError::Widened(w) => Some(&w.field),
+            _ => None,
+        }
+    }
+
     /// Stable name of the cause, for metrics labels and API error codes.
     pub fn cause(&self) -> &'static str {
         match self {
@@ -70,6 +81,7 @@ impl PluginError {
             PluginError::Memory { .. } => "memory",
             PluginError::Trap(_) => "trap",
             PluginError::BadOutput(_) => "bad-output",
+            PluginError::Widened(_) => "widened",
             PluginError::Instantiate(_) => "instantiate",
         }
     }

@@ -11,7 +11,8 @@
 //! - [`EngineLimits`], [`PluginLimits`]: the operator's defaults and maxima, and one
 //!   plugin's own deadline and memory cap.
 //! - [`Plugin`]: a checked, compiled component; instantiated fresh for every call.
-//! - [`Chain`]: ordered (plugin, settings) links and the chain semantics.
+//! - [`Chain`]: ordered (plugin, settings) links and the chain semantics; the team
+//!   links of a composed chain may only narrow the placement ([`narrowing`]).
 //! - [`PolicyRunner`]: runs evaluations off the async workers behind a semaphore.
 //! - [`model`]: the host's version-independent request and decision types.
 //! - [`chain_file`]: chain files (ordered plugins and settings, YAML or JSON).
@@ -23,6 +24,7 @@ pub mod engine;
 pub mod error;
 pub mod limits;
 pub mod model;
+pub mod narrowing;
 pub mod plugin;
 pub mod runner;
 mod sandbox;

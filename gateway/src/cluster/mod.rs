@@ -1,8 +1,9 @@
 //! The Kubernetes adapter: everything Forge reads from or writes to the API server —
-//! the typed RayJob and its API, a job's pods and logs, events, the Node/Pod capacity
-//! caches, the labels that tie objects to jobs and installations, the leader Lease
-//! mirror, and how the client connects ([`connect`]). Domain modules call these instead
-//! of building requests, selectors or JSON paths themselves.
+//! the typed RayJob and its API, each RayJob's NetworkPolicy, a job's pods and logs,
+//! events, the Node/Pod capacity caches, the labels that tie objects to jobs and
+//! installations, the leader Lease mirror, and how the client connects ([`connect`]).
+//! Domain modules call these instead of building requests, selectors or JSON paths
+//! themselves.
 
 pub mod api_error;
 pub mod capacity;
@@ -10,11 +11,13 @@ pub mod connect;
 pub mod events;
 pub mod labels;
 pub mod lease;
+pub mod network_policies;
 pub mod pods;
 pub mod rayjob;
 pub mod rayjobs;
 
 pub use capacity::Capacity;
+pub use network_policies::{Applied, NetworkPolicies};
 pub use pods::{LogSource, Pods};
 pub use rayjob::{RayJob, RayJobStatus};
 pub use rayjobs::{Created, RayJobs};
@@ -28,6 +31,8 @@ pub struct Cluster {
     /// The namespace of every object Forge creates.
     pub namespace: String,
     pub rayjobs: RayJobs,
+    /// One NetworkPolicy per RayJob.
+    pub network_policies: NetworkPolicies,
     pub pods: Pods,
     pub capacity: Capacity,
 }
@@ -46,6 +51,7 @@ impl Cluster {
     pub fn new(client: kube::Client, namespace: &str, capacity: Capacity, instance: &str) -> Self {
         Cluster {
             rayjobs: RayJobs::new(client.clone(), namespace, instance),
+            network_policies: NetworkPolicies::new(client.clone(), namespace, instance),
             pods: Pods::new(client.clone(), namespace),
             namespace: namespace.to_string(),
             client,

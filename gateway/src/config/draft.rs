@@ -59,6 +59,8 @@ impl Draft {
                 gpu_node_label: String::new(),
                 shm_size: String::new(),
                 gpu_passthrough: false,
+                operator_namespace: String::new(),
+                run_as_user: None,
             },
             storage: StorageConfig {
                 root: String::new(),
@@ -66,6 +68,7 @@ impl Draft {
                 shared: false,
                 corpus_pvc: None,
                 mount: None,
+                common_subpath: None,
             },
             kuberay: KubeRayConfig {
                 ray_version: None,
@@ -87,6 +90,7 @@ impl Draft {
                 listen: SocketAddr::from(([0, 0, 0, 0], 0)),
                 data_dir: PathBuf::new(),
                 tokens_file: None,
+                metrics_token: None,
                 policy_deadline_ms: 0,
                 policy_memory_mib: 0,
                 policy_max_memory_mib: 0,

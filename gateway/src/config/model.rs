@@ -36,6 +36,10 @@ pub struct K8sConfig {
     pub shm_size: String,
     /// `FORGE_K8S_GPU_PASSTHROUGH` (false = no `nvidia.com/gpu` requests).
     pub gpu_passthrough: bool,
+    /// `FORGE_K8S_OPERATOR_NAMESPACE`: the KubeRay operator's namespace.
+    pub operator_namespace: String,
+    /// `FORGE_K8S_RUN_AS_USER`: the uid of Ray containers (`None`: the image's user).
+    pub run_as_user: Option<i64>,
 }
 
 /// Shared storage settings.
@@ -51,6 +55,8 @@ pub struct StorageConfig {
     pub corpus_pvc: Option<String>,
     /// `FORGE_K8S_STORAGE_MOUNT`.
     pub mount: Option<String>,
+    /// `FORGE_K8S_STORAGE_COMMON_SUBPATH`: a directory of the claim shared read-only.
+    pub common_subpath: Option<String>,
 }
 
 impl StorageConfig {
@@ -62,6 +68,16 @@ impl StorageConfig {
     /// Where pods mount the read-only corpus claim.
     pub fn corpus_mount_path(&self) -> String {
         format!("{}/corpus", self.mount_path().trim_end_matches('/'))
+    }
+
+    /// Where pods mount the read-only common directory of the storage claim.
+    pub fn common_mount_path(&self) -> String {
+        format!("{}/common", self.mount_path().trim_end_matches('/'))
+    }
+
+    /// The directory of the storage claim a team's jobs mount (read-write).
+    pub fn team_subpath(team: &str) -> String {
+        format!("teams/{team}")
     }
 }
 
@@ -123,6 +139,8 @@ pub struct GatewayConfig {
     pub data_dir: PathBuf,
     /// `FORGE_TOKENS_FILE` as given.
     pub tokens_file: Option<PathBuf>,
+    /// `FORGE_METRICS_TOKEN`: the scraper's token for the detailed `/metrics`.
+    pub metrics_token: Option<Secret>,
     /// `FORGE_POLICY_DEADLINE_MS`.
     pub policy_deadline_ms: u64,
     /// `FORGE_POLICY_MEMORY_MIB`.

@@ -90,6 +90,8 @@ fn defaults_apply() {
             gpu_node_label: "starforge/gpu-series".into(),
             shm_size: "64Gi".into(),
             gpu_passthrough: true,
+            operator_namespace: "kuberay-system".into(),
+            run_as_user: Some(1000),
         },
         storage: StorageConfig {
             root: "/starforge".into(),
@@ -97,6 +99,7 @@ fn defaults_apply() {
             shared: true,
             corpus_pvc: None,
             mount: None,
+            common_subpath: None,
         },
         kuberay: KubeRayConfig {
             ray_version: Some("2.55.1".into()),
@@ -118,6 +121,7 @@ fn defaults_apply() {
             listen: "127.0.0.1:8080".parse().expect("addr"),
             data_dir: PathBuf::from("./forge-data"),
             tokens_file: None,
+            metrics_token: None,
             policy_deadline_ms: 50,
             policy_memory_mib: 32,
             policy_max_memory_mib: 256,
@@ -221,6 +225,7 @@ fn no_secret_variable_shows_in_debug() {
             "FORGE_DATABASE_URL",
             "postgres://forge:secret-db-password@db:5432/forge",
         ),
+        ("FORGE_METRICS_TOKEN", "secret-metrics-value"),
     ]);
     let debug = format!("{:?}", Config::from_env_map(env.clone()).expect("valid"));
     for var in VARS.iter().filter(|v| v.secret) {

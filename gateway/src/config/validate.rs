@@ -96,6 +96,23 @@ impl Config {
                 "the mount path is where the storage claim is mounted".to_string(),
             ));
         }
+        if self.storage.common_subpath.is_some() && self.storage.pvc.is_none() {
+            errors.push(requires(
+                "FORGE_K8S_STORAGE_COMMON_SUBPATH",
+                "FORGE_K8S_STORAGE_PVC",
+                "the common directory is a directory of the storage claim".to_string(),
+            ));
+        }
+        if let Some(common) = &self.storage.common_subpath
+            && (common == "teams" || common.starts_with("teams/"))
+        {
+            errors.push(ConfigError::Invalid {
+                var: "FORGE_K8S_STORAGE_COMMON_SUBPATH".to_string(),
+                reason: format!(
+                    "`{common}` is inside `teams/`, where each team's private directory lives"
+                ),
+            });
+        }
         if self.fleet_kind == FleetKind::Kuberay && self.kuberay.ray_version.is_none() {
             errors.push(ConfigError::Missing {
                 var: "FORGE_KUBERAY_RAY_VERSION".to_string(),

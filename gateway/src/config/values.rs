@@ -59,6 +59,37 @@ pub fn absolute_path(v: &str) -> Parsed<String> {
     Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_string())
 }
 
+/// A relative path inside a volume (a `subPath`): segments of letters, digits, `.`,
+/// `-` and `_`, no `..`, not absolute, without trailing slashes.
+pub fn sub_path(v: &str) -> Parsed<String> {
+    let trimmed = v.trim_end_matches('/');
+    let ok = !trimmed.is_empty()
+        && !trimmed.starts_with('/')
+        && trimmed.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        });
+    checked(
+        trimmed,
+        ok,
+        "a relative path inside the claim (no `..`, letters, digits, `.`, `-`, `_`)",
+    )
+}
+
+/// A Unix user id for containers, or `image` (the image's own user).
+pub fn run_as_user(v: &str) -> Parsed<Option<i64>> {
+    if v.eq_ignore_ascii_case("image") {
+        return Ok(None);
+    }
+    int(v, 1, i64::from(i32::MAX))
+        .map(Some)
+        .map_err(|e| format!("{e} (a non-root uid, or `image` for the image's own user)"))
+}
+
 /// A PersistentVolumeClaim name (DNS-1123 subdomain).
 pub fn claim_name(v: &str) -> Parsed<String> {
     checked(

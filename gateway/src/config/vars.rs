@@ -14,7 +14,8 @@ use super::draft::put;
 use super::secret::Secret;
 use super::values::{
     absolute_path, boolean, bucket, claim_name, dns_label, fleet_kind, framework, identity, image,
-    int, label_key, label_value, postgres_url, quantity, ray_version, socket_addr, text, url,
+    int, label_key, label_value, postgres_url, quantity, ray_version, run_as_user, socket_addr,
+    sub_path, text, url,
 };
 
 /// The variable naming the optional config file (read before the others).
@@ -113,6 +114,18 @@ pub static VARS: &[Var] = &[
         "`0` = pods request no `nvidia.com/gpu` (Ray logical GPUs only; GPU-less test clusters)",
     ),
     Var::new(
+        "FORGE_K8S_OPERATOR_NAMESPACE",
+        Fallback::Value("kuberay-system"),
+        |d, _, v| put(&mut d.cfg.k8s.operator_namespace, dns_label(v)),
+        "namespace of the KubeRay operator: its pods may reach every job's Ray head (each RayJob's NetworkPolicy admits them)",
+    ),
+    Var::new(
+        "FORGE_K8S_RUN_AS_USER",
+        Fallback::Value("1000"),
+        |d, _, v| put(&mut d.cfg.k8s.run_as_user, run_as_user(v)),
+        "uid Ray containers run as (`runAsNonRoot`; `1000` is `ray` in the rayproject images), or `image` for images that must keep their own user",
+    ),
+    Var::new(
         "FORGE_STORAGE_ROOT",
         Fallback::Value("/starforge"),
         |d, _, v| put(&mut d.cfg.storage.root, absolute_path(v)),
@@ -122,7 +135,7 @@ pub static VARS: &[Var] = &[
         "FORGE_K8S_STORAGE_PVC",
         NONE,
         |d, _, v| put(&mut d.cfg.storage.pvc, claim_name(v).map(Some)),
-        "claim behind the storage root; mounted at the root (or `FORGE_K8S_STORAGE_MOUNT`)",
+        "claim behind the storage root; a job with `sharedStorage` mounts its team's directory `teams/<team>` of it at the root (or `FORGE_K8S_STORAGE_MOUNT`)",
     ),
     Var::new(
         "FORGE_K8S_STORAGE_SHARED",
@@ -135,6 +148,12 @@ pub static VARS: &[Var] = &[
         NONE,
         |d, _, v| put(&mut d.cfg.storage.mount, absolute_path(v).map(Some)),
         "mount path when pods cannot mount at the root; needs `FORGE_K8S_STORAGE_PVC`",
+    ),
+    Var::new(
+        "FORGE_K8S_STORAGE_COMMON_SUBPATH",
+        NONE,
+        |d, _, v| put(&mut d.cfg.storage.common_subpath, sub_path(v).map(Some)),
+        "a directory of the storage claim every team's storage jobs also mount, read-only, at `<mount>/common` (data admins share); each team's own directory is `teams/<team>`; needs `FORGE_K8S_STORAGE_PVC`",
     ),
     Var::new(
         "FORGE_K8S_CORPUS_PVC",
@@ -245,6 +264,13 @@ pub static VARS: &[Var] = &[
         |d, _, v| put(&mut d.cfg.gateway.tokens_file, Ok(Some(PathBuf::from(v)))),
         "bearer-token file (hashed tokens → team, role)",
     ),
+    Var::new(
+        "FORGE_METRICS_TOKEN",
+        Fallback::Unset("— (admin tokens only)"),
+        |d, _, v| put(&mut d.cfg.gateway.metrics_token, Ok(Some(Secret::new(v)))),
+        "bearer token a Prometheus scraper presents at `/metrics` to see the per-plugin series (plugin names include team names); without it (or an admin token) `/metrics` shows only aggregates",
+    )
+    .secret(),
     Var::new(
         "FORGE_POLICY_DEADLINE_MS",
         Fallback::Value("50"),

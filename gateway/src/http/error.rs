@@ -10,7 +10,7 @@ use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use forge_capsule::{CapsuleError, CapsuleErrorKind};
-use forge_policy_host::{LoadError, RunError};
+use forge_policy_host::{LoadError, PluginError, RunError};
 use serde_json::{Value, json};
 
 use crate::auth::AuthError;
@@ -358,16 +358,28 @@ impl IntoResponse for ApiError {
                 format!("the job spec has {} problem(s)", errors.0.len()),
             )
             .details(json!({ "fields": errors.0 })),
-            ApiError::Policy(EvalError::Run(RunError::Chain(e))) => Answer::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "policy-failed",
-                format!(
-                    "admission policy `{}` failed ({}); the job was not admitted",
-                    e.plugin,
-                    e.source.cause()
-                ),
-            )
-            .details(json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() })),
+            ApiError::Policy(EvalError::Run(RunError::Chain(e))) => {
+                // A widening is the team plugin's own fault and says which field; other
+                // failures are reported by cause only.
+                let what = match &e.source {
+                    PluginError::Widened(w) => format!("widened: {w}"),
+                    other => other.cause().to_string(),
+                };
+                let mut details =
+                    json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() });
+                if let Some(field) = e.source.field() {
+                    details["field"] = json!(field);
+                }
+                Answer::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "policy-failed",
+                    format!(
+                        "admission policy `{}` failed ({what}); the job was not admitted",
+                        e.plugin
+                    ),
+                )
+                .details(details)
+            }
             ApiError::Policy(EvalError::ScopeUnavailable {
                 scope,
                 version,

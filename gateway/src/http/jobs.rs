@@ -84,7 +84,7 @@ pub async fn create(
     caller: Caller,
     request: Request,
 ) -> Result<(StatusCode, Json<JobResponse>), ApiError> {
-    let (spec, code) = submission::read(&state, request).await?;
+    let (spec, code) = submission::read(&state, &caller.team, request).await?;
     let submitted = state.jobs.submit(&caller, spec, code).await?;
     let mut resp = response(&state, submitted.job);
     resp.admission = Some(Admission {

@@ -143,7 +143,9 @@ pub fn document() -> Value {
                 "responses": {
                     "200": {"description": "ready", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}},
                     "503": {"description": "not ready: `failing` names the first failed check", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}}}}},
-            "/metrics": {"get": {"summary": "Prometheus metrics", "security": [], "responses": {"200": {"description": "text exposition format"}}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics: aggregates without a token; with FORGE_METRICS_TOKEN or an admin token also the per-plugin series (which name teams)",
+                "security": [{}, {"bearer": []}],
+                "responses": {"200": {"description": "text exposition format"}, "401": error_response("a token that is neither the metrics token nor a known one")}}},
             "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
             "/v1/schemas/jobspec": {"get": {"summary": "JobSpec JSON Schema", "responses": {"200": {"description": "schema"}}}},
             "/v1/capacity": {"get": {"summary": "Live GPU capacity per series and the caller's team usage",

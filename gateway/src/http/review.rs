@@ -44,7 +44,7 @@ pub async fn review(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map_or(SpecFormat::Json, SpecFormat::from_content_type);
-    let spec = jobspec::parse_and_validate(&body, format, &state.config)?;
+    let spec = jobspec::parse_and_validate(&body, format, &state.config, &caller.team)?;
     let capsule_spec = String::from_utf8(jobspec::capsule_bytes(&spec))
         .map_err(|e| ApiError::Internal(format!("capsule spec: {e}")))?;
     let admission = &state.jobs.admission;

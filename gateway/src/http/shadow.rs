@@ -1,5 +1,8 @@
 //! Shadow mode over HTTP: `GET|PUT|DELETE /v1/policy/shadow` — the candidate global
 //! chain that runs beside the live one, and its agreement (changes are admin-only).
+//! Admins see the comparisons over every team's jobs; a member sees the counts and
+//! the differing cases of its own team's jobs only (job ids, team names and decision
+//! codes of other teams never reach it).
 
 use axum::Json;
 use axum::body::Bytes;
@@ -8,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use super::policy::who;
-use crate::auth::Caller;
+use crate::auth::{Caller, Role};
 use crate::policy::shadow::{CandidateView, ShadowCandidate};
 use crate::policy::{LinkInput, PolicyAdminError, Scope};
 use crate::state::AppState;
@@ -40,6 +43,7 @@ pub struct ShadowResponse {
 
 async fn shadow_report(
     state: &AppState,
+    caller: &Caller,
     candidate: Option<&ShadowCandidate>,
     active: bool,
 ) -> Result<ShadowResponse, ApiError> {
@@ -52,7 +56,12 @@ async fn shadow_report(
             differences: Vec::new(),
         });
     };
-    let (counts, differences) = state.policies.store().shadow_report(&c.id, 100).await?;
+    let team = (caller.role != Role::Admin).then(|| caller.team.clone());
+    let (counts, differences) = state
+        .policies
+        .store()
+        .shadow_report(&c.id, team, 100)
+        .await?;
     #[allow(clippy::cast_precision_loss)]
     let agreement_rate =
         (counts.compared > 0).then(|| counts.agreed as f64 / counts.compared as f64);
@@ -68,10 +77,12 @@ async fn shadow_report(
 /// `GET /v1/policy/shadow`.
 pub async fn get_shadow(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
 ) -> Result<Json<ShadowResponse>, ApiError> {
     let c = state.policies.shadow();
-    Ok(Json(shadow_report(&state, c.as_deref(), true).await?))
+    Ok(Json(
+        shadow_report(&state, &caller, c.as_deref(), true).await?,
+    ))
 }
 
 /// `PUT /v1/policy/shadow`: start shadowing a candidate global chain.
@@ -100,7 +111,7 @@ pub async fn put_shadow(
         comment: put.comment,
         started_at_ms,
     };
-    let report = shadow_report(&state, Some(&candidate), true).await?;
+    let report = shadow_report(&state, &caller, Some(&candidate), true).await?;
     m.set_shadow(candidate);
     Ok(Json(report))
 }
@@ -115,5 +126,5 @@ pub async fn delete_shadow(
         .policies
         .clear_shadow()
         .ok_or_else(|| PolicyAdminError::NotFound("no shadow candidate is running".into()))?;
-    Ok(Json(shadow_report(&state, Some(&c), false).await?))
+    Ok(Json(shadow_report(&state, &caller, Some(&c), false).await?))
 }

@@ -15,8 +15,12 @@ use crate::jobs::CodeInput;
 use crate::jobspec::{self, JobSpec, SpecFormat};
 use crate::state::AppState;
 
-/// Reads and validates a submission.
-pub async fn read(state: &AppState, request: Request) -> Result<(JobSpec, CodeInput), ApiError> {
+/// Reads and validates a submission of `caller`'s team.
+pub async fn read(
+    state: &AppState,
+    team: &str,
+    request: Request,
+) -> Result<(JobSpec, CodeInput), ApiError> {
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -27,12 +31,12 @@ pub async fn read(state: &AppState, request: Request) -> Result<(JobSpec, CodeIn
         let multipart = Multipart::from_request(request, state)
             .await
             .map_err(|e| ApiError::bad("invalid-multipart", "body", e.body_text()))?;
-        read_multipart(state, multipart).await
+        read_multipart(state, team, multipart).await
     } else {
         let body = Bytes::from_request(request, state)
             .await
             .map_err(|e| ApiError::bad("invalid-body", "body", e.body_text()))?;
-        read_json(state, &body)
+        read_json(state, team, &body)
     }
 }
 
@@ -55,7 +59,7 @@ struct JsonSubmission {
     capsule: String,
 }
 
-fn read_json(state: &AppState, body: &[u8]) -> Result<(JobSpec, CodeInput), ApiError> {
+fn read_json(state: &AppState, team: &str, body: &[u8]) -> Result<(JobSpec, CodeInput), ApiError> {
     let req: JsonSubmission = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad(
             "invalid-body",
@@ -66,12 +70,13 @@ fn read_json(state: &AppState, body: &[u8]) -> Result<(JobSpec, CodeInput), ApiE
             ),
         )
     })?;
-    let spec = jobspec::from_value_and_validate(req.spec, &state.config)?;
+    let spec = jobspec::from_value_and_validate(req.spec, &state.config, team)?;
     Ok((spec, CodeInput::Capsule(req.capsule)))
 }
 
 async fn read_multipart(
     state: &AppState,
+    team: &str,
     mut multipart: Multipart,
 ) -> Result<(JobSpec, CodeInput), ApiError> {
     let mut spec_doc: Option<(Bytes, SpecFormat)> = None;
@@ -124,7 +129,7 @@ async fn read_multipart(
             "the `code` part (a .zip or .tar.gz of the job's code) is required",
         ));
     };
-    let spec = jobspec::parse_and_validate(&doc, format, &state.config)?;
+    let spec = jobspec::parse_and_validate(&doc, format, &state.config, team)?;
     Ok((spec, CodeInput::Upload(code)))
 }
 

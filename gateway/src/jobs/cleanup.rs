@@ -1,7 +1,10 @@
 //! Archive-then-delete, the one way a finished job's RayJob goes away: its logs (the
 //! driver's and the head's) are archived to object storage beside the capsule, then
-//! the RayJob is deleted — but it is kept (and with it the pods holding the logs) when
-//! archival failed, so the lifecycle controller's resync can try again.
+//! the RayJob is deleted, then its NetworkPolicy — but both are kept (and with them
+//! the pods holding the logs) when archival failed, so the lifecycle controller's
+//! resync can try again. NetworkPolicies left without a RayJob (a crash between the
+//! two deletes, a dispatch that never created its RayJob) are removed by the resync
+//! ([`Jobs::sweep_network_policies`]).
 //!
 //! The delete is the leader's side effect (or a user's cancel): the controllers' copy
 //! checks its term right before it.
@@ -15,6 +18,7 @@ use kube::ResourceExt;
 use super::error::JobError;
 use super::service::Jobs;
 use crate::cluster::api_error::{Failure, classify};
+use crate::cluster::labels::LABEL_JOB_ID;
 use crate::cluster::{LogSource, RayJob};
 use crate::objects::log_key;
 use crate::store::JobRecord;
@@ -50,7 +54,30 @@ impl Jobs {
         }
         self.may_act("delete")?;
         self.metrics.rayjob_write("delete");
-        Ok(self.cluster.rayjobs.delete(&name).await?)
+        self.cluster.rayjobs.delete(&name).await?;
+        Ok(self.cluster.network_policies.delete(&name).await?)
+    }
+
+    /// Deletes the gateway's NetworkPolicies whose job is over (or unknown) and whose
+    /// RayJob is gone: what an interrupted clean-up or dispatch left behind.
+    pub(crate) async fn sweep_network_policies(&self) -> Result<(), JobError> {
+        for policy in self.cluster.network_policies.list_own().await? {
+            let name = policy.name_any();
+            let job = match policy.labels().get(LABEL_JOB_ID) {
+                Some(id) => self.store.get(id).await?,
+                None => None,
+            };
+            if job.is_some_and(|j| !j.state.is_terminal()) {
+                continue; // queued again for a retry, or running: still needed
+            }
+            if self.cluster.rayjobs.get(&name).await?.is_some() {
+                continue; // its clean-up deletes it
+            }
+            self.may_act("delete")?;
+            tracing::info!(policy = %name, "deleting a NetworkPolicy left without its job");
+            self.cluster.network_policies.delete(&name).await?;
+        }
+        Ok(())
     }
 
     /// Archives the driver and head logs of a job. A pod that does not exist (the job

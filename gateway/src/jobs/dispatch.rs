@@ -399,7 +399,18 @@ impl Jobs {
         // lasts (a deposed leader's stored intent is reconciled by its successor).
         self.may_act("create")?;
         self.metrics.rayjob_write("create");
-        match self.cluster.rayjobs.create_or_adopt(&manifest).await {
+        // The NetworkPolicy first, so the RayJob's pods are never reachable by others.
+        let policy = rayjob::network::network_policy(
+            &job.id,
+            &job.team,
+            self.cluster.rayjobs.instance(),
+            &self.config,
+        );
+        let created = match self.cluster.network_policies.create_or_adopt(&policy).await {
+            Ok(_) => self.cluster.rayjobs.create_or_adopt(&manifest).await,
+            Err(e) => Err(e),
+        };
+        match created {
             Ok(Created::New) => {}
             Ok(Created::Adopted) => {
                 tracing::info!(job = %job.id, rayjob = %name, "RayJob exists: adopted");

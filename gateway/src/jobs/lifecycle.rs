@@ -88,14 +88,15 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
 }
 
 impl Jobs {
-    /// Looks at every RayJob of this installation again (a LIST, not the watch).
+    /// Looks at every RayJob of this installation again (a LIST, not the watch), then at
+    /// NetworkPolicies left without their job.
     async fn resync(&self) -> Result<(), JobError> {
         for obj in self.cluster.rayjobs.list_own().await? {
             if let Err(e) = self.on_rayjob(&obj).await {
                 tracing::warn!(rayjob = %obj.name_any(), "lifecycle resync: {e}");
             }
         }
-        Ok(())
+        self.sweep_network_policies().await
     }
 
     /// A RayJob was seen: move its job to what its status says.

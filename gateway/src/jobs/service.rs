@@ -21,7 +21,9 @@ use crate::domain::JobState;
 use crate::leader::Term;
 use crate::metrics::Metrics;
 use crate::objects::ObjectStore;
-use crate::store::{JobRecord, JobStore, NewDecision, NewJob, StoreError, Transition};
+use crate::store::{
+    CapsuleStore, JobRecord, JobStore, NewDecision, NewJob, StoreError, Transition,
+};
 
 use super::error::JobError;
 use super::feed::{JobEvent, JobFeed};
@@ -38,6 +40,7 @@ const CAS_ATTEMPTS: usize = 3;
 pub struct Jobs {
     pub(crate) config: Arc<Config>,
     pub(crate) store: Arc<dyn JobStore>,
+    pub(crate) capsules: Arc<dyn CapsuleStore>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) queue: Arc<QueueBoard>,
     pub(crate) admission: Admission,
@@ -59,9 +62,11 @@ impl std::fmt::Debug for Jobs {
 
 impl Jobs {
     /// The job domain over these parts.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: Arc<Config>,
         store: Arc<dyn JobStore>,
+        capsules: Arc<dyn CapsuleStore>,
         metrics: Arc<Metrics>,
         queue: Arc<QueueBoard>,
         admission: Admission,
@@ -71,6 +76,7 @@ impl Jobs {
         Jobs {
             config,
             store,
+            capsules,
             metrics,
             queue,
             admission,

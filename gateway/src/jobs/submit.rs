@@ -5,6 +5,9 @@
 //! A rejection is recorded too (state `rejected`, with the decision) so that audits see
 //! it, but nothing is stored in object storage and no RayJob is created. A hostile or
 //! oversize archive is refused before anything is written.
+//!
+//! Capsules belong to the teams that uploaded them ([`crate::store::CapsuleStore`]):
+//! a submission naming a capsule by digest is accepted only from one of its owners.
 
 use std::path::PathBuf;
 
@@ -99,12 +102,19 @@ impl Jobs {
         let digest = match code {
             CodeInput::Capsule(digest) => {
                 let digest = Digest::parse(&digest).map_err(|_| JobError::InvalidCapsuleRef)?;
-                if !self.objects.exists(digest.as_str()).await? {
+                // Only a team that uploaded these bytes may run them; to anyone else the
+                // capsule does not exist (the same answer, so digests cannot be probed).
+                if !self
+                    .capsules
+                    .capsule_owned_by(&digest, &caller.team)
+                    .await?
+                    || !self.objects.exists(digest.as_str()).await?
+                {
                     return Err(JobError::UnknownCapsule(digest));
                 }
                 digest
             }
-            CodeInput::Upload(path) => self.pack_and_store(&spec, path).await?,
+            CodeInput::Upload(path) => self.pack_and_store(&caller.team, &spec, path).await?,
         };
 
         let reason = match &outcome.decision {
@@ -130,9 +140,11 @@ impl Jobs {
     }
 
     /// Packs the uploaded archive with the authoritative spec into a capsule and
-    /// stores it (content-addressed: an identical capsule is not uploaded again).
+    /// stores it (content-addressed: an identical capsule is not uploaded again), and
+    /// records `team` as one of its owners — also when the bytes were already stored.
     async fn pack_and_store(
         &self,
+        team: &str,
         spec: &JobSpec,
         upload: tempfile::TempPath,
     ) -> Result<Digest, JobError> {
@@ -154,6 +166,9 @@ impl Jobs {
         let outcome = stored?;
         self.metrics
             .capsule(matches!(outcome, PutOutcome::AlreadyPresent));
-        Digest::parse(&capsule.digest).map_err(|e| JobError::Io(format!("the capsule digest: {e}")))
+        let digest = Digest::parse(&capsule.digest)
+            .map_err(|e| JobError::Io(format!("the capsule digest: {e}")))?;
+        self.capsules.grant_capsule(&digest, team).await?;
+        Ok(digest)
     }
 }

@@ -7,7 +7,14 @@
 //!    `team`, which comes from authentication, never from the body — and missing
 //!    fields), using the `jsonschema` crate so that every structural error is found;
 //! 2. semantic ([`JobSpec::validate`]): names, ranges, duplicates, reserved keys,
-//!    frameworks without a configured image, storage the cluster does not offer.
+//!    frameworks without a configured image, storage the cluster does not offer; and
+//!    what depends on the submitting team ([`JobSpec::validate_for_team`]): only the
+//!    team's own Secrets in `secretEnv`.
+//!
+//! `env` is for values that are not secret: they are stored with the job, packed
+//! into the capsule and written into the RayJob. Credentials go in `secretEnv`, which
+//! names a key of a Kubernetes Secret; the kubelet resolves it into the Ray
+//! containers' environment, so the value never passes through Forge.
 
 pub mod names;
 mod parse;
@@ -48,6 +55,13 @@ pub const MAX_ENV_VALUE_BYTES: usize = 32 * 1024;
 pub const RESERVED_ENV_PREFIXES: &[&str] = &["FORGE_", "RAY_"];
 /// Environment variables a job may not set: Ray assigns GPUs to workers itself.
 pub const RESERVED_ENV_NAMES: &[&str] = &["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"];
+/// The Secrets a team may use in `secretEnv`: those in Forge's namespace whose name
+/// starts with `<team>.` (e.g. `team-a.wandb`). A team name is a DNS-1123 label, which
+/// has no `.`, so one team's prefix never matches another team's Secrets.
+pub fn team_secret_prefix(team: &str) -> String {
+    format!("{team}.")
+}
+
 /// Label-key prefixes owned by Forge, KubeRay and Kueue.
 pub const RESERVED_LABEL_PREFIXES: &[&str] = &[
     "forge.dev/",
@@ -93,6 +107,21 @@ pub struct Deadlines {
     pub active_seconds: Option<i64>,
 }
 
+/// An environment value taken from a Kubernetes Secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretRef {
+    /// The Secret, in Forge's namespace; its name must start with `<team>.` (your
+    /// team's Secrets, created by the cluster's administrators).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 253))]
+    pub secret: String,
+    /// The key of the Secret's data.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
 /// A training job as submitted. The team is not part of it: it comes from the
 /// caller's credentials.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -115,9 +144,15 @@ pub struct JobSpec {
     #[serde(default)]
     #[schemars(length(min = 1, max = 7))]
     pub pools: Vec<PoolSpec>,
-    /// Environment of the job (runtime env `env_vars`).
+    /// Environment of the job (runtime env `env_vars`). Not for secrets: these values
+    /// are stored with the job, packed into the capsule and written into the RayJob.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Environment variables whose values come from Kubernetes Secrets of the team
+    /// (`NAME: {secret, key}`). The values never pass through Forge: the kubelet puts
+    /// them in the Ray containers' environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_env: BTreeMap<String, SecretRef>,
     /// Whether the job needs the shared storage claim.
     #[serde(default)]
     pub shared_storage: bool,
@@ -155,6 +190,8 @@ pub enum FieldCode {
     Duplicate,
     /// A name Forge, Ray or Kubernetes controls.
     Reserved,
+    /// Something the submitting team may not use (another team's Secret).
+    Forbidden,
     /// No image is configured for the framework.
     UnknownFramework,
     /// The cluster does not offer what the field asks for.
@@ -173,6 +210,7 @@ impl FieldCode {
             Self::Format => "format",
             Self::Duplicate => "duplicate",
             Self::Reserved => "reserved",
+            Self::Forbidden => "forbidden",
             Self::UnknownFramework => "unknown-framework",
             Self::Unavailable => "unavailable",
         }

@@ -70,6 +70,15 @@ pub fn is_c_identifier(s: &str) -> bool {
         && !s.starts_with(|c: char| c.is_ascii_digit())
 }
 
+/// A key of a Secret's (or ConfigMap's) data: `[-._a-zA-Z0-9]+`, at most 253
+/// characters.
+pub fn is_config_map_key(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= DNS_SUBDOMAIN_MAX
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// A Kubernetes resource quantity that is strictly positive, e.g. `64Gi`, `500M`,
 /// `1.5Gi`, `1e9`. Returns false for zero, negatives and malformed values.
 pub fn is_positive_quantity(s: &str) -> bool {
@@ -137,6 +146,15 @@ mod tests {
         assert!(!is_c_identifier("1X"));
         assert!(!is_c_identifier("A-B"));
         assert!(!is_c_identifier(""));
+    }
+
+    #[test]
+    fn secret_data_keys() {
+        assert!(is_config_map_key("api-key"));
+        assert!(is_config_map_key(".dockerconfigjson"));
+        assert!(!is_config_map_key(""));
+        assert!(!is_config_map_key("a/b"));
+        assert!(!is_config_map_key(&"k".repeat(254)));
     }
 
     #[test]

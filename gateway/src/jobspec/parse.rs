@@ -17,26 +17,29 @@ fn parse_document(body: &[u8], format: SpecFormat) -> Result<serde_json::Value, 
     }
 }
 
-/// Parses a spec document and validates it against the configuration, reporting every
-/// problem (structural and semantic) at once.
+/// Parses a spec document and validates it against the configuration and for the
+/// submitting `team`, reporting every problem (structural and semantic) at once.
 pub fn parse_and_validate(
     body: &[u8],
     format: SpecFormat,
     cfg: &Config,
+    team: &str,
 ) -> Result<JobSpec, SpecErrors> {
     let doc = parse_document(body, format).map_err(|e| SpecErrors(vec![e]))?;
-    from_value_and_validate(doc, cfg)
+    from_value_and_validate(doc, cfg, team)
 }
 
 /// Validates an already-parsed document (e.g. the `spec` member of a JSON request).
 pub fn from_value_and_validate(
     doc: serde_json::Value,
     cfg: &Config,
+    team: &str,
 ) -> Result<JobSpec, SpecErrors> {
     let mut errors = structural_errors(&doc);
     let typed = serde_json::from_value::<JobSpec>(doc);
     if let Ok(spec) = &typed {
         errors.extend(spec.validate(cfg));
+        errors.extend(spec.validate_for_team(team));
     }
     if errors.is_empty() {
         return typed

@@ -37,7 +37,7 @@ const GOOD: &str = r#"{
 }"#;
 
 fn errors_of(json: &str) -> Vec<FieldError> {
-    match parse_and_validate(json.as_bytes(), SpecFormat::Json, &cfg()) {
+    match parse_and_validate(json.as_bytes(), SpecFormat::Json, &cfg(), "team-a") {
         Ok(s) => panic!("expected errors, got {s:?}"),
         Err(SpecErrors(e)) => e,
     }
@@ -55,12 +55,14 @@ fn patched(patch: impl FnOnce(&mut serde_json::Value)) -> String {
 
 #[test]
 fn accepts_a_good_spec_in_json_and_yaml() {
-    let spec = parse_and_validate(GOOD.as_bytes(), SpecFormat::Json, &cfg()).expect("valid");
+    let spec =
+        parse_and_validate(GOOD.as_bytes(), SpecFormat::Json, &cfg(), "team-a").expect("valid");
     assert_eq!(spec.pools.len(), 2);
     assert_eq!(spec.primary().map(|p| p.name.as_str()), Some("trainer"));
     assert_eq!(spec.total_gpus(), 20);
     let yaml = "name: grpo-7b\nframework: nemo-rl\nentrypoint: python train.py\npools:\n  - name: trainer\n    nodes: 1\n    gpusPerNode: 8\n";
-    let spec = parse_and_validate(yaml.as_bytes(), SpecFormat::Yaml, &cfg()).expect("valid");
+    let spec =
+        parse_and_validate(yaml.as_bytes(), SpecFormat::Yaml, &cfg(), "team-a").expect("valid");
     assert_eq!(spec.pools[0].gpus_per_node, 8);
     assert!(spec.env.is_empty());
     assert_eq!(spec.deadlines, Deadlines::default());
@@ -145,7 +147,8 @@ fn type_errors_and_unknown_nested_fields() {
 fn syntax_errors() {
     let e = errors_of("{not json");
     assert_eq!(e[0].code, FieldCode::Syntax);
-    let Err(SpecErrors(e)) = parse_and_validate(b"name: [", SpecFormat::Yaml, &cfg()) else {
+    let Err(SpecErrors(e)) = parse_and_validate(b"name: [", SpecFormat::Yaml, &cfg(), "team-a")
+    else {
         panic!("expected a syntax error");
     };
     assert_eq!(e[0].code, FieldCode::Syntax);
@@ -175,7 +178,8 @@ fn storage_not_offered() {
     ]))
     .expect("valid config");
     let doc = patched(|v| v["corpus"] = true.into());
-    let Err(SpecErrors(e)) = parse_and_validate(doc.as_bytes(), SpecFormat::Json, &cfg) else {
+    let Err(SpecErrors(e)) = parse_and_validate(doc.as_bytes(), SpecFormat::Json, &cfg, "team-a")
+    else {
         panic!("expected errors");
     };
     assert!(has(&e, "sharedStorage", FieldCode::Unavailable), "{e:?}");
@@ -235,4 +239,71 @@ fn field_paths() {
     assert_eq!(field_path("/pools/1/gpusPerNode"), "pools[1].gpusPerNode");
     assert_eq!(field_path(""), "");
     assert_eq!(field_path("/labels/a~1b"), "labels[\"a/b\"]");
+}
+
+#[test]
+fn secret_env_names_the_teams_own_secrets_only() {
+    let ok = patched(|v| {
+        v["secretEnv"] =
+            serde_json::json!({"WANDB_API_KEY": {"secret": "team-a.wandb", "key": "api-key"}});
+    });
+    let spec =
+        parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-a").expect("valid");
+    assert_eq!(spec.secret_env["WANDB_API_KEY"].secret, "team-a.wandb");
+    // The same spec from another team names a Secret that is not its own.
+    let Err(SpecErrors(e)) = parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-b")
+    else {
+        panic!("team-b may not use team-a's Secret");
+    };
+    assert!(
+        has(
+            &e,
+            r#"secretEnv["WANDB_API_KEY"].secret"#,
+            FieldCode::Forbidden
+        ),
+        "{e:?}"
+    );
+    // `team-a.` is not a prefix of `team-a-b.`: team names have no dot.
+    let e = errors_of(&patched(|v| {
+        v["secretEnv"] = serde_json::json!({"K": {"secret": "team-a-b.x", "key": "k"}});
+    }));
+    assert!(
+        has(&e, r#"secretEnv["K"].secret"#, FieldCode::Forbidden),
+        "{e:?}"
+    );
+
+    let e = errors_of(&patched(|v| {
+        v["secretEnv"] = serde_json::json!({
+            "WANDB_MODE": {"secret": "team-a.x", "key": "k"},
+            "RAY_ADDRESS": {"secret": "team-a.x", "key": "k"},
+            "BAD_SECRET": {"secret": "Team_A.x", "key": "k"},
+            "BAD_KEY": {"secret": "team-a.x", "key": "a/b"},
+            "NO_KEY": {"secret": "team-a.x"},
+        });
+    }));
+    assert!(
+        has(&e, r#"secretEnv["WANDB_MODE"]"#, FieldCode::Duplicate),
+        "{e:?}"
+    );
+    assert!(
+        has(&e, r#"secretEnv["RAY_ADDRESS"]"#, FieldCode::Reserved),
+        "{e:?}"
+    );
+    assert!(
+        has(&e, r#"secretEnv["BAD_SECRET"].secret"#, FieldCode::Format),
+        "{e:?}"
+    );
+    assert!(
+        has(&e, r#"secretEnv["BAD_KEY"].key"#, FieldCode::Format),
+        "{e:?}"
+    );
+    assert!(
+        has(&e, r#"secretEnv["NO_KEY"].key"#, FieldCode::Required),
+        "{e:?}"
+    );
+    let e = errors_of(&patched(|v| {
+        v["secretEnv"] =
+            serde_json::json!({"K": {"secret": "team-a.x", "key": "k", "value": "leak"}});
+    }));
+    assert!(e.iter().any(|e| e.code == FieldCode::UnknownField), "{e:?}");
 }

@@ -1,11 +1,13 @@
 //! The semantic layer of spec validation ([`JobSpec::validate`]): names, ranges,
 //! duplicates, reserved keys, frameworks without a configured image and storage the
-//! cluster does not offer — one function per part of the spec, every problem reported.
+//! cluster does not offer — one function per part of the spec, every problem reported
+//! — and the team's part ([`JobSpec::validate_for_team`]): `secretEnv` may only name
+//! the team's own Secrets.
 
 use super::{
     FieldCode, FieldError, JobSpec, MAX_ENTRYPOINT_BYTES, MAX_ENV, MAX_ENV_VALUE_BYTES,
     MAX_GPUS_PER_NODE, MAX_NODES_PER_POOL, MAX_POOLS, PoolSpec, RESERVED_ENV_NAMES,
-    RESERVED_ENV_PREFIXES, RESERVED_LABEL_PREFIXES, names,
+    RESERVED_ENV_PREFIXES, RESERVED_LABEL_PREFIXES, names, team_secret_prefix,
 };
 use crate::config::Config;
 
@@ -33,6 +35,7 @@ impl JobSpec {
         self.check_entrypoint(&mut p);
         self.check_pools(&mut p);
         self.check_env(&mut p);
+        self.check_secret_env(&mut p);
         self.check_labels(&mut p);
         self.check_deadlines(&mut p);
         self.check_storage(cfg, &mut p);
@@ -104,36 +107,79 @@ impl JobSpec {
         }
     }
 
+    /// Semantic checks that depend on the submitting team (its name comes from
+    /// authentication): every `secretEnv` Secret must be one of the team's.
+    pub fn validate_for_team(&self, team: &str) -> Vec<FieldError> {
+        let prefix = team_secret_prefix(team);
+        self.secret_env
+            .iter()
+            .filter(|(_, r)| !r.secret.is_empty() && !r.secret.starts_with(&prefix))
+            .map(|(name, r)| {
+                FieldError::new(
+                    format!("{}.secret", entry("secretEnv", name)),
+                    FieldCode::Forbidden,
+                    format!(
+                        "Secret `{}` is not one of your team's: a team may use the Secrets \
+                         whose name starts with `{prefix}`",
+                        r.secret
+                    ),
+                )
+            })
+            .collect()
+    }
+
     fn check_env(&self, p: &mut Problems) {
-        if self.env.len() > MAX_ENV {
+        if self.env.len() + self.secret_env.len() > MAX_ENV {
             p.push(
                 "env",
                 FieldCode::Range,
-                format!("at most {MAX_ENV} variables"),
+                format!("at most {MAX_ENV} variables (env and secretEnv together)"),
             );
         }
         for (key, value) in &self.env {
             let at = entry("env", key);
-            if !names::is_c_identifier(key) {
-                p.push(
-                    at,
-                    FieldCode::Format,
-                    "must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)",
-                );
-            } else if RESERVED_ENV_PREFIXES.iter().any(|r| key.starts_with(r))
-                || RESERVED_ENV_NAMES.contains(&key.as_str())
-            {
-                p.push(
-                    at,
-                    FieldCode::Reserved,
-                    "FORGE_*, RAY_*, CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES are set \
-                     by the platform",
-                );
-            } else if value.len() > MAX_ENV_VALUE_BYTES {
+            if !env_name_ok(key, &at, p) {
+                continue;
+            }
+            if value.len() > MAX_ENV_VALUE_BYTES {
                 p.push(
                     at,
                     FieldCode::Range,
                     format!("value is longer than {MAX_ENV_VALUE_BYTES} bytes"),
+                );
+            }
+        }
+    }
+
+    fn check_secret_env(&self, p: &mut Problems) {
+        for (key, r) in &self.secret_env {
+            let at = entry("secretEnv", key);
+            if !env_name_ok(key, &at, p) {
+                continue;
+            }
+            if self.env.contains_key(key) {
+                p.push(
+                    at.clone(),
+                    FieldCode::Duplicate,
+                    format!("`{key}` is set in `env` too; a variable comes from one place"),
+                );
+            }
+            if r.secret.is_empty() {
+                p.push(format!("{at}.secret"), FieldCode::Required, "is required");
+            } else if !names::is_dns1123_subdomain(&r.secret) {
+                p.push(
+                    format!("{at}.secret"),
+                    FieldCode::Format,
+                    "must be a Secret name (a DNS-1123 subdomain)",
+                );
+            }
+            if r.key.is_empty() {
+                p.push(format!("{at}.key"), FieldCode::Required, "is required");
+            } else if !names::is_config_map_key(&r.key) {
+                p.push(
+                    format!("{at}.key"),
+                    FieldCode::Format,
+                    "must be a Secret data key ([-._a-zA-Z0-9]+)",
                 );
             }
         }
@@ -200,6 +246,31 @@ impl JobSpec {
                 "this gateway has no corpus claim (FORGE_K8S_CORPUS_PVC)",
             );
         }
+    }
+}
+
+/// Checks an environment variable name (of `env` or `secretEnv`); false when it is
+/// not usable (the problem is recorded).
+fn env_name_ok(key: &str, at: &str, p: &mut Problems) -> bool {
+    if !names::is_c_identifier(key) {
+        p.push(
+            at,
+            FieldCode::Format,
+            "must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)",
+        );
+        false
+    } else if RESERVED_ENV_PREFIXES.iter().any(|r| key.starts_with(r))
+        || RESERVED_ENV_NAMES.contains(&key)
+    {
+        p.push(
+            at,
+            FieldCode::Reserved,
+            "FORGE_*, RAY_*, CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES are set by the \
+             platform",
+        );
+        false
+    } else {
+        true
     }
 }
 

@@ -21,15 +21,19 @@
 //!   (*decision*: lets the entrypoint pin actors to a pool) merged with the placement's
 //!   resources (placement wins);
 //! - `nvidia.com/gpu` limits unless `FORGE_K8S_GPU_PASSTHROUGH=0`;
-//! - `/dev/shm` memory emptyDir of `FORGE_K8S_SHM_SIZE`; the storage claim at
-//!   `FORGE_STORAGE_ROOT` (or `FORGE_K8S_STORAGE_MOUNT`) *only for jobs with
-//!   `sharedStorage: true`* (*decision*: a job that did not ask for storage must not be
-//!   bound to an RWO claim); the corpus claim read-only at `<mount>/corpus` for jobs
-//!   with `corpus: true`;
+//! - `/dev/shm` memory emptyDir of `FORGE_K8S_SHM_SIZE`; the storage claim's team
+//!   directory `teams/<team>` at `FORGE_STORAGE_ROOT` (or `FORGE_K8S_STORAGE_MOUNT`)
+//!   *only for jobs with `sharedStorage: true`* (*decision*: a job that did not ask for
+//!   storage must not be bound to an RWO claim), with the common directory read-only at
+//!   `<mount>/common` when configured; the corpus claim read-only at `<mount>/corpus`
+//!   for jobs with `corpus: true` ([`pod`]);
+//! - `secretEnv` as `env` with `secretKeyRef` on the Ray containers; the restricted
+//!   security context, no service-account token, no service links ([`security`]);
 //! - `shutdownAfterJobFinishes: true`, `backoffLimit: 0`, `ttlSecondsAfterFinished`,
 //!   `rayVersion`, `submissionMode: K8sJobMode`, pre-running deadline from the spec or
 //!   `FORGE_KUBERAY_PRERUNNING_DEADLINE_S`, active deadline from the spec;
-//! - the head container declares `gcs-server` 6379, `dashboard` 8265, `client` 10001;
+//! - the head container declares `gcs-server` 6379, `dashboard` 8265, `client` 10001
+//!   (reachable only as each RayJob's NetworkPolicy allows, [`network`]);
 //! - `runtimeEnvYAML` with `working_dir` and `env_vars` (the spec's env plus
 //!   `FORGE_JOB_ID`, `FORGE_TEAM`, `FORGE_STORAGE_ROOT` when storage is mounted,
 //!   `FORGE_NEMO_RL_DIR` when configured), written by `forge_capsule::runtime_env_yaml`;
@@ -38,23 +42,22 @@
 //!   init container and the Ray container), and `working_dir` is its
 //!   `file:///forge/capsule/<sha256>.zip`.
 
+pub mod network;
+mod pod;
+pub mod security;
+
 use std::collections::BTreeMap;
 
 use forge_capsule::CapsuleInit;
-use forge_policy_host::model::{Placement, PoolPlacement};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, PodSpec,
-    PodTemplateSpec, ResourceRequirements, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use forge_policy_host::model::Placement;
 use sha2::{Digest as _, Sha256};
 
-use crate::cluster::labels::{ANNOTATION_CAPSULE, FORGE_PREFIX, GPU_RESOURCE, job_labels};
+use self::pod::{Group, pod_template, ray_start_params};
+use crate::cluster::labels::{ANNOTATION_CAPSULE, FORGE_PREFIX, job_labels};
 use crate::cluster::rayjob::{HeadGroupSpec, RayClusterSpec, RayJob, RayJobSpec, WorkerGroupSpec};
 use crate::config::Config;
 use crate::domain::Digest;
-use crate::jobspec::{JobSpec, PoolSpec, names};
+use crate::jobspec::{JobSpec, names};
 
 /// Longest RayJob name KubeRay accepts (`MaxRayJobNameLength`).
 pub const MAX_RAYJOB_NAME: usize = 47;
@@ -191,177 +194,6 @@ fn check_pairs(
         }
     }
     Ok(())
-}
-
-/// Everything the builder needs to know about one pod group.
-struct Group<'a> {
-    pool: &'a PoolSpec,
-    placement: &'a PoolPlacement,
-    series: &'a str,
-}
-
-fn ray_start_params(group: &Group<'_>) -> Result<BTreeMap<String, String>, BuildError> {
-    let mut resources: BTreeMap<String, f64> = BTreeMap::new();
-    resources.insert(format!("forge.pool.{}", group.pool.name), 1.0);
-    for (name, amount) in &group.placement.ray_resources {
-        let valid_name = !name.is_empty()
-            && name.len() <= 128
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/'));
-        if !valid_name
-            || !amount.is_finite()
-            || *amount < 0.0
-            || matches!(
-                name.as_str(),
-                "CPU" | "GPU" | "memory" | "object_store_memory"
-            )
-        {
-            return Err(BuildError::InvalidPlacement {
-                pool: group.pool.name.clone(),
-                field: "rayResources",
-                reason: format!("`{name}` = {amount} is not a valid Ray custom resource"),
-            });
-        }
-        resources.insert(name.clone(), *amount);
-    }
-    let resources_json =
-        serde_json::to_string(&resources).map_err(|e| BuildError::RuntimeEnv(e.to_string()))?;
-    // KubeRay pastes the value into a bash command line: quote it for the shell. Names
-    // are restricted above, so the JSON contains no single quote.
-    Ok(BTreeMap::from([
-        ("num-gpus".to_string(), group.pool.gpus_per_node.to_string()),
-        ("resources".to_string(), format!("'{resources_json}'")),
-    ]))
-}
-
-fn volume_mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: name.into(),
-        mount_path: path.into(),
-        read_only: read_only.then_some(true),
-        ..VolumeMount::default()
-    }
-}
-
-fn claim_volume(name: &str, claim: &str, read_only: bool) -> Volume {
-    Volume {
-        name: name.into(),
-        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-            claim_name: claim.into(),
-            read_only: read_only.then_some(true),
-        }),
-        ..Volume::default()
-    }
-}
-
-/// The capsule fetcher's init container, volume and mount as Kubernetes objects.
-fn capsule_objects(init: &CapsuleInit) -> Result<(Container, Volume, VolumeMount), BuildError> {
-    let bad = |e: serde_json::Error| BuildError::CapsuleInit(e.to_string());
-    Ok((
-        serde_json::from_value(init.init_container.clone()).map_err(bad)?,
-        serde_json::from_value(init.volume.clone()).map_err(bad)?,
-        serde_json::from_value(init.volume_mount.clone()).map_err(bad)?,
-    ))
-}
-
-fn pod_template(
-    group: &Group<'_>,
-    is_head: bool,
-    job: &JobView<'_>,
-    capsule: &CapsuleRef,
-    cfg: &Config,
-    image: &str,
-) -> Result<PodTemplateSpec, BuildError> {
-    let spec = job.spec;
-    let mut labels = group.placement.labels.clone();
-    labels.extend(job_labels(job.id, job.team, job.instance));
-    let mut annotations = group.placement.annotations.clone();
-    annotations.insert(ANNOTATION_CAPSULE.into(), capsule.digest.to_string());
-    let mut node_selector = group.placement.node_selector.clone();
-    node_selector.insert(cfg.k8s.gpu_node_label.clone(), group.series.into());
-
-    let mut volumes = vec![Volume {
-        name: "dshm".into(),
-        empty_dir: Some(EmptyDirVolumeSource {
-            medium: Some("Memory".into()),
-            size_limit: Some(Quantity(cfg.k8s.shm_size.clone())),
-            ..EmptyDirVolumeSource::default()
-        }),
-        ..Volume::default()
-    }];
-    let mut mounts = vec![volume_mount("dshm", "/dev/shm", false)];
-    if spec.shared_storage
-        && let Some(pvc) = &cfg.storage.pvc
-    {
-        volumes.push(claim_volume("forge-storage", pvc, false));
-        mounts.push(volume_mount(
-            "forge-storage",
-            cfg.storage.mount_path(),
-            false,
-        ));
-    }
-    if spec.corpus
-        && let Some(pvc) = &cfg.storage.corpus_pvc
-    {
-        volumes.push(claim_volume("forge-corpus", pvc, true));
-        mounts.push(volume_mount(
-            "forge-corpus",
-            &cfg.storage.corpus_mount_path(),
-            true,
-        ));
-    }
-    let mut init_containers = None;
-    if let Some(init) = &capsule.init {
-        let (container, volume, mount) = capsule_objects(init)?;
-        init_containers = Some(vec![container]);
-        volumes.push(volume);
-        mounts.push(mount);
-    }
-    let port = |port: u16, name: &str| ContainerPort {
-        container_port: i32::from(port),
-        name: Some(name.into()),
-        ..ContainerPort::default()
-    };
-    let resources = (cfg.k8s.gpu_passthrough && group.pool.gpus_per_node > 0).then(|| {
-        let gpus = BTreeMap::from([(
-            GPU_RESOURCE.to_string(),
-            Quantity(group.pool.gpus_per_node.to_string()),
-        )]);
-        ResourceRequirements {
-            limits: Some(gpus.clone()),
-            requests: Some(gpus),
-            ..ResourceRequirements::default()
-        }
-    });
-    let container = Container {
-        name: if is_head { "ray-head" } else { "ray-worker" }.into(),
-        image: Some(image.into()),
-        volume_mounts: Some(mounts),
-        ports: is_head.then(|| {
-            vec![
-                port(6379, "gcs-server"),
-                port(DASHBOARD_PORT, "dashboard"),
-                port(10001, "client"),
-            ]
-        }),
-        resources,
-        ..Container::default()
-    };
-    Ok(PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(labels),
-            annotations: Some(annotations),
-            ..ObjectMeta::default()
-        }),
-        spec: Some(PodSpec {
-            node_selector: Some(node_selector),
-            init_containers,
-            containers: vec![container],
-            volumes: Some(volumes),
-            ..PodSpec::default()
-        }),
-    })
 }
 
 fn runtime_env_yaml(

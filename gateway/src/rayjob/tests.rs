@@ -14,6 +14,8 @@ use forge_capsule::init_container::{INIT_CONTAINER_NAME, MOUNT_PATH, VOLUME_NAME
 use super::*;
 use crate::cluster::labels::{LABEL_INSTANCE, LABEL_JOB_ID, LABEL_MANAGED_BY, LABEL_TEAM};
 use crate::jobspec::Deadlines;
+use crate::jobspec::PoolSpec;
+use forge_policy_host::model::PoolPlacement;
 
 /// The chain's initial placement of a spec: each pool with its requested series.
 fn initial(s: &JobSpec) -> Placement {
@@ -160,6 +162,7 @@ fn spec(pools: Vec<PoolSpec>) -> JobSpec {
         entrypoint: "python train.py --steps 10".into(),
         pools,
         env: BTreeMap::from([("WANDB_MODE".into(), "offline".into())]),
+        secret_env: BTreeMap::new(),
         shared_storage: false,
         corpus: false,
         deadlines: Deadlines::default(),
@@ -262,7 +265,9 @@ fn exact_shape_of_a_two_pool_job() {
     );
     let mounts = hc["volumeMounts"].as_array().expect("mounts");
     assert!(mounts.contains(&json!({"name": "dshm", "mountPath": "/dev/shm"})));
-    assert!(mounts.contains(&json!({"name": "forge-storage", "mountPath": "/starforge"})));
+    assert!(mounts.contains(
+        &json!({"name": "forge-storage", "mountPath": "/starforge", "subPath": "teams/team-a"})
+    ));
     assert!(mounts.contains(
         &json!({"name": "forge-corpus", "mountPath": "/starforge/corpus", "readOnly": true})
     ));
@@ -326,11 +331,124 @@ fn storage_is_mounted_only_when_asked_and_at_the_mount_override() {
     let m = build(&s, &cfg, false);
     let mounts = &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
         ["volumeMounts"];
+    assert!(mounts.as_array().expect("mounts").contains(
+        &json!({"name": "forge-storage", "mountPath": "/storage", "subPath": "teams/team-a"})
+    ));
+}
+
+#[test]
+fn each_team_mounts_its_own_directory_and_the_common_one_read_only() {
+    let cfg = cfg_with(&[
+        ("FORGE_K8S_STORAGE_PVC", "claim"),
+        ("FORGE_K8S_STORAGE_COMMON_SUBPATH", "datasets/shared"),
+    ]);
+    let mut s = spec(vec![pool("main", 2, 1, Some("h200"))]);
+    s.shared_storage = true;
+    let view = |team| JobView {
+        id: "0193ab45cd67ef0123",
+        team,
+        spec: &s,
+    };
+    for team in ["team-a", "team-b"] {
+        let m = json_of(
+            build_rayjob(&view(team), &initial(&s), &capsule(false), &cfg).expect("builds"),
+        );
+        assert!(crd_errors(&m).is_empty());
+        for template in [
+            &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
+            &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+        ] {
+            let mounts = template["spec"]["containers"][0]["volumeMounts"]
+                .as_array()
+                .expect("mounts");
+            let storage: Vec<&Value> = mounts
+                .iter()
+                .filter(|m| m["name"] == "forge-storage")
+                .collect();
+            assert_eq!(
+                storage,
+                vec![
+                    &json!({"name": "forge-storage", "mountPath": "/starforge", "subPath": format!("teams/{team}")}),
+                    &json!({"name": "forge-storage", "mountPath": "/starforge/common", "subPath": "datasets/shared", "readOnly": true}),
+                ],
+                "{team}"
+            );
+        }
+    }
+}
+
+#[test]
+fn secret_env_is_a_secret_key_ref_and_no_value() {
+    let mut s = spec(vec![pool("main", 2, 1, Some("h200"))]);
+    s.secret_env.insert(
+        "WANDB_API_KEY".into(),
+        crate::jobspec::SecretRef {
+            secret: "team-a.wandb".into(),
+            key: "api-key".into(),
+        },
+    );
+    let m = build(&s, &cfg_with(&[]), true);
+    assert!(crd_errors(&m).is_empty(), "{:?}", crd_errors(&m));
+    let want = json!([{"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {
+        "name": "team-a.wandb", "key": "api-key", "optional": false}}}]);
+    for template in [
+        &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
+        &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+    ] {
+        assert_eq!(template["spec"]["containers"][0]["env"], want);
+        // Not in the capsule fetcher, which runs no team code that needs it.
+        let init = template["spec"]["initContainers"][0].to_string();
+        assert!(!init.contains("WANDB_API_KEY"), "{init}");
+    }
+    let runtime_env = m["spec"]["runtimeEnvYAML"].as_str().expect("runtime env");
+    assert!(!runtime_env.contains("WANDB_API_KEY"), "{runtime_env}");
+}
+
+#[test]
+fn ray_pods_run_restricted_without_credentials() {
+    let m = build(
+        &spec(vec![pool("main", 2, 1, Some("h200"))]),
+        &cfg_with(&[]),
+        true,
+    );
+    let restricted = json!({
+        "allowPrivilegeEscalation": false,
+        "privileged": false,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": true,
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"}
+    });
+    for template in [
+        &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
+        &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+    ] {
+        let pod = &template["spec"];
+        assert_eq!(pod["automountServiceAccountToken"], false);
+        assert_eq!(pod["enableServiceLinks"], false);
+        assert_eq!(
+            pod["securityContext"],
+            json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
+        );
+        assert_eq!(pod["containers"][0]["securityContext"], restricted);
+        assert_eq!(pod["initContainers"][0]["securityContext"], restricted);
+    }
+    // An image that must keep its own user: no uid, no runAsNonRoot, still restricted.
+    let own = build(
+        &spec(vec![pool("main", 1, 1, Some("h200"))]),
+        &cfg_with(&[("FORGE_K8S_RUN_AS_USER", "image")]),
+        false,
+    );
+    let head = &own["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"];
     assert!(
-        mounts
-            .as_array()
-            .expect("mounts")
-            .contains(&json!({"name": "forge-storage", "mountPath": "/storage"}))
+        head["containers"][0]["securityContext"]
+            .get("runAsUser")
+            .is_none()
+    );
+    assert!(head["securityContext"].get("runAsNonRoot").is_none());
+    assert_eq!(
+        head["containers"][0]["securityContext"]["allowPrivilegeEscalation"],
+        false
     );
 }
 
@@ -704,6 +822,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                     },
                     priority: 0,
                     env,
+                    secret_env: BTreeMap::new(),
                     labels,
                     pools,
                 };

@@ -1,15 +1,15 @@
-//! Durable state: jobs (with their history, decisions and the queue), policy state
-//! (plugin registry, versioned chains, shadow results) and coordination state (the
-//! leader lease, the installation identity), behind three traits — [`JobStore`],
-//! [`PolicyStore`] and [`CoordStore`] — so the backends can differ while the semantics
-//! (compare-and-set transitions and versions, FIFO queue, keyset pages, fenced writes)
-//! cannot. One conformance suite (`conformance/`, tests only) holds both backends to
-//! them.
+//! Durable state: jobs (with their history, decisions and the queue), capsule
+//! ownership, policy state (plugin registry, versioned chains, shadow results) and
+//! coordination state (the leader lease, the installation identity), behind four traits
+//! — [`JobStore`], [`CapsuleStore`], [`PolicyStore`] and [`CoordStore`] — so the
+//! backends can differ while the semantics (compare-and-set transitions and versions,
+//! FIFO queue, keyset pages, per-team capsule owners, fenced writes) cannot. One
+//! conformance suite (`conformance/`, tests only) holds both backends to them.
 //!
 //! Backends: [`sqlite`] (embedded, the default: one gateway) and [`postgres`]
 //! (`FORGE_DATABASE_URL=postgres://…`: replicas sharing one database). [`Database`] is
 //! the one handle a gateway opens: it owns the connection (pool) and every migration,
-//! and hands out the three stores over it.
+//! and hands out the stores over it.
 //!
 //! **Extending the schema**: a new numbered step at the end of *both* migration lists,
 //! `sqlite/migrations.rs` and `postgres/migrations.rs`, with the same version and name
@@ -17,6 +17,7 @@
 //! queries in each backend's file for that store, then a case in `conformance/` so both
 //! backends are held to the new behaviour.
 
+pub mod capsules;
 pub mod codec;
 #[cfg(test)]
 mod conformance;
@@ -31,6 +32,7 @@ pub mod sqlite;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use capsules::CapsuleStore;
 pub use coord::{Acquire, CoordStore, Lease};
 pub use error::StoreError;
 pub use jobs::{
@@ -61,11 +63,13 @@ impl Backend {
     }
 }
 
-/// The gateway's database: one connection (pool), its migrations, the three stores.
+/// The gateway's database: one connection (pool), its migrations, every store.
 #[derive(Clone)]
 pub struct Database {
     /// Jobs, history, decisions, queue.
     pub jobs: Arc<dyn JobStore>,
+    /// Which teams uploaded which capsules.
+    pub capsules: Arc<dyn CapsuleStore>,
     /// Plugins, policy versions, shadow results.
     pub policies: Arc<dyn PolicyStore>,
     /// Leases, the installation identity, liveness.
@@ -88,6 +92,7 @@ impl Database {
         let db = Arc::new(sqlite::SqliteDatabase::open(path)?);
         Ok(Database {
             jobs: db.clone(),
+            capsules: db.clone(),
             policies: db.clone(),
             coord: db,
             backend: Backend::Sqlite,
@@ -99,6 +104,7 @@ impl Database {
         let db = Arc::new(postgres::PgDatabase::open(url).await?);
         Ok(Database {
             jobs: db.clone(),
+            capsules: db.clone(),
             policies: db.clone(),
             coord: db,
             backend: Backend::Postgres,

@@ -160,10 +160,12 @@ pub trait PolicyStore: Send + Sync {
     ) -> Result<Vec<RecentDecision>, StoreError>;
     /// Records one shadow comparison of candidate `candidate`.
     async fn record_shadow(&self, candidate: &str, r: ShadowResult) -> Result<(), StoreError>;
-    /// Counts and the latest `limit` disagreements of candidate `candidate`.
+    /// Counts and the latest `limit` disagreements of candidate `candidate`, over
+    /// every team's jobs (`team: None`) or one team's.
     async fn shadow_report(
         &self,
         candidate: &str,
+        team: Option<String>,
         limit: u32,
     ) -> Result<(ShadowCounts, Vec<ShadowResult>), StoreError>;
     /// A feed that changes when any replica appends a version (PostgreSQL's

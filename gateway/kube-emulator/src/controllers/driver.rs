@@ -2,7 +2,8 @@
 //! entry (a stop or the cluster going away kills it, not the submitter). In process
 //! mode it fetches and unpacks the `working_dir` of the RayJob's `runtimeEnvYAML`
 //! (checking the capsule's SHA-256 annotation), runs the entrypoint with `sh -c` and
-//! the head's and the runtime env's variables, its output in the submitter pod's log;
+//! a pod's environment (never the host's: `pod_env`) with the head container's env
+//! (Secret references resolved) and the runtime env's variables, its output in the submitter pod's log;
 //! in the timed mode the model's draw decides. It then records SUCCEEDED / FAILED.
 
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::names::{CAPSULE_SHA_ANNOTATION, NODE_TYPE, RAY_CLUSTER, SUBMITTER_CONTAINER};
+use super::pod_env;
 use super::runner::{
     RunnerError, RuntimeEnv, fetch_working_dir, parse_runtime_env, run_logged, unpack_zip,
     verify_sha256,
@@ -148,7 +150,16 @@ impl Driver {
             .get("entrypoint")
             .and_then(Value::as_str)
             .unwrap_or("true");
-        let cmd = self.command(entrypoint, &workdir, &env, head.as_ref());
+        let container_env = match head
+            .as_ref()
+            .and_then(|h| h.spec.as_ref())
+            .and_then(|s| s.containers.first())
+        {
+            Some(c0) => pod_env::resolve(client, &self.ns, c0, str::to_owned).await?,
+            None => Vec::new(),
+        };
+        let head_name = head.as_ref().map(ResourceExt::name_any).unwrap_or_default();
+        let cmd = self.command(entrypoint, &workdir, &env, (&head_name, container_env));
         let code = run_logged(
             cmd,
             &self.shared.logs,
@@ -187,34 +198,22 @@ impl Driver {
         Ok(workdir)
     }
 
-    /// `sh -c <entrypoint>` in `workdir` with the head container's env, the runtime
-    /// env's `env_vars`, `PYTHONPATH` and `RAY_JOB_SUBMISSION_ID`.
+    /// `sh -c <entrypoint>` in `workdir` with a pod's base environment (`pod_env`), the
+    /// head container's resolved env, the runtime env's `env_vars`, `PYTHONPATH` (the
+    /// working directory) and `RAY_JOB_SUBMISSION_ID`.
     fn command(
         &self,
         entrypoint: &str,
         workdir: &std::path::Path,
         env: &RuntimeEnv,
-        head: Option<&Pod>,
+        (head, container_env): (&str, Vec<(String, String)>),
     ) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c").arg(entrypoint).current_dir(workdir);
-        if let Some(c0) = head
-            .and_then(|h| h.spec.as_ref())
-            .and_then(|s| s.containers.first())
-        {
-            for e in c0.env.iter().flatten() {
-                if let Some(v) = &e.value {
-                    cmd.env(&e.name, v);
-                }
-            }
-        }
-        for (k, v) in &env.env_vars {
-            cmd.env(k, v);
-        }
-        let pp = std::env::var("PYTHONPATH")
-            .map(|p| format!("{}:{p}", workdir.display()))
-            .unwrap_or_else(|_| workdir.display().to_string());
-        cmd.env("PYTHONPATH", pp)
+        pod_env::base(&mut cmd, workdir, head);
+        cmd.envs(container_env)
+            .envs(&env.env_vars)
+            .env("PYTHONPATH", workdir)
             .env("RAY_JOB_SUBMISSION_ID", &self.id);
         cmd
     }

@@ -46,6 +46,7 @@ pub mod fit;
 pub mod job;
 pub mod kubelet;
 pub mod names;
+pub mod pod_env;
 pub mod quantity;
 pub mod raycluster;
 pub mod rayjob;

@@ -9,7 +9,8 @@
 //!   SHA-256 is checked against the `forge.dev/capsule-sha256` annotation when present,
 //!   it is unpacked as Ray does (a single top-level directory is stripped, `__MACOSX`
 //!   ignored), and the entrypoint runs there with `sh -c`, env = head container env +
-//!   `env_vars` (+ `PYTHONPATH`), on top of the host environment (for `PATH`).
+//!   `env_vars` (+ `PYTHONPATH`), on a pod's base environment, not the host's
+//!   (`pod_env`).
 
 use std::collections::BTreeMap;
 use std::io::{Cursor, Read};
@@ -24,6 +25,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use super::pod_env;
 use crate::logs::LogStore;
 
 /// Errors of the process runner; the message is what the driver/container log shows.
@@ -62,6 +64,10 @@ pub enum RunnerError {
     /// runtimeEnvYAML did not parse.
     #[error("invalid runtimeEnvYAML: {0}")]
     RuntimeEnv(String),
+    /// A `secretKeyRef` of the container's env could not be resolved (what and why;
+    /// never a value).
+    #[error("CreateContainerConfigError: {0}")]
+    Secret(String),
 }
 
 /// Host directory of a pod volume.
@@ -252,6 +258,7 @@ fn kill_group(pid: Option<u32>) {
 /// code (`None` when cancelled). Output goes to the container's log.
 pub async fn run_init_container(
     root: &Path,
+    client: &kube::Client,
     logs: &Arc<LogStore>,
     pod: &Pod,
     c: &Container,
@@ -293,9 +300,14 @@ pub async fn run_init_container(
         }
     }
     cmd.current_dir(&workdir);
-    for e in c.env.iter().flatten() {
-        if let Some(v) = &e.value {
-            cmd.env(&e.name, rw(v));
+    pod_env::base(&mut cmd, &workdir, &name);
+    match pod_env::resolve(client, &ns, c, rw).await {
+        Ok(env) => {
+            cmd.envs(env);
+        }
+        Err(e) => {
+            logs.append(&ns, &name, &c.name, format!("{e}\n").as_bytes());
+            return Ok(Some(1));
         }
     }
     run_logged(cmd, logs, (&ns, &name, &c.name), cancel, None).await

@@ -2,7 +2,8 @@
 //! the controllers read: pods (`restartPolicy`, `schedulerName`, `imagePullPolicy`,
 //! `status.phase: Pending`, ...), jobs (`parallelism`, `completions`,
 //! `backoffLimit: 6`, the selector and the controller-uid / job-name template labels),
-//! namespaces, services (`clusterIP`); a custom resource's status is dropped.
+//! namespaces, services (`clusterIP`), secrets (`stringData` folded into `data`, `type`);
+//! a custom resource's status is dropped.
 
 use rand::Rng;
 use serde_json::{Value, json};
@@ -17,6 +18,7 @@ pub(super) fn prepare_for_create(r: &Resource, obj: &mut Value) {
         "Job" => job(obj),
         "Namespace" => namespace(obj),
         "Service" => service(obj),
+        "Secret" => secret(obj),
         _ if r.crd => {
             if let Some(o) = obj.as_object_mut() {
                 o.remove("status");
@@ -140,4 +142,21 @@ fn service(obj: &mut Value) {
         ));
     }
     obj["status"] = json!({"loadBalancer": {}});
+}
+
+/// `stringData` is write-only: the API server folds it into `data` (base64), its keys
+/// winning, and defaults `type` to `Opaque`.
+fn secret(obj: &mut Value) {
+    if let Some(Value::Object(plain)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) {
+        if !obj["data"].is_object() {
+            obj["data"] = json!({});
+        }
+        for (k, v) in plain {
+            let bytes = k8s_openapi::ByteString(v.as_str().unwrap_or_default().as_bytes().to_vec());
+            obj["data"][k] = serde_json::to_value(bytes).unwrap_or(Value::Null);
+        }
+    }
+    if obj.get("type").is_none() {
+        obj["type"] = json!("Opaque");
+    }
 }

@@ -7,5 +7,6 @@ mod api;
 mod auth;
 mod kubectl;
 mod operator;
+mod pod_env;
 mod scheduler;
 mod support;

@@ -300,3 +300,76 @@ fn a_single_plugin_call_checks_its_decision_like_a_chain() {
         .expect_err("trap");
     assert!(matches!(err, PluginError::Trap(_)), "{err}");
 }
+/// A chain whose first link is the team's `hostile` in `shape` mode with `shape`,
+/// followed by a global chain of one `hostile` in `ok` mode.
+fn team_shaping(engine: &PolicyEngine, shape: &str) -> Chain {
+    let team = Chain::new(
+        engine,
+        vec![ChainLink {
+            plugin: load(engine, "hostile"),
+            settings: format!(r#"{{"mode": "shape", "shape": {shape}}}"#),
+        }],
+    )
+    .expect("team chain");
+    let global = hostile(engine, "ok");
+    Chain::team_then_global(&team, &global)
+}
+
+#[test]
+fn a_team_link_may_narrow_but_never_widen_the_placement() {
+    let e = engine();
+    // Within the rule (`t` is the request's team): an extra node-selector term, a team
+    // resource, labels and annotations under the team prefix.
+    let ok = team_shaping(
+        &e,
+        r#"{"nodeSelector": {"zone": "a"}, "rayResources": {"t-tokens": 1.0},
+            "labels": {"t.teams.forge.dev/owner": "x"},
+            "annotations": {"t.teams.forge.dev/note": "y"}}"#,
+    );
+    assert_eq!(ok.team_links(), 1);
+    let out = ok.evaluate(&request()).expect("narrowing is allowed");
+    let Decision::Admit { placement } = out.decision else {
+        panic!("admitted: {:?}", out.decision);
+    };
+    assert_eq!(placement.pools[0].node_selector["zone"], "a");
+
+    for (shape, field) in [
+        (
+            r#"{"annotations": {"sidecar.istio.io/inject": "true"}}"#,
+            r#"placement.pools[0].annotations["sidecar.istio.io/inject"]"#,
+        ),
+        (
+            r#"{"labels": {"other.teams.forge.dev/x": "1"}}"#,
+            r#"placement.pools[0].labels["other.teams.forge.dev/x"]"#,
+        ),
+        (r#"{"series": "h200"}"#, "placement.pools[0].series"),
+        (
+            r#"{"nodeSelector": {"starforge/gpu-series": "h200"}}"#,
+            r#"placement.pools[0].nodeSelector["starforge/gpu-series"]"#,
+        ),
+        (
+            r#"{"rayResources": {"forge-series-h200": 8.0}}"#,
+            r#"placement.pools[0].rayResources["forge-series-h200"]"#,
+        ),
+    ] {
+        let err = team_shaping(&e, shape)
+            .evaluate(&request())
+            .expect_err("a widening fails closed");
+        assert_eq!(err.plugin, "hostile");
+        assert_eq!(err.source.cause(), "widened");
+        assert_eq!(err.source.field(), Some(field), "{err}");
+    }
+
+    // The same plugin as a *global* link is not restricted.
+    let global_only = Chain::new(
+        &e,
+        vec![ChainLink {
+            plugin: load(&e, "hostile"),
+            settings: r#"{"mode": "shape", "shape": {"annotations": {"sidecar.istio.io/inject": "false"}}}"#.into(),
+        }],
+    )
+    .expect("global chain");
+    assert_eq!(global_only.team_links(), 0);
+    assert!(global_only.evaluate(&request()).is_ok());
+    assert_host_still_serves(&e);
+}

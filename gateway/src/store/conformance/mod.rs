@@ -6,6 +6,7 @@
 //! A case gets a [`Harness`]: `open()` gives a new handle on the same database, which
 //! is how a case restarts the gateway or plays a second replica.
 
+mod capsules;
 mod coord;
 mod jobs;
 mod policies;
@@ -83,6 +84,7 @@ suite! {
     per_plugin_limits_are_stored_with_the_record => super::policies::per_plugin_limits_are_stored_with_the_record,
     decisions_replay_and_shadow_results => super::policies::decisions_replay_and_shadow_results,
     appends_are_announced_to_replicas => super::policies::appends_are_announced_to_replicas,
+    owners_are_per_team_and_idempotent => super::capsules::owners_are_per_team_and_idempotent,
     lease_terms_and_renewals => super::coord::lease_terms_and_renewals,
     fenced_writes_stop_at_a_newer_epoch => super::coord::fenced_writes_stop_at_a_newer_epoch,
     installation_identity_is_recorded_once => super::coord::installation_identity_is_recorded_once,

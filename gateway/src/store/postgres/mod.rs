@@ -14,6 +14,7 @@
 //! every replica re-reads the policy heads at once, and the leader's dispatcher wakes
 //! for a job another replica queued — with polling as the fallback for both.
 
+mod capsules;
 mod connect;
 mod coord;
 mod jobs;

@@ -1,7 +1,8 @@
 //! The SQLite backend (bundled SQLite through `rusqlite`), the embedded default for a
-//! single gateway: one connection shared by the job, policy and coordination stores,
-//! migrated at open, every query on the blocking pool so the async runtime never waits
-//! on disk. Policy changes of other processes are found by polling (no notifications).
+//! single gateway: one connection shared by the job, capsule-ownership, policy and
+//! coordination stores, migrated at open, every query on the blocking pool so the async
+//! runtime never waits on disk. Policy changes of other processes are found by polling
+//! (no notifications).
 //!
 //! Durability: WAL journal with `synchronous=FULL`, so each commit's WAL frames are
 //! fsynced before a write returns — an acknowledged submission survives a process
@@ -10,6 +11,7 @@
 //! may open the same file (tests run two gateways on one data directory); SQLite's
 //! locking and `IMMEDIATE` transactions keep their compare-and-sets correct.
 
+mod capsules;
 mod coord;
 mod jobs;
 pub mod migrations;

@@ -272,20 +272,23 @@ impl PolicyStore for SqliteDatabase {
     async fn shadow_report(
         &self,
         candidate: &str,
+        team: Option<String>,
         limit: u32,
     ) -> Result<(ShadowCounts, Vec<ShadowResult>), StoreError> {
         let candidate = candidate.to_string();
         self.with(move |conn| {
             let (compared, agreed): (i64, i64) = conn.query_row(
-                "SELECT COUNT(*), COALESCE(SUM(agree), 0) FROM shadow_results WHERE candidate = ?1",
-                [&candidate],
+                "SELECT COUNT(*), COALESCE(SUM(agree), 0) FROM shadow_results \
+                 WHERE candidate = ?1 AND (?2 IS NULL OR team = ?2)",
+                params![candidate, team],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
             let mut stmt = conn.prepare_cached(
                 "SELECT job_id, team, live, shadow, agree, at_ms FROM shadow_results \
-                 WHERE candidate = ?1 AND agree = 0 ORDER BY id DESC LIMIT ?2",
+                 WHERE candidate = ?1 AND agree = 0 AND (?2 IS NULL OR team = ?2) \
+                 ORDER BY id DESC LIMIT ?3",
             )?;
-            let rows = stmt.query_map(params![candidate, limit], |r| {
+            let rows = stmt.query_map(params![candidate, team, limit], |r| {
                 Ok(ShadowResult {
                     job_id: r.get(0)?,
                     team: r.get(1)?,

@@ -112,6 +112,7 @@ impl Worker {
                 let cfg = &self.shared.cfg;
                 run_init_container(
                     &cfg.scratch_root,
+                    &self.shared.client,
                     &self.shared.logs,
                     &self.pod,
                     c,

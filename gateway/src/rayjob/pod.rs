@@ -1,0 +1,245 @@
+//! One Ray pod template of the RayJob (the head, or a worker group's): labels and
+//! annotations, node selector, GPUs, volumes, the capsule fetcher, the team's Secret
+//! environment and the restricted security context ([`super::security`]).
+//!
+//! Volumes (*decision*: only what the job asked for):
+//! - `/dev/shm`: a memory emptyDir of `FORGE_K8S_SHM_SIZE`;
+//! - storage (jobs with `sharedStorage`): the claim's directory `teams/<team>`
+//!   (`subPath`) read-write at the storage mount — a team never sees another team's
+//!   directory — plus, when `FORGE_K8S_STORAGE_COMMON_SUBPATH` is set, that directory
+//!   of the claim read-only at `<mount>/common`;
+//! - the corpus claim read-only at `<mount>/corpus` for jobs with `corpus: true`;
+//! - the capsule fetcher's emptyDir when there is one.
+//!
+//! `secretEnv` becomes `env` entries with `valueFrom.secretKeyRef` on the Ray container:
+//! the kubelet reads the Secret, so the value is never in the RayJob, the store or the
+//! capsule.
+
+use std::collections::BTreeMap;
+
+use forge_capsule::CapsuleInit;
+use forge_policy_host::model::PoolPlacement;
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecretKeySelector, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::security;
+use super::{BuildError, CapsuleRef, DASHBOARD_PORT, JobView};
+use crate::cluster::labels::{ANNOTATION_CAPSULE, GPU_RESOURCE, job_labels};
+use crate::config::{Config, StorageConfig};
+use crate::jobspec::{JobSpec, PoolSpec};
+
+/// Everything the builder needs to know about one pod group.
+pub(super) struct Group<'a> {
+    pub(super) pool: &'a PoolSpec,
+    pub(super) placement: &'a PoolPlacement,
+    pub(super) series: &'a str,
+}
+
+pub(super) fn ray_start_params(group: &Group<'_>) -> Result<BTreeMap<String, String>, BuildError> {
+    let mut resources: BTreeMap<String, f64> = BTreeMap::new();
+    resources.insert(format!("forge.pool.{}", group.pool.name), 1.0);
+    for (name, amount) in &group.placement.ray_resources {
+        let valid_name = !name.is_empty()
+            && name.len() <= 128
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/'));
+        if !valid_name
+            || !amount.is_finite()
+            || *amount < 0.0
+            || matches!(
+                name.as_str(),
+                "CPU" | "GPU" | "memory" | "object_store_memory"
+            )
+        {
+            return Err(BuildError::InvalidPlacement {
+                pool: group.pool.name.clone(),
+                field: "rayResources",
+                reason: format!("`{name}` = {amount} is not a valid Ray custom resource"),
+            });
+        }
+        resources.insert(name.clone(), *amount);
+    }
+    let resources_json =
+        serde_json::to_string(&resources).map_err(|e| BuildError::RuntimeEnv(e.to_string()))?;
+    // KubeRay pastes the value into a bash command line: quote it for the shell. Names
+    // are restricted above, so the JSON contains no single quote.
+    Ok(BTreeMap::from([
+        ("num-gpus".to_string(), group.pool.gpus_per_node.to_string()),
+        ("resources".to_string(), format!("'{resources_json}'")),
+    ]))
+}
+
+fn volume_mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// The storage claim's team directory (and the common one) and the corpus claim, as
+/// the job asked for them.
+fn storage(
+    spec: &JobSpec,
+    team: &str,
+    cfg: &StorageConfig,
+    volumes: &mut Vec<Volume>,
+    mounts: &mut Vec<VolumeMount>,
+) {
+    if spec.shared_storage
+        && let Some(pvc) = &cfg.pvc
+    {
+        volumes.push(claim_volume("forge-storage", pvc, false));
+        mounts.push(VolumeMount {
+            sub_path: Some(StorageConfig::team_subpath(team)),
+            ..volume_mount("forge-storage", cfg.mount_path(), false)
+        });
+        if let Some(common) = &cfg.common_subpath {
+            mounts.push(VolumeMount {
+                sub_path: Some(common.clone()),
+                ..volume_mount("forge-storage", &cfg.common_mount_path(), true)
+            });
+        }
+    }
+    if spec.corpus
+        && let Some(pvc) = &cfg.corpus_pvc
+    {
+        volumes.push(claim_volume("forge-corpus", pvc, true));
+        mounts.push(volume_mount("forge-corpus", &cfg.corpus_mount_path(), true));
+    }
+}
+
+/// The `secretEnv` entries as `env` with `valueFrom.secretKeyRef` (none: `None`).
+fn secret_env(spec: &JobSpec) -> Option<Vec<EnvVar>> {
+    (!spec.secret_env.is_empty()).then(|| {
+        spec.secret_env
+            .iter()
+            .map(|(name, r)| EnvVar {
+                name: name.clone(),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: r.secret.clone(),
+                        key: r.key.clone(),
+                        optional: Some(false),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            })
+            .collect()
+    })
+}
+
+fn claim_volume(name: &str, claim: &str, read_only: bool) -> Volume {
+    Volume {
+        name: name.into(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim.into(),
+            read_only: read_only.then_some(true),
+        }),
+        ..Volume::default()
+    }
+}
+
+/// The capsule fetcher's init container, volume and mount as Kubernetes objects.
+fn capsule_objects(init: &CapsuleInit) -> Result<(Container, Volume, VolumeMount), BuildError> {
+    let bad = |e: serde_json::Error| BuildError::CapsuleInit(e.to_string());
+    Ok((
+        serde_json::from_value(init.init_container.clone()).map_err(bad)?,
+        serde_json::from_value(init.volume.clone()).map_err(bad)?,
+        serde_json::from_value(init.volume_mount.clone()).map_err(bad)?,
+    ))
+}
+
+pub(super) fn pod_template(
+    group: &Group<'_>,
+    is_head: bool,
+    job: &JobView<'_>,
+    capsule: &CapsuleRef,
+    cfg: &Config,
+    image: &str,
+) -> Result<PodTemplateSpec, BuildError> {
+    let spec = job.spec;
+    let mut labels = group.placement.labels.clone();
+    labels.extend(job_labels(job.id, job.team, job.instance));
+    let mut annotations = group.placement.annotations.clone();
+    annotations.insert(ANNOTATION_CAPSULE.into(), capsule.digest.to_string());
+    let mut node_selector = group.placement.node_selector.clone();
+    node_selector.insert(cfg.k8s.gpu_node_label.clone(), group.series.into());
+
+    let mut volumes = vec![Volume {
+        name: "dshm".into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: Some("Memory".into()),
+            size_limit: Some(Quantity(cfg.k8s.shm_size.clone())),
+            ..EmptyDirVolumeSource::default()
+        }),
+        ..Volume::default()
+    }];
+    let mut mounts = vec![volume_mount("dshm", "/dev/shm", false)];
+    storage(spec, job.team, &cfg.storage, &mut volumes, &mut mounts);
+    let mut init_containers = None;
+    if let Some(init) = &capsule.init {
+        let (mut container, volume, mount) = capsule_objects(init)?;
+        container.security_context = Some(security::container(cfg));
+        init_containers = Some(vec![container]);
+        volumes.push(volume);
+        mounts.push(mount);
+    }
+    let port = |port: u16, name: &str| ContainerPort {
+        container_port: i32::from(port),
+        name: Some(name.into()),
+        ..ContainerPort::default()
+    };
+    let resources = (cfg.k8s.gpu_passthrough && group.pool.gpus_per_node > 0).then(|| {
+        let gpus = BTreeMap::from([(
+            GPU_RESOURCE.to_string(),
+            Quantity(group.pool.gpus_per_node.to_string()),
+        )]);
+        ResourceRequirements {
+            limits: Some(gpus.clone()),
+            requests: Some(gpus),
+            ..ResourceRequirements::default()
+        }
+    });
+    let container = Container {
+        name: if is_head { "ray-head" } else { "ray-worker" }.into(),
+        image: Some(image.into()),
+        volume_mounts: Some(mounts),
+        ports: is_head.then(|| {
+            vec![
+                port(6379, "gcs-server"),
+                port(DASHBOARD_PORT, "dashboard"),
+                port(10001, "client"),
+            ]
+        }),
+        resources,
+        env: secret_env(spec),
+        security_context: Some(security::container(cfg)),
+        ..Container::default()
+    };
+    Ok(PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(security::pod(
+            cfg,
+            PodSpec {
+                node_selector: Some(node_selector),
+                init_containers,
+                containers: vec![container],
+                volumes: Some(volumes),
+                ..PodSpec::default()
+            },
+        )),
+    })
+}
