@@ -88,8 +88,41 @@ const TS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Python module names the SDK and the component build already use.
+/// Python module names the SDK and the component build already use, and Python's
+/// keywords (not importable).
 const TAKEN_MODULES: &[&str] = &[
+    "and",
+    "as",
+    "assert",
+    "async",
+    "await",
+    "break",
+    "class",
+    "continue",
+    "def",
+    "del",
+    "elif",
+    "else",
+    "except",
+    "finally",
+    "for",
+    "from",
+    "global",
+    "if",
+    "import",
+    "in",
+    "is",
+    "lambda",
+    "nonlocal",
+    "not",
+    "or",
+    "pass",
+    "raise",
+    "return",
+    "try",
+    "while",
+    "with",
+    "yield",
     "forge_policy",
     "forge_plugin_entry",
     "wit_world",
@@ -261,7 +294,7 @@ pub fn new(args: &NewArgs, format: Format) -> Result<u8, CliError> {
     check_name(&args.name)?;
     if args.lang == Lang::Python && TAKEN_MODULES.contains(&module_name(&args.name).as_str()) {
         return Err(CliError::Usage(format!(
-            "plugin name {:?}: its module `{}` would shadow one the SDK uses; choose another name",
+            "plugin name {:?}: its module `{}` is a Python keyword or shadows one the SDK uses; choose another name",
             args.name,
             module_name(&args.name)
         )));
@@ -322,6 +355,12 @@ mod tests {
         assert!(check_name("max-gpus").is_ok());
         for bad in ["", "Max", "9lives", "a_b", "a-", "a/b"] {
             assert!(check_name(bad).is_err(), "{bad}");
+        }
+        for taken in ["forge-policy", "class", "wit-world"] {
+            assert!(
+                TAKEN_MODULES.contains(&module_name(taken).as_str()),
+                "{taken}"
+            );
         }
     }
 
