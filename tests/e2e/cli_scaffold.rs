@@ -37,7 +37,8 @@ async fn forge_in(forge: &Forge, dir: &Path, args: &[&str]) -> Run {
     output(cmd).await
 }
 
-/// Scaffold `lang` in `outside` (with `files` among its own), test, build and run it.
+/// Scaffold `lang` in `outside` (with `files` among its own; the policy module second),
+/// test, build, run and benchmark it; then break it and see its tests fail.
 async fn scaffold_test_build_run(forge: &Forge, outside: &Path, lang: &str, files: &[&str]) {
     let root = outside.join(format!("max-gpus-{lang}"));
     let created = forge_in(
@@ -147,6 +148,45 @@ async fn scaffold_test_build_run(forge: &Forge, outside: &Path, lang: &str, file
         "{lang}: {}",
         refused.stderr
     );
+
+    // Benchmarked the same way as a Rust component.
+    let bench = forge_in(
+        forge,
+        &root,
+        &[
+            "plugin",
+            "bench",
+            wasm,
+            "--request",
+            "request.json",
+            "--settings",
+            "settings.json",
+            "--iterations",
+            "20",
+            "--warmup",
+            "2",
+            "--deadline-ms",
+            "1000",
+            "-o",
+            "json",
+        ],
+    )
+    .await
+    .expect(0)
+    .json();
+    assert!(
+        bench["p50Us"].as_u64().is_some_and(|p| p > 0)
+            && bench["p99Us"].as_u64() >= bench["p50Us"].as_u64(),
+        "{lang}: {bench:#}"
+    );
+
+    // A policy that no longer does what its tests say fails `forge plugin test`.
+    let module = root.join(files[1]);
+    let source = std::fs::read_to_string(&module).expect("policy module");
+    assert!(source.contains("gpus.too-many"), "{lang}: {source}");
+    std::fs::write(&module, source.replace("gpus.too-many", "gpus.other")).expect("edit");
+    let failed = forge_in(forge, &root, &["plugin", "test"]).await;
+    assert_eq!(failed.code, 1, "{lang}: a failing test: {failed:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
