@@ -1,8 +1,9 @@
 //! Embeds what `forge plugin new` writes into a scaffold so that it builds outside
-//! this repository: the plugin SDK's sources with a standalone manifest (the
+//! this repository: for Rust, the plugin SDK's sources with a standalone manifest (the
 //! workspace-inherited fields resolved from the workspace's `Cargo.toml`) and every
 //! WIT contract version under `wit/`, and the workspace's `Cargo.lock` (the
-//! dependency versions the SDK is tested with). The scaffold vendors them
+//! dependency versions the SDK is tested with); for Python and TypeScript, the SDK's
+//! sources, settings (`sdk.toml`), pinned toolchain and installer, and the contract. The scaffold vendors them
 //! (`vendor/`), so it needs nothing but crates.io; generated from the repository's
 //! files at build time, so a new SDK or contract version is picked up by rebuilding
 //! `forge`.
@@ -26,47 +27,112 @@ fn main() {
 
     // The workspace's lock file pins the scaffold's dependencies to the versions the
     // SDK is built and tested with here (cargo drops the entries it does not use).
-    let mut files: Vec<(String, PathBuf)> = vec![
+    let mut rust: Vec<(String, PathBuf)> = vec![
         ("vendor/forge-plugin-sdk/Cargo.toml".into(), manifest_path),
         ("Cargo.lock".into(), root.join("Cargo.lock")),
     ];
-    for (base, dest) in [
-        (sdk.join("src"), "vendor/forge-plugin-sdk/src"),
-        (root.join("wit"), "vendor/wit"),
-    ] {
-        for path in walk(&base) {
-            let rel = path.strip_prefix(&base).expect("walked under base");
-            files.push((format!("{dest}/{}", rel.display()), path));
-        }
-    }
-    println!(
-        "cargo:rerun-if-changed={}",
-        root.join("Cargo.toml").display()
-    );
-    println!(
-        "cargo:rerun-if-changed={}",
-        root.join("Cargo.lock").display()
-    );
-    println!(
-        "cargo:rerun-if-changed={}",
-        sdk.join("Cargo.toml").display()
-    );
-    println!("cargo:rerun-if-changed={}", sdk.join("src").display());
-    println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    rust.extend(tree(&sdk.join("src"), "vendor/forge-plugin-sdk/src"));
+    let wit = tree(&root.join("wit"), "vendor/wit");
+    rust.extend(wit.iter().cloned());
 
-    let mut code = String::from(
-        "/// Files vendored into a plugin scaffold: (path in the scaffold, contents).\npub static VENDORED: &[(&str, &str)] = &[\n",
-    );
-    for (dest, path) in &files {
+    // Python and TypeScript plugins get the SDK in the repository's layout
+    // (`vendor/plugin-sdk/…` next to `vendor/wit`), with its toolchain installer and
+    // pinned toolchain (requirements.txt / package-lock.json).
+    let mut common: Vec<(String, PathBuf)> = ["sdk.toml", "install-toolchains.sh"]
+        .iter()
+        .map(|f| (format!("vendor/plugin-sdk/{f}"), sdk.join(f)))
+        .collect();
+    common.extend(wit);
+    let mut python = vec![(
+        "vendor/plugin-sdk/python/requirements.txt".to_string(),
+        sdk.join("python/requirements.txt"),
+    )];
+    python.extend(tree(
+        &sdk.join("python/forge_policy"),
+        "vendor/plugin-sdk/python/forge_policy",
+    ));
+    let mut ts: Vec<(String, PathBuf)> =
+        ["package.json", "package-lock.json", "tsconfig.plugin.json"]
+            .iter()
+            .map(|f| (format!("vendor/plugin-sdk/js/{f}"), sdk.join("js").join(f)))
+            .collect();
+    ts.extend(tree(&sdk.join("js/src"), "vendor/plugin-sdk/js/src"));
+
+    for path in [
+        root.join("Cargo.toml"),
+        root.join("Cargo.lock"),
+        sdk.join("Cargo.toml"),
+        sdk.join("src"),
+        root.join("wit"),
+        sdk.join("sdk.toml"),
+        sdk.join("install-toolchains.sh"),
+        sdk.join("python/requirements.txt"),
+        sdk.join("python/forge_policy"),
+        sdk.join("js/package.json"),
+        sdk.join("js/package-lock.json"),
+        sdk.join("js/tsconfig.plugin.json"),
+        sdk.join("js/src"),
+    ] {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+
+    let mut code = String::new();
+    for (name, doc, files) in [
+        (
+            "VENDORED",
+            "Rust plugins: the SDK crate, the contract, the lock file",
+            &rust,
+        ),
+        (
+            "VENDORED_SDK",
+            "Python and TypeScript plugins: the SDK settings, its toolchain installer and the contract",
+            &common,
+        ),
+        (
+            "VENDORED_PYTHON",
+            "Python plugins: the Python SDK and its pinned toolchain",
+            &python,
+        ),
+        (
+            "VENDORED_TS",
+            "TypeScript plugins: the TypeScript SDK and its pinned toolchain",
+            &ts,
+        ),
+    ] {
         writeln!(
             code,
-            "    ({dest:?}, include_str!({:?})),",
-            path.display().to_string()
+            "/// Files vendored into a plugin scaffold ({doc}): (path in the scaffold, contents).\npub static {name}: &[(&str, &str)] = &["
         )
         .expect("writing to a string");
+        for (dest, path) in files {
+            writeln!(
+                code,
+                "    ({dest:?}, include_str!({:?})),",
+                path.display().to_string()
+            )
+            .expect("writing to a string");
+        }
+        code.push_str("];\n");
     }
-    code.push_str("];\n");
     std::fs::write(out.join("vendored.rs"), code).expect("writing vendored.rs");
+}
+
+/// Every source file under `base` (no caches, no installed packages), each with its
+/// path under `dest`.
+fn tree(base: &Path, dest: &str) -> Vec<(String, PathBuf)> {
+    walk(base)
+        .into_iter()
+        .filter(|p| {
+            !p.components().any(|c| {
+                let c = c.as_os_str();
+                c == "__pycache__" || c == "node_modules"
+            }) && p.extension().is_none_or(|e| e != "pyc")
+        })
+        .map(|p| {
+            let rel = p.strip_prefix(base).expect("walked under base");
+            (format!("{dest}/{}", rel.display()), p)
+        })
+        .collect()
 }
 
 /// Every file under `dir`, sorted.

@@ -8,6 +8,7 @@ mod api;
 mod capsule_rayjob;
 mod cli;
 mod cli_plugins;
+mod cli_scaffold;
 mod cli_upload;
 mod crash;
 mod degrade;

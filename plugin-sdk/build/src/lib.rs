@@ -11,7 +11,7 @@
 //! - [`test`]: the plugin's native tests (`cargo test`, pytest, `node --test`) with each
 //!   SDK's harness.
 //! - [`Sdk`]: where the SDKs, their toolchains and the contract (`plugin-sdk/sdk.toml`)
-//!   are.
+//!   are — the repository's, or the copy a scaffolded plugin vendors.
 //! - [`cli`]: the command lines (`build`, `test`) that both `forge-plugin` and the
 //!   `forge` CLI's `plugin` commands parse, so the two cannot drift.
 //! - [`workspace_component`]: a workspace plugin's bytes, for tests and benchmarks.
@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 pub use error::BuildError;
 pub use lang::{Lang, MANIFEST, PluginManifest, detect, read_manifest};
 pub use rust::{Toolchain, componentize, detect_toolchain, package_name};
-pub use sdk::Sdk;
+pub use sdk::{Sdk, VENDORED as VENDORED_SDK};
 
 /// The profile plugins are built with by default (the workspace's `[profile.plugin]`;
 /// a crate that does not define it gets the same settings on the command line).
@@ -72,8 +72,8 @@ pub fn build(dir: &Path, opts: &BuildOptions) -> Result<PathBuf, BuildError> {
     };
     match lang {
         Lang::Rust => rust::build(dir, opts),
-        Lang::Python => python::build(dir, opts, &Sdk::locate()),
-        Lang::Ts => ts::build(dir, opts, &Sdk::locate()),
+        Lang::Python => python::build(dir, opts, &Sdk::for_plugin(dir)),
+        Lang::Ts => ts::build(dir, opts, &Sdk::for_plugin(dir)),
     }
 }
 
@@ -86,8 +86,8 @@ pub fn test(dir: &Path, lang: Option<Lang>, target_dir: &Path) -> Result<(), Bui
     };
     match lang {
         Lang::Rust => rust::test(dir),
-        Lang::Python => python::test(dir, &Sdk::locate()),
-        Lang::Ts => ts::test(dir, &Sdk::locate(), target_dir),
+        Lang::Python => python::test(dir, &Sdk::for_plugin(dir)),
+        Lang::Ts => ts::test(dir, &Sdk::for_plugin(dir), target_dir),
     }
 }
 

@@ -71,7 +71,11 @@ pub fn build(dir: &Path, opts: &BuildOptions, sdk: &Sdk) -> Result<PathBuf, Buil
         for site in sdk.python_site_packages() {
             cmd.arg("-p").arg(site);
         }
-        cmd.arg("-o").arg(&tmp).arg(ENTRY_MODULE);
+        // Its chatter goes to stderr: a build's stdout is the components' paths.
+        cmd.arg("-o")
+            .arg(&tmp)
+            .arg(ENTRY_MODULE)
+            .stdout(std::io::stderr());
         run(cmd, "componentize-py", &manifest.name)?;
         std::fs::rename(&tmp, &cached).map_err(|e| BuildError::io(&cached, e))?;
     }

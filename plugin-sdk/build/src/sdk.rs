@@ -1,14 +1,20 @@
 //! Where the Python and TypeScript SDKs, their toolchains and the WIT contract live, and
 //! which contract version they build against.
 //!
-//! - The SDK directory is `plugin-sdk/` of the workspace this crate was built from, or
-//!   `FORGE_SDK_DIR`; the workspace (its parent) holds `wit/` and, under `target/sdk/`,
-//!   the toolchains `plugin-sdk/install-toolchains.sh` installs (a Python venv with
-//!   componentize-py, dacite and pytest; the npm packages in `plugin-sdk/js/node_modules`).
+//! - The SDK directory is `FORGE_SDK_DIR` if set; else, for a plugin scaffolded by
+//!   `forge plugin new --lang python|ts`, the copy vendored into it
+//!   (`<plugin>/vendor/plugin-sdk`, next to `<plugin>/vendor/wit`: the same layout as
+//!   this repository, so the plugin builds and tests without the repository); else
+//!   `plugin-sdk/` of the workspace this crate was built from. The workspace (the SDK
+//!   directory's parent) holds `wit/` and, under `target/sdk/`, the toolchains
+//!   `plugin-sdk/install-toolchains.sh` installs (a Python venv with componentize-py,
+//!   dacite and pytest; the npm packages in `plugin-sdk/js/node_modules`).
 //! - The contract is **one setting**: `wit` in `plugin-sdk/sdk.toml` (a folder under
 //!   `wit/`; without it, the newest `wit/policy@*` folder).
-//! - Tools are found at `FORGE_COMPONENTIZE_PY` / `FORGE_NODE_MODULES` if set, else in the
-//!   workspace's install locations, else (componentize-py, node) on `PATH`.
+//! - Tools are found at `FORGE_PYTHON_VENV` (the whole Python toolchain: a venv with
+//!   componentize-py, dacite and pytest), `FORGE_COMPONENTIZE_PY` (that one binary) and
+//!   `FORGE_NODE_MODULES` if set — one installation shared by many plugins — else in the
+//!   workspace's install locations, else (componentize-py, python3) on `PATH`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -37,6 +43,19 @@ impl Sdk {
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
         Sdk::at(&dir)
+    }
+
+    /// The SDK a plugin in `plugin_dir` builds with: `FORGE_SDK_DIR`, else the SDK
+    /// vendored into the plugin (`vendor/plugin-sdk`, by `forge plugin new`), else the
+    /// one this crate was built from.
+    pub fn for_plugin(plugin_dir: &Path) -> Sdk {
+        if std::env::var_os("FORGE_SDK_DIR").is_none() {
+            let vendored = plugin_dir.join(VENDORED);
+            if vendored.join("sdk.toml").is_file() {
+                return Sdk::at(&vendored);
+            }
+        }
+        Sdk::locate()
     }
 
     /// The SDK in directory `dir` (`<workspace>/plugin-sdk`).
@@ -80,9 +99,10 @@ impl Sdk {
         Ok(s.wit)
     }
 
-    /// The Python venv of the toolchain.
+    /// The Python venv of the toolchain: `FORGE_PYTHON_VENV`, else `target/sdk/python`.
     pub fn python_venv(&self) -> PathBuf {
-        self.tools_dir().join("python")
+        std::env::var_os("FORGE_PYTHON_VENV")
+            .map_or_else(|| self.tools_dir().join("python"), PathBuf::from)
     }
 
     /// `componentize-py`: `FORGE_COMPONENTIZE_PY`, the venv's, else on `PATH`.
@@ -151,6 +171,9 @@ impl Sdk {
         }
     }
 }
+
+/// Where `forge plugin new` vendors the SDK into a Python or TypeScript plugin.
+pub const VENDORED: &str = "vendor/plugin-sdk";
 
 /// The newest `policy@X.Y.Z` folder under `wit/` (by numeric version).
 fn newest_policy_folder(wit_root: &Path) -> Result<String, BuildError> {

@@ -78,7 +78,9 @@ pub fn build(dir: &Path, opts: &BuildOptions, sdk: &Sdk) -> Result<PathBuf, Buil
             .args(["-n", "policy", "-d"])
             .args(DISABLED_FEATURES)
             .arg("-o")
-            .arg(&tmp);
+            .arg(&tmp)
+            // Its chatter goes to stderr: a build's stdout is the components' paths.
+            .stdout(std::io::stderr());
         run(cmd, "componentize-js", &manifest.name)?;
         std::fs::rename(&tmp, &cached).map_err(|e| BuildError::io(&cached, e))?;
     }
@@ -136,14 +138,27 @@ pub fn types(sdk: &Sdk) -> Result<PathBuf, BuildError> {
     Ok(dir)
 }
 
-/// `tsc --noEmit` over every `.ts` file of `dir` with the SDK's plugin configuration.
+/// `tsc --noEmit` over every `.ts` file of `dir` with the SDK's plugin configuration;
+/// the SDK, its npm packages and the contract's types are named by absolute paths, so
+/// they resolve wherever they are (`FORGE_NODE_MODULES`, a vendored SDK).
 fn typecheck(dir: &Path, sdk: &Sdk, work: &Path) -> Result<(), BuildError> {
     let types = types(sdk)?;
     let dir = dir.canonicalize().map_err(|e| BuildError::io(dir, e))?;
+    let modules = sdk.node_modules()?;
+    let src = sdk.js_sdk().join("src");
     let config = serde_json::json!({
         "extends": sdk.js_sdk().join("tsconfig.plugin.json"),
+        "compilerOptions": {
+            "typeRoots": [modules.join("@types")],
+            "paths": {
+                "forge-policy": [src.join("index.ts")],
+                "forge-policy/*": [src.join("*.ts")],
+                "zod": [modules.join("zod")],
+                "#contract": [types.join("contract.d.ts")],
+            },
+        },
         "include": [dir.join("**/*.ts"), types.join("**/*.d.ts")],
-        "exclude": [dir.join("node_modules")],
+        "exclude": [dir.join("node_modules"), dir.join("vendor"), dir.join("target")],
     });
     let key = InputHash::new("tsconfig")
         .text("dir", &dir.display().to_string())

@@ -19,9 +19,10 @@ use crate::progress::note;
 /// The plugin commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum PluginCommand {
-    /// Scaffold a plugin crate (builds anywhere: the SDK and the contract are vendored)
+    /// Scaffold a plugin in Rust, Python or TypeScript (builds anywhere: the SDK and the
+    /// contract are vendored)
     #[command(
-        after_help = "Examples:\n  forge plugin new max-gpus\n  cd max-gpus && cargo test && forge plugin build && forge plugin run target/plugins/components/max-gpus.wasm --request request.json --settings settings.json"
+        after_help = "Examples:\n  forge plugin new max-gpus\n  cd max-gpus && cargo test && forge plugin build && forge plugin run target/plugins/components/max-gpus.wasm --request request.json --settings settings.json\n  forge plugin new max-gpus --lang python   # or --lang ts\n  cd max-gpus && bash vendor/plugin-sdk/install-toolchains.sh python && forge plugin test && forge plugin build"
     )]
     New(scaffold::NewArgs),
     /// Build plugins (Rust, Python, TypeScript) into WebAssembly components
