@@ -129,6 +129,8 @@ mod tests {
             gpu_node_label: "starforge/gpu-series".into(),
             shm_size: "64Gi".into(),
             gpu_passthrough: true,
+            operator_namespace: "ray-system".into(),
+            run_as_user: None,
         }
     }
 

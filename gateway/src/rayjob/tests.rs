@@ -348,6 +348,7 @@ fn each_team_mounts_its_own_directory_and_the_common_one_read_only() {
         id: "0193ab45cd67ef0123",
         team,
         spec: &s,
+        instance: "inst-1",
     };
     for team in ["team-a", "team-b"] {
         let m = json_of(

@@ -23,6 +23,7 @@ pub fn spec(name: &str) -> JobSpec {
             series: Some("h200".into()),
         }],
         env: BTreeMap::new(),
+        secret_env: BTreeMap::new(),
         shared_storage: false,
         corpus: false,
         deadlines: Deadlines::default(),

@@ -284,14 +284,41 @@ pub async fn decisions_replay_and_shadow_results(h: &dyn Harness) {
     }
     let (counts, diffs) = db
         .policies
-        .shadow_report("cand-1", 1)
+        .shadow_report("cand-1", None, 1)
         .await
         .expect("report");
     assert_eq!((counts.compared, counts.agreed), (4, 2));
     assert_eq!(diffs.len(), 1);
     assert_eq!(diffs[0].job_id, "j3", "latest disagreement first");
     assert!(!diffs[0].agree);
-    let (none, _) = db.policies.shadow_report("other", 5).await.expect("report");
+    // Another team's result: counted over all teams, never in team a's report.
+    let b = ShadowResult {
+        job_id: "jb".into(),
+        team: "b".into(),
+        live: "admit".into(),
+        shadow: "reject:x".into(),
+        agree: false,
+        at_ms: 9,
+    };
+    db.policies.record_shadow("cand-1", b).await.expect("shadow");
+    let (all, _) = db
+        .policies
+        .shadow_report("cand-1", None, 10)
+        .await
+        .expect("report");
+    assert_eq!(all.compared, 5);
+    let (only_a, diffs_a) = db
+        .policies
+        .shadow_report("cand-1", Some("a".into()), 10)
+        .await
+        .expect("report");
+    assert_eq!((only_a.compared, only_a.agreed), (4, 2));
+    assert!(diffs_a.iter().all(|d| d.team == "a"), "{diffs_a:?}");
+    let (none, _) = db
+        .policies
+        .shadow_report("other", None, 5)
+        .await
+        .expect("report");
     assert_eq!((none.compared, none.agreed), (0, 0));
 }
 

@@ -309,21 +309,23 @@ impl PolicyStore for PgDatabase {
     async fn shadow_report(
         &self,
         candidate: &str,
+        team: Option<String>,
         limit: u32,
     ) -> Result<(ShadowCounts, Vec<ShadowResult>), StoreError> {
         let client = self.client().await?;
         let counts = client
             .query_one(
                 "SELECT COUNT(*), COUNT(*) FILTER (WHERE agree) FROM shadow_results \
-                 WHERE candidate = $1",
-                &[&candidate],
+                 WHERE candidate = $1 AND ($2::TEXT IS NULL OR team = $2)",
+                &[&candidate, &team],
             )
             .await?;
         let rows = client
             .query(
                 "SELECT job_id, team, live, shadow, agree, at_ms FROM shadow_results \
-                 WHERE candidate = $1 AND NOT agree ORDER BY id DESC LIMIT $2",
-                &[&candidate, &i64::from(limit)],
+                 WHERE candidate = $1 AND NOT agree AND ($2::TEXT IS NULL OR team = $2) \
+                 ORDER BY id DESC LIMIT $3",
+                &[&candidate, &team, &i64::from(limit)],
             )
             .await?;
         let differences = rows
