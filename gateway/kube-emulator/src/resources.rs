@@ -46,9 +46,10 @@ impl Resource {
         format!("{}List", self.kind)
     }
 
-    /// Whether `metadata.generation` is maintained (bumped on spec changes).
+    /// Whether `metadata.generation` is maintained (bumped on spec changes); the real
+    /// registry strategies of these kinds leave it unset.
     pub fn tracks_generation(&self) -> bool {
-        !matches!(self.kind, "Event" | "Namespace" | "Node")
+        !matches!(self.kind, "Event" | "Namespace" | "Node" | "Lease")
     }
 
     /// 404 NotFound for object `name` of this resource.
@@ -228,6 +229,19 @@ pub static RESOURCES: &[Resource] = &[
         categories: &["all"],
         status_subresource: true,
         crd: true,
+        field_selectors: &[],
+    },
+    Resource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        status_subresource: false,
+        crd: false,
         field_selectors: &[],
     },
 ];

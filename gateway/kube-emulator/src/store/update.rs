@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::admission::{check_body, crd_admit};
+use super::admission::{check_body, crd_admit, validate_builtin};
 use super::event::EventKind;
 use super::meta::{finalizers, is_deleting, meta, meta_mut, meta_str, owner_uids};
 use super::state::{Inner, Store};
@@ -81,6 +81,7 @@ impl Store {
             }
         }
         m.remove("managedFields");
+        validate_builtin(r, name, &new)?;
         if r.crd {
             crd_admit(r, name, &mut new)?;
         }

@@ -6,6 +6,7 @@
 mod api;
 mod auth;
 mod kubectl;
+mod leases;
 mod operator;
 mod scheduler;
 mod support;
