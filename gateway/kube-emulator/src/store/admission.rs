@@ -1,51 +1,12 @@
 //! What every create and update checks before it is stored: the body is an object of
-//! the kind and apiVersion on the URL, a built-in kind passes the real server's
-//! validation of the fields the emulator checks ([`validate_builtin`]), and a ray.io
-//! object is defaulted and validated against its CRD schema (422 Invalid with field
-//! causes).
+//! the kind and apiVersion on the URL, and a ray.io object is defaulted and validated
+//! against its CRD schema (422 Invalid with field causes). Built-in kinds: `builtin`.
 
 use serde_json::Value;
 
-use crate::error::{ApiError, Cause};
+use crate::error::ApiError;
 use crate::resources::Resource;
 use crate::schema;
-
-/// The real validation of built-in kinds, for the fields the emulator checks: a
-/// Lease's `leaseDurationSeconds` (> 0) and `leaseTransitions` (≥ 0).
-pub(super) fn validate_builtin(r: &Resource, name: &str, obj: &Value) -> Result<(), ApiError> {
-    let mut causes = Vec::new();
-    if r.kind == "Lease" {
-        let int = |f: &str| obj.pointer(&format!("/spec/{f}")).and_then(Value::as_i64);
-        if let Some(d) = int("leaseDurationSeconds").filter(|d| *d <= 0) {
-            causes.push(invalid(
-                "spec.leaseDurationSeconds",
-                d,
-                "must be greater than 0",
-            ));
-        }
-        if let Some(t) = int("leaseTransitions").filter(|t| *t < 0) {
-            causes.push(invalid(
-                "spec.leaseTransitions",
-                t,
-                "must be greater than or equal to 0",
-            ));
-        }
-    }
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(r.invalid(name, causes))
-    }
-}
-
-/// A `FieldValueInvalid` cause worded like apimachinery's `field.Invalid`.
-pub(super) fn invalid(field: &str, value: impl std::fmt::Display, detail: &str) -> Cause {
-    Cause {
-        reason: "FieldValueInvalid".into(),
-        message: format!("Invalid value: {value}: {detail}"),
-        field: field.into(),
-    }
-}
 
 /// The body is a JSON object whose `kind` / `apiVersion`, when set, match the URL's.
 pub(super) fn check_body(r: &Resource, obj: &Value) -> Result<(), ApiError> {

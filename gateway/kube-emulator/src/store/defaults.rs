@@ -2,7 +2,10 @@
 //! the controllers read: pods (`restartPolicy`, `schedulerName`, `imagePullPolicy`,
 //! `status.phase: Pending`, ...), jobs (`parallelism`, `completions`,
 //! `backoffLimit: 6`, the selector and the controller-uid / job-name template labels),
-//! namespaces, services (`clusterIP`); a custom resource's status is dropped.
+//! namespaces, services (`clusterIP`), secrets (`type: Opaque`), persistent volume
+//! claims (`volumeMode`, the default StorageClass `standard` as the DefaultStorageClass
+//! admission plugin sets it, `status.phase: Pending`); a custom resource's status is
+//! dropped.
 
 use rand::Rng;
 use serde_json::{Value, json};
@@ -17,6 +20,8 @@ pub(super) fn prepare_for_create(r: &Resource, obj: &mut Value) {
         "Job" => job(obj),
         "Namespace" => namespace(obj),
         "Service" => service(obj),
+        "Secret" => secret(obj),
+        "PersistentVolumeClaim" => claim(obj),
         _ if r.crd => {
             if let Some(o) = obj.as_object_mut() {
                 o.remove("status");
@@ -124,6 +129,30 @@ fn namespace(obj: &mut Value) {
     let m = meta_mut(obj);
     let labels = m.entry("labels").or_insert_with(|| json!({}));
     labels["kubernetes.io/metadata.name"] = json!(name);
+}
+
+fn secret(obj: &mut Value) {
+    if obj
+        .get("type")
+        .is_none_or(|t| t.as_str().is_none_or(str::is_empty))
+    {
+        obj["type"] = json!("Opaque");
+    }
+}
+
+/// The StorageClass the emulator provisions (`controllers::provisioner`).
+pub const DEFAULT_STORAGE_CLASS: &str = "standard";
+
+fn claim(obj: &mut Value) {
+    let spec = spec_of(obj);
+    set_absent(
+        spec,
+        [
+            ("volumeMode", json!("Filesystem")),
+            ("storageClassName", json!(DEFAULT_STORAGE_CLASS)),
+        ],
+    );
+    obj["status"] = json!({"phase": "Pending"});
 }
 
 fn service(obj: &mut Value) {

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::admission::{check_body, crd_admit, validate_builtin};
+use super::admission::{check_body, crd_admit};
+use super::builtin::admit_builtin;
 use super::event::EventKind;
 use super::meta::{finalizers, is_deleting, meta, meta_mut, meta_str, owner_uids};
 use super::state::{Inner, Store};
@@ -81,7 +82,7 @@ impl Store {
             }
         }
         m.remove("managedFields");
-        validate_builtin(r, name, &new)?;
+        admit_builtin(r, name, &mut new, Some(&*old))?;
         if r.crd {
             crd_admit(r, name, &mut new)?;
         }
