@@ -3,11 +3,15 @@
 //! (nodeSelector + required node affinity), NodeResourcesFit (cpu, memory,
 //! `nvidia.com/gpu` and other extended resources, pod count). Plugins run in that
 //! order and a node is rejected by the first plugin that fails, as in
-//! `framework.RunFilterPlugins`. Scoring is LeastAllocated on cpu and memory.
+//! `framework.RunFilterPlugins`. Before them VolumeBinding's PreFilter rejects a pod
+//! whose claims are missing, being deleted or unbound, for every node at once.
+//! Scoring is LeastAllocated on cpu and memory.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelectorRequirement, PersistentVolumeClaim, Pod, Taint, Toleration,
+};
 
 use super::quantity::parse_milli;
 
@@ -280,6 +284,44 @@ pub fn filter(node: &NodeInfo, pod: &Pod, req: &Resources) -> Option<Reject> {
         .map(|(k, _)| k.clone())
         .collect();
     (!insufficient.is_empty()).then_some(Reject::Insufficient(insufficient))
+}
+
+/// VolumeBinding's PreFilter: why `pod`'s claims (looked up in `claims`) keep it off
+/// every node, if they do.
+pub fn claims_prefilter(
+    pod: &Pod,
+    claims: &[std::sync::Arc<PersistentVolumeClaim>],
+) -> Option<String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    let mut unbound = false;
+    for v in volumes.into_iter().flatten() {
+        let Some(src) = &v.persistent_volume_claim else {
+            continue;
+        };
+        let name = &src.claim_name;
+        let claim = claims.iter().find(|c| {
+            c.metadata.namespace.as_deref() == Some(ns) && c.metadata.name.as_ref() == Some(name)
+        });
+        match claim {
+            None => return Some(format!("persistentvolumeclaim {name:?} not found")),
+            Some(c) if c.metadata.deletion_timestamp.is_some() => {
+                return Some(format!("persistentvolumeclaim {name:?} is being deleted"));
+            }
+            Some(c) => {
+                unbound |= c.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Bound");
+            }
+        }
+    }
+    unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_owned())
+}
+
+/// The `FitError` message of a PreFilter rejection: `0/N nodes are available: <msg>.`
+/// and the preemption verdict (nothing to preempt for that).
+pub fn prefilter_message(total_nodes: usize, msg: &str) -> String {
+    format!(
+        "0/{total_nodes} nodes are available: {msg}. preemption: 0/{total_nodes} nodes are available: {total_nodes} Preemption is not helpful for scheduling."
+    )
 }
 
 /// LeastAllocated score (0..=100) on cpu and memory after placing `req`.

@@ -1,7 +1,8 @@
 //! The simulated default scheduler: binds pending pods (no `spec.nodeName`,
 //! `schedulerName` unset or `default-scheduler`) one at a time, oldest first, through
 //! the `pods/binding` subresource, using the filters and LeastAllocated score in
-//! [`super::fit`]. An unbindable pod gets `PodScheduled=False` (`Unschedulable`) and a
+//! [`super::fit`] (with VolumeBinding's PreFilter on the pod's claims). An unbindable
+//! pod gets `PodScheduled=False` (`Unschedulable`) and a
 //! `FailedScheduling` Warning event with the real `FitError` wording, and is retried
 //! when nodes or pods change (the real scheduler's unschedulable queue flush); a
 //! message is re-emitted only when it changes or after 60 s. No gang logic, no
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, PersistentVolumeClaim, Pod};
 use kube::api::PostParams;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -22,7 +23,10 @@ use tokio::sync::Notify;
 
 use super::error::ControllerError;
 use super::events::{Kind, emit};
-use super::fit::{NodeInfo, Reject, Resources, filter, fit_message, pod_requests, score};
+use super::fit::{
+    NodeInfo, Reject, Resources, claims_prefilter, filter, fit_message, pod_requests,
+    prefilter_message, score,
+};
 use super::shared::Shared;
 use super::status::{merge_status, now};
 
@@ -90,6 +94,28 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
             tokio::select! { () = stream => {}, () = token.cancelled() => {} }
         });
     }
+    let (claims, claims_writer) = reflector::store::<PersistentVolumeClaim>();
+    {
+        let n = notify.clone();
+        let g = generation.clone();
+        let stream = reflector::reflector(
+            claims_writer,
+            watcher(
+                Api::<PersistentVolumeClaim>::all(client.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff()
+        .for_each(move |_| {
+            g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            n.notify_one();
+            futures::future::ready(())
+        });
+        let token = shared.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! { () = stream => {}, () = token.cancelled() => {} }
+        });
+    }
     let mut queue = Queue {
         shared: &shared,
         failed: HashMap::new(),
@@ -102,7 +128,7 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
             () = tokio::time::sleep(Duration::from_secs(5)) => {},
         }
         let gen_now = generation.load(std::sync::atomic::Ordering::Relaxed);
-        queue.pass(&pods, &nodes, gen_now).await;
+        queue.pass(&pods, &nodes, &claims, gen_now).await;
     }
 }
 
@@ -134,8 +160,15 @@ struct Queue<'a> {
 impl Queue<'_> {
     /// One pass over the pending pods, oldest first. `generation` counts the cluster
     /// changes that may make an unschedulable pod fit.
-    async fn pass(&mut self, pods: &Store<Pod>, nodes: &Store<Node>, generation: u64) {
+    async fn pass(
+        &mut self,
+        pods: &Store<Pod>,
+        nodes: &Store<Node>,
+        claims: &Store<PersistentVolumeClaim>,
+        generation: u64,
+    ) {
         let all_pods = pods.state();
+        let all_claims = claims.state();
         let (mut infos, mut pending) = self.view(&all_pods, &nodes.state());
         pending.sort_by_key(|p| {
             (
@@ -152,6 +185,11 @@ impl Queue<'_> {
                 && f.generation == generation
                 && f.at.elapsed() < Duration::from_secs(60)
             {
+                continue;
+            }
+            if let Some(msg) = claims_prefilter(&pod, &all_claims) {
+                let message = prefilter_message(infos.len(), &msg);
+                self.unschedulable(&pod, message, generation).await;
                 continue;
             }
             self.schedule_one(&mut infos, &pod, generation).await;

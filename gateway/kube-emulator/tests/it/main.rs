@@ -10,3 +10,4 @@ mod leases;
 mod operator;
 mod scheduler;
 mod support;
+mod volumes;
