@@ -76,46 +76,10 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
             tokio::select! { () = stream => {}, () = token.cancelled() => {} }
         });
     }
-    {
-        let n = notify.clone();
-        let g = generation.clone();
-        let stream = reflector::reflector(
-            nodes_writer,
-            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .for_each(move |_| {
-            g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            n.notify_one();
-            futures::future::ready(())
-        });
-        let token = shared.shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! { () = stream => {}, () = token.cancelled() => {} }
-        });
-    }
+    // Any node or claim change may make an unschedulable pod fit.
+    spawn_reflector(&shared, nodes_writer, &notify, &generation);
     let (claims, claims_writer) = reflector::store::<PersistentVolumeClaim>();
-    {
-        let n = notify.clone();
-        let g = generation.clone();
-        let stream = reflector::reflector(
-            claims_writer,
-            watcher(
-                Api::<PersistentVolumeClaim>::all(client.clone()),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .for_each(move |_| {
-            g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            n.notify_one();
-            futures::future::ready(())
-        });
-        let token = shared.shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! { () = stream => {}, () = token.cancelled() => {} }
-        });
-    }
+    spawn_reflector(&shared, claims_writer, &notify, &generation);
     let mut queue = Queue {
         shared: &shared,
         failed: HashMap::new(),
@@ -130,6 +94,42 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
         let gen_now = generation.load(std::sync::atomic::Ordering::Relaxed);
         queue.pass(&pods, &nodes, &claims, gen_now).await;
     }
+}
+
+/// Keeps `writer`'s store in sync with every object of `K` until shutdown; each
+/// change bumps `generation` and wakes the queue.
+fn spawn_reflector<K>(
+    shared: &Shared,
+    writer: reflector::store::Writer<K>,
+    notify: &Arc<Notify>,
+    generation: &Arc<std::sync::atomic::AtomicU64>,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (n, g) = (notify.clone(), generation.clone());
+    let stream = reflector::reflector(
+        writer,
+        watcher(
+            Api::<K>::all(shared.client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .for_each(move |_| {
+        g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        n.notify_one();
+        futures::future::ready(())
+    });
+    let token = shared.shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! { () = stream => {}, () = token.cancelled() => {} }
+    });
 }
 
 fn is_pending_for_us(p: &Pod) -> bool {
