@@ -292,6 +292,19 @@ pub static RESOURCES: &[Resource] = &[
         crd: false,
         field_selectors: &[],
     },
+    Resource {
+        group: "networking.k8s.io",
+        version: "v1",
+        plural: "networkpolicies",
+        singular: "networkpolicy",
+        kind: "NetworkPolicy",
+        namespaced: true,
+        short_names: &["netpol"],
+        categories: &[],
+        status_subresource: false,
+        crd: false,
+        field_selectors: &[],
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].

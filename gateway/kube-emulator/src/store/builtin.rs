@@ -11,6 +11,9 @@
 //! * PersistentVolumeClaim: at least one known access mode and a storage request; the
 //!   spec is immutable after creation except `resources` and a first `volumeName`.
 //! * Lease: `leaseDurationSeconds` > 0, `leaseTransitions` ≥ 0.
+//! * NetworkPolicy (stored and served; nothing enforces it — the emulator has no pod
+//!   network): `policyTypes` values `Ingress` / `Egress`, at most two; port
+//!   protocols `TCP` / `UDP` / `SCTP`; an `ipBlock` needs a `cidr`.
 //!
 //! Errors are 422 Invalid with the real field paths and wording.
 
@@ -68,6 +71,7 @@ pub(super) fn admit_builtin(
         }
         "PersistentVolumeClaim" => claim_causes(obj, old),
         "Lease" => lease_causes(obj),
+        "NetworkPolicy" => network_policy_causes(obj),
         _ => Vec::new(),
     };
     if causes.is_empty() {
@@ -285,6 +289,79 @@ fn claim_causes(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                 "spec",
                 "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
             ));
+        }
+    }
+    causes
+}
+
+/// `policyTypes`, port protocols and `ipBlock.cidr` of a NetworkPolicy.
+fn network_policy_causes(obj: &Value) -> Vec<Cause> {
+    const TYPES: [&str; 2] = ["Ingress", "Egress"];
+    const PROTOCOLS: [&str; 3] = ["TCP", "UDP", "SCTP"];
+    let quoted = |vs: &[&str]| {
+        vs.iter()
+            .map(|v| format!("{v:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut causes = Vec::new();
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let types = spec.get("policyTypes").and_then(Value::as_array);
+    if let Some(t) = types.filter(|t| t.len() > TYPES.len()) {
+        causes.push(invalid(
+            "spec.policyTypes",
+            Value::Array(t.clone()),
+            "may not specify more than two policyTypes",
+        ));
+    }
+    for (i, t) in types.into_iter().flatten().enumerate() {
+        let t = t.as_str().unwrap_or("");
+        if !TYPES.contains(&t) {
+            causes.push(cause(
+                "FieldValueNotSupported",
+                &format!("spec.policyTypes[{i}]"),
+                format!(
+                    "Unsupported value: {t:?}: supported values: {}",
+                    quoted(&TYPES)
+                ),
+            ));
+        }
+    }
+    for (dir, peers) in [("ingress", "from"), ("egress", "to")] {
+        let rules = spec.get(dir).and_then(Value::as_array);
+        for (i, rule) in rules.into_iter().flatten().enumerate() {
+            let ports = rule.get("ports").and_then(Value::as_array);
+            for (j, port) in ports.into_iter().flatten().enumerate() {
+                if let Some(p) = port.get("protocol").and_then(Value::as_str)
+                    && !PROTOCOLS.contains(&p)
+                {
+                    causes.push(cause(
+                        "FieldValueNotSupported",
+                        &format!("spec.{dir}[{i}].ports[{j}].protocol"),
+                        format!(
+                            "Unsupported value: {p:?}: supported values: {}",
+                            quoted(&PROTOCOLS)
+                        ),
+                    ));
+                }
+            }
+            let list = rule.get(peers).and_then(Value::as_array);
+            for (j, peer) in list.into_iter().flatten().enumerate() {
+                let Some(block) = peer.get("ipBlock") else {
+                    continue;
+                };
+                if block
+                    .get("cidr")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    causes.push(cause(
+                        "FieldValueRequired",
+                        &format!("spec.{dir}[{i}].{peers}[{j}].ipBlock.cidr"),
+                        "Required value",
+                    ));
+                }
+            }
         }
     }
     causes

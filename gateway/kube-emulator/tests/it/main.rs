@@ -7,6 +7,7 @@ mod api;
 mod auth;
 mod kubectl;
 mod leases;
+mod network_policies;
 mod operator;
 mod scheduler;
 mod support;
