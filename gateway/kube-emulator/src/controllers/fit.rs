@@ -36,13 +36,18 @@ pub enum Reject {
     Insufficient(Vec<String>),
     /// `Too many pods`.
     TooManyPods,
+    /// VolumeRestrictions: a `ReadWriteOncePod` claim of the pod is in use.
+    ReadWriteOncePodConflict,
 }
 
 impl Reject {
     /// Whether preemption could help (NodeResourcesFit is `Unschedulable`; the other
     /// plugins return `UnschedulableAndUnresolvable`).
     fn resolvable(&self) -> bool {
-        matches!(self, Self::Insufficient(_) | Self::TooManyPods)
+        matches!(
+            self,
+            Self::Insufficient(_) | Self::TooManyPods | Self::ReadWriteOncePodConflict
+        )
     }
 
     fn messages(&self) -> Vec<String> {
@@ -54,6 +59,9 @@ impl Reject {
             Self::Selector => vec!["node(s) didn't match Pod's node affinity/selector".into()],
             Self::Insufficient(r) => r.iter().map(|r| format!("Insufficient {r}")).collect(),
             Self::TooManyPods => vec!["Too many pods".into()],
+            Self::ReadWriteOncePodConflict => vec![
+                "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode".into(),
+            ],
         }
     }
 }
@@ -314,6 +322,51 @@ pub fn claims_prefilter(
         }
     }
     unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_owned())
+}
+
+/// VolumeRestrictions: whether a `ReadWriteOncePod` claim of `pod` is already used by
+/// one of `users` (the scheduled, not yet finished pods other than `pod`). The real
+/// plugin fails every node then (after the filters before it), as `Unschedulable`.
+pub fn read_write_once_pod_conflict<'a>(
+    pod: &'a Pod,
+    claims: &[std::sync::Arc<PersistentVolumeClaim>],
+    users: impl Iterator<Item = &'a Pod>,
+) -> bool {
+    let ns = pod.metadata.namespace.as_deref();
+    let claim_names = |p: &'a Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.as_str())
+    };
+    let mine: Vec<&str> = claim_names(pod)
+        .filter(|name| {
+            claims.iter().any(|c| {
+                c.metadata.namespace.as_deref() == ns
+                    && c.metadata.name.as_deref() == Some(*name)
+                    && c.spec
+                        .as_ref()
+                        .and_then(|s| s.access_modes.as_ref())
+                        .is_some_and(|m| m.iter().any(|m| m == "ReadWriteOncePod"))
+            })
+        })
+        .collect();
+    if mine.is_empty() {
+        return false;
+    }
+    let pod_uid = pod.metadata.uid.as_deref();
+    for other in users {
+        if other.metadata.namespace.as_deref() != ns || other.metadata.uid.as_deref() == pod_uid {
+            continue;
+        }
+        if claim_names(other).any(|c| mine.contains(&c)) {
+            return true;
+        }
+    }
+    false
 }
 
 /// The `FitError` message of a PreFilter rejection: `0/N nodes are available: <msg>.`

@@ -1,7 +1,8 @@
 //! The simulated default scheduler: binds pending pods (no `spec.nodeName`,
 //! `schedulerName` unset or `default-scheduler`) one at a time, oldest first, through
 //! the `pods/binding` subresource, using the filters and LeastAllocated score in
-//! [`super::fit`] (with VolumeBinding's PreFilter on the pod's claims). An unbindable
+//! [`super::fit`] (with VolumeBinding's PreFilter on the pod's claims and
+//! VolumeRestrictions' `ReadWriteOncePod` check). An unbindable
 //! pod gets `PodScheduled=False` (`Unschedulable`) and a
 //! `FailedScheduling` Warning event with the real `FitError` wording, and is retried
 //! when nodes or pods change (the real scheduler's unschedulable queue flush); a
@@ -25,7 +26,7 @@ use super::error::ControllerError;
 use super::events::{Kind, emit};
 use super::fit::{
     NodeInfo, Reject, Resources, claims_prefilter, filter, fit_message, pod_requests,
-    prefilter_message, score,
+    prefilter_message, read_write_once_pod_conflict, score,
 };
 use super::shared::Shared;
 use super::status::{merge_status, now};
@@ -145,6 +146,14 @@ fn is_pending_for_us(p: &Pod) -> bool {
             .is_none_or(|ph| ph == "Pending")
 }
 
+/// A pod in phase Succeeded or Failed (it holds no resources or volumes).
+fn is_finished(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
+}
+
 fn key(p: &Pod) -> String {
     format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())
 }
@@ -192,7 +201,13 @@ impl Queue<'_> {
                 self.unschedulable(&pod, message, generation).await;
                 continue;
             }
-            self.schedule_one(&mut infos, &pod, generation).await;
+            let users = all_pods.iter().filter(|p| {
+                let assigned = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                (assigned.is_some_and(|n| !n.is_empty()) && !is_finished(p))
+                    || self.assumed.contains_key(&key(p))
+            });
+            let rwop = read_write_once_pod_conflict(&pod, &all_claims, users.map(|p| &**p));
+            self.schedule_one(&mut infos, &pod, rwop, generation).await;
         }
     }
 
@@ -220,12 +235,9 @@ impl Queue<'_> {
             match node {
                 Some(node) => {
                     self.assumed.remove(&k);
-                    let done = p
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.phase.as_deref())
-                        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
-                    if !done && let Some(info) = infos.get_mut(&node) {
+                    if !is_finished(p)
+                        && let Some(info) = infos.get_mut(&node)
+                    {
                         info.add(&pod_requests(p));
                     }
                 }
@@ -252,13 +264,16 @@ impl Queue<'_> {
         &mut self,
         infos: &mut BTreeMap<String, NodeInfo>,
         pod: &Pod,
+        rwop_conflict: bool,
         generation: u64,
     ) {
         let req = pod_requests(pod);
         let mut best: Option<(i128, &str)> = None;
         let mut rejects: Vec<Reject> = Vec::new();
         for info in infos.values() {
-            match filter(info, pod, &req) {
+            let rejected = filter(info, pod, &req)
+                .or_else(|| rwop_conflict.then_some(Reject::ReadWriteOncePodConflict));
+            match rejected {
                 None => {
                     let sc = score(info, &req);
                     if best.is_none_or(|(b, _)| sc > b) {

@@ -4,7 +4,8 @@
 //! `configMapKeyRef` / `secretKeyRef` / `envFrom` / `fieldRef` (a missing object: the
 //! kubelet's `CreateContainerConfigError` until it appears), ConfigMap/Secret volumes
 //! mounted as files at their `mountPath`, claims shared between pods, a
-//! `ReadWriteOnce` claim used on two nodes giving the real Multi-Attach error, and a
+//! `ReadWriteOnce` claim used on two nodes giving the real Multi-Attach error, a
+//! `ReadWriteOncePod` claim keeping a second pod unschedulable, subPath mounts, and a
 //! RayJob whose head takes a Secret env value and runs code from a ConfigMap volume.
 
 use k8s_openapi::api::core::v1::{
@@ -358,6 +359,22 @@ async fn env_and_volumes_from_config_maps_and_secrets() {
     sim.shutdown().await;
 }
 
+/// The note of the scheduler's first `FailedScheduling` event about `pod`.
+async fn failed_scheduling(client: &kube::Client, pod: &str) -> String {
+    wait_for(20, "FailedScheduling", || async {
+        let evs = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        evs.items.into_iter().find_map(|e| {
+            (e.reason.as_deref() == Some("FailedScheduling")
+                && e.regarding.as_ref()?.name.as_deref() == Some(pod))
+            .then(|| e.note.unwrap_or_default())
+        })
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_are_provisioned_shared_and_read_write_once_is_exclusive() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -533,6 +550,38 @@ async fn claims_are_provisioned_shared_and_read_write_once_is_exclusive() {
     running("whole").await;
     assert_eq!(log_of(&pods, "whole", "io").await, "team-a\na\n");
 
+    // ReadWriteOncePod: a second pod using the claim is unschedulable until the first
+    // one goes (the scheduler's VolumeRestrictions), whatever its node.
+    claims
+        .create(
+            &PostParams::default(),
+            &claim("solo", "ReadWriteOncePod", None),
+        )
+        .await
+        .expect("claim");
+    pods.create(
+        &PostParams::default(),
+        &user("solo-1", None, "solo", "true"),
+    )
+    .await
+    .expect("pod");
+    running("solo-1").await;
+    pods.create(
+        &PostParams::default(),
+        &user("solo-2", None, "solo", "true"),
+    )
+    .await
+    .expect("pod");
+    let note = failed_scheduling(&client, "solo-2").await;
+    assert_eq!(
+        note,
+        "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    );
+    pods.delete("solo-1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    running("solo-2").await;
+
     // A claim that does not exist keeps the pod off every node.
     pods.create(
         &PostParams::default(),
@@ -540,18 +589,7 @@ async fn claims_are_provisioned_shared_and_read_write_once_is_exclusive() {
     )
     .await
     .expect("pod");
-    let note = wait_for(10, "FailedScheduling", || async {
-        let evs = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS)
-            .list(&ListParams::default())
-            .await
-            .ok()?;
-        evs.items.into_iter().find_map(|e| {
-            (e.reason.as_deref() == Some("FailedScheduling")
-                && e.regarding.as_ref()?.name.as_deref() == Some("orphan"))
-            .then(|| e.note.unwrap_or_default())
-        })
-    })
-    .await;
+    let note = failed_scheduling(&client, "orphan").await;
     assert_eq!(
         note,
         "0/2 nodes are available: persistentvolumeclaim \"nope\" not found. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
