@@ -47,40 +47,16 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
     let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (pods, pods_writer) = reflector::store::<Pod>();
     let (nodes, nodes_writer) = reflector::store::<Node>();
-    let client = shared.client.clone();
-    {
-        let n = notify.clone();
-        let g = generation.clone();
-        let stream = reflector::reflector(
-            pods_writer,
-            watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .for_each(move |ev| {
-            // A pod finishing or going away frees resources: retry unschedulable pods.
-            if let Ok(watcher::Event::Delete(_) | watcher::Event::InitDone) = &ev {
-                g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            if let Ok(watcher::Event::Apply(p)) = &ev
-                && p.status
-                    .as_ref()
-                    .and_then(|s| s.phase.as_deref())
-                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
-            {
-                g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            n.notify_one();
-            futures::future::ready(())
-        });
-        let token = shared.shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! { () = stream => {}, () = token.cancelled() => {} }
-        });
-    }
+    // A pod finishing or going away frees resources: retry unschedulable pods.
+    spawn_reflector(&shared, pods_writer, &notify, &generation, |ev| match ev {
+        Ok(watcher::Event::Delete(_) | watcher::Event::InitDone) => true,
+        Ok(watcher::Event::Apply(p)) => is_finished(p),
+        _ => false,
+    });
     // Any node or claim change may make an unschedulable pod fit.
-    spawn_reflector(&shared, nodes_writer, &notify, &generation);
+    spawn_reflector(&shared, nodes_writer, &notify, &generation, |_| true);
     let (claims, claims_writer) = reflector::store::<PersistentVolumeClaim>();
-    spawn_reflector(&shared, claims_writer, &notify, &generation);
+    spawn_reflector(&shared, claims_writer, &notify, &generation, |_| true);
     let mut queue = Queue {
         shared: &shared,
         failed: HashMap::new(),
@@ -98,12 +74,14 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
 }
 
 /// Keeps `writer`'s store in sync with every object of `K` until shutdown; each
-/// change bumps `generation` and wakes the queue.
+/// event wakes the queue, and bumps `generation` when `may_free` says it may make an
+/// unschedulable pod fit.
 fn spawn_reflector<K>(
     shared: &Shared,
     writer: reflector::store::Writer<K>,
     notify: &Arc<Notify>,
     generation: &Arc<std::sync::atomic::AtomicU64>,
+    may_free: impl Fn(&Result<watcher::Event<K>, watcher::Error>) -> bool + Send + 'static,
 ) where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -122,8 +100,10 @@ fn spawn_reflector<K>(
         ),
     )
     .default_backoff()
-    .for_each(move |_| {
-        g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    .for_each(move |ev| {
+        if may_free(&ev) {
+            g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         n.notify_one();
         futures::future::ready(())
     });
