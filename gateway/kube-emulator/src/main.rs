@@ -15,7 +15,9 @@ struct Args {
     /// Listen address (port 0 = ephemeral).
     #[arg(long, env = "KUBESIM_LISTEN", default_value = "127.0.0.1:0")]
     listen: SocketAddr,
-    /// Node layout: `series=COUNTxGPUS,...` (e.g. `h100=4x8,a100=2x8`).
+    /// Node layout: `series=COUNTxGPUS[@key[=value]:Effect...],...` (e.g.
+    /// `h100=4x8,a100=2x8`; `h100=2x8@nvidia.com/gpu=present:NoSchedule` taints;
+    /// `cpu=2x0` has no GPU resource).
     #[arg(long, env = "KUBESIM_NODES", default_value = "h100=4x8,a100=2x8")]
     nodes: String,
     /// Node label key holding the GPU series.

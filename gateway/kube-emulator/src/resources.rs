@@ -46,9 +46,19 @@ impl Resource {
         format!("{}List", self.kind)
     }
 
-    /// Whether `metadata.generation` is maintained (bumped on spec changes).
+    /// Whether `metadata.generation` is maintained (bumped on spec changes); the real
+    /// registry strategies of these kinds leave it unset.
     pub fn tracks_generation(&self) -> bool {
-        !matches!(self.kind, "Event" | "Namespace" | "Node")
+        !matches!(
+            self.kind,
+            "Event"
+                | "Namespace"
+                | "Node"
+                | "Lease"
+                | "ConfigMap"
+                | "Secret"
+                | "PersistentVolumeClaim"
+        )
     }
 
     /// 404 NotFound for object `name` of this resource.
@@ -179,6 +189,45 @@ pub static RESOURCES: &[Resource] = &[
         field_selectors: &["spec.clusterIP", "spec.type"],
     },
     Resource {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        namespaced: true,
+        short_names: &["cm"],
+        categories: &[],
+        status_subresource: false,
+        crd: false,
+        field_selectors: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        status_subresource: false,
+        crd: false,
+        field_selectors: &["type"],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        kind: "PersistentVolumeClaim",
+        namespaced: true,
+        short_names: &["pvc"],
+        categories: &[],
+        status_subresource: true,
+        crd: false,
+        field_selectors: &[],
+    },
+    Resource {
         group: "events.k8s.io",
         version: "v1",
         plural: "events",
@@ -243,19 +292,6 @@ pub static RESOURCES: &[Resource] = &[
         status_subresource: false,
         crd: false,
         field_selectors: &[],
-    },
-    Resource {
-        group: "",
-        version: "v1",
-        plural: "secrets",
-        singular: "secret",
-        kind: "Secret",
-        namespaced: true,
-        short_names: &[],
-        categories: &[],
-        status_subresource: false,
-        crd: false,
-        field_selectors: &["type"],
     },
     Resource {
         group: "networking.k8s.io",

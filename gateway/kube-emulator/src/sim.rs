@@ -9,16 +9,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::controllers::{self, ControllerConfig};
 use crate::faults::Faults;
 use crate::logs::LogStore;
+use crate::nodes::{LayoutError, NodeSpec};
 use crate::resources::{NAMESPACES, NODES};
 use crate::server::{AppState, router, serve};
-use crate::store::{Store, now_rfc3339};
+use crate::store::Store;
 use crate::tls::{ServingCert, TlsError};
 
 /// Errors starting or driving the emulator.
@@ -63,122 +64,8 @@ pub enum SimError {
     #[error("serving certificate: {0}")]
     Tls(#[from] TlsError),
     /// Bad `--nodes` layout string.
-    #[error("invalid node layout {0:?}: expected series=COUNTxGPUS[,...]")]
-    Layout(String),
-}
-
-/// One simulated node.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeSpec {
-    /// Node name.
-    pub name: String,
-    /// GPU series label value (`h100`), if a GPU node.
-    pub series: Option<String>,
-    /// `nvidia.com/gpu` capacity.
-    pub gpus: u32,
-    /// CPU cores.
-    pub cpu: u32,
-    /// Memory quantity (`512Gi`).
-    pub memory: String,
-    /// Cordoned (`spec.unschedulable`).
-    pub unschedulable: bool,
-    /// Ready condition.
-    pub ready: bool,
-}
-
-impl NodeSpec {
-    /// A ready, schedulable GPU node with 64 CPUs and 512Gi.
-    pub fn gpu(name: impl Into<String>, series: impl Into<String>, gpus: u32) -> Self {
-        Self {
-            name: name.into(),
-            series: Some(series.into()),
-            gpus,
-            cpu: 64,
-            memory: "512Gi".into(),
-            unschedulable: false,
-            ready: true,
-        }
-    }
-
-    /// Parses a layout like `h100=4x8,a100=2x8` (4 nodes with 8 GPUs of series h100,
-    /// ...). Nodes are named `<series>-<index>` (`h100-0`).
-    pub fn parse_layout(layout: &str) -> Result<Vec<Self>, SimError> {
-        let bad = || SimError::Layout(layout.to_owned());
-        let mut out = Vec::new();
-        for part in layout.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (series, shape) = part.split_once('=').ok_or_else(bad)?;
-            let (count, gpus) = shape.split_once('x').ok_or_else(bad)?;
-            let count: u32 = count.parse().map_err(|_| bad())?;
-            let gpus: u32 = gpus.parse().map_err(|_| bad())?;
-            for i in 0..count {
-                out.push(Self::gpu(format!("{series}-{i}"), series, gpus));
-            }
-        }
-        Ok(out)
-    }
-
-    /// The Node object, labelled with `gpu_label`.
-    pub fn to_node(&self, gpu_label: &str) -> Value {
-        let mut labels = json!({
-            "kubernetes.io/hostname": self.name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-        });
-        if let Some(s) = &self.series {
-            labels[gpu_label] = json!(s);
-        }
-        let resources = json!({
-            "cpu": self.cpu.to_string(),
-            "memory": self.memory,
-            "pods": "110",
-            "nvidia.com/gpu": self.gpus.to_string(),
-            "ephemeral-storage": "1Ti",
-        });
-        let mut taints = Vec::new();
-        if self.unschedulable {
-            taints.push(json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": now_rfc3339()}));
-        }
-        if !self.ready {
-            taints.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule", "timeAdded": now_rfc3339()}));
-        }
-        let mut spec = json!({});
-        if self.unschedulable {
-            spec["unschedulable"] = json!(true);
-        }
-        if !taints.is_empty() {
-            spec["taints"] = json!(taints);
-        }
-        let now = now_rfc3339();
-        json!({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": self.name, "labels": labels},
-            "spec": spec,
-            "status": {
-                "capacity": resources,
-                "allocatable": resources,
-                "conditions": [{
-                    "type": "Ready",
-                    "status": if self.ready { "True" } else { "False" },
-                    "reason": if self.ready { "KubeletReady" } else { "KubeletNotReady" },
-                    "message": if self.ready { "kubelet is posting ready status" } else { "container runtime network not ready" },
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": now,
-                }],
-                "addresses": [{"type": "Hostname", "address": self.name}, {"type": "InternalIP", "address": "10.0.0.1"}],
-                "nodeInfo": {
-                    "kubeletVersion": "v1.33.0-forge-kubesim",
-                    "containerRuntimeVersion": "forge-kubesim://1",
-                    "operatingSystem": "linux",
-                    "architecture": "amd64",
-                    "osImage": "forge-kubesim",
-                    "kernelVersion": "6.0.0",
-                    "kubeProxyVersion": "",
-                    "machineID": "", "systemUUID": "", "bootID": "",
-                },
-            },
-        })
-    }
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
 }
 
 /// Emulator configuration.

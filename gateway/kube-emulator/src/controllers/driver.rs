@@ -2,8 +2,7 @@
 //! entry (a stop or the cluster going away kills it, not the submitter). In process
 //! mode it fetches and unpacks the `working_dir` of the RayJob's `runtimeEnvYAML`
 //! (checking the capsule's SHA-256 annotation), runs the entrypoint with `sh -c` and
-//! a pod's environment (never the host's: `pod_env`) with the head container's env
-//! (Secret references resolved) and the runtime env's variables, its output in the submitter pod's log;
+//! the head's and the runtime env's variables, its output in the submitter pod's log;
 //! in the timed mode the model's draw decides. It then records SUCCEEDED / FAILED.
 
 use std::path::PathBuf;
@@ -17,11 +16,12 @@ use kube::{Api, ResourceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::container_env::{self, PodNetwork};
+use super::hostpaths::rewrite_mounts;
 use super::names::{CAPSULE_SHA_ANNOTATION, NODE_TYPE, RAY_CLUSTER, SUBMITTER_CONTAINER};
-use super::pod_env;
 use super::runner::{
-    RunnerError, RuntimeEnv, fetch_working_dir, parse_runtime_env, run_logged, unpack_zip,
-    verify_sha256,
+    RunnerError, RuntimeEnv, container_command, fetch_working_dir, parse_runtime_env, run_logged,
+    unpack_zip, verify_sha256,
 };
 use super::shared::{Shared, rayjob_resource};
 use super::timed::Draw;
@@ -143,6 +143,10 @@ impl Driver {
             .ok()
             .and_then(|l| l.items.into_iter().next());
         let workdir = self.prepare_workdir(&rj, &env, head.as_ref()).await?;
+        let head_env = match &head {
+            Some(h) => head_env(&self.shared.client, h).await?,
+            None => Vec::new(),
+        };
         self.shared
             .dashboard
             .set_running(&self.ns, &self.cluster, &self.id);
@@ -150,16 +154,7 @@ impl Driver {
             .get("entrypoint")
             .and_then(Value::as_str)
             .unwrap_or("true");
-        let container_env = match head
-            .as_ref()
-            .and_then(|h| h.spec.as_ref())
-            .and_then(|s| s.containers.first())
-        {
-            Some(c0) => pod_env::resolve(client, &self.ns, c0, str::to_owned).await?,
-            None => Vec::new(),
-        };
-        let head_name = head.as_ref().map(ResourceExt::name_any).unwrap_or_default();
-        let cmd = self.command(entrypoint, &workdir, &env, (&head_name, container_env));
+        let cmd = self.command(entrypoint, &workdir, &env, head.as_ref(), &head_env);
         let code = run_logged(
             cmd,
             &self.shared.logs,
@@ -198,25 +193,62 @@ impl Driver {
         Ok(workdir)
     }
 
-    /// `sh -c <entrypoint>` in `workdir` with a pod's base environment (`pod_env`), the
-    /// head container's resolved env, the runtime env's `env_vars`, `PYTHONPATH` (the
-    /// working directory) and `RAY_JOB_SUBMISSION_ID`.
+    /// `sh -c <entrypoint>` in `workdir` with the head container's env (as its kubelet
+    /// built it, nothing of the emulator's), the runtime env's `env_vars`, `PYTHONPATH` and
+    /// `RAY_JOB_SUBMISSION_ID`; paths under the head container's volumeMounts (in the
+    /// entrypoint and env values) are rewritten to the volumes' host directories.
     fn command(
         &self,
         entrypoint: &str,
         workdir: &std::path::Path,
         env: &RuntimeEnv,
-        (head, container_env): (&str, Vec<(String, String)>),
+        head: Option<&Pod>,
+        head_env: &[(String, String)],
     ) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c").arg(entrypoint).current_dir(workdir);
-        pod_env::base(&mut cmd, workdir, head);
-        cmd.envs(container_env)
-            .envs(&env.env_vars)
-            .env("PYTHONPATH", workdir)
+        let root = &self.shared.cfg.scratch_root;
+        let mounts = head
+            .and_then(|h| h.spec.as_ref())
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.volume_mounts.clone())
+            .unwrap_or_default();
+        let rw = |s: &str| match head {
+            Some(h) => rewrite_mounts(root, h, &mounts, s),
+            None => s.to_owned(),
+        };
+        let host = head.map(ResourceExt::name_any).unwrap_or_default();
+        let mut cmd = container_command("sh", &host);
+        cmd.arg("-c").arg(rw(entrypoint)).current_dir(workdir);
+        for (k, v) in head_env {
+            cmd.env(k, rw(v));
+        }
+        for (k, v) in &env.env_vars {
+            cmd.env(k, v);
+        }
+        let pp = head_env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PYTHONPATH")
+            .map(|(_, p)| format!("{}:{}", workdir.display(), rw(p)))
+            .unwrap_or_else(|| workdir.display().to_string());
+        cmd.env("PYTHONPATH", pp)
             .env("RAY_JOB_SUBMISSION_ID", &self.id);
         cmd
     }
+}
+
+/// The environment of the head pod's Ray container, as its kubelet built it.
+async fn head_env(client: &kube::Client, head: &Pod) -> Result<Vec<(String, String)>, RunnerError> {
+    let Some(c0) = head.spec.as_ref().and_then(|s| s.containers.first()) else {
+        return Ok(Vec::new());
+    };
+    let status = head.status.clone().unwrap_or_default();
+    let net = PodNetwork {
+        pod_ip: status.pod_ip.unwrap_or_default(),
+        host_ip: status.host_ip.unwrap_or_default(),
+    };
+    container_env::resolve(client, head, c0, &net)
+        .await
+        .map_err(|e| RunnerError::RuntimeEnv(format!("head container environment: {e}")))
 }
 
 /// Retry a read the emulator makes for its own bookkeeping through 429 / 5xx answers

@@ -3,11 +3,15 @@
 //! (nodeSelector + required node affinity), NodeResourcesFit (cpu, memory,
 //! `nvidia.com/gpu` and other extended resources, pod count). Plugins run in that
 //! order and a node is rejected by the first plugin that fails, as in
-//! `framework.RunFilterPlugins`. Scoring is LeastAllocated on cpu and memory.
+//! `framework.RunFilterPlugins`. Before them VolumeBinding's PreFilter rejects a pod
+//! whose claims are missing, being deleted or unbound, for every node at once.
+//! Scoring is LeastAllocated on cpu and memory.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelectorRequirement, PersistentVolumeClaim, Pod, Taint, Toleration,
+};
 
 use super::quantity::parse_milli;
 
@@ -32,13 +36,18 @@ pub enum Reject {
     Insufficient(Vec<String>),
     /// `Too many pods`.
     TooManyPods,
+    /// VolumeRestrictions: a `ReadWriteOncePod` claim of the pod is in use.
+    ReadWriteOncePodConflict,
 }
 
 impl Reject {
     /// Whether preemption could help (NodeResourcesFit is `Unschedulable`; the other
     /// plugins return `UnschedulableAndUnresolvable`).
     fn resolvable(&self) -> bool {
-        matches!(self, Self::Insufficient(_) | Self::TooManyPods)
+        matches!(
+            self,
+            Self::Insufficient(_) | Self::TooManyPods | Self::ReadWriteOncePodConflict
+        )
     }
 
     fn messages(&self) -> Vec<String> {
@@ -50,6 +59,9 @@ impl Reject {
             Self::Selector => vec!["node(s) didn't match Pod's node affinity/selector".into()],
             Self::Insufficient(r) => r.iter().map(|r| format!("Insufficient {r}")).collect(),
             Self::TooManyPods => vec!["Too many pods".into()],
+            Self::ReadWriteOncePodConflict => vec![
+                "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode".into(),
+            ],
         }
     }
 }
@@ -280,6 +292,89 @@ pub fn filter(node: &NodeInfo, pod: &Pod, req: &Resources) -> Option<Reject> {
         .map(|(k, _)| k.clone())
         .collect();
     (!insufficient.is_empty()).then_some(Reject::Insufficient(insufficient))
+}
+
+/// VolumeBinding's PreFilter: why `pod`'s claims (looked up in `claims`) keep it off
+/// every node, if they do.
+pub fn claims_prefilter(
+    pod: &Pod,
+    claims: &[std::sync::Arc<PersistentVolumeClaim>],
+) -> Option<String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    let mut unbound = false;
+    for v in volumes.into_iter().flatten() {
+        let Some(src) = &v.persistent_volume_claim else {
+            continue;
+        };
+        let name = &src.claim_name;
+        let claim = claims.iter().find(|c| {
+            c.metadata.namespace.as_deref() == Some(ns) && c.metadata.name.as_ref() == Some(name)
+        });
+        match claim {
+            None => return Some(format!("persistentvolumeclaim {name:?} not found")),
+            Some(c) if c.metadata.deletion_timestamp.is_some() => {
+                return Some(format!("persistentvolumeclaim {name:?} is being deleted"));
+            }
+            Some(c) => {
+                unbound |= c.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Bound");
+            }
+        }
+    }
+    unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_owned())
+}
+
+/// VolumeRestrictions: whether a `ReadWriteOncePod` claim of `pod` is already used by
+/// one of `users` (the scheduled, not yet finished pods other than `pod`). The real
+/// plugin fails every node then (after the filters before it), as `Unschedulable`.
+pub fn read_write_once_pod_conflict<'a>(
+    pod: &'a Pod,
+    claims: &[std::sync::Arc<PersistentVolumeClaim>],
+    users: impl Iterator<Item = &'a Pod>,
+) -> bool {
+    let ns = pod.metadata.namespace.as_deref();
+    let claim_names = |p: &'a Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.as_str())
+    };
+    let mine: Vec<&str> = claim_names(pod)
+        .filter(|name| {
+            claims.iter().any(|c| {
+                c.metadata.namespace.as_deref() == ns
+                    && c.metadata.name.as_deref() == Some(*name)
+                    && c.spec
+                        .as_ref()
+                        .and_then(|s| s.access_modes.as_ref())
+                        .is_some_and(|m| m.iter().any(|m| m == "ReadWriteOncePod"))
+            })
+        })
+        .collect();
+    if mine.is_empty() {
+        return false;
+    }
+    let pod_uid = pod.metadata.uid.as_deref();
+    for other in users {
+        if other.metadata.namespace.as_deref() != ns || other.metadata.uid.as_deref() == pod_uid {
+            continue;
+        }
+        if claim_names(other).any(|c| mine.contains(&c)) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The `FitError` message of a PreFilter rejection: `0/N nodes are available: <msg>.`
+/// and the preemption verdict (nothing to preempt for that).
+pub fn prefilter_message(total_nodes: usize, msg: &str) -> String {
+    format!(
+        "0/{total_nodes} nodes are available: {msg}. preemption: 0/{total_nodes} nodes are available: {total_nodes} Preemption is not helpful for scheduling."
+    )
 }
 
 /// LeastAllocated score (0..=100) on cpu and memory after placing `req`.

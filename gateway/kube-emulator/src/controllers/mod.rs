@@ -6,7 +6,9 @@
 //! through a `kube::Client` (watchers, reflectors, `kube::runtime::Controller`), exactly
 //! like the real binaries do. The only in-process state shared between them is the
 //! simulated Ray *dashboard* ([`dashboard::Dashboard`]): in a real cluster that is the
-//! Ray head's HTTP API, which is not a Kubernetes resource.
+//! Ray head's HTTP API, which is not a Kubernetes resource; and the volume
+//! attachments ([`attach::Attachments`]), the attach/detach controller's actual state
+//! of the world.
 //!
 //! Requeue semantics: reconciles are watch-driven (the primary resource and the
 //! children it owns, mapped through `ownerReferences`) plus periodic resyncs: 3 s for
@@ -27,26 +29,33 @@
 //!   ports or volumes; NotReady nodes are treated as carrying the `not-ready`
 //!   NoSchedule taint the node lifecycle controller would add;
 //! - kubelet: no probes (containers are Ready once started), no resource
-//!   enforcement; only emptyDir volumes exist on the host; non-Ray, non-submitter
-//!   containers just stay Running; in process mode the host's tools run the commands
-//!   (no image filesystem).
+//!   enforcement; emptyDir, ConfigMap, Secret and PVC volumes exist on the host (other
+//!   kinds are accepted, not materialised); non-Ray, non-submitter containers just
+//!   stay Running; in process mode the host's tools run the commands (no image
+//!   filesystem);
+//! - provisioner: one StorageClass (`standard`, immediate binding), no
+//!   PersistentVolume objects.
 //!
 //! Files: one per controller (`rayjob/`, `raycluster/`, `job`, `scheduler`,
-//! `kubelet/`), what the kubelet runs (`submitter`, `driver`, `runner`, `timed`), what
-//! they share (`config`, `error`, `shared`, `status`, `events`, `names`,
-//! `dashboard`), and the operator's and scheduler's pure rules (`validation`,
-//! `raystart`, `fit`, `quantity`).
+//! `kubelet/`, `provisioner`), what the kubelet runs (`submitter`, `driver`, `runner`,
+//! `timed`) and with what (`container_env`, `hostpaths`), what they share (`config`,
+//! `error`, `shared`, `status`, `events`, `names`, `dashboard`, `attach`), and the
+//! operator's and scheduler's pure rules (`validation`, `raystart`, `fit`,
+//! `quantity`).
 
+pub mod attach;
 pub mod config;
+pub mod container_env;
 pub mod dashboard;
 pub mod driver;
 pub mod error;
 pub mod events;
 pub mod fit;
+pub mod hostpaths;
 pub mod job;
 pub mod kubelet;
 pub mod names;
-pub mod pod_env;
+pub mod provisioner;
 pub mod quantity;
 pub mod raycluster;
 pub mod rayjob;
@@ -86,6 +95,7 @@ pub async fn run(
         cfg,
         logs,
         dashboard: Arc::new(Dashboard::default()),
+        attachments: Arc::default(),
         shutdown: internal.clone(),
     });
     let mut set = tokio::task::JoinSet::new();
@@ -94,6 +104,7 @@ pub async fn run(
     set.spawn(job::run(shared.clone()));
     set.spawn(scheduler::run(shared.clone()));
     set.spawn(kubelet::run(shared.clone()));
+    set.spawn(provisioner::run(shared.clone()));
     let mut result = Ok(());
     while let Some(joined) = set.join_next().await {
         let r = match joined {

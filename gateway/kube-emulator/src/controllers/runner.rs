@@ -1,16 +1,19 @@
 //! Process mode of the simulated kubelet: what really runs on the host.
 //!
-//! * Init containers: `command` + `args` run with `sh`, after every volumeMount path
-//!   of the container (in command, args and env values) is replaced by the pod's
-//!   host directory for that volume (`<scratch>/pods/<uid>/volumes/<volume>`; emptyDir
-//!   only), so a capsule-fetch init container really downloads and checks its file.
+//! * Init containers: `command` + `args` (with `$(VAR)` references expanded) run with
+//!   `sh` and the container's environment as the kubelet built it, after every
+//!   volumeMount path of the container (in command, args and env values) is replaced
+//!   by the volume's host directory (`hostpaths`), so a capsule-fetch init container
+//!   really downloads and checks its file.
+//! * Every process gets only its container's environment plus `HOSTNAME` and the few
+//!   host variables an image would provide (`container_command`): nothing of the
+//!   emulator's (or its embedding process's) environment leaks into a job.
 //! * The Ray driver of a submitted job: `runtimeEnvYAML` `working_dir` is fetched
 //!   (`http(s)://`, or `file://` mapped through the HEAD pod's volumeMounts), its
 //!   SHA-256 is checked against the `forge.dev/capsule-sha256` annotation when present,
 //!   it is unpacked as Ray does (a single top-level directory is stripped, `__MACOSX`
 //!   ignored), and the entrypoint runs there with `sh -c`, env = head container env +
-//!   `env_vars` (+ `PYTHONPATH`), on a pod's base environment, not the host's
-//!   (`pod_env`).
+//!   `env_vars` (+ `PYTHONPATH`), on top of the host environment (for `PATH`).
 
 use std::collections::BTreeMap;
 use std::io::{Cursor, Read};
@@ -18,14 +21,15 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::ResourceExt;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use super::pod_env;
+use super::container_env::expand;
+use super::hostpaths::{map_path, rewrite_mounts};
 use crate::logs::LogStore;
 
 /// Errors of the process runner; the message is what the driver/container log shows.
@@ -64,109 +68,33 @@ pub enum RunnerError {
     /// runtimeEnvYAML did not parse.
     #[error("invalid runtimeEnvYAML: {0}")]
     RuntimeEnv(String),
-    /// A `secretKeyRef` of the container's env could not be resolved (what and why;
-    /// never a value).
-    #[error("CreateContainerConfigError: {0}")]
-    Secret(String),
 }
 
-/// Host directory of a pod volume.
-pub fn volume_dir(root: &Path, pod_uid: &str, volume: &str) -> PathBuf {
-    root.join("pods").join(pod_uid).join("volumes").join(volume)
-}
+/// Host variables a container process keeps: what an image would provide for finding
+/// and running its tools (`PATH`, `HOME`, locale, temp dir, pyenv's root). Nothing
+/// else of the emulator's environment reaches a container.
+const HOST_ENV: [&str; 7] = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "PYENV_ROOT",
+    "PYENV_VERSION",
+];
 
-/// Creates the host directories of a pod's emptyDir volumes.
-pub fn prepare_volumes(root: &Path, pod: &Pod) -> std::io::Result<()> {
-    let uid = pod.uid().unwrap_or_default();
-    for v in pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.as_ref())
-        .into_iter()
-        .flatten()
-    {
-        if v.empty_dir.is_some() {
-            std::fs::create_dir_all(volume_dir(root, &uid, &v.name))?;
+/// A command with a container's base environment: [`HOST_ENV`] from the host and
+/// `HOSTNAME` (the pod's name); the container's own variables come on top.
+pub fn container_command(program: &str, hostname: &str) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear();
+    for k in HOST_ENV {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
         }
     }
-    Ok(())
-}
-
-/// Maps a container path to its host path through the container's volumeMounts
-/// (longest mountPath wins; `subPath` honoured; only emptyDir volumes).
-pub fn map_path(root: &Path, pod: &Pod, mounts: &[VolumeMount], path: &str) -> Option<PathBuf> {
-    let uid = pod.uid().unwrap_or_default();
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-    let m = mounts
-        .iter()
-        .filter(|m| {
-            let mp = m.mount_path.trim_end_matches('/');
-            path == mp || path.starts_with(&format!("{mp}/"))
-        })
-        .max_by_key(|m| m.mount_path.len())?;
-    let is_empty_dir = volumes
-        .into_iter()
-        .flatten()
-        .any(|v| v.name == m.name && v.empty_dir.is_some());
-    if !is_empty_dir {
-        return None;
-    }
-    let mut host = volume_dir(root, &uid, &m.name);
-    if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-        host = host.join(sub);
-    }
-    let rest = path[m.mount_path.trim_end_matches('/').len()..].trim_start_matches('/');
-    Some(if rest.is_empty() {
-        host
-    } else {
-        host.join(rest)
-    })
-}
-
-/// Replaces every mount path of `mounts` in `s` by its host directory (longest first).
-/// Only whole path occurrences are replaced: the mount path must not be glued to a
-/// name character on either side, so `/forge/capsule` is rewritten in
-/// `/forge/capsule/x.zip` and `file:///forge/capsule` but not inside
-/// `http://host:9000/forge/capsules/x.zip` (an S3 URL whose bucket is `forge`).
-pub fn rewrite_mounts(root: &Path, pod: &Pod, mounts: &[VolumeMount], s: &str) -> String {
-    let mut sorted: Vec<&VolumeMount> = mounts.iter().collect();
-    sorted.sort_by_key(|m| std::cmp::Reverse(m.mount_path.len()));
-    let mut out = s.to_owned();
-    for m in sorted {
-        let mp = m.mount_path.trim_end_matches('/');
-        if mp.is_empty() {
-            continue;
-        }
-        if let Some(host) = map_path(root, pod, std::slice::from_ref(m), mp) {
-            out = replace_whole_path(&out, mp, &host.to_string_lossy());
-        }
-    }
-    out
-}
-
-/// Replaces `from` by `to` in `s` where `from` is not preceded or followed by a name
-/// character (alphanumeric, `.`, `-`, `_`).
-fn replace_whole_path(s: &str, from: &str, to: &str) -> String {
-    let name_char =
-        |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || ".-_".contains(c));
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find(from) {
-        let before = rest[..i]
-            .chars()
-            .next_back()
-            .or_else(|| out.chars().next_back());
-        let after = rest[i + from.len()..].chars().next();
-        out.push_str(&rest[..i]);
-        if name_char(before) || name_char(after) {
-            out.push_str(from);
-        } else {
-            out.push_str(to);
-        }
-        rest = &rest[i + from.len()..];
-    }
-    out.push_str(rest);
-    out
+    cmd.env("HOSTNAME", hostname);
+    cmd
 }
 
 fn shell_quote(s: &str) -> String {
@@ -258,10 +186,10 @@ fn kill_group(pid: Option<u32>) {
 /// code (`None` when cancelled). Output goes to the container's log.
 pub async fn run_init_container(
     root: &Path,
-    client: &kube::Client,
     logs: &Arc<LogStore>,
     pod: &Pod,
     c: &Container,
+    env: &[(String, String)],
     cancel: &CancellationToken,
 ) -> std::io::Result<Option<i32>> {
     let ns = pod.namespace().unwrap_or_default();
@@ -273,7 +201,7 @@ pub async fn run_init_container(
         .iter()
         .flatten()
         .chain(c.args.iter().flatten())
-        .map(|s| rw(s))
+        .map(|s| rw(&expand(s, env)))
         .collect();
     let workdir = root
         .join("pods")
@@ -281,7 +209,7 @@ pub async fn run_init_container(
         .join("containers")
         .join(&c.name);
     std::fs::create_dir_all(&workdir)?;
-    let mut cmd = Command::new("sh");
+    let mut cmd = container_command("sh", &name);
     match argv.first().map(|a| {
         Path::new(a)
             .file_name()
@@ -300,15 +228,8 @@ pub async fn run_init_container(
         }
     }
     cmd.current_dir(&workdir);
-    pod_env::base(&mut cmd, &workdir, &name);
-    match pod_env::resolve(client, &ns, c, rw).await {
-        Ok(env) => {
-            cmd.envs(env);
-        }
-        Err(e) => {
-            logs.append(&ns, &name, &c.name, format!("{e}\n").as_bytes());
-            return Ok(Some(1));
-        }
+    for (k, v) in env {
+        cmd.env(k, rw(v));
     }
     run_logged(cmd, logs, (&ns, &name, &c.name), cancel, None).await
 }
@@ -518,48 +439,6 @@ mod tests {
                 "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"
             )
             .is_ok()
-        );
-    }
-
-    #[test]
-    fn paths_map_through_empty_dir_mounts() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "h", "uid": "u1"},
-            "spec": {"volumes": [{"name": "forge-capsule", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "x"}}],
-                     "containers": [{"name": "c"}]}
-        }))
-        .expect("pod");
-        let mounts: Vec<VolumeMount> = serde_json::from_value(serde_json::json!([
-            {"name": "forge-capsule", "mountPath": "/forge/capsule"}, {"name": "cfg", "mountPath": "/etc/cfg"}]))
-        .expect("mounts");
-        let root = Path::new("/scratch");
-        assert_eq!(
-            map_path(root, &pod, &mounts, "/forge/capsule/abc.zip"),
-            Some(PathBuf::from(
-                "/scratch/pods/u1/volumes/forge-capsule/abc.zip"
-            ))
-        );
-        assert_eq!(
-            map_path(root, &pod, &mounts, "/etc/cfg/a"),
-            None,
-            "not an emptyDir"
-        );
-        assert_eq!(map_path(root, &pod, &mounts, "/forge/capsulex"), None);
-        assert_eq!(
-            rewrite_mounts(root, &pod, &mounts, "mv /tmp/x /forge/capsule/abc.zip"),
-            "mv /tmp/x /scratch/pods/u1/volumes/forge-capsule/abc.zip"
-        );
-        // Whole paths only: an S3 URL with bucket `forge` and key `capsules/…` stays.
-        let url = "http://127.0.0.1:9000/forge/capsules/abc.zip?X-Amz-Signature=1";
-        assert_eq!(rewrite_mounts(root, &pod, &mounts, url), url);
-        assert_eq!(
-            rewrite_mounts(
-                root,
-                &pod,
-                &mounts,
-                "file:///forge/capsule x=/forge/capsule"
-            ),
-            "file:///scratch/pods/u1/volumes/forge-capsule x=/scratch/pods/u1/volumes/forge-capsule"
         );
     }
 

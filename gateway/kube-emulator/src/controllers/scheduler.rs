@@ -1,7 +1,9 @@
 //! The simulated default scheduler: binds pending pods (no `spec.nodeName`,
 //! `schedulerName` unset or `default-scheduler`) one at a time, oldest first, through
 //! the `pods/binding` subresource, using the filters and LeastAllocated score in
-//! [`super::fit`]. An unbindable pod gets `PodScheduled=False` (`Unschedulable`) and a
+//! [`super::fit`] (with VolumeBinding's PreFilter on the pod's claims and
+//! VolumeRestrictions' `ReadWriteOncePod` check). An unbindable
+//! pod gets `PodScheduled=False` (`Unschedulable`) and a
 //! `FailedScheduling` Warning event with the real `FitError` wording, and is retried
 //! when nodes or pods change (the real scheduler's unschedulable queue flush); a
 //! message is re-emitted only when it changes or after 60 s. No gang logic, no
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, PersistentVolumeClaim, Pod};
 use kube::api::PostParams;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -22,7 +24,10 @@ use tokio::sync::Notify;
 
 use super::error::ControllerError;
 use super::events::{Kind, emit};
-use super::fit::{NodeInfo, Reject, Resources, filter, fit_message, pod_requests, score};
+use super::fit::{
+    NodeInfo, Reject, Resources, claims_prefilter, filter, fit_message, pod_requests,
+    prefilter_message, read_write_once_pod_conflict, score,
+};
 use super::shared::Shared;
 use super::status::{merge_status, now};
 
@@ -42,54 +47,16 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
     let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (pods, pods_writer) = reflector::store::<Pod>();
     let (nodes, nodes_writer) = reflector::store::<Node>();
-    let client = shared.client.clone();
-    {
-        let n = notify.clone();
-        let g = generation.clone();
-        let stream = reflector::reflector(
-            pods_writer,
-            watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .for_each(move |ev| {
-            // A pod finishing or going away frees resources: retry unschedulable pods.
-            if let Ok(watcher::Event::Delete(_) | watcher::Event::InitDone) = &ev {
-                g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            if let Ok(watcher::Event::Apply(p)) = &ev
-                && p.status
-                    .as_ref()
-                    .and_then(|s| s.phase.as_deref())
-                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
-            {
-                g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            n.notify_one();
-            futures::future::ready(())
-        });
-        let token = shared.shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! { () = stream => {}, () = token.cancelled() => {} }
-        });
-    }
-    {
-        let n = notify.clone();
-        let g = generation.clone();
-        let stream = reflector::reflector(
-            nodes_writer,
-            watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .for_each(move |_| {
-            g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            n.notify_one();
-            futures::future::ready(())
-        });
-        let token = shared.shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! { () = stream => {}, () = token.cancelled() => {} }
-        });
-    }
+    // A pod finishing or going away frees resources: retry unschedulable pods.
+    spawn_reflector(&shared, pods_writer, &notify, &generation, |ev| match ev {
+        Ok(watcher::Event::Delete(_) | watcher::Event::InitDone) => true,
+        Ok(watcher::Event::Apply(p)) => is_finished(p),
+        _ => false,
+    });
+    // Any node or claim change may make an unschedulable pod fit.
+    spawn_reflector(&shared, nodes_writer, &notify, &generation, |_| true);
+    let (claims, claims_writer) = reflector::store::<PersistentVolumeClaim>();
+    spawn_reflector(&shared, claims_writer, &notify, &generation, |_| true);
     let mut queue = Queue {
         shared: &shared,
         failed: HashMap::new(),
@@ -102,8 +69,48 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
             () = tokio::time::sleep(Duration::from_secs(5)) => {},
         }
         let gen_now = generation.load(std::sync::atomic::Ordering::Relaxed);
-        queue.pass(&pods, &nodes, gen_now).await;
+        queue.pass(&pods, &nodes, &claims, gen_now).await;
     }
+}
+
+/// Keeps `writer`'s store in sync with every object of `K` until shutdown; each
+/// event wakes the queue, and bumps `generation` when `may_free` says it may make an
+/// unschedulable pod fit.
+fn spawn_reflector<K>(
+    shared: &Shared,
+    writer: reflector::store::Writer<K>,
+    notify: &Arc<Notify>,
+    generation: &Arc<std::sync::atomic::AtomicU64>,
+    may_free: impl Fn(&Result<watcher::Event<K>, watcher::Error>) -> bool + Send + 'static,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (n, g) = (notify.clone(), generation.clone());
+    let stream = reflector::reflector(
+        writer,
+        watcher(
+            Api::<K>::all(shared.client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .for_each(move |ev| {
+        if may_free(&ev) {
+            g.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        n.notify_one();
+        futures::future::ready(())
+    });
+    let token = shared.shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! { () = stream => {}, () = token.cancelled() => {} }
+    });
 }
 
 fn is_pending_for_us(p: &Pod) -> bool {
@@ -117,6 +124,14 @@ fn is_pending_for_us(p: &Pod) -> bool {
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_none_or(|ph| ph == "Pending")
+}
+
+/// A pod in phase Succeeded or Failed (it holds no resources or volumes).
+fn is_finished(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
 }
 
 fn key(p: &Pod) -> String {
@@ -134,8 +149,15 @@ struct Queue<'a> {
 impl Queue<'_> {
     /// One pass over the pending pods, oldest first. `generation` counts the cluster
     /// changes that may make an unschedulable pod fit.
-    async fn pass(&mut self, pods: &Store<Pod>, nodes: &Store<Node>, generation: u64) {
+    async fn pass(
+        &mut self,
+        pods: &Store<Pod>,
+        nodes: &Store<Node>,
+        claims: &Store<PersistentVolumeClaim>,
+        generation: u64,
+    ) {
         let all_pods = pods.state();
+        let all_claims = claims.state();
         let (mut infos, mut pending) = self.view(&all_pods, &nodes.state());
         pending.sort_by_key(|p| {
             (
@@ -154,7 +176,18 @@ impl Queue<'_> {
             {
                 continue;
             }
-            self.schedule_one(&mut infos, &pod, generation).await;
+            if let Some(msg) = claims_prefilter(&pod, &all_claims) {
+                let message = prefilter_message(infos.len(), &msg);
+                self.unschedulable(&pod, message, generation).await;
+                continue;
+            }
+            let users = all_pods.iter().filter(|p| {
+                let assigned = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                (assigned.is_some_and(|n| !n.is_empty()) && !is_finished(p))
+                    || self.assumed.contains_key(&key(p))
+            });
+            let rwop = read_write_once_pod_conflict(&pod, &all_claims, users.map(|p| &**p));
+            self.schedule_one(&mut infos, &pod, rwop, generation).await;
         }
     }
 
@@ -182,12 +215,9 @@ impl Queue<'_> {
             match node {
                 Some(node) => {
                     self.assumed.remove(&k);
-                    let done = p
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.phase.as_deref())
-                        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
-                    if !done && let Some(info) = infos.get_mut(&node) {
+                    if !is_finished(p)
+                        && let Some(info) = infos.get_mut(&node)
+                    {
                         info.add(&pod_requests(p));
                     }
                 }
@@ -214,13 +244,16 @@ impl Queue<'_> {
         &mut self,
         infos: &mut BTreeMap<String, NodeInfo>,
         pod: &Pod,
+        rwop_conflict: bool,
         generation: u64,
     ) {
         let req = pod_requests(pod);
         let mut best: Option<(i128, &str)> = None;
         let mut rejects: Vec<Reject> = Vec::new();
         for info in infos.values() {
-            match filter(info, pod, &req) {
+            let rejected = filter(info, pod, &req)
+                .or_else(|| rwop_conflict.then_some(Reject::ReadWriteOncePodConflict));
+            match rejected {
                 None => {
                     let sc = score(info, &req);
                     if best.is_none_or(|(b, _)| sc > b) {

@@ -1,12 +1,13 @@
 //! What every simulated controller of one cluster shares: the API client, the
-//! configuration, pod logs, the simulated Ray dashboards and the shutdown token; and
-//! the `ray.io/v1` API resources they address.
+//! configuration, pod logs, the simulated Ray dashboards, the volume attachments and
+//! the shutdown token; and the `ray.io/v1` API resources they address.
 
 use std::sync::Arc;
 
 use kube::core::{ApiResource, GroupVersionKind};
 use tokio_util::sync::CancellationToken;
 
+use super::attach::Attachments;
 use super::config::ControllerConfig;
 use super::dashboard::Dashboard;
 use crate::logs::LogStore;
@@ -21,6 +22,8 @@ pub struct Shared {
     pub logs: Arc<LogStore>,
     /// The simulated Ray dashboards (job table per cluster).
     pub dashboard: Arc<Dashboard>,
+    /// Which node each persistent volume is attached to (attach/detach controller).
+    pub attachments: Arc<Attachments>,
     /// Cancelled on shutdown.
     pub shutdown: CancellationToken,
 }

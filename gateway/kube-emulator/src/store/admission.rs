@@ -1,6 +1,6 @@
 //! What every create and update checks before it is stored: the body is an object of
 //! the kind and apiVersion on the URL, and a ray.io object is defaulted and validated
-//! against its CRD schema (422 Invalid with field causes).
+//! against its CRD schema (422 Invalid with field causes). Built-in kinds: `builtin`.
 
 use serde_json::Value;
 

@@ -9,6 +9,7 @@ use rand::Rng;
 use serde_json::{Map, Value, json};
 
 use super::admission::{check_body, crd_admit};
+use super::builtin::admit_builtin;
 use super::defaults::prepare_for_create;
 use super::event::EventKind;
 use super::meta::{is_deleting, meta_mut, now_rfc3339};
@@ -77,6 +78,7 @@ impl Store {
             });
         }
         prepare_for_create(r, &mut obj);
+        admit_builtin(r, &name, &mut obj, None)?;
         if r.crd {
             crd_admit(r, &name, &mut obj)?;
         }

@@ -2,8 +2,10 @@
 //! the controllers read: pods (`restartPolicy`, `schedulerName`, `imagePullPolicy`,
 //! `status.phase: Pending`, ...), jobs (`parallelism`, `completions`,
 //! `backoffLimit: 6`, the selector and the controller-uid / job-name template labels),
-//! namespaces, services (`clusterIP`), secrets (`stringData` folded into `data`, `type`);
-//! a custom resource's status is dropped.
+//! namespaces, services (`clusterIP`), secrets (`type: Opaque`), persistent volume
+//! claims (`volumeMode`, the default StorageClass `standard` as the DefaultStorageClass
+//! admission plugin sets it, `status.phase: Pending`); a custom resource's status is
+//! dropped.
 
 use rand::Rng;
 use serde_json::{Value, json};
@@ -19,6 +21,7 @@ pub(super) fn prepare_for_create(r: &Resource, obj: &mut Value) {
         "Namespace" => namespace(obj),
         "Service" => service(obj),
         "Secret" => secret(obj),
+        "PersistentVolumeClaim" => claim(obj),
         _ if r.crd => {
             if let Some(o) = obj.as_object_mut() {
                 o.remove("status");
@@ -128,6 +131,30 @@ fn namespace(obj: &mut Value) {
     labels["kubernetes.io/metadata.name"] = json!(name);
 }
 
+fn secret(obj: &mut Value) {
+    if obj
+        .get("type")
+        .is_none_or(|t| t.as_str().is_none_or(str::is_empty))
+    {
+        obj["type"] = json!("Opaque");
+    }
+}
+
+/// The StorageClass the emulator provisions (`controllers::provisioner`).
+pub const DEFAULT_STORAGE_CLASS: &str = "standard";
+
+fn claim(obj: &mut Value) {
+    let spec = spec_of(obj);
+    set_absent(
+        spec,
+        [
+            ("volumeMode", json!("Filesystem")),
+            ("storageClassName", json!(DEFAULT_STORAGE_CLASS)),
+        ],
+    );
+    obj["status"] = json!({"phase": "Pending"});
+}
+
 fn service(obj: &mut Value) {
     let spec = spec_of(obj);
     if spec.get("type").is_none() {
@@ -144,19 +171,3 @@ fn service(obj: &mut Value) {
     obj["status"] = json!({"loadBalancer": {}});
 }
 
-/// `stringData` is write-only: the API server folds it into `data` (base64), its keys
-/// winning, and defaults `type` to `Opaque`.
-fn secret(obj: &mut Value) {
-    if let Some(Value::Object(plain)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) {
-        if !obj["data"].is_object() {
-            obj["data"] = json!({});
-        }
-        for (k, v) in plain {
-            let bytes = k8s_openapi::ByteString(v.as_str().unwrap_or_default().as_bytes().to_vec());
-            obj["data"][k] = serde_json::to_value(bytes).unwrap_or(Value::Null);
-        }
-    }
-    if obj.get("type").is_none() {
-        obj["type"] = json!("Opaque");
-    }
-}

@@ -10,12 +10,13 @@
 //!
 //! One file per concern: [`state`] holds the objects and the single write path
 //! (`commit`); `create`, `update`, `patch`, `delete`, `binding` are the verbs (with
-//! `defaults` and `admission` for what create and update apply); `list` and `watch`
+//! `defaults`, `admission` and `builtin` for what create and update apply); `list` and `watch`
 //! read; `gc` is the garbage collector; `meta` reads object metadata; `event` is the
 //! committed-change record.
 
 mod admission;
 mod binding;
+mod builtin;
 mod create;
 mod defaults;
 mod delete;
@@ -28,6 +29,7 @@ mod state;
 mod update;
 mod watch;
 
+pub use defaults::DEFAULT_STORAGE_CLASS;
 pub use delete::DeleteOpts;
 pub use event::{EventKind, WatchEvent};
 pub use list::ListPage;

@@ -1,12 +1,14 @@
 //! Patch (PATCH) by content type: JSON merge patch; strategic merge patch applied as
 //! a JSON merge patch (lists are replaced, not merged by key); JSON patch (RFC 6902);
-//! server-side apply approximated as create-if-missing, else a merge patch. The
+//! server-side apply approximated as create-if-missing (named by the URL), else a
+//! merge patch. The
 //! patched document then goes through [`Store::update`]'s checks.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::meta::meta_mut;
 use super::state::Store;
 use super::update::Sub;
 use crate::error::{ApiError, Cause};
@@ -45,9 +47,14 @@ impl Store {
         let mut doc = match (current, kind) {
             (Some(c), _) => (*c).clone(),
             (None, PatchKind::Apply) => {
-                let obj: Value = serde_yaml::from_slice(body).map_err(|e| bad(e.to_string()))?;
+                let mut obj: Value =
+                    serde_yaml::from_slice(body).map_err(|e| bad(e.to_string()))?;
                 if sub == Sub::Status {
                     return Err(r.not_found(name));
+                }
+                // The object is named by the URL when the applied config does not say.
+                if obj.is_object() && obj.pointer("/metadata/name").is_none() {
+                    meta_mut(&mut obj).insert("name".into(), Value::from(name));
                 }
                 return self.create_locked(&mut inner, rid, ns, obj);
             }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::admission::{check_body, crd_admit};
+use super::builtin::admit_builtin;
 use super::event::EventKind;
 use super::meta::{finalizers, is_deleting, meta, meta_mut, meta_str, owner_uids};
 use super::state::{Inner, Store};
@@ -81,6 +82,7 @@ impl Store {
             }
         }
         m.remove("managedFields");
+        admit_builtin(r, name, &mut new, Some(&*old))?;
         if r.crd {
             crd_admit(r, name, &mut new)?;
         }

@@ -6,7 +6,10 @@
 mod api;
 mod auth;
 mod kubectl;
+mod leases;
+mod network_policies;
 mod operator;
 mod pod_env;
 mod scheduler;
 mod support;
+mod volumes;

@@ -1,6 +1,7 @@
 //! The simulated scheduler and kubelet, through the `kube` client against a
 //! `forge_kubesim::Sim` on port 0: GPU accounting, nodeSelector, cordon/uncordon,
-//! NotReady nodes and taints produce the real `FailedScheduling` wording; missing
+//! NotReady nodes and taints (patched, or from the `--nodes` layout) produce the real
+//! `FailedScheduling` wording, GPU-less nodes have no GPU resource; missing
 //! images give ErrImagePull / ImagePullBackOff; a normal pod becomes Running + Ready.
 
 use std::collections::BTreeSet;
@@ -337,5 +338,58 @@ async fn missing_image_shows_err_image_pull_then_back_off() {
     assert_eq!(p.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
     let v: Value = serde_json::to_value(&p.metadata).expect("meta");
     assert!(v.get("deletionTimestamp").is_none());
+    sim.shutdown().await;
+}
+
+/// A `--nodes` layout with tainted GPU nodes (the common setup) and GPU-less nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_taints_gpu_nodes_and_makes_gpu_less_nodes() {
+    let nodes = NodeSpec::parse_layout("h100=1x8@nvidia.com/gpu=present:NoSchedule,cpu=1x0")
+        .expect("layout");
+    let (sim, client) = start(nodes, &[]).await;
+    let cpu_node = Api::<Node>::all(client.clone())
+        .get("cpu-0")
+        .await
+        .expect("node");
+    let allocatable = cpu_node
+        .status
+        .and_then(|s| s.allocatable)
+        .expect("allocatable");
+    assert!(!allocatable.contains_key("nvidia.com/gpu"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    pods.create(&PostParams::default(), &gpu_pod("untolerated", 1, None))
+        .await
+        .expect("create");
+    let notes = wait_for(10, "unschedulable", || async {
+        let n = failed_scheduling(&client, "untolerated").await;
+        (!n.is_empty()).then_some(n)
+    })
+    .await;
+    assert_eq!(
+        notes[0],
+        "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint \
+         {nvidia.com/gpu: present}. preemption: 0/2 nodes are available: 1 No preemption victims \
+         found for incoming pod, 1 Preemption is not helpful for scheduling."
+    );
+    let mut tolerant = gpu_pod("tolerant", 1, None);
+    tolerant.spec.as_mut().expect("spec").tolerations = Some(vec![
+        serde_json::from_value(
+            json!({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}),
+        )
+        .expect("toleration"),
+    ]);
+    pods.create(&PostParams::default(), &tolerant)
+        .await
+        .expect("create");
+    let node = wait_for(10, "tolerant bound", || node_of(&pods, "tolerant")).await;
+    assert_eq!(node, "h100-0");
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(crate::support::pod("cpu-only", json!({}))).expect("pod"),
+    )
+    .await
+    .expect("create");
+    let node = wait_for(10, "cpu-only bound", || node_of(&pods, "cpu-only")).await;
+    assert_eq!(node, "cpu-0", "the tainted GPU node is not for it");
     sim.shutdown().await;
 }

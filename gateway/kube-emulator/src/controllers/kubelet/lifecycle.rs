@@ -1,7 +1,9 @@
-//! A pod's life on its node: volumes, init containers in order (really run in
-//! process mode; a failure gives `Init:Error` / `Init:CrashLoopBackOff` with back-off,
-//! or a Failed pod under `restartPolicy: Never`), image pulls, the app containers
-//! started, Running and Ready, and then what the containers do: a KubeRay submitter
+//! A pod's life on its node: volumes attached and mounted (`volumes`), init containers
+//! in order (really run in process mode; a failure gives `Init:Error` /
+//! `Init:CrashLoopBackOff` with back-off, or a Failed pod under `restartPolicy:
+//! Never`), image pulls, each container's environment built before it is created (a
+//! missing ConfigMap/Secret or key: `CreateContainerConfigError` until it appears), the
+//! app containers started, Running and Ready, and then what the containers do: a KubeRay submitter
 //! pod runs [`Submitter`] until its Ray job is terminal; a Ray node writes its
 //! `ray start` lines and runs until the pod is deleted; any other container just
 //! keeps Running.
@@ -16,19 +18,28 @@ use super::pod_status::{PodStatus, Slot};
 use super::ray_node::ray_start_log;
 use super::worker::Worker;
 use crate::controllers::config::RunMode;
+use crate::controllers::container_env::{self, PodNetwork};
 use crate::controllers::events::Kind;
 use crate::controllers::names::{IS_RAY_NODE, NODE_TYPE, SUBMITTER_CONTAINER};
-use crate::controllers::runner::{prepare_volumes, run_init_container};
+use crate::controllers::runner::run_init_container;
 use crate::controllers::submitter::Submitter;
 
 impl Worker {
-    /// Runs the pod until it completes, is deleted or the kubelet shuts down.
+    /// Runs the pod until it completes, is deleted or the kubelet shuts down, then
+    /// releases its volumes.
     pub(super) async fn run(self) {
-        if let Err(e) = prepare_volumes(&self.shared.cfg.scratch_root, &self.pod) {
-            tracing::warn!(error = %e, "could not create pod volumes");
-        }
+        self.live().await;
+        self.shared
+            .attachments
+            .detach_pod(&self.pod.uid().unwrap_or_default());
+    }
+
+    async fn live(&self) {
         let mut st = PodStatus::admitted(&self.pod, &self.node);
         self.push(&st).await;
+        if !self.mount_volumes().await {
+            return;
+        }
         let init_cs = self
             .pod
             .spec
@@ -61,11 +72,14 @@ impl Worker {
             if !self.pull(st, Slot::Init(i), c, &field).await {
                 return false;
             }
+            let Some(env) = self.container_env(st, Slot::Init(i), c, &field).await else {
+                return false;
+            };
             self.created_and_started(&field, &c.name).await;
             st.init[i].start();
             let started_at = st.init[i].started_at();
             self.push(st).await;
-            let code = self.exec_init(c).await;
+            let code = self.exec_init(c, &env).await;
             self.shared.logs.close(&self.ns(), &self.name(), &c.name);
             let Some(code) = code else { return false };
             let terminated = st.init[i].terminated(code, &started_at);
@@ -104,18 +118,56 @@ impl Worker {
         }
     }
 
-    /// The exit code of one run of init container `c` (`None`: cancelled).
-    async fn exec_init(&self, c: &Container) -> Option<i32> {
+    /// The environment of container `c` (status `slot`, event field `field`): built
+    /// when it resolves, after `CreateContainerConfigError` while it does not; `None`
+    /// when cancelled.
+    pub(super) async fn container_env(
+        &self,
+        st: &mut PodStatus,
+        slot: Slot,
+        c: &Container,
+        field: &str,
+    ) -> Option<Vec<(String, String)>> {
+        let net = PodNetwork {
+            pod_ip: st.pod_ip.clone(),
+            host_ip: st.host_ip.clone(),
+        };
+        let mut told: Option<String> = None;
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match container_env::resolve(&self.shared.client, &self.pod, c, &net).await {
+                Ok(env) => return Some(env),
+                Err(e) => {
+                    let msg = e.to_string();
+                    if told.as_deref() != Some(msg.as_str()) {
+                        st.container(slot).state = json!({"waiting": {
+                            "reason": "CreateContainerConfigError", "message": msg}});
+                        self.push(st).await;
+                        self.event(field, Kind::Warning, "Failed", &format!("Error: {msg}"))
+                            .await;
+                        told = Some(msg);
+                    }
+                }
+            }
+            if !self.sleep(delay).await {
+                return None;
+            }
+            delay = (delay * 2).min(Duration::from_secs(4));
+        }
+    }
+
+    /// The exit code of one run of init container `c` with `env` (`None`: cancelled).
+    async fn exec_init(&self, c: &Container, env: &[(String, String)]) -> Option<i32> {
         match &self.shared.cfg.mode {
             RunMode::Timed(_) => Some(0),
             RunMode::Process => {
                 let cfg = &self.shared.cfg;
                 run_init_container(
                     &cfg.scratch_root,
-                    &self.shared.client,
                     &self.shared.logs,
                     &self.pod,
                     c,
+                    env,
                     &self.cancel,
                 )
                 .await
@@ -149,6 +201,17 @@ impl Worker {
             let field = format!("spec.containers{{{}}}", c.name);
             if !self.pull(st, Slot::Main(i), c, &field).await {
                 return false;
+            }
+            if self
+                .container_env(st, Slot::Main(i), c, &field)
+                .await
+                .is_none()
+            {
+                return false;
+            }
+            let reason = st.main[i].state.pointer("/waiting/reason");
+            if reason.and_then(serde_json::Value::as_str) == Some("CreateContainerConfigError") {
+                st.main[i].state = json!({"waiting": {"reason": "ContainerCreating"}});
             }
         }
         for (i, c) in main_cs.iter().enumerate() {

@@ -15,13 +15,14 @@
 //! container just keeps Running.
 //!
 //! Files: `worker` (one pod's worker and its tools), `lifecycle` (the steps of a
-//! pod's life), `pull` (image pulls), `pod_status` (the status it writes),
-//! `ray_node` (Ray's start-up lines).
+//! pod's life), `volumes` (attach and mount), `pull` (image pulls), `pod_status` (the
+//! status it writes), `ray_node` (Ray's start-up lines).
 
 mod lifecycle;
 mod pod_status;
 mod pull;
 mod ray_node;
+mod volumes;
 mod worker;
 
 use std::collections::HashMap;
@@ -68,6 +69,7 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
                 if let Some(t) = workers.remove(&uid) {
                     t.cancel();
                 }
+                shared.attachments.detach_pod(&uid);
                 shared
                     .logs
                     .remove_pod(&pod.namespace().unwrap_or_default(), &pod.name_any());

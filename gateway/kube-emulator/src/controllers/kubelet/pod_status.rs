@@ -124,7 +124,7 @@ pub(super) struct PodStatus {
     pub(super) ready: bool,
     pub(super) completed: bool,
     pub(super) pod_ip: String,
-    host_ip: String,
+    pub(super) host_ip: String,
     start_time: String,
     scheduled_at: String,
 }

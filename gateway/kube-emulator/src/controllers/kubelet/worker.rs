@@ -41,11 +41,12 @@ impl Worker {
 
     fn reference(&self, field: &str) -> ObjectReference {
         let mut r = self.pod.object_ref(&());
-        r.field_path = Some(field.to_owned());
+        r.field_path = (!field.is_empty()).then(|| field.to_owned());
         r
     }
 
-    /// A core/v1 Event about container `field` of the pod, from this node's kubelet.
+    /// A core/v1 Event about container `field` of the pod (`""`: the pod itself),
+    /// from this node's kubelet.
     pub(super) async fn event(&self, field: &str, kind: Kind, reason: &str, msg: &str) {
         emit_core(
             &self.shared.client,
