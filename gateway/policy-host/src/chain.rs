@@ -7,6 +7,10 @@
 //! plugin can still reject; if nothing rejected, the first hold queues the job; if every
 //! plugin admitted, the last placement is the decision. Any plugin failure fails the
 //! whole evaluation closed.
+//!
+//! A chain composed for a team ([`Chain::team_then_global`]) runs the team's links
+//! first, and those may only narrow the placement they are given
+//! (`narrowing_scheduling`): a widening team link fails the evaluation closed.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,7 +19,8 @@ use serde::Serialize;
 
 use crate::engine::PolicyEngine;
 use crate::error::{ChainError, LoadError, PluginError};
-use crate::model::{Decision, Placement, PolicyRequest};
+use crate::model::{Decision, Placement, PolicyRequest, TolerationOperator};
+use crate::narrowing_scheduling;
 use crate::plugin::Plugin;
 
 /// One link of a chain: a plugin and the settings it runs with.
@@ -60,6 +65,8 @@ pub struct ChainOutcome {
 pub struct Chain {
     engine: PolicyEngine,
     links: Vec<ChainLink>,
+    /// The first `team_links` links are a team's: they may only narrow.
+    team_links: usize,
 }
 
 impl Chain {
@@ -86,17 +93,23 @@ impl Chain {
         Ok(Chain {
             engine: engine.clone(),
             links,
+            team_links: 0,
         })
     }
 
-    /// The concatenation of already validated chains, in order, without validating
-    /// again (a team's own links followed by the global chain, see `policies`).
-    pub fn concat(parts: &[&Chain]) -> Option<Chain> {
-        let first = parts.first()?;
-        Some(Chain {
-            engine: first.engine.clone(),
-            links: parts.iter().flat_map(|c| c.links.iter().cloned()).collect(),
-        })
+    /// The chain deciding for a team: the team's own links (which may only narrow the
+    /// placement they are given) followed by the global chain (which may widen).
+    pub fn team_then_global(team: &Chain, global: &Chain) -> Chain {
+        Chain {
+            engine: global.engine.clone(),
+            links: team.links.iter().chain(&global.links).cloned().collect(),
+            team_links: team.links.len(),
+        }
+    }
+
+    /// How many leading links are a team's (they may only narrow).
+    pub fn team_links(&self) -> usize {
+        self.team_links
     }
 
     /// The links, in order.
@@ -113,13 +126,21 @@ impl Chain {
         let mut trace = Vec::with_capacity(self.links.len());
         let mut digests = Vec::with_capacity(self.links.len());
 
-        for link in &self.links {
+        for (i, link) in self.links.iter().enumerate() {
             let plugin = &link.plugin;
             digests.push(plugin.digest().to_string());
             let started = Instant::now();
+            let team_link = i < self.team_links;
             let result = plugin
                 .evaluate_in(&mut store, &link.settings, request, &placement)
-                .and_then(|d| check_decision(request, d));
+                .and_then(|d| check_decision(request, d))
+                .and_then(|d| {
+                    if team_link {
+                        check_narrowing(&placement, d)
+                    } else {
+                        Ok(d)
+                    }
+                });
             let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             let decision = match result {
                 Ok(d) => d,
@@ -218,6 +239,22 @@ fn check_decision(request: &PolicyRequest, d: Decision) -> Result<Decision, Plug
                         "placement.pools[{i}].rayResources[{k}] = {v} is not a non-negative number"
                     )));
                 }
+                for (j, t) in pp.tolerations.iter().enumerate() {
+                    let bad = match t.operator {
+                        TolerationOperator::Equal => t.key.is_none(),
+                        TolerationOperator::Exists => t.value.is_some(),
+                    };
+                    if bad {
+                        return Err(PluginError::BadOutput(format!(
+                            "placement.pools[{i}].tolerations[{j}]: Equal needs a key, Exists takes no value"
+                        )));
+                    }
+                }
+                if let Some(problem) = pp.affinity.problem() {
+                    return Err(PluginError::BadOutput(format!(
+                        "placement.pools[{i}].affinity: {problem}"
+                    )));
+                }
             }
         }
         Decision::Queue { code, .. } | Decision::Reject { code, .. } => {
@@ -226,6 +263,17 @@ fn check_decision(request: &PolicyRequest, d: Decision) -> Result<Decision, Plug
                     "code `{code}` is not a stable identifier ([a-z0-9.-], at most 64 characters)"
                 )));
             }
+        }
+    }
+    Ok(d)
+}
+
+/// A team link's admit may only narrow the placement it was given (the decision has
+/// passed [`check_decision`], so its pools line up with `given`'s).
+fn check_narrowing(given: &Placement, d: Decision) -> Result<Decision, PluginError> {
+    if let Decision::Admit { placement } = &d {
+        for (i, (before, after)) in given.pools.iter().zip(&placement.pools).enumerate() {
+            narrowing_scheduling::check_pool(i, before, after)?;
         }
     }
     Ok(d)

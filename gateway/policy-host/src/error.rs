@@ -57,6 +57,10 @@ pub enum PluginError {
     /// The host could not instantiate the plugin (e.g. the instance pool is exhausted).
     #[error("plugin could not be instantiated: {0}")]
     Instantiate(String),
+    /// A team link widened what the job gets (only global links may). The text starts
+    /// with the placement field, e.g. `placement.pools[0].tolerations: …`.
+    #[error("a team policy may only narrow the placement: {0}")]
+    Widened(String),
 }
 
 impl PluginError {
@@ -68,6 +72,7 @@ impl PluginError {
             PluginError::Trap(_) => "trap",
             PluginError::BadOutput(_) => "bad-output",
             PluginError::Instantiate(_) => "instantiate",
+            PluginError::Widened(_) => "widened",
         }
     }
 }

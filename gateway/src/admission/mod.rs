@@ -9,7 +9,7 @@ pub mod decision;
 use std::sync::Arc;
 
 use forge_policy_host::model::{
-    ClusterView, JobView, PolicyRequest, PoolView, SeriesUsage, StorageMode,
+    ClusterView, JobView, PolicyRequest, PoolView, SeriesUsage, StorageMode, WorkloadKind,
 };
 use forge_policy_host::{ChainOutcome, RunError};
 
@@ -76,6 +76,7 @@ impl Admission {
             team: team.to_string(),
             name: spec.name.clone(),
             framework: spec.framework.clone(),
+            kind: WorkloadKind::Training,
             priority: spec.priority,
             pools: spec
                 .pools
@@ -85,6 +86,7 @@ impl Admission {
                     nodes: p.nodes,
                     gpus_per_node: p.gpus_per_node,
                     series: p.series.clone(),
+                    ..PoolView::default()
                 })
                 .collect(),
             storage: if self.config.storage.shared {

@@ -5,7 +5,9 @@
 //! the global plugins always run last and see the placement the team's rules left, so
 //! a team can add rejections and holds for itself but can never admit what the global
 //! chain rejects (a reject anywhere ends the chain; an admit is only final if every
-//! later plugin also admits). The composed chains are built once per snapshot.
+//! later plugin also admits). The team's links may only narrow the placement
+//! (`forge_policy_host::Chain::team_then_global`). The composed chains are built once
+//! per snapshot.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -92,9 +94,9 @@ impl ActivePolicy {
         let composed = teams
             .iter()
             .filter(|(_, t)| !t.links.is_empty())
-            .filter_map(|(name, t)| {
-                Chain::concat(&[t.chain.as_ref(), global.chain.as_ref()])
-                    .map(|c| (name.clone(), Arc::new(c)))
+            .map(|(name, t)| {
+                let chain = Chain::team_then_global(&t.chain, &global.chain);
+                (name.clone(), Arc::new(chain))
             })
             .collect();
         ActivePolicy {
@@ -136,16 +138,14 @@ impl ActivePolicy {
     /// The chain `team` would get with `global` as the global chain (shadow, replay).
     pub fn select_with_global(&self, team: &str, global: &Arc<Chain>) -> Arc<Chain> {
         match self.teams.get(team).filter(|t| !t.links.is_empty()) {
-            Some(t) => Chain::concat(&[t.chain.as_ref(), global.as_ref()])
-                .map_or_else(|| global.clone(), Arc::new),
+            Some(t) => Arc::new(Chain::team_then_global(&t.chain, global)),
             None => global.clone(),
         }
     }
 
     /// The chain `team` would get with `own` as its team chain (replay).
     pub fn select_with_team(&self, own: &Arc<Chain>) -> Arc<Chain> {
-        Chain::concat(&[own.as_ref(), self.global.chain.as_ref()])
-            .map_or_else(|| self.global.chain.clone(), Arc::new)
+        Arc::new(Chain::team_then_global(own, &self.global.chain))
     }
 
     /// The global chain.

@@ -392,6 +392,7 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
             ray_resources: [("series.b200".into(), 8.0)].into(),
             labels: [("queue".into(), "gold".into())].into(),
             annotations: [("note".into(), "any text at all".into())].into(),
+            ..PoolPlacement::default()
         }],
     };
     let job = JobView {
@@ -608,6 +609,7 @@ fn arb_pool_placement(p: &PoolSpec) -> impl Strategy<Value = PoolPlacement> + us
                     .filter(|(k, _)| !k.starts_with("forge.dev/"))
                     .collect(),
                 annotations: annotations.into_iter().collect(),
+                ..PoolPlacement::default()
             },
         )
 }
