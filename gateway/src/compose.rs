@@ -15,7 +15,7 @@ use url::Url;
 
 use crate::admission::Admission;
 use crate::auth::Tokens;
-use crate::cluster::{Capacity, Cluster};
+use crate::cluster::{Capacity, Cluster, NodeConventions};
 use crate::config::Config;
 use crate::jobs::{self, Jobs, QueueBoard};
 use crate::metrics::Metrics;
@@ -104,12 +104,11 @@ pub async fn build_state(
         .with_context(|| format!("creating {}", config.gateway.data_dir.display()))?;
     let db = Database::open_sqlite(&config.gateway.store_path())
         .with_context(|| format!("opening {}", config.gateway.store_path().display()))?;
-    let capacity = Capacity::start(
-        client.clone(),
-        &config.k8s.gpu_node_label,
-        Duration::from_secs(30),
-    )
-    .await?;
+    let conventions = NodeConventions {
+        gpu_label: config.k8s.gpu_node_label.clone(),
+        pods: config.pods.clone(),
+    };
+    let capacity = Capacity::start(client.clone(), conventions, Duration::from_secs(30)).await?;
     let (objects, local_objects): (Arc<dyn ObjectStore>, _) = match capsules {
         CapsuleBackend::S3(s3) => (Arc::new(s3), None),
         CapsuleBackend::Local { base_url } => {

@@ -86,7 +86,8 @@ impl Admission {
                     nodes: p.nodes,
                     gpus_per_node: p.gpus_per_node,
                     series: p.series.clone(),
-                    ..PoolView::default()
+                    cpu_millis: p.cpus_per_node.map(|c| u64::from(c) * 1000),
+                    memory_bytes: p.memory_bytes(),
                 })
                 .collect(),
             storage: if self.config.storage.shared {

@@ -7,11 +7,13 @@ pub mod api_error;
 pub mod capacity;
 pub mod events;
 pub mod labels;
+pub mod nodes;
 pub mod pods;
 pub mod rayjob;
 pub mod rayjobs;
 
 pub use capacity::Capacity;
+pub use nodes::{NodeConventions, NodeRoom};
 pub use pods::{LogSource, Pods};
 pub use rayjob::{RayJob, RayJobStatus};
 pub use rayjobs::{Created, RayJobs};

@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::model::{
-    Config, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, S3Config, StorageConfig,
+    Config, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, PodsConfig, S3Config, StorageConfig,
 };
+use super::per_series::PerSeries;
 use super::secret::Secret;
 
 /// The members of `FORGE_S3_*` read so far.
@@ -56,6 +57,14 @@ impl Draft {
                 gpu_node_label: String::new(),
                 shm_size: String::new(),
                 gpu_passthrough: false,
+            },
+            pods: PodsConfig {
+                cpus_per_node: PerSeries::default(),
+                memory_per_node: PerSeries::default(),
+                object_store_memory: PerSeries::default(),
+                tolerations: Vec::new(),
+                gpu_count_label: String::new(),
+                gpus_per_node: PerSeries::default(),
             },
             storage: StorageConfig {
                 root: String::new(),

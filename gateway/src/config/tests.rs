@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::descriptor::{Fallback, Name};
 use super::draft::Draft;
 use super::file::MAX_FILE_BYTES;
-use super::model::{GatewayConfig, K8sConfig, KubeRayConfig, StorageConfig};
+use super::model::{GatewayConfig, K8sConfig, KubeRayConfig, PodsConfig, StorageConfig};
 use super::vars::VARS;
 use super::*;
 
@@ -86,6 +86,20 @@ fn defaults_apply() {
             gpu_node_label: "starforge/gpu-series".into(),
             shm_size: "64Gi".into(),
             gpu_passthrough: true,
+        },
+        pods: PodsConfig {
+            cpus_per_node: PerSeries {
+                fallback: Some(8),
+                series: Default::default(),
+            },
+            memory_per_node: PerSeries {
+                fallback: Some(32 << 30),
+                series: Default::default(),
+            },
+            object_store_memory: PerSeries::default(),
+            tolerations: Vec::new(),
+            gpu_count_label: "starforge/gpu-count".into(),
+            gpus_per_node: PerSeries::default(),
         },
         storage: StorageConfig {
             root: "/starforge".into(),

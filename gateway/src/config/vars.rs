@@ -13,8 +13,9 @@ use super::descriptor::{Fallback, Var};
 use super::draft::put;
 use super::secret::Secret;
 use super::values::{
-    absolute_path, boolean, bucket, claim_name, dns_label, fleet_kind, framework, image, int,
-    label_key, quantity, ray_version, socket_addr, text, url,
+    absolute_path, boolean, bucket, bytes_per_series, claim_name, cpus_per_series, dns_label,
+    fleet_kind, framework, gpus_per_series, image, int, label_key, quantity, ray_version,
+    socket_addr, text, tolerations, url,
 };
 
 /// The variable naming the optional config file (read before the others).
@@ -99,6 +100,42 @@ pub static VARS: &[Var] = &[
         Fallback::Value("1"),
         |d, _, v| put(&mut d.cfg.k8s.gpu_passthrough, boolean(v)),
         "`0` = pods request no `nvidia.com/gpu` (Ray logical GPUs only; GPU-less test clusters)",
+    ),
+    Var::new(
+        "FORGE_K8S_GPU_COUNT_LABEL",
+        Fallback::Value("starforge/gpu-count"),
+        |d, _, v| put(&mut d.cfg.pods.gpu_count_label, label_key(v)),
+        "node label holding a node's GPU count where nodes have no `nvidia.com/gpu` (GPU-less clusters; read when a node has no `nvidia.com/gpu`)",
+    ),
+    Var::new(
+        "FORGE_K8S_GPUS_PER_NODE",
+        NONE,
+        |d, _, v| put(&mut d.cfg.pods.gpus_per_node, gpus_per_series(v)),
+        "GPU count of nodes with neither `nvidia.com/gpu` nor the count label: `8` or per series `h100=8,*=4`",
+    ),
+    Var::new(
+        "FORGE_K8S_GPU_TOLERATIONS",
+        NONE,
+        |d, _, v| put(&mut d.cfg.pods.tolerations, tolerations(v)),
+        "tolerations of every Forge pod, `kubectl taint` form, comma-separated: `key=value:Effect`, `key:Effect`, `key`, `*`. Capacity and the gang fit count only nodes whose `NoSchedule`/`NoExecute` taints these (plus a placement's) tolerate",
+    ),
+    Var::new(
+        "FORGE_K8S_CPUS_PER_NODE",
+        Fallback::Value("8"),
+        |d, _, v| put(&mut d.cfg.pods.cpus_per_node, cpus_per_series(v)),
+        "CPUs of a machine whose pool names no `cpusPerNode` (requests = limits): `8` or per series `h100=88,*=8`",
+    ),
+    Var::new(
+        "FORGE_K8S_MEMORY_PER_NODE",
+        Fallback::Value("32Gi"),
+        |d, _, v| put(&mut d.cfg.pods.memory_per_node, bytes_per_series(v)),
+        "memory of a machine whose pool names no `memoryPerNode` (requests = limits): `32Gi` or per series `h100=900Gi,*=32Gi`",
+    ),
+    Var::new(
+        "FORGE_K8S_OBJECT_STORE_MEMORY",
+        Fallback::Unset("— (30% of the memory, at most `FORGE_K8S_SHM_SIZE`)"),
+        |d, _, v| put(&mut d.cfg.pods.object_store_memory, bytes_per_series(v)),
+        "Ray object store of a machine whose pool names no `objectStoreMemory`: a quantity, or per series",
     ),
     Var::new(
         "FORGE_STORAGE_ROOT",

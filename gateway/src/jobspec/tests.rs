@@ -236,3 +236,37 @@ fn field_paths() {
     assert_eq!(field_path(""), "");
     assert_eq!(field_path("/labels/a~1b"), "labels[\"a/b\"]");
 }
+
+#[test]
+fn pool_resources_are_checked() {
+    let ok = patched(|v| {
+        v["pools"][0]["cpusPerNode"] = serde_json::json!(32);
+        v["pools"][0]["memoryPerNode"] = serde_json::json!("256Gi");
+        v["pools"][0]["objectStoreMemory"] = serde_json::json!("64Gi");
+    });
+    let spec = parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg()).expect("valid");
+    assert_eq!(spec.pools[0].memory_bytes(), Some(256 << 30));
+    assert_eq!(spec.pools[0].object_store_bytes(), Some(64 << 30));
+
+    let e = errors_of(&patched(|v| {
+        v["pools"][0]["cpusPerNode"] = serde_json::json!(0);
+        v["pools"][0]["memoryPerNode"] = serde_json::json!("lots");
+        v["pools"][1]["memoryPerNode"] = serde_json::json!("100Mi");
+        v["pools"][1]["objectStoreMemory"] = serde_json::json!("1Gi");
+    }));
+    assert!(has(&e, "pools[0].cpusPerNode", FieldCode::Range), "{e:?}");
+    assert!(
+        has(&e, "pools[0].memoryPerNode", FieldCode::Format),
+        "{e:?}"
+    );
+    assert!(has(&e, "pools[1].memoryPerNode", FieldCode::Range), "{e:?}");
+
+    let e = errors_of(&patched(|v| {
+        v["pools"][1]["memoryPerNode"] = serde_json::json!("8Gi");
+        v["pools"][1]["objectStoreMemory"] = serde_json::json!("8Gi");
+    }));
+    assert!(
+        has(&e, "pools[1].objectStoreMemory", FieldCode::Range),
+        "{e:?}"
+    );
+}

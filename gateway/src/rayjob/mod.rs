@@ -15,12 +15,20 @@
 //!   (*decision*: KubeRay accepts zero-replica groups, but an empty group only adds
 //!   noise); `minReplicas = maxReplicas = replicas`;
 //! - every pod has `nodeSelector {<FORGE_K8S_GPU_NODE_LABEL>: <series>}` plus the
-//!   placement's selector; Ray resources go in `rayStartParams` only (`num-gpus` and a
-//!   `resources` JSON), never in the group `resources` map, so the two never conflict
-//!   (SEMANTICS §1). Each group advertises `forge.pool.<pool>: 1` per machine
+//!   placement's selector, the tolerations `FORGE_K8S_GPU_TOLERATIONS` plus the
+//!   placement's, and the placement's node affinity ([`scheduling`]); Ray resources go
+//!   in `rayStartParams` only (`num-gpus`, `num-cpus`, `memory`, `object-store-memory`
+//!   and a `resources` JSON), never in the group `resources` map, so the two never
+//!   conflict (SEMANTICS §1). Each group advertises `forge.pool.<pool>: 1` per machine
 //!   (*decision*: lets the entrypoint pin actors to a pool) merged with the placement's
 //!   resources (placement wins);
-//! - `nvidia.com/gpu` limits unless `FORGE_K8S_GPU_PASSTHROUGH=0`;
+//! - the Ray container requests CPU and memory equal to its limits ([`resources`]: the
+//!   pool's `cpusPerNode`/`memoryPerNode`, else `FORGE_K8S_CPUS_PER_NODE` /
+//!   `FORGE_K8S_MEMORY_PER_NODE` of its series), plus `nvidia.com/gpu` unless
+//!   `FORGE_K8S_GPU_PASSTHROUGH=0`; the pod carries `forge.dev/gpus` (its GPUs, counted
+//!   by capacity when it requests no `nvidia.com/gpu`); the capsule fetcher requests
+//!   100m / 128Mi (= limits), so a namespace ResourceQuota on CPU or memory admits the
+//!   pods;
 //! - `/dev/shm` memory emptyDir of `FORGE_K8S_SHM_SIZE`; the storage claim at
 //!   `FORGE_STORAGE_ROOT` (or `FORGE_K8S_STORAGE_MOUNT`) *only for jobs with
 //!   `sharedStorage: true`* (*decision*: a job that did not ask for storage must not be
@@ -38,23 +46,23 @@
 //!   init container and the Ray container), and `working_dir` is its
 //!   `file:///forge/capsule/<sha256>.zip`.
 
+mod pod;
+pub mod resources;
+mod scheduling;
+
 use std::collections::BTreeMap;
 
 use forge_capsule::CapsuleInit;
-use forge_policy_host::model::{Placement, PoolPlacement};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, PodSpec,
-    PodTemplateSpec, ResourceRequirements, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use forge_policy_host::model::Placement;
 use sha2::{Digest as _, Sha256};
 
-use crate::cluster::labels::{ANNOTATION_CAPSULE, FORGE_PREFIX, GPU_RESOURCE, job_labels};
+use crate::cluster::labels::{ANNOTATION_CAPSULE, FORGE_PREFIX, job_labels};
 use crate::cluster::rayjob::{HeadGroupSpec, RayClusterSpec, RayJob, RayJobSpec, WorkerGroupSpec};
 use crate::config::Config;
 use crate::domain::Digest;
-use crate::jobspec::{JobSpec, PoolSpec, names};
+use crate::jobspec::{JobSpec, names};
+
+pub use resources::{MachineResources, cpu_and_memory, machine_resources};
 
 /// Longest RayJob name KubeRay accepts (`MaxRayJobNameLength`).
 pub const MAX_RAYJOB_NAME: usize = 47;
@@ -134,6 +142,14 @@ pub enum BuildError {
     /// The runtime env could not be serialized.
     #[error("runtime env: {0}")]
     RuntimeEnv(String),
+    /// A machine's resources are inconsistent (e.g. the object store ≥ the memory).
+    #[error("pool {pool}: {reason}")]
+    InvalidResources {
+        /// The pool.
+        pool: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The RayJob name for a job id: `forge-<id>` when that is a DNS-1035 label of at most
@@ -189,177 +205,6 @@ fn check_pairs(
         }
     }
     Ok(())
-}
-
-/// Everything the builder needs to know about one pod group.
-struct Group<'a> {
-    pool: &'a PoolSpec,
-    placement: &'a PoolPlacement,
-    series: &'a str,
-}
-
-fn ray_start_params(group: &Group<'_>) -> Result<BTreeMap<String, String>, BuildError> {
-    let mut resources: BTreeMap<String, f64> = BTreeMap::new();
-    resources.insert(format!("forge.pool.{}", group.pool.name), 1.0);
-    for (name, amount) in &group.placement.ray_resources {
-        let valid_name = !name.is_empty()
-            && name.len() <= 128
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/'));
-        if !valid_name
-            || !amount.is_finite()
-            || *amount < 0.0
-            || matches!(
-                name.as_str(),
-                "CPU" | "GPU" | "memory" | "object_store_memory"
-            )
-        {
-            return Err(BuildError::InvalidPlacement {
-                pool: group.pool.name.clone(),
-                field: "rayResources",
-                reason: format!("`{name}` = {amount} is not a valid Ray custom resource"),
-            });
-        }
-        resources.insert(name.clone(), *amount);
-    }
-    let resources_json =
-        serde_json::to_string(&resources).map_err(|e| BuildError::RuntimeEnv(e.to_string()))?;
-    // KubeRay pastes the value into a bash command line: quote it for the shell. Names
-    // are restricted above, so the JSON contains no single quote.
-    Ok(BTreeMap::from([
-        ("num-gpus".to_string(), group.pool.gpus_per_node.to_string()),
-        ("resources".to_string(), format!("'{resources_json}'")),
-    ]))
-}
-
-fn volume_mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: name.into(),
-        mount_path: path.into(),
-        read_only: read_only.then_some(true),
-        ..VolumeMount::default()
-    }
-}
-
-fn claim_volume(name: &str, claim: &str, read_only: bool) -> Volume {
-    Volume {
-        name: name.into(),
-        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-            claim_name: claim.into(),
-            read_only: read_only.then_some(true),
-        }),
-        ..Volume::default()
-    }
-}
-
-/// The capsule fetcher's init container, volume and mount as Kubernetes objects.
-fn capsule_objects(init: &CapsuleInit) -> Result<(Container, Volume, VolumeMount), BuildError> {
-    let bad = |e: serde_json::Error| BuildError::CapsuleInit(e.to_string());
-    Ok((
-        serde_json::from_value(init.init_container.clone()).map_err(bad)?,
-        serde_json::from_value(init.volume.clone()).map_err(bad)?,
-        serde_json::from_value(init.volume_mount.clone()).map_err(bad)?,
-    ))
-}
-
-fn pod_template(
-    group: &Group<'_>,
-    is_head: bool,
-    job: &JobView<'_>,
-    capsule: &CapsuleRef,
-    cfg: &Config,
-    image: &str,
-) -> Result<PodTemplateSpec, BuildError> {
-    let spec = job.spec;
-    let mut labels = group.placement.labels.clone();
-    labels.extend(job_labels(job.id, job.team));
-    let mut annotations = group.placement.annotations.clone();
-    annotations.insert(ANNOTATION_CAPSULE.into(), capsule.digest.to_string());
-    let mut node_selector = group.placement.node_selector.clone();
-    node_selector.insert(cfg.k8s.gpu_node_label.clone(), group.series.into());
-
-    let mut volumes = vec![Volume {
-        name: "dshm".into(),
-        empty_dir: Some(EmptyDirVolumeSource {
-            medium: Some("Memory".into()),
-            size_limit: Some(Quantity(cfg.k8s.shm_size.clone())),
-            ..EmptyDirVolumeSource::default()
-        }),
-        ..Volume::default()
-    }];
-    let mut mounts = vec![volume_mount("dshm", "/dev/shm", false)];
-    if spec.shared_storage
-        && let Some(pvc) = &cfg.storage.pvc
-    {
-        volumes.push(claim_volume("forge-storage", pvc, false));
-        mounts.push(volume_mount(
-            "forge-storage",
-            cfg.storage.mount_path(),
-            false,
-        ));
-    }
-    if spec.corpus
-        && let Some(pvc) = &cfg.storage.corpus_pvc
-    {
-        volumes.push(claim_volume("forge-corpus", pvc, true));
-        mounts.push(volume_mount(
-            "forge-corpus",
-            &cfg.storage.corpus_mount_path(),
-            true,
-        ));
-    }
-    let mut init_containers = None;
-    if let Some(init) = &capsule.init {
-        let (container, volume, mount) = capsule_objects(init)?;
-        init_containers = Some(vec![container]);
-        volumes.push(volume);
-        mounts.push(mount);
-    }
-    let port = |port: u16, name: &str| ContainerPort {
-        container_port: i32::from(port),
-        name: Some(name.into()),
-        ..ContainerPort::default()
-    };
-    let resources = (cfg.k8s.gpu_passthrough && group.pool.gpus_per_node > 0).then(|| {
-        let gpus = BTreeMap::from([(
-            GPU_RESOURCE.to_string(),
-            Quantity(group.pool.gpus_per_node.to_string()),
-        )]);
-        ResourceRequirements {
-            limits: Some(gpus.clone()),
-            requests: Some(gpus),
-            ..ResourceRequirements::default()
-        }
-    });
-    let container = Container {
-        name: if is_head { "ray-head" } else { "ray-worker" }.into(),
-        image: Some(image.into()),
-        volume_mounts: Some(mounts),
-        ports: is_head.then(|| {
-            vec![
-                port(6379, "gcs-server"),
-                port(DASHBOARD_PORT, "dashboard"),
-                port(10001, "client"),
-            ]
-        }),
-        resources,
-        ..Container::default()
-    };
-    Ok(PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(labels),
-            annotations: Some(annotations),
-            ..ObjectMeta::default()
-        }),
-        spec: Some(PodSpec {
-            node_selector: Some(node_selector),
-            init_containers,
-            containers: vec![container],
-            volumes: Some(volumes),
-            ..PodSpec::default()
-        }),
-    })
 }
 
 fn runtime_env_yaml(
@@ -440,17 +285,18 @@ pub fn build_rayjob(
         check_pairs(&pool.name, "nodeSelector", &pp.node_selector, true)?;
         check_pairs(&pool.name, "labels", &pp.labels, true)?;
         check_pairs(&pool.name, "annotations", &pp.annotations, false)?;
-        groups.push(Group {
+        groups.push(pod::Group {
             pool,
             placement: pp,
             series,
+            machine: machine_resources(pool, series, cfg)?,
         });
     }
 
     let head_group = &groups[0];
     let head = HeadGroupSpec {
-        ray_start_params: ray_start_params(head_group)?,
-        template: pod_template(head_group, true, job, capsule, cfg, image)?,
+        ray_start_params: pod::ray_start_params(head_group)?,
+        template: pod::pod_template(head_group, true, job, capsule, cfg, image)?,
     };
     let mut workers = Vec::new();
     for (i, group) in groups.iter().enumerate() {
@@ -467,8 +313,8 @@ pub fn build_rayjob(
             replicas: replicas(n),
             min_replicas: replicas(n),
             max_replicas: replicas(n),
-            ray_start_params: ray_start_params(group)?,
-            template: pod_template(group, false, job, capsule, cfg, image)?,
+            ray_start_params: pod::ray_start_params(group)?,
+            template: pod::pod_template(group, false, job, capsule, cfg, image)?,
         });
     }
 

@@ -11,9 +11,14 @@ use serde_json::{Value, json};
 
 use forge_capsule::init_container::{INIT_CONTAINER_NAME, MOUNT_PATH, VOLUME_NAME};
 
+use forge_policy_host::model::{
+    NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, PoolPlacement, PreferredTerm,
+    SelectorOperator, TaintEffect, Toleration, TolerationOperator,
+};
+
 use super::*;
 use crate::cluster::labels::{LABEL_JOB_ID, LABEL_MANAGED_BY, LABEL_TEAM};
-use crate::jobspec::Deadlines;
+use crate::jobspec::{Deadlines, PoolSpec};
 
 /// The chain's initial placement of a spec: each pool with its requested series.
 fn initial(s: &JobSpec) -> Placement {
@@ -150,6 +155,7 @@ fn pool(name: &str, nodes: u32, gpus: u32, series: Option<&str>) -> PoolSpec {
         nodes,
         gpus_per_node: gpus,
         series: series.map(Into::into),
+        ..PoolSpec::default()
     }
 }
 
@@ -514,6 +520,165 @@ fn failure_paths() {
         build_rayjob(&job, &initial(&s), &capsule(false), &local),
         Err(BuildError::NoRayVersion)
     );
+}
+
+#[test]
+fn resources_are_requests_equal_to_limits_and_ray_params_agree() {
+    let cfg = cfg_with(&[
+        ("FORGE_K8S_CPUS_PER_NODE", "h200=96,*=16"),
+        ("FORGE_K8S_MEMORY_PER_NODE", "h200=900Gi,*=64Gi"),
+    ]);
+    let mut explicit = pool("rollout", 2, 4, Some("h100"));
+    explicit.cpus_per_node = Some(12);
+    explicit.memory_per_node = Some("48Gi".into());
+    explicit.object_store_memory = Some("8Gi".into());
+    let s = spec(vec![pool("trainer", 1, 8, Some("h200")), explicit]);
+    let m = build(&s, &cfg, true);
+    assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
+    assert!(
+        operator_violations(&m).is_empty(),
+        "{:?}",
+        operator_violations(&m)
+    );
+
+    let head = &m["spec"]["rayClusterSpec"]["headGroupSpec"];
+    let res = &head["template"]["spec"]["containers"][0]["resources"];
+    assert_eq!(
+        res["requests"], res["limits"],
+        "Guaranteed: requests = limits"
+    );
+    assert_eq!(
+        res["limits"],
+        json!({"cpu": "96", "memory": "900Gi", "nvidia.com/gpu": "8"}),
+        "the series defaults"
+    );
+    let params = &head["rayStartParams"];
+    assert_eq!(params["num-cpus"], "96");
+    // Object store: 30% of the memory, at most /dev/shm (64Gi by default).
+    assert_eq!(params["object-store-memory"], (64u64 << 30).to_string());
+    assert_eq!(params["memory"], ((900u64 - 64) << 30).to_string());
+    assert_eq!(
+        head["template"]["metadata"]["annotations"]["forge.dev/gpus"],
+        "8"
+    );
+
+    let worker = &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0];
+    let res = &worker["template"]["spec"]["containers"][0]["resources"];
+    assert_eq!(
+        res["requests"],
+        json!({"cpu": "12", "memory": "48Gi", "nvidia.com/gpu": "4"})
+    );
+    assert_eq!(
+        worker["rayStartParams"]["object-store-memory"],
+        (8u64 << 30).to_string()
+    );
+    assert_eq!(
+        worker["rayStartParams"]["memory"],
+        (40u64 << 30).to_string()
+    );
+    // The capsule fetcher is sized too, so a namespace ResourceQuota admits the pod.
+    let init = &worker["template"]["spec"]["initContainers"][0]["resources"];
+    assert_eq!(init["requests"], json!({"cpu": "100m", "memory": "128Mi"}));
+    assert_eq!(init["limits"], init["requests"]);
+
+    // An object store that does not leave room for anything else is refused.
+    let mut bad = pool("main", 1, 1, Some("h100"));
+    bad.memory_per_node = Some("1Gi".into());
+    let cfg = cfg_with(&[("FORGE_K8S_OBJECT_STORE_MEMORY", "2Gi")]);
+    let s = spec(vec![bad]);
+    let job = JobView {
+        id: "abc",
+        team: "t",
+        spec: &s,
+    };
+    assert!(matches!(
+        build_rayjob(&job, &initial(&s), &capsule(false), &cfg),
+        Err(BuildError::InvalidResources { .. })
+    ));
+}
+
+#[test]
+fn tolerations_and_node_affinity_come_from_config_and_placement() {
+    let cfg = cfg_with(&[(
+        "FORGE_K8S_GPU_TOLERATIONS",
+        "nvidia.com/gpu=present:NoSchedule",
+    )]);
+    let s = spec(vec![pool("main", 2, 8, Some("h100"))]);
+    let zone = NodeSelectorTerm {
+        match_expressions: vec![NodeSelectorRequirement {
+            key: "topology.kubernetes.io/zone".into(),
+            operator: SelectorOperator::In,
+            values: vec!["z1".into(), "z2".into()],
+        }],
+    };
+    let mut placement = initial(&s);
+    placement.pools[0].tolerations = vec![
+        Toleration {
+            key: Some("dedicated".into()),
+            operator: TolerationOperator::Exists,
+            value: None,
+            effect: Some(TaintEffect::NoExecute),
+        },
+        // The same as the configured one: not repeated.
+        Toleration {
+            key: Some("nvidia.com/gpu".into()),
+            operator: TolerationOperator::Equal,
+            value: Some("present".into()),
+            effect: Some(TaintEffect::NoSchedule),
+        },
+    ];
+    placement.pools[0].affinity = NodeAffinity {
+        required: vec![zone.clone()],
+        preferred: vec![PreferredTerm {
+            weight: 50,
+            term: zone,
+        }],
+    };
+    let job = JobView {
+        id: "abc",
+        team: "t",
+        spec: &s,
+    };
+    let m = json_of(build_rayjob(&job, &placement, &capsule(false), &cfg).expect("builds"));
+    assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
+    for tpl in [
+        &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
+        &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+    ] {
+        assert_eq!(
+            tpl["spec"]["tolerations"],
+            json!([
+                {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+                {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}
+            ])
+        );
+        let na = &tpl["spec"]["affinity"]["nodeAffinity"];
+        let req = &na["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
+        assert_eq!(
+            req["matchExpressions"][0],
+            json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1", "z2"]})
+        );
+        assert_eq!(
+            na["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"],
+            50
+        );
+    }
+
+    let mut bad = initial(&s);
+    bad.pools[0].affinity.required.push(NodeSelectorTerm {
+        match_expressions: vec![NodeSelectorRequirement {
+            key: "bad key".into(),
+            operator: SelectorOperator::Exists,
+            values: Vec::new(),
+        }],
+    });
+    assert!(matches!(
+        build_rayjob(&job, &bad, &capsule(false), &cfg),
+        Err(BuildError::InvalidPlacement {
+            field: "affinity",
+            ..
+        })
+    ));
 }
 
 #[test]

@@ -399,6 +399,7 @@ mod tests {
                 nodes: 1,
                 gpus_per_node: 8,
                 series: Some("h200".into()),
+                ..PoolSpec::default()
             }],
             env: BTreeMap::new(),
             shared_storage: false,
