@@ -244,6 +244,23 @@ impl Cluster {
         .await;
     }
 
+    /// Waits until job `id`'s pods exist (created by the operator, not the gateway).
+    async fn wait_job_pods(&self, id: &str) {
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(self.kube.clone(), NAMESPACE);
+        let lp = kube::api::ListParams::default().labels(&format!("forge.dev/job-id={id}"));
+        eventually("the job's pods", Duration::from_secs(60), || {
+            let (pods, lp) = (pods.clone(), lp.clone());
+            async move {
+                match pods.list(&lp).await {
+                    Ok(l) if !l.items.is_empty() => Ok(()),
+                    other => Err(not_yet(format!("{:?}", other.map(|l| l.items.len())))),
+                }
+            }
+        })
+        .await;
+    }
+
     /// After a restart: every job succeeded, ran once, has its driver log; no RayJob.
     async fn assert_all_succeeded(&self, ids: &[String], runs: &Path) {
         let client = self.client();
@@ -307,8 +324,9 @@ async fn killed_after_the_rayjob_is_created() {
     let id = client.submit_ok(&spec(0), marker_zip(&runs, 1.0)).await;
     c.wait_rayjob(&id).await;
     c.kill_gateway();
-    // The job runs to the end while the gateway is down.
-    c.wait_rayjob_terminal(&id).await;
+    // The cluster goes on while the gateway is down: the RayJob's pods are created
+    // (their capsule fetch waits for the gateway's object store to come back).
+    c.wait_job_pods(&id).await;
     c.start_gateway().await;
     c.assert_all_succeeded(&[id], &runs).await;
     println!("after-create phase: {:?}", started.elapsed());

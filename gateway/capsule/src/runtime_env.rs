@@ -3,8 +3,9 @@
 //!
 //! It is written as JSON, which is valid YAML under every YAML version: every string is
 //! double-quoted, so no value can be re-read as something else (`yes`/`y`/`on` as YAML
-//! 1.1 booleans for PyYAML, `1e3` as a number, a URL's `: #` as structure). Never
-//! hand-formatted.
+//! 1.1 booleans for PyYAML, `1e3` as a number, a URL's `: #` as structure). Characters
+//! JSON leaves raw but YAML does not allow in a document (DEL, C1 controls, U+FFFE/F)
+//! are written as `\uXXXX` escapes, which both read the same way. Never hand-formatted.
 
 use std::collections::BTreeMap;
 
@@ -23,10 +24,31 @@ pub fn runtime_env_yaml(
     working_dir: &str,
     env_vars: &BTreeMap<String, String>,
 ) -> Result<String, serde_json::Error> {
-    serde_json::to_string_pretty(&RuntimeEnv {
+    let json = serde_json::to_string_pretty(&RuntimeEnv {
         working_dir: working_dir.to_owned(),
         env_vars: env_vars.clone(),
-    })
+    })?;
+    Ok(escape_non_printable(&json))
+}
+
+/// Whether YAML allows `c` unescaped in a document (its `c-printable` set, minus what
+/// JSON already escapes).
+fn yaml_printable(c: char) -> bool {
+    !matches!(c, '\u{7f}' | '\u{80}'..='\u{84}' | '\u{86}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}')
+}
+
+/// `json` with every character YAML does not allow raw escaped as `\uXXXX` (they can
+/// only occur inside strings: JSON's own syntax is ASCII).
+fn escape_non_printable(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if yaml_printable(c) {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        }
+    }
+    out
 }
 
 /// Parse a `runtimeEnvYAML` string back (emulator, tests); any YAML is accepted.
@@ -59,5 +81,20 @@ mod tests {
         for v in env.values() {
             assert!(y.contains(&format!("\"{v}\"")), "{v} is quoted in {y}");
         }
+    }
+
+    #[test]
+    fn characters_yaml_forbids_are_escaped() {
+        let mut env = BTreeMap::new();
+        env.insert(
+            "A".to_string(),
+            "\u{7f}b\u{2}\u{85}\u{9b}\u{ffff}é".to_string(),
+        );
+        let y = runtime_env_yaml("file:///x.zip", &env).expect("serializes");
+        assert!(y.chars().all(yaml_printable), "{y:?}");
+        assert!(y.contains("\\u007f") && y.contains("\\u009b") && y.contains("\\uffff"));
+        assert_eq!(parse(&y).expect("parses").env_vars, env);
+        let via_json: RuntimeEnv = serde_json::from_str(&y).expect("still JSON");
+        assert_eq!(via_json.env_vars, env);
     }
 }

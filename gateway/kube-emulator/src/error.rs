@@ -89,6 +89,9 @@ pub enum ApiError {
     /// 403 Forbidden.
     #[error("{0}")]
     Forbidden(String),
+    /// 401 Unauthorized: no bearer token, or not the server's.
+    #[error("Unauthorized")]
+    Unauthorized,
 }
 
 fn summarize(causes: &[Cause]) -> String {
@@ -123,6 +126,7 @@ impl ApiError {
             Self::Internal(_) => 500,
             Self::TooManyRequests { .. } => 429,
             Self::Forbidden(_) => 403,
+            Self::Unauthorized => 401,
         }
     }
 
@@ -140,6 +144,7 @@ impl ApiError {
             Self::Internal(_) => "InternalError",
             Self::TooManyRequests { .. } => "TooManyRequests",
             Self::Forbidden(_) => "Forbidden",
+            Self::Unauthorized => "Unauthorized",
         }
     }
 

@@ -20,6 +20,7 @@ pub mod sim;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 
 pub use controllers::{ControllerConfig, RunMode, TimedModel};
 pub use error::{ApiError, Cause};

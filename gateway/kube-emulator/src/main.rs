@@ -37,6 +37,10 @@ struct Args {
     /// Serve the API only, without the simulated operator, scheduler and kubelet.
     #[arg(long)]
     no_controllers: bool,
+    /// Require this bearer token on every request (401 Unauthorized otherwise); the
+    /// kubeconfig carries it. Without it any request is accepted.
+    #[arg(long, env = "KUBESIM_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 #[tokio::main]
@@ -52,6 +56,7 @@ async fn main() -> anyhow::Result<()> {
         listen: args.listen,
         gpu_node_label: args.gpu_node_label,
         run_controllers: !args.no_controllers,
+        token: args.token.filter(|t| !t.is_empty()),
         ..SimConfig::default()
     };
     cfg.nodes = NodeSpec::parse_layout(&args.nodes)?;

@@ -17,8 +17,9 @@ use crate::controllers::{self, ControllerConfig};
 use crate::faults::Faults;
 use crate::logs::LogStore;
 use crate::resources::{NAMESPACES, NODES};
-use crate::server::{AppState, router};
+use crate::server::{AppState, router, serve};
 use crate::store::{Store, now_rfc3339};
+use crate::tls::{ServingCert, TlsError};
 
 /// Errors starting or driving the emulator.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +59,9 @@ pub enum SimError {
         /// Cause.
         source: std::io::Error,
     },
+    /// Creating the serving certificate (token-protected emulators serve HTTPS).
+    #[error("serving certificate: {0}")]
+    Tls(#[from] TlsError),
     /// Bad `--nodes` layout string.
     #[error("invalid node layout {0:?}: expected series=COUNTxGPUS[,...]")]
     Layout(String),
@@ -197,6 +201,13 @@ pub struct SimConfig {
     pub event_window: usize,
     /// BOOKMARK interval for watches that allow bookmarks.
     pub bookmark_interval: Duration,
+    /// Bearer token every request must carry (401 `Unauthorized` otherwise), like a
+    /// real API server with token authentication. The server then speaks HTTPS with a
+    /// CA generated at start ([`Sim::ca_pem`]; client-go sends no credentials over
+    /// plain http); the kubeconfig and [`Sim::client`] carry the token and the CA.
+    /// `None` (the default): plain HTTP, any request is accepted, and the kubeconfig
+    /// carries the placeholder [`TOKEN`].
+    pub token: Option<String>,
 }
 
 impl Default for SimConfig {
@@ -210,6 +221,7 @@ impl Default for SimConfig {
             run_controllers: true,
             event_window: 20_000,
             bookmark_interval: Duration::from_secs(1),
+            token: None,
         }
     }
 }
@@ -219,6 +231,10 @@ impl Default for SimConfig {
 pub struct Sim {
     addr: SocketAddr,
     namespace: String,
+    /// The token the kubeconfig and client carry (the required one, if configured).
+    token: String,
+    /// The serving certificate when the server speaks HTTPS.
+    tls: Option<ServingCert>,
     store: Arc<Store>,
     faults: Arc<Faults>,
     logs: Arc<LogStore>,
@@ -260,7 +276,8 @@ impl Drop for ScratchDir {
     }
 }
 
-/// Bearer token written to the kubeconfig (the server accepts any token).
+/// Bearer token written to the kubeconfig when no token is configured (the server
+/// then accepts any token).
 pub const TOKEN: &str = "kubesim";
 
 impl Sim {
@@ -297,6 +314,10 @@ impl Sim {
             addr: cfg.listen,
             source,
         })?;
+        let tls = match cfg.token {
+            Some(_) => Some(ServingCert::generate(addr.ip())?),
+            None => None,
+        };
         let shutdown = CancellationToken::new();
         let state = AppState {
             store: store.clone(),
@@ -305,14 +326,14 @@ impl Sim {
             shutdown: shutdown.clone(),
             bookmark_interval: cfg.bookmark_interval,
             address: addr.to_string(),
+            token: cfg.token.as_deref().map(Arc::from),
         };
         let app = router(state);
         let mut tasks = Vec::new();
         let stop = shutdown.clone();
+        let server_tls = tls.as_ref().map(|t| t.server.clone());
         tasks.push(tokio::spawn(async move {
-            let serve = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await });
-            if let Err(e) = serve.await {
+            if let Err(e) = serve(listener, app, server_tls, stop).await {
                 tracing::error!(error = %e, "kubesim server stopped");
             }
         }));
@@ -336,6 +357,8 @@ impl Sim {
         let sim = Self {
             addr,
             namespace,
+            token: cfg.token.clone().unwrap_or_else(|| TOKEN.to_owned()),
+            tls,
             store,
             faults,
             logs,
@@ -362,9 +385,16 @@ impl Sim {
         Ok(sim)
     }
 
-    /// Server URL (`http://127.0.0.1:PORT`).
+    /// Server URL (`http://127.0.0.1:PORT`, or `https://` with a token).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The PEM of the CA that signed the serving certificate (HTTPS, i.e. with a
+    /// token), what a client given only [`Sim::url`] and [`Sim::token`] must trust.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(|t| t.ca_pem.as_str())
     }
 
     /// Bound address.
@@ -377,13 +407,32 @@ impl Sim {
         &self.namespace
     }
 
-    /// A kubeconfig for this server (context `kubesim`, static token [`TOKEN`]).
+    /// The bearer token clients of this server use: the configured
+    /// [`SimConfig::token`], else the placeholder [`TOKEN`].
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// A kubeconfig for this server (context `kubesim`, user `kubesim` with
+    /// [`Sim::token`], the CA as `certificate-authority-data` over HTTPS).
     pub fn kubeconfig_yaml(&self) -> String {
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n    server: {url}\ncontexts:\n- name: kubesim\n  context:\n    cluster: kubesim\n    user: kubesim\n    namespace: {ns}\ncurrent-context: kubesim\nusers:\n- name: kubesim\n  user:\n    token: {TOKEN}\npreferences: {{}}\n",
-            url = self.url(),
-            ns = self.namespace,
-        )
+        let mut cluster = json!({"server": self.url()});
+        if let Some(ca) = self.ca_pem() {
+            use base64::Engine as _;
+            cluster["certificate-authority-data"] =
+                json!(base64::engine::general_purpose::STANDARD.encode(ca));
+        }
+        let kubeconfig = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kubesim", "cluster": cluster}],
+            "contexts": [{"name": "kubesim", "context": {
+                "cluster": "kubesim", "user": "kubesim", "namespace": self.namespace}}],
+            "current-context": "kubesim",
+            "users": [{"name": "kubesim", "user": {"token": self.token}}],
+            "preferences": {},
+        });
+        serde_yaml::to_string(&kubeconfig).expect("a JSON value serializes to YAML")
     }
 
     /// Writes [`Sim::kubeconfig_yaml`] to `path`.
@@ -406,6 +455,12 @@ impl Sim {
                 })?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = self.namespace.clone();
+        config.root_cert = self.tls.as_ref().map(|t| vec![t.ca_der.clone()]);
+        config.auth_info =
+            serde_json::from_value(json!({ "token": self.token })).map_err(|e| SimError::Seed {
+                what: "client credentials".into(),
+                message: e.to_string(),
+            })?;
         Ok(kube::Client::try_from(config)?)
     }
 

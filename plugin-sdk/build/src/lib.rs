@@ -221,13 +221,19 @@ fn rust_lld() -> Result<PathBuf, BuildError> {
 /// The component bytes of plugin `name` of the Forge workspace at `root` — a reference
 /// policy under `plugins/` or a test fixture under `tests/fixtures/plugins/` — built
 /// (if needed) with the `plugin` profile into `root/target/plugins`. For the
-/// workspace's own tests and benchmarks. Callers in one process are serialized;
-/// cargo's own lock serializes processes.
+/// workspace's own tests and benchmarks. Built once per process (later calls return
+/// the same bytes); callers in one process are serialized, cargo's own lock serializes
+/// processes.
 pub fn workspace_component(root: &Path, name: &str) -> Result<Vec<u8>, BuildError> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = LOCK
+    type Built = std::collections::HashMap<(PathBuf, String), Vec<u8>>;
+    static BUILT: std::sync::Mutex<Option<Built>> = std::sync::Mutex::new(None);
+    let mut built = BUILT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let key = (root.to_path_buf(), name.to_string());
+    if let Some(bytes) = built.get_or_insert_with(Built::new).get(&key) {
+        return Ok(bytes.clone());
+    }
     let reference = root.join("plugins").join(name);
     let dir = if reference.exists() {
         reference
@@ -240,8 +246,12 @@ pub fn workspace_component(root: &Path, name: &str) -> Result<Vec<u8>, BuildErro
         out_dir: root.join("target/plugins/components"),
     };
     let path = build(&dir, &opts)?;
-    std::fs::read(&path).map_err(|source| BuildError::Io {
+    let bytes = std::fs::read(&path).map_err(|source| BuildError::Io {
         path: path.display().to_string(),
         source,
-    })
+    })?;
+    built
+        .get_or_insert_with(Built::new)
+        .insert(key, bytes.clone());
+    Ok(bytes)
 }

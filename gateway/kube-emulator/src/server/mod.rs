@@ -1,18 +1,22 @@
 //! The HTTP front end: routes Kubernetes REST paths (`/api/...`, `/apis/...`) to the
 //! store, streams watches and pod logs, serves discovery and the `/_sim/faults` admin
-//! endpoint. Any bearer token is accepted (the emulator does no authn/authz).
+//! endpoint. With a configured token every request must carry it (`auth`); there is no
+//! authorization (an authenticated caller may do anything).
 //!
-//! `router` maps paths to handlers, `dispatch` applies fault injection and picks the
+//! `router` maps paths to handlers (behind `auth`), `dispatch` applies fault injection and picks the
 //! verb, `target` parses the resource path and query, `verbs` runs one verb against
 //! the store, `watch` and `pod_log` stream; `state` is what the handlers share.
 
+mod auth;
 mod dispatch;
 mod pod_log;
 mod router;
+mod serve;
 mod state;
 mod target;
 mod verbs;
 mod watch;
 
 pub use router::router;
+pub use serve::serve;
 pub use state::AppState;

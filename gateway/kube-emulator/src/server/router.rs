@@ -1,7 +1,8 @@
 //! Paths to handlers: health and version endpoints, the OpenAPI stub, discovery
 //! (`/api`, `/apis`, `/apis/<group>`, resource lists), the `/_sim/faults` admin
 //! endpoint, and every resource path under `/api/v1` and `/apis/<group>/<version>`
-//! handed to [`dispatch`](super::dispatch).
+//! handed to [`dispatch`](super::dispatch); every route (and the fallback) behind the
+//! bearer-token check of [`auth`](super::auth).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -11,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use serde_json::json;
 
+use super::auth::authenticate;
 use super::dispatch::{dispatch, with_faults};
 use super::state::AppState;
 use super::target::not_found_path;
@@ -62,6 +64,10 @@ pub fn router(state: AppState) -> Router {
                 body.to_string(),
             )
         })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ))
         .with_state(state)
 }
 

@@ -1,5 +1,6 @@
 //! What the HTTP handlers share: the store, fault injection, pod logs, the shutdown
-//! token that ends streams, the bookmark interval and the advertised address.
+//! token that ends streams, the bookmark interval, the advertised address and the
+//! bearer token requests must carry (if any).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,4 +26,6 @@ pub struct AppState {
     pub bookmark_interval: Duration,
     /// `host:port` advertised in `/api`.
     pub address: String,
+    /// The bearer token every request must carry; `None` accepts any request.
+    pub token: Option<Arc<str>>,
 }

@@ -1,5 +1,5 @@
 //! The emulator driven by the installed `kubectl` (v1.32) through the kubeconfig
-//! the emulator writes: discovery, get/describe/delete/logs, `cordon`, `apply -f` of a
+//! the emulator writes: its bearer token, discovery, get/describe/delete/logs, `cordon`, `apply -f` of a
 //! KubeRay-sample RayJob (and a schema-violating one), `get -w`, and — with the
 //! simulated controllers in process mode — a KubeRay-sample RayJob applied with
 //! `kubectl apply -f` that waits while `kubectl cordon` leaves no node, then runs to
@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::support::{fixture, pod, rayjobs, start_bare, start_process};
+use crate::support::{fixture, pod, rayjobs, start_bare, start_process, start_with};
+use forge_kubesim::{NodeSpec, SimConfig};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -213,6 +214,35 @@ async fn kubectl_apply_rayjob_sample_and_invalid() {
 
     let out = k.ok(&["delete", "rayjob", "rayjob-sample"]).await;
     assert!(out.contains("deleted"), "{out}");
+    sim.shutdown().await;
+}
+
+/// Against a server with a token, kubectl works through the kubeconfig the emulator
+/// writes (it carries the token) and is refused with another token.
+#[tokio::test]
+async fn kubectl_uses_the_token_of_the_kubeconfig() {
+    if !kubectl_available() {
+        return;
+    }
+    let sim = start_with(SimConfig {
+        nodes: NodeSpec::parse_layout("h100=1x8").expect("layout"),
+        run_controllers: false,
+        token: Some("kubectl-token-1".into()),
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let k = Kubectl { kubeconfig };
+    let out = k.ok(&["get", "nodes", "-o", "name"]).await;
+    assert_eq!(out.trim(), "node/h100-0");
+    let (ok, _, err) = k.run(&["get", "nodes", "--token", "not-it"]).await;
+    assert!(!ok, "another token is refused");
+    assert!(
+        err.contains("You must be logged in to the server (Unauthorized)"),
+        "{err}"
+    );
     sim.shutdown().await;
 }
 

@@ -4,6 +4,7 @@
 //! fixtures in `tests/fixtures/`.
 
 mod api;
+mod auth;
 mod kubectl;
 mod operator;
 mod scheduler;

@@ -172,10 +172,24 @@ pub async fn raw_http(
     method: &str,
     path: &str,
 ) -> (u16, Vec<(String, String)>, String) {
+    raw_http_with(addr, method, path, &[]).await
+}
+
+/// [`raw_http`] with extra request headers.
+pub async fn raw_http_with(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Vec<(String, String)>, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n{extra}\r\n"
     );
     s.write_all(req.as_bytes()).await.expect("write");
     let mut buf = Vec::new();
