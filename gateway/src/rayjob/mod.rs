@@ -34,6 +34,9 @@
 //!   `sharedStorage: true`* (*decision*: a job that did not ask for storage must not be
 //!   bound to an RWO claim); the corpus claim read-only at `<mount>/corpus` for jobs
 //!   with `corpus: true`;
+//! - the submitter pod written out ([`submitter`]: the head's tolerations, job labels,
+//!   requests = limits) and `submitterConfig.backoffLimit: 0` (KubeRay's default is 2:
+//!   a failed driver would be re-run);
 //! - `shutdownAfterJobFinishes: true`, `backoffLimit: 0`, `ttlSecondsAfterFinished`,
 //!   `rayVersion`, `submissionMode: K8sJobMode`, pre-running deadline from the spec or
 //!   `FORGE_KUBERAY_PRERUNNING_DEADLINE_S`, active deadline from the spec;
@@ -49,6 +52,7 @@
 mod pod;
 pub mod resources;
 mod scheduling;
+mod submitter;
 
 use std::collections::BTreeMap;
 
@@ -294,6 +298,11 @@ pub fn build_rayjob(
     }
 
     let head_group = &groups[0];
+    let submitter_tolerations = scheduling::tolerations(
+        &head_group.pool.name,
+        &cfg.pods.tolerations,
+        &head_group.placement.tolerations,
+    )?;
     let head = HeadGroupSpec {
         ray_start_params: pod::ray_start_params(head_group)?,
         template: pod::pod_template(head_group, true, job, capsule, cfg, image)?,
@@ -340,6 +349,13 @@ pub fn build_rayjob(
                 head_group_spec: head,
                 worker_group_specs: workers,
             }),
+            submitter_pod_template: Some(submitter::pod_template(
+                job.id,
+                job.team,
+                image,
+                submitter_tolerations,
+            )),
+            submitter_config: Some(submitter::config()),
         },
     );
     rayjob.metadata.namespace = Some(cfg.k8s.namespace.clone());

@@ -122,8 +122,18 @@ fn operator_violations(m: &Value) -> Vec<String> {
     {
         out.push("no dashboard port".into());
     }
-    if m["spec"]["shutdownAfterJobFinishes"] != true || m["spec"]["backoffLimit"] != 0 {
+    if m["spec"]["shutdownAfterJobFinishes"] != true
+        || m["spec"]["backoffLimit"] != 0
+        || m["spec"]["submitterConfig"]["backoffLimit"] != 0
+    {
         out.push("shutdown/backoff".into());
+    }
+    let submitter = &m["spec"]["submitterPodTemplate"]["spec"];
+    if submitter["restartPolicy"] != "Never"
+        || submitter["containers"][0]["name"] != "ray-job-submitter"
+        || submitter["containers"][0].get("command").is_some()
+    {
+        out.push("submitter template (KubeRay fills the command)".into());
     }
     if serde_saphyr::from_str::<Value>(m["spec"]["runtimeEnvYAML"].as_str().unwrap_or("")).is_err()
     {
@@ -230,6 +240,19 @@ fn exact_shape_of_a_two_pool_job() {
     let sp = &m["spec"];
     assert_eq!(sp["shutdownAfterJobFinishes"], true);
     assert_eq!(sp["backoffLimit"], 0);
+    assert_eq!(sp["submitterConfig"], json!({"backoffLimit": 0}));
+    let sub = &sp["submitterPodTemplate"];
+    assert_eq!(
+        sub["metadata"]["labels"][LABEL_JOB_ID],
+        "0193ab45cd67ef0123"
+    );
+    let sc = &sub["spec"]["containers"][0];
+    assert_eq!(sc["image"], "registry.internal/nemo-rl:v0.7.0");
+    assert_eq!(
+        sc["resources"]["requests"],
+        json!({"cpu": "1", "memory": "1Gi"})
+    );
+    assert_eq!(sc["resources"]["limits"], sc["resources"]["requests"]);
     assert_eq!(sp["ttlSecondsAfterFinished"], 600);
     assert_eq!(sp["preRunningDeadlineSeconds"], 1800);
     assert_eq!(sp["activeDeadlineSeconds"], 7200);
@@ -644,6 +667,7 @@ fn tolerations_and_node_affinity_come_from_config_and_placement() {
     for tpl in [
         &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
         &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+        &m["spec"]["submitterPodTemplate"],
     ] {
         assert_eq!(
             tpl["spec"]["tolerations"],
@@ -652,6 +676,13 @@ fn tolerations_and_node_affinity_come_from_config_and_placement() {
                 {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}
             ])
         );
+        if tpl == &m["spec"]["submitterPodTemplate"] {
+            assert!(
+                tpl["spec"].get("affinity").is_none(),
+                "the submitter may run anywhere"
+            );
+            continue;
+        }
         let na = &tpl["spec"]["affinity"]["nodeAffinity"];
         let req = &na["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
         assert_eq!(
