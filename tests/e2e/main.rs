@@ -12,5 +12,6 @@ mod jobs;
 mod latency;
 mod policy_admin;
 mod policy_swap;
+mod realism;
 mod routes;
 mod s3;

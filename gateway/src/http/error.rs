@@ -10,7 +10,7 @@ use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use forge_capsule::{CapsuleError, CapsuleErrorKind};
-use forge_policy_host::{LoadError, RunError};
+use forge_policy_host::{LoadError, PluginError, RunError};
 use serde_json::{Value, json};
 
 use crate::auth::AuthError;
@@ -292,7 +292,7 @@ impl IntoResponse for ApiError {
                     e.source.cause()
                 ),
             )
-            .details(json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() })),
+            .details(chain_failure_details(&e)),
             ApiError::Policy(RunError::Unavailable(detail)) => {
                 tracing::error!("policy runner unavailable: {detail}");
                 Answer::new(
@@ -329,6 +329,17 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// Details of a chain that failed closed: the plugin and the cause, and for a team link
+/// that widened the placement the host's own account of which field it widened (host
+/// text, never the plugin's — a plugin's trap or output is logged, not echoed).
+fn chain_failure_details(e: &forge_policy_host::ChainError) -> Value {
+    let mut details = json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() });
+    if let PluginError::Widened(why) = &e.source {
+        details["reason"] = json!(why);
+    }
+    details
 }
 
 #[cfg(test)]
