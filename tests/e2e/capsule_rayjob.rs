@@ -70,6 +70,7 @@ fn job_spec(mode: &str, pre_running_seconds: Option<i64>) -> JobSpec {
         },
         priority: 0,
         labels: BTreeMap::new(),
+        pip: Vec::new(),
     }
 }
 

@@ -2,7 +2,8 @@
 //! emulator in process mode): a GPU-less cluster runs the sample; tainted GPU nodes
 //! keep jobs waiting with the reason until a global policy tolerates the taint; a chain
 //! mixing a component built from the frozen `forge:policy@0.1.0` contract with 0.2.0
-//! components admits, queues and rejects.
+//! components admits, queues and rejects; the code's `requirements.txt` and the spec's
+//! `pip` become the runtime env's `pip` list, and credentials in it are refused.
 
 use std::time::Duration;
 
@@ -285,4 +286,68 @@ async fn ray_pods_request_cpu_and_memory_equal_to_their_limits() {
         .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(120))
         .await;
     assert_eq!(done[&id]["state"], "succeeded", "{:#}", done[&id]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requirements_txt_and_spec_packages_become_the_runtime_env() {
+    let gw = forge_tests::gateway::TestGateway::start("h100=1x8", &[]).await;
+    let client = gw.client(&gw.token);
+    let mut spec = sample("deps", 8);
+    spec["pip"] = json!(["einops==0.8.0", "numpy==2.1.0"]);
+    let requirements = "# pinned\nnumpy==2.1.0\ntorch>=2.4 ; \\\n  python_version >= '3.10'\n";
+    let archive = zip_of(&[("train.py", SAMPLE_PY), ("requirements.txt", requirements)]);
+    let id = client.submit_ok(&spec, archive).await;
+    let job = eventually(
+        "the job to be dispatched",
+        Duration::from_secs(30),
+        || async {
+            let j = client.job(&id).await;
+            if j["rayjobName"].is_string() {
+                Ok(j)
+            } else {
+                Err(not_yet(j))
+            }
+        },
+    )
+    .await;
+    let expected = json!([
+        "numpy==2.1.0",
+        "torch>=2.4 ;   python_version >= '3.10'",
+        "einops==0.8.0"
+    ]);
+    assert_eq!(job["spec"]["pip"], expected, "{job:#}");
+    let rj = rayjob_of(&gw, &job).await;
+    let env =
+        forge_capsule::runtime_env::parse(rj["spec"]["runtimeEnvYAML"].as_str().expect("yaml"))
+            .expect("runtime env parses");
+    assert_eq!(json!(env.pip), expected);
+
+    // Credentials in the file refuse the upload, naming the line; nothing is queued.
+    let before = client.list_ids().await;
+    let leaky = zip_of(&[
+        ("train.py", SAMPLE_PY),
+        (
+            "requirements.txt",
+            "numpy\n--index-url https://bob:s3cret@pypi.internal/simple\n",
+        ),
+    ]);
+    let (status, body) = client.submit(&sample("leaky", 8), leaky).await;
+    assert_eq!(status, 400, "{body:#}");
+    assert_eq!(body["error"]["code"], "capsule.requirements", "{body:#}");
+    let message = body["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("line 2") && !message.contains("s3cret"),
+        "{message}"
+    );
+    assert_eq!(client.list_ids().await, before);
+
+    // The same in the spec is a field error.
+    let mut leaky_spec = sample("leaky-spec", 8);
+    leaky_spec["pip"] = json!(["pkg @ https://token@git.example/pkg.whl"]);
+    let (status, body) = client.submit(&leaky_spec, code()).await;
+    assert_eq!(status, 422, "{body:#}");
+    assert_eq!(
+        body["error"]["details"]["fields"][0]["field"], "pip[0]",
+        "{body:#}"
+    );
 }

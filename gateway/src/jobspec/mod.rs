@@ -148,6 +148,13 @@ pub struct JobSpec {
     /// Environment of the job (runtime env `env_vars`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Python packages Ray installs with pip in every Ray pod (runtime env `pip`), one
+    /// requirements-file line each (`torch==2.4.0`, `--extra-index-url …`). The code's
+    /// `requirements.txt` is added in front of them at submission. URLs with
+    /// credentials are refused (the runtime env is readable in the RayJob).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 500))]
+    pub pip: Vec<String>,
     /// Whether the job needs the shared storage claim.
     #[serde(default)]
     pub shared_storage: bool,

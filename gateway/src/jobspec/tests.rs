@@ -270,3 +270,25 @@ fn pool_resources_are_checked() {
         "{e:?}"
     );
 }
+
+#[test]
+fn pip_entries_are_checked_one_by_one() {
+    let errors = errors_of(&patched(|v| {
+        v["pip"] = serde_json::json!([
+            "torch==2.4.0",
+            "--index-url https://bob:s3cret@pypi.internal/simple",
+            "-r other.txt",
+            " ",
+            "--index-url https://${PIP_USER}:${PIP_TOKEN}@pypi.internal/simple"
+        ]);
+    }));
+    assert!(has(&errors, "pip[1]", FieldCode::Format), "{errors:?}");
+    assert!(has(&errors, "pip[2]", FieldCode::Format), "{errors:?}");
+    assert!(has(&errors, "pip[3]", FieldCode::Required), "{errors:?}");
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    let credentials = errors.iter().find(|e| e.field == "pip[1]").expect("pip[1]");
+    assert!(
+        credentials.message.contains("credentials"),
+        "{credentials:?}"
+    );
+}

@@ -34,6 +34,7 @@ impl JobSpec {
         self.check_entrypoint(&mut p);
         self.check_pools(&mut p);
         self.check_env(&mut p);
+        self.check_pip(&mut p);
         self.check_labels(&mut p);
         self.check_deadlines(&mut p);
         self.check_storage(cfg, &mut p);
@@ -102,6 +103,25 @@ impl JobSpec {
         }
         for (i, pool) in self.pools.iter().enumerate() {
             check_pool(i, pool, &self.pools[..i], p);
+        }
+    }
+
+    fn check_pip(&self, p: &mut Problems) {
+        use forge_capsule::requirements::{MAX_REQUIREMENTS, check_requirement};
+        if self.pip.len() > MAX_REQUIREMENTS {
+            p.push(
+                "pip",
+                FieldCode::Range,
+                format!("at most {MAX_REQUIREMENTS} entries"),
+            );
+        }
+        for (i, entry) in self.pip.iter().enumerate() {
+            let at = format!("pip[{i}]");
+            if entry.trim().is_empty() {
+                p.push(at, FieldCode::Required, "is empty");
+            } else if let Err(e) = check_requirement(entry.trim()) {
+                p.push(at, FieldCode::Format, e.to_string());
+            }
         }
     }
 

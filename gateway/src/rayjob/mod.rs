@@ -43,7 +43,9 @@
 //! - the head container declares `gcs-server` 6379, `dashboard` 8265, `client` 10001;
 //! - `runtimeEnvYAML` with `working_dir` and `env_vars` (the spec's env plus
 //!   `FORGE_JOB_ID`, `FORGE_TEAM`, `FORGE_STORAGE_ROOT` when storage is mounted,
-//!   `FORGE_NEMO_RL_DIR` when configured), written by `forge_capsule::runtime_env_yaml`;
+//!   `FORGE_NEMO_RL_DIR` when configured) and `pip` (the spec's packages, which hold
+//!   the code's `requirements.txt` since submission), written by
+//!   `forge_capsule::runtime_env_yaml_of`;
 //! - with a [`forge_capsule::CapsuleInit`] (HTTP-only storage): its init container and
 //!   `forge-capsule` emptyDir are added to every pod (mounted at `/forge/capsule` in the
 //!   init container and the Ray container), and `working_dir` is its
@@ -229,8 +231,12 @@ fn runtime_env_yaml(
     if let Some(dir) = &cfg.nemo_rl_dir {
         env.insert("FORGE_NEMO_RL_DIR".into(), dir.clone());
     }
-    forge_capsule::runtime_env_yaml(&working_dir, &env)
-        .map_err(|e| BuildError::RuntimeEnv(e.to_string()))
+    forge_capsule::runtime_env_yaml_of(&forge_capsule::RuntimeEnv {
+        working_dir,
+        env_vars: env,
+        pip: job.spec.pip.clone(),
+    })
+    .map_err(|e| BuildError::RuntimeEnv(e.to_string()))
 }
 
 fn replicas(n: u32) -> Option<i32> {

@@ -181,6 +181,7 @@ fn spec(pools: Vec<PoolSpec>) -> JobSpec {
         deadlines: Deadlines::default(),
         priority: 0,
         labels: BTreeMap::new(),
+        pip: Vec::new(),
     }
 }
 
@@ -359,6 +360,34 @@ fn storage_is_mounted_only_when_asked_and_at_the_mount_override() {
             .expect("mounts")
             .contains(&json!({"name": "forge-storage", "mountPath": "/storage"}))
     );
+}
+
+#[test]
+fn pip_packages_become_the_runtime_env_pip_list() {
+    let mut s = spec(vec![pool("main", 1, 8, Some("h100"))]);
+    s.pip = vec![
+        "numpy==2.1.0".into(),
+        "--extra-index-url https://download.pytorch.org/whl/cu121".into(),
+    ];
+    let m = build(&s, &cfg_with(&[]), false);
+    let env: Value =
+        serde_saphyr::from_str(m["spec"]["runtimeEnvYAML"].as_str().expect("yaml")).expect("yaml");
+    assert_eq!(
+        env["pip"],
+        json!([
+            "numpy==2.1.0",
+            "--extra-index-url https://download.pytorch.org/whl/cu121"
+        ])
+    );
+    assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
+    let none = build(
+        &spec(vec![pool("main", 1, 8, Some("h100"))]),
+        &cfg_with(&[]),
+        false,
+    );
+    let env: Value = serde_saphyr::from_str(none["spec"]["runtimeEnvYAML"].as_str().expect("yaml"))
+        .expect("yaml");
+    assert!(env.get("pip").is_none(), "no empty pip list: {env}");
 }
 
 #[test]
@@ -896,6 +925,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                     priority: 0,
                     env,
                     labels,
+                    pip: Vec::new(),
                     pools,
                 };
                 let placements: Vec<_> = spec.pools.iter().map(arb_pool_placement).collect();

@@ -407,6 +407,7 @@ mod tests {
             deadlines: Deadlines::default(),
             priority: 0,
             labels: BTreeMap::new(),
+            pip: Vec::new(),
         }
     }
 
