@@ -43,6 +43,9 @@ pub struct DevOptions {
     /// Images whose pulls fail in the embedded cluster (ErrImagePull, then
     /// ImagePullBackOff), to see how Forge reports it.
     pub failing_images: Vec<String>,
+    /// Play a KubeRay operator that ignores `preRunningDeadlineSeconds` (older than
+    /// the field), to see the gateway enforce the pre-running deadline itself.
+    pub old_operator: bool,
 }
 
 /// How the embedded cluster runs jobs.
@@ -101,6 +104,7 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     let nodes = NodeSpec::parse_layout(&opts.nodes).context("--nodes")?;
     let mut controllers = ControllerConfig {
         failing_images: opts.failing_images.iter().cloned().collect(),
+        pre_running_deadline: !opts.old_operator,
         ..ControllerConfig::default()
     };
     if opts.sim == SimMode::Timed {

@@ -47,6 +47,10 @@ enum Command {
         /// An image whose pulls fail in the embedded cluster (repeatable).
         #[arg(long = "failing-image")]
         failing_images: Vec<String>,
+        /// Play a KubeRay operator that predates `preRunningDeadlineSeconds` (ignores it):
+        /// the gateway's own pre-running deadline still times jobs out.
+        #[arg(long)]
+        old_operator: bool,
     },
     /// Print the SHA-256 to put in the tokens file for a token.
     HashToken { token: String },
@@ -94,6 +98,7 @@ async fn main() -> anyhow::Result<()> {
             sim,
             policy_chain,
             failing_images,
+            old_operator,
         } => {
             dev(forge_gateway::dev::DevOptions {
                 nodes,
@@ -104,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
                 sim,
                 policy_chain,
                 failing_images,
+                old_operator,
             })
             .await
         }

@@ -3,7 +3,8 @@
 //! keep jobs waiting with the reason until a global policy tolerates the taint; a chain
 //! mixing a component built from the frozen `forge:policy@0.1.0` contract with 0.2.0
 //! components admits, queues and rejects; the code's `requirements.txt` and the spec's
-//! `pip` become the runtime env's `pip` list, and credentials in it are refused.
+//! `pip` become the runtime env's `pip` list, and credentials in it are refused; an
+//! operator that ignores `preRunningDeadlineSeconds` does not keep a job waiting forever.
 
 use std::time::Duration;
 
@@ -350,4 +351,60 @@ async fn requirements_txt_and_spec_packages_become_the_runtime_env() {
         body["error"]["details"]["fields"][0]["field"], "pip[0]",
         "{body:#}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_times_out_a_job_the_operator_lets_wait() {
+    let image = "registry.invalid/forge/ray:missing";
+    let gw = forge_tests::gateway::TestGateway::start_tweaked(
+        "h100=1x8",
+        &[("FORGE_IMAGE_NEMO_RL", image)],
+        |o| {
+            o.failing_images = vec![image.to_string()];
+            o.old_operator = true;
+        },
+    )
+    .await;
+    let client = gw.client(&gw.token);
+    let mut spec = sample("never-starts", 8);
+    spec["deadlines"] = json!({"preRunningSeconds": 3});
+    let id = client.submit_ok(&spec, code()).await;
+    let dispatched = eventually(
+        "the job to be dispatched",
+        Duration::from_secs(30),
+        || async {
+            let j = client.job(&id).await;
+            if j["rayjobName"].is_string() {
+                Ok(j)
+            } else {
+                Err(not_yet(j))
+            }
+        },
+    )
+    .await;
+    let name = dispatched["rayjobName"].as_str().expect("name").to_string();
+    let done = client
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
+    let job = &done[&id];
+    assert_eq!(job["state"], "timed-out", "{job:#}");
+    assert!(
+        job["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("gateway.pre-running-deadline: not running 3 s")),
+        "{job:#}"
+    );
+    // The operator never failed the RayJob itself; the gateway deleted it.
+    let api = jobs::rayjobs(gw.sim.client().expect("client"), "starforge");
+    eventually(
+        "the RayJob to be deleted",
+        Duration::from_secs(30),
+        || async {
+            match api.get_opt(&name).await.expect("get") {
+                None => Ok(()),
+                Some(rj) => Err(not_yet(rj.data["status"].clone())),
+            }
+        },
+    )
+    .await;
 }

@@ -183,7 +183,7 @@ pub static VARS: &[Var] = &[
         "FORGE_KUBERAY_PRERUNNING_DEADLINE_S",
         Fallback::Value("1800"),
         |d, _, v| put(&mut d.cfg.kuberay.prerunning_deadline_s, int(v, 1, INT32)),
-        "default `preRunningDeadlineSeconds` (> 0)",
+        "default pre-running deadline (> 0): the RayJob's `preRunningDeadlineSeconds`, and enforced by the gateway too (an older operator ignores the field)",
     ),
     Var::new(
         "FORGE_S3_ENDPOINT",

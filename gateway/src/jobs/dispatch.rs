@@ -299,11 +299,7 @@ impl Jobs {
             .clone()
             .ok_or_else(|| JobError::Io(format!("job {} has no capsule", job.id)))?;
         let cfg = &self.config;
-        let pre = job
-            .spec
-            .deadlines
-            .pre_running_seconds
-            .unwrap_or(i64::from(cfg.kuberay.prerunning_deadline_s));
+        let pre = super::pre_running::deadline_s(&job.spec, cfg);
         let active = job.spec.deadlines.active_seconds.unwrap_or(24 * 3600);
         let secs = u64::try_from(pre.saturating_add(active).saturating_add(3600)).unwrap_or(0);
         let ttl = Duration::from_secs(secs).min(MAX_URL_TTL);

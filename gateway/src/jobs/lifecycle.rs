@@ -3,7 +3,9 @@
 //! dispatched → initializing → running → succeeded | failed | cancelled | timed-out
 //! ([`super::kuberay_status`]), persisting every transition with its reason. On a
 //! terminal status the job's logs are archived and its RayJob deleted at once
-//! ([`super::cleanup`]; the operator's TTL is only the fallback). A RayJob whose job is
+//! ([`super::cleanup`]; the operator's TTL is only the fallback). A job not running by
+//! its pre-running deadline is timed out here even when the operator ignores
+//! `preRunningDeadlineSeconds` ([`super::pre_running`]). A RayJob whose job is
 //! unknown or already over is deleted (orphans never hold GPUs).
 //!
 //! Every [`RESYNC`] the gateway's RayJobs are listed again, events or not: that
@@ -27,6 +29,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use super::error::JobError;
 use super::kuberay_status::target_state;
+use super::pre_running;
 use super::service::Jobs;
 use crate::cluster::RayJob;
 use crate::cluster::labels::{LABEL_JOB_ID, managed_selector};
@@ -112,7 +115,19 @@ impl Jobs {
             self.start_cleanup(job, obj.clone());
             return Ok(());
         }
-        let (to, reason) = target_state(&obj.status_or_default());
+        let (mut to, mut reason) = target_state(&obj.status_or_default());
+        if !to.is_terminal()
+            && to != JobState::Running
+            && let Some(why) = pre_running::overrun(
+                &job.spec,
+                &self.config,
+                obj,
+                k8s_openapi::jiff::Timestamp::now(),
+            )
+        {
+            // The operator did not time it out (an older KubeRay ignores the field).
+            (to, reason) = (JobState::TimedOut, why);
+        }
         let job = if to.is_terminal() && job.state == JobState::Dispatched {
             // Record the passage through initializing for a job that ended before we saw it run.
             self.advance(job, JobState::Initializing, "kuberay.New".into())

@@ -13,6 +13,7 @@ pub mod inflight;
 pub mod kuberay_status;
 pub mod lifecycle;
 pub mod logs;
+pub mod pre_running;
 pub mod queue;
 pub mod service;
 pub mod submit;
