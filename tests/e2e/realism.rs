@@ -408,3 +408,49 @@ async fn the_gateway_times_out_a_job_the_operator_lets_wait() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_shows_its_ray_dashboard() {
+    let gw = forge_tests::gateway::TestGateway::start("h100=1x8", &[]).await;
+    let client = gw.client(&gw.token);
+    let waits = "import os, time\nprint('waiting for the stop file', flush=True)\nwhile not os.path.exists(os.environ['STOP_FILE']):\n    time.sleep(0.1)\n";
+    let stop = tempfile::tempdir().expect("temp dir");
+    let stop_file = stop.path().join("stop");
+    let mut spec = sample("dashboard", 8);
+    spec["env"] = json!({"STOP_FILE": stop_file.display().to_string()});
+    let id = client
+        .submit_ok(&spec, zip_of(&[("train.py", waits)]))
+        .await;
+    let job = eventually("the job to run", Duration::from_secs(60), || async {
+        let j = client.job(&id).await;
+        if j["state"] == "running" && j["dashboard"].is_object() {
+            Ok(j)
+        } else {
+            Err(not_yet(j))
+        }
+    })
+    .await;
+    let cluster = rayjob_of(&gw, &job).await["status"]["rayClusterName"]
+        .as_str()
+        .expect("cluster")
+        .to_string();
+    let service = format!("{cluster}-head-svc");
+    assert_eq!(
+        job["dashboard"]["url"],
+        format!("http://{service}.starforge.svc.cluster.local:8265"),
+        "{job:#}"
+    );
+    assert_eq!(
+        job["dashboard"]["portForward"],
+        format!("kubectl -n starforge port-forward svc/{service} 8265:8265")
+    );
+    std::fs::write(&stop_file, b"").expect("stop");
+    let done = client
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&id]["state"], "succeeded", "{:#}", done[&id]);
+    assert!(
+        client.job(&id).await.get("dashboard").is_none(),
+        "no dashboard once over"
+    );
+}

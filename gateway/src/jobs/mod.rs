@@ -5,6 +5,7 @@
 
 pub mod cancel;
 pub mod cleanup;
+pub mod dashboard;
 pub mod diagnosis;
 pub mod dispatch;
 pub mod error;
