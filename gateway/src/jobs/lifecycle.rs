@@ -5,7 +5,9 @@
 //! terminal status the job's logs are archived and its RayJob deleted at once
 //! ([`super::cleanup`]; the operator's TTL is only the fallback). A job not running by
 //! its pre-running deadline is timed out here even when the operator ignores
-//! `preRunningDeadlineSeconds` ([`super::pre_running`]). A RayJob whose job is
+//! `preRunningDeadlineSeconds` ([`super::pre_running`]). A failing job whose pods show an
+//! OOM kill gets it in its reason (`…; Pod/<name>: container ray-worker was OOMKilled
+//! (limit 8Gi)`). A RayJob whose job is
 //! unknown or already over is deleted (orphans never hold GPUs).
 //!
 //! Every [`RESYNC`] the gateway's RayJobs are listed again, events or not: that
@@ -27,6 +29,7 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::runtime::{WatchStreamExt, watcher};
 
+use super::diagnosis::first_oom_kill;
 use super::error::JobError;
 use super::kuberay_status::target_state;
 use super::pre_running;
@@ -128,6 +131,11 @@ impl Jobs {
             // The operator did not time it out (an older KubeRay ignores the field).
             (to, reason) = (JobState::TimedOut, why);
         }
+        if to == JobState::Failed
+            && let Some(oom) = self.oom_kill_of(&job.id, &name).await
+        {
+            reason = format!("{reason}; {oom}");
+        }
         let job = if to.is_terminal() && job.state == JobState::Dispatched {
             // Record the passage through initializing for a job that ended before we saw it run.
             self.advance(job, JobState::Initializing, "kuberay.New".into())
@@ -148,6 +156,18 @@ impl Jobs {
             self.start_cleanup(job, obj.clone());
         }
         Ok(())
+    }
+
+    /// The first OOM kill among a failing job's pods, which names its likely cause
+    /// (best effort: a failed lookup only loses that detail).
+    async fn oom_kill_of(&self, job_id: &str, rayjob: &str) -> Option<String> {
+        match self.cluster.pods.of_job(job_id, rayjob).await {
+            Ok(pods) => first_oom_kill(pods.iter()),
+            Err(e) => {
+                tracing::warn!(job = %job_id, "looking for OOM kills: {e}");
+                None
+            }
+        }
     }
 
     /// A RayJob was deleted: a job still holding GPUs through it has failed.
