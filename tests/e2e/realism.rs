@@ -41,6 +41,23 @@ async fn capacity(client: &JobClient, series: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// The job once it is dispatched (its RayJob named).
+async fn dispatched(client: &JobClient, id: &str) -> Value {
+    eventually(
+        "the job to be dispatched",
+        Duration::from_secs(30),
+        || async {
+            let j = client.job(id).await;
+            if j["rayjobName"].is_string() {
+                Ok(j)
+            } else {
+                Err(not_yet(j))
+            }
+        },
+    )
+    .await
+}
+
 /// The RayJob of a dispatched job, as the API server holds it.
 async fn rayjob_of(gw: &forge_tests::gateway::TestGateway, job: &Value) -> Value {
     let name = job["rayjobName"].as_str().expect("rayjob name");
@@ -263,19 +280,7 @@ async fn ray_pods_request_cpu_and_memory_equal_to_their_limits() {
     let mut spec = sample("sized", 8);
     spec["pools"][0]["memoryPerNode"] = json!("24Gi");
     let id = client.submit_ok(&spec, code()).await;
-    let job = eventually(
-        "the job to be dispatched",
-        Duration::from_secs(30),
-        || async {
-            let j = client.job(&id).await;
-            if j["rayjobName"].is_string() {
-                Ok(j)
-            } else {
-                Err(not_yet(j))
-            }
-        },
-    )
-    .await;
+    let job = dispatched(&client, &id).await;
     let rj = rayjob_of(&gw, &job).await;
     let head = &rj["spec"]["rayClusterSpec"]["headGroupSpec"];
     let res = &head["template"]["spec"]["containers"][0]["resources"];
@@ -298,19 +303,7 @@ async fn requirements_txt_and_spec_packages_become_the_runtime_env() {
     let requirements = "# pinned\nnumpy==2.1.0\ntorch>=2.4 ; \\\n  python_version >= '3.10'\n";
     let archive = zip_of(&[("train.py", SAMPLE_PY), ("requirements.txt", requirements)]);
     let id = client.submit_ok(&spec, archive).await;
-    let job = eventually(
-        "the job to be dispatched",
-        Duration::from_secs(30),
-        || async {
-            let j = client.job(&id).await;
-            if j["rayjobName"].is_string() {
-                Ok(j)
-            } else {
-                Err(not_yet(j))
-            }
-        },
-    )
-    .await;
+    let job = dispatched(&client, &id).await;
     let expected = json!([
         "numpy==2.1.0",
         "torch>=2.4 ;   python_version >= '3.10'",
@@ -369,20 +362,8 @@ async fn the_gateway_times_out_a_job_the_operator_lets_wait() {
     let mut spec = sample("never-starts", 8);
     spec["deadlines"] = json!({"preRunningSeconds": 3});
     let id = client.submit_ok(&spec, code()).await;
-    let dispatched = eventually(
-        "the job to be dispatched",
-        Duration::from_secs(30),
-        || async {
-            let j = client.job(&id).await;
-            if j["rayjobName"].is_string() {
-                Ok(j)
-            } else {
-                Err(not_yet(j))
-            }
-        },
-    )
-    .await;
-    let name = dispatched["rayjobName"].as_str().expect("name").to_string();
+    let job = dispatched(&client, &id).await;
+    let name = job["rayjobName"].as_str().expect("name").to_string();
     let done = client
         .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
         .await;
