@@ -17,7 +17,7 @@ use url::Url;
 
 use crate::admission::Admission;
 use crate::cluster::lease::LeaseMirror;
-use crate::cluster::{Capacity, Cluster};
+use crate::cluster::{Capacity, Cluster, NodeConventions};
 use crate::config::Config;
 use crate::jobs::{Jobs, QueueBoard};
 use crate::leader::{Leadership, Timings};
@@ -150,7 +150,11 @@ pub async fn build_state(
         .await
         .context("the installation identity (FORGE_INSTANCE)")?;
     tracing::info!(%instance, backend = db.backend.as_str(), "store opened");
-    let capacity = Capacity::start(client.clone(), &config.k8s.gpu_node_label);
+    let conventions = NodeConventions {
+        gpu_label: config.k8s.gpu_node_label.clone(),
+        pods: config.pods.clone(),
+    };
+    let capacity = Capacity::start(client.clone(), conventions);
     let (objects, local_objects): (Arc<dyn ObjectStore>, _) = match capsules {
         CapsuleBackend::S3(s3) => (Arc::new(s3), None),
         CapsuleBackend::Local { base_url } => {

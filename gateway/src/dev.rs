@@ -8,6 +8,10 @@
 //! code as local processes of the user who started it and prints an admin token. So it
 //! listens on loopback only unless `--allow-remote` is given ([`check_listen`]).
 //!
+//! With `FORGE_K8S_GPU_PASSTHROUGH=0` the emulated cluster is a GPU-less one, like a
+//! kind cluster in CI: its nodes have no `nvidia.com/gpu`, only their GPU count in the
+//! `FORGE_K8S_GPU_COUNT_LABEL` label, which capacity, policies and the gang fit read.
+//!
 //! This is a composition root (an edge), so it reports errors with `anyhow`.
 
 use std::collections::HashMap;
@@ -44,6 +48,9 @@ pub struct DevOptions {
     /// Images whose pulls fail in the embedded cluster (ErrImagePull, then
     /// ImagePullBackOff), to see how Forge reports it.
     pub failing_images: Vec<String>,
+    /// Play a KubeRay operator that ignores `preRunningDeadlineSeconds` (older than
+    /// the field), to see the gateway enforce the pre-running deadline itself.
+    pub old_operator: bool,
 }
 
 /// How the embedded cluster runs jobs.
@@ -117,6 +124,7 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     let nodes = NodeSpec::parse_layout(&opts.nodes).context("--nodes")?;
     let mut controllers = ControllerConfig {
         failing_images: opts.failing_images.iter().cloned().collect(),
+        pre_running_deadline: !opts.old_operator,
         ..ControllerConfig::default()
     };
     if opts.sim == SimMode::Timed {
@@ -127,7 +135,7 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     }
     let sim = Sim::start(SimConfig {
         namespaces: vec![cfg.k8s.namespace.clone()],
-        nodes,
+        nodes: nodes.clone(),
         gpu_node_label: cfg.k8s.gpu_node_label.clone(),
         controllers,
         run_controllers: opts.sim != SimMode::ApiOnly,
@@ -138,6 +146,12 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     })
     .await
     .context("starting the embedded Kubernetes emulator")?;
+    if !cfg.k8s.gpu_passthrough {
+        let client = sim.client().context("emulator client")?;
+        strip_gpus(&client, &nodes, &cfg.pods.gpu_count_label)
+            .await
+            .context("making the emulated nodes GPU-less (FORGE_K8S_GPU_PASSTHROUGH=0)")?;
+    }
     let kubeconfig = cfg.gateway.data_dir.join("kubeconfig");
     sim.write_kubeconfig(&kubeconfig)
         .context("writing the kubeconfig")?;
@@ -182,6 +196,31 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
         token,
         kubeconfig,
     })
+}
+
+/// A GPU-less cluster: the GPU nodes lose `nvidia.com/gpu` and carry their GPU count
+/// in `count_label` instead.
+async fn strip_gpus(
+    client: &kube::Client,
+    nodes: &[NodeSpec],
+    count_label: &str,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<Node> = Api::all(client.clone());
+    let params = PatchParams::default();
+    for node in nodes.iter().filter(|n| n.series.is_some()) {
+        let label =
+            serde_json::json!({"metadata": {"labels": {count_label: node.gpus.to_string()}}});
+        api.patch(&node.name, &params, &Patch::Merge(label)).await?;
+        let no_gpus = serde_json::json!({"status": {
+            "capacity": {crate::cluster::labels::GPU_RESOURCE: null},
+            "allocatable": {crate::cluster::labels::GPU_RESOURCE: null},
+        }});
+        api.patch_status(&node.name, &params, &Patch::Merge(no_gpus))
+            .await?;
+    }
+    Ok(())
 }
 
 /// The sample job `dev` prints a submit command for.

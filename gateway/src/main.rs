@@ -53,6 +53,10 @@ enum Command {
         /// processes and prints an admin token: only for a machine you alone use).
         #[arg(long)]
         allow_remote: bool,
+        /// Play a KubeRay operator that predates `preRunningDeadlineSeconds` (ignores it):
+        /// the gateway's own pre-running deadline still times jobs out.
+        #[arg(long)]
+        old_operator: bool,
     },
     /// Print the SHA-256 to put in the tokens file for a token.
     HashToken { token: String },
@@ -101,6 +105,7 @@ async fn main() -> anyhow::Result<()> {
             policy_chain,
             failing_images,
             allow_remote,
+            old_operator,
         } => {
             dev(
                 forge_gateway::dev::DevOptions {
@@ -112,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
                     sim,
                     policy_chain,
                     failing_images,
+                    old_operator,
                 },
                 allow_remote,
             )

@@ -18,9 +18,14 @@
 
 pub use crate::log::take_logs;
 use crate::{
-    Cluster, Decision, Job, Placement, Policy, Pool, PoolPlacement, Request, SeriesCapacity,
-    SeriesUsage, StorageMode,
+    Cluster, Decision, Job, NodeAffinity, Placement, Policy, Pool, PoolPlacement, Request,
+    SeriesCapacity, SeriesTaint, SeriesUsage, StorageMode, Taint, WorkloadKind,
 };
+
+/// CPU (millicores) [`RequestBuilder::series`] gives a series' machines by default.
+pub const DEFAULT_CPU_MILLIS: u64 = 8_000;
+/// Memory (bytes) [`RequestBuilder::series`] gives a series' machines by default.
+pub const DEFAULT_MEMORY_BYTES: u64 = 32 << 30;
 
 /// A policy with validated settings, run natively.
 pub struct Harness<P: Policy> {
@@ -46,9 +51,9 @@ pub fn validate<P: Policy>(settings_json: &str) -> Result<(), String> {
     crate::__validate::<P>(settings_json)
 }
 
-/// Builds a [`Request`] with sensible defaults: team `team-a`, framework `nemo-rl`,
-/// shared storage, node label `starforge/gpu-series`, and the initial placement the
-/// host gives the first plugin.
+/// Builds a [`Request`] with sensible defaults: team `team-a`, framework `nemo-rl`, a
+/// training job, shared storage, node label `starforge/gpu-series`, and the initial
+/// placement the host gives the first plugin.
 #[derive(Debug, Clone)]
 pub struct RequestBuilder {
     job: Job,
@@ -71,6 +76,7 @@ impl RequestBuilder {
                 team: "team-a".into(),
                 name: "train".into(),
                 framework: "nemo-rl".into(),
+                kind: WorkloadKind::Training,
                 priority: 0,
                 pools: Vec::new(),
                 storage: StorageMode::Shared,
@@ -110,6 +116,21 @@ impl RequestBuilder {
         self
     }
 
+    /// The workload kind (training by default).
+    pub fn kind(mut self, kind: WorkloadKind) -> Self {
+        self.job.kind = kind;
+        self
+    }
+
+    /// CPU (millicores) and memory (bytes) per machine of the last added pool.
+    pub fn resources(mut self, cpu_millis: u64, memory_bytes: u64) -> Self {
+        if let Some(p) = self.job.pools.last_mut() {
+            p.cpu_millis = Some(cpu_millis);
+            p.memory_bytes = Some(memory_bytes);
+        }
+        self
+    }
+
     /// Add a pool (`nodes` machines with `gpus` GPUs each, optional requested series).
     pub fn pool(mut self, name: &str, nodes: u32, gpus: u32, series: Option<&str>) -> Self {
         self.job.pools.push(Pool {
@@ -117,6 +138,8 @@ impl RequestBuilder {
             nodes,
             gpus_per_node: gpus,
             series: series.map(str::to_string),
+            cpu_millis: None,
+            memory_bytes: None,
         });
         self
     }
@@ -139,7 +162,24 @@ impl RequestBuilder {
             free,
             largest_free_block: largest,
             nodes,
+            tainted: 0,
+            taints: Vec::new(),
+            default_cpu_millis: DEFAULT_CPU_MILLIS,
+            default_memory_bytes: DEFAULT_MEMORY_BYTES,
         })
+    }
+
+    /// Mark `gpus` GPUs on `nodes` nodes of the last added series as tainted with
+    /// `taint` (not tolerated by Forge's pods: moved out of allocatable and free).
+    pub fn tainted(mut self, taint: Taint, nodes: u32, gpus: u32) -> Self {
+        if let Some(s) = self.cluster.series.last_mut() {
+            s.tainted += gpus;
+            s.allocatable = s.allocatable.saturating_sub(gpus);
+            s.free = s.free.saturating_sub(gpus);
+            s.largest_free_block = s.largest_free_block.min(s.free);
+            s.taints.push(SeriesTaint { taint, nodes });
+        }
+        self
     }
 
     /// Add a series with every field given.
@@ -177,6 +217,11 @@ impl RequestBuilder {
                     ray_resources: Vec::new(),
                     labels: Vec::new(),
                     annotations: Vec::new(),
+                    tolerations: Vec::new(),
+                    affinity: NodeAffinity {
+                        required: Vec::new(),
+                        preferred: Vec::new(),
+                    },
                 })
                 .collect(),
         });

@@ -2,8 +2,9 @@
 //!
 //! Write a Forge admission policy in about twenty lines: implement [`Policy`] for a
 //! type, name its settings type, and call [`export_policy!`]. The crate builds to a
-//! WebAssembly component targeting `forge:policy/policy@0.1.0` (see `wit/` at the
-//! repository root, the same files the gateway's host is generated from).
+//! WebAssembly component targeting `forge:policy/policy@0.2.0` (see `wit/` at the
+//! repository root, the same files the gateway's host is generated from). Plugins built
+//! with older SDKs against `0.1.0` keep running in the same chains.
 //!
 //! ```
 //! use forge_plugin_sdk::prelude::*;
@@ -49,12 +50,12 @@ pub mod harness;
 pub mod log;
 mod types_ext;
 
-/// Generated bindings for `forge:policy/policy@0.1.0` (the guest side).
+/// Generated bindings for `forge:policy/policy@0.2.0` (the guest side).
 #[allow(missing_docs, clippy::all, rust_2018_idioms, unsafe_op_in_unsafe_fn)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit/policy@0.1.0",
-        world: "forge:policy/policy@0.1.0",
+        path: "../wit/policy@0.2.0",
+        world: "forge:policy/policy@0.2.0",
         pub_export_macro: true,
         export_macro_name: "export",
         default_bindings_module: "forge_plugin_sdk::bindings",
@@ -63,8 +64,10 @@ pub mod bindings {
 }
 
 pub use bindings::forge::policy::types::{
-    Cluster, Decision, Hold, Job, Placement, Pool, PoolPlacement, Rejection, Request,
-    SeriesCapacity, SeriesUsage, StorageMode,
+    Cluster, Decision, Hold, Job, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm,
+    Placement, Pool, PoolPlacement, PreferredTerm, Rejection, Request, SelectorOperator,
+    SeriesCapacity, SeriesTaint, SeriesUsage, StorageMode, Taint, TaintEffect, Toleration,
+    TolerationOperator, WorkloadKind,
 };
 
 /// Everything a plugin usually needs.
@@ -72,8 +75,10 @@ pub mod prelude {
     pub use crate::export_policy;
     pub use crate::log;
     pub use crate::{
-        Cluster, Decision, Hold, Job, Placement, Policy, Pool, PoolPlacement, Rejection, Request,
-        SeriesCapacity, SeriesUsage, StorageMode,
+        Cluster, Decision, Hold, Job, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm,
+        Placement, Policy, Pool, PoolPlacement, PreferredTerm, Rejection, Request,
+        SelectorOperator, SeriesCapacity, SeriesTaint, SeriesUsage, StorageMode, Taint,
+        TaintEffect, Toleration, TolerationOperator, WorkloadKind,
     };
 }
 

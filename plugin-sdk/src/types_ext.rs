@@ -1,7 +1,10 @@
 //! Convenience methods on the generated contract types, so policies read like the
 //! rules they implement.
 
-use crate::{Decision, Hold, Job, Placement, PoolPlacement, Rejection, Request, SeriesCapacity};
+use crate::{
+    Decision, Hold, Job, NodeSelectorRequirement, NodeSelectorTerm, Placement, PoolPlacement,
+    Rejection, Request, SelectorOperator, SeriesCapacity, Taint, Toleration, TolerationOperator,
+};
 
 impl Decision {
     /// `reject` with a stable code, a message saying what to change, and the field.
@@ -97,6 +100,50 @@ impl PoolPlacement {
     /// Set (or replace) a pod label.
     pub fn label(&mut self, key: &str, value: &str) {
         upsert(&mut self.labels, key, value.to_string());
+    }
+
+    /// Add a toleration (once). Only global policies may add tolerations; a team
+    /// policy that does fails the admission closed.
+    pub fn tolerate(&mut self, toleration: Toleration) {
+        if !self.tolerations.contains(&toleration) {
+            self.tolerations.push(toleration);
+        }
+    }
+
+    /// Require every pod of the pool to run on nodes whose label `key` is one of
+    /// `values` (added to each required term, or as the only term). Narrowing: a team
+    /// policy may do this.
+    pub fn require_label_in(&mut self, key: &str, values: &[&str]) {
+        let requirement = NodeSelectorRequirement {
+            key: key.to_string(),
+            operator: SelectorOperator::IsIn,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        if self.affinity.required.is_empty() {
+            self.affinity.required.push(NodeSelectorTerm {
+                match_expressions: vec![requirement],
+            });
+        } else {
+            for term in &mut self.affinity.required {
+                term.match_expressions.push(requirement.clone());
+            }
+        }
+    }
+}
+
+impl Toleration {
+    /// The toleration of exactly `taint` (key, value and effect).
+    pub fn of(taint: &Taint) -> Toleration {
+        Toleration {
+            key: Some(taint.key.clone()),
+            operator: if taint.value.is_some() {
+                TolerationOperator::Equal
+            } else {
+                TolerationOperator::Exists
+            },
+            value: taint.value.clone(),
+            effect: Some(taint.effect),
+        }
     }
 }
 

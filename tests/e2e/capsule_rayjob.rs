@@ -59,6 +59,7 @@ fn job_spec(mode: &str, pre_running_seconds: Option<i64>) -> JobSpec {
             nodes: 2,
             gpus_per_node: 4,
             series: Some("h100".into()),
+            ..PoolSpec::default()
         }],
         env: BTreeMap::from([("MODE".into(), mode.into())]),
         secret_env: BTreeMap::new(),
@@ -70,6 +71,7 @@ fn job_spec(mode: &str, pre_running_seconds: Option<i64>) -> JobSpec {
         },
         priority: 0,
         labels: BTreeMap::new(),
+        pip: Vec::new(),
     }
 }
 

@@ -19,6 +19,7 @@ mod latency;
 mod policy_admin;
 mod policy_swap;
 mod replicas;
+mod realism;
 mod routes;
 mod s3;
 mod sdk_plugins;

@@ -46,6 +46,19 @@ impl TestGateway {
         env: &[(&str, &str)],
         failing_images: &[&str],
     ) -> TestGateway {
+        Self::start_tweaked(nodes, env, |o| {
+            o.failing_images = failing_images.iter().map(|s| s.to_string()).collect();
+        })
+        .await
+    }
+
+    /// [`TestGateway::start`] with the dev options adjusted by `tweak` (failing images,
+    /// an old operator, …).
+    pub async fn start_tweaked(
+        nodes: &str,
+        env: &[(&str, &str)],
+        tweak: impl FnOnce(&mut DevOptions),
+    ) -> TestGateway {
         init_tracing("warn");
         for name in ["pool-series", "team-quota", "rwo-guard"] {
             plugins::component(name);
@@ -62,19 +75,19 @@ impl TestGateway {
             .await
             .expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let dev = dev::start(
-            &DevOptions {
-                nodes: nodes.into(),
-                plugins_dir: plugins::workspace_root().join("target/plugins/components"),
-                env: vars,
-                sim: dev::SimMode::Process,
-                policy_chain: None,
-                failing_images: failing_images.iter().map(|s| s.to_string()).collect(),
-            },
-            &url.parse().expect("url"),
-        )
-        .await
-        .expect("dev gateway");
+        let mut opts = DevOptions {
+            nodes: nodes.into(),
+            plugins_dir: plugins::workspace_root().join("target/plugins/components"),
+            env: vars,
+            sim: dev::SimMode::Process,
+            policy_chain: None,
+            failing_images: Vec::new(),
+            old_operator: false,
+        };
+        tweak(&mut opts);
+        let dev = dev::start(&opts, &url.parse().expect("url"))
+            .await
+            .expect("dev gateway");
         let controllers = spawn_controllers(&dev.state);
         let state = dev.state.clone();
         let app = router(dev.state);

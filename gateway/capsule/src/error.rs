@@ -58,6 +58,10 @@ pub enum CapsuleError {
     /// The code contains no files at all.
     #[error("code archive contains no files")]
     Empty,
+    /// The code's `requirements.txt` cannot become Ray's runtime env `pip` list
+    /// (`line` is 1-based; 0 for the file as a whole).
+    #[error("requirements.txt line {line}: {reason}")]
+    Requirements { line: usize, reason: String },
     /// Server-side I/O failure (disk full, permissions): not the user's fault.
     #[error("i/o error at {path}: {source}")]
     Io {
@@ -103,6 +107,7 @@ impl CapsuleError {
             Self::ReservedPath { .. } => "capsule.reserved_path",
             Self::InvalidArchive(_) => "capsule.invalid_archive",
             Self::Empty => "capsule.empty",
+            Self::Requirements { .. } => "capsule.requirements",
             Self::Io { .. } => "capsule.io",
         }
     }
@@ -130,7 +135,8 @@ impl CapsuleError {
             | Self::PathConflict { .. }
             | Self::ReservedPath { .. }
             | Self::InvalidArchive(_)
-            | Self::Empty => CapsuleErrorKind::Rejected,
+            | Self::Empty
+            | Self::Requirements { .. } => CapsuleErrorKind::Rejected,
         }
     }
 

@@ -26,7 +26,9 @@
 //! //   HTTP-only mode:  let init = init_container(&url, &cap.digest, image)?;
 //! //                    init.apply_to_pod_spec(&mut head_and_worker_pod_specs);
 //! //                    working_dir = init.working_dir  (file:///forge/capsule/<sha>.zip)
+//! let pip = read_requirements(&cap.path)?;  // the code root's requirements.txt
 //! let yaml = runtime_env_yaml(&working_dir, &env_vars)?;  // RayJob spec.runtimeEnvYAML
+//! // (runtime_env_yaml_of(&RuntimeEnv { pip, .. }) with packages)
 //! // annotation forge.dev/capsule-sha256 = cap.digest
 //! ```
 //!
@@ -60,6 +62,7 @@ pub mod limits;
 pub mod manifest;
 pub mod path;
 pub mod repack;
+pub mod requirements;
 pub mod runtime_env;
 pub mod source;
 mod tail_hasher;
@@ -71,4 +74,6 @@ pub use init_container::{CapsuleInit, init_container};
 pub use limits::CapsuleLimits;
 pub use repack::{capsule_jobspec, repack};
 pub use runtime_env::runtime_env_yaml;
+pub use requirements::read_requirements;
+pub use runtime_env::{RuntimeEnv, runtime_env_yaml, runtime_env_yaml_of};
 pub use source::CodeSource;

@@ -1,5 +1,5 @@
 //! The RayJob `runtimeEnvYAML` string: `working_dir` (presigned URL or `file://` path
-//! of the capsule) and `env_vars`.
+//! of the capsule), `env_vars` and the `pip` packages (see [`crate::requirements`]).
 //!
 //! It is written as JSON, which is valid YAML under every YAML version: every string is
 //! double-quoted, so no value can be re-read as something else (`yes`/`y`/`on` as YAML
@@ -19,6 +19,9 @@ pub struct RuntimeEnv {
     pub working_dir: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env_vars: BTreeMap<String, String>,
+    /// Packages Ray installs with pip in every Ray pod (requirements-file lines).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pip: Vec<String>,
 }
 
 /// Build the `runtimeEnvYAML` value for a RayJob.
@@ -26,10 +29,16 @@ pub fn runtime_env_yaml(
     working_dir: &str,
     env_vars: &BTreeMap<String, String>,
 ) -> Result<String, serde_json::Error> {
-    let json = serde_json::to_string_pretty(&RuntimeEnv {
+    runtime_env_yaml_of(&RuntimeEnv {
         working_dir: working_dir.to_owned(),
         env_vars: env_vars.clone(),
-    })?;
+        pip: Vec::new(),
+    })
+}
+
+/// Build the `runtimeEnvYAML` value for a RayJob from a whole runtime env.
+pub fn runtime_env_yaml_of(env: &RuntimeEnv) -> Result<String, serde_json::Error> {
+    let json = serde_json::to_string_pretty(env)?;
     Ok(escape_for_yaml(&json))
 }
 

@@ -29,6 +29,7 @@ fn request() -> PolicyRequest {
         free: total - 8,
         largest_free_block: 8,
         nodes,
+        ..SeriesCapacity::default()
     };
     PolicyRequest {
         job: JobView {
@@ -36,19 +37,20 @@ fn request() -> PolicyRequest {
             team: "team-a".into(),
             name: "llama-sft".into(),
             framework: "nemo-rl".into(),
+            kind: Default::default(),
             priority: 5,
             pools: vec![
                 PoolView {
                     name: "train".into(),
                     nodes: 2,
                     gpus_per_node: 8,
-                    series: None,
+                    ..PoolView::default()
                 },
                 PoolView {
                     name: "rollout".into(),
                     nodes: 1,
                     gpus_per_node: 8,
-                    series: None,
+                    ..PoolView::default()
                 },
             ],
             storage: StorageMode::Shared,
@@ -77,6 +79,7 @@ fn to_sdk(req: &PolicyRequest) -> sdk::Request {
             team: job.team.clone(),
             name: job.name.clone(),
             framework: job.framework.clone(),
+            kind: sdk::WorkloadKind::Training,
             priority: job.priority,
             pools: job
                 .pools
@@ -86,6 +89,8 @@ fn to_sdk(req: &PolicyRequest) -> sdk::Request {
                     nodes: p.nodes,
                     gpus_per_node: p.gpus_per_node,
                     series: p.series.clone(),
+                    cpu_millis: p.cpu_millis,
+                    memory_bytes: p.memory_bytes,
                 })
                 .collect(),
             storage: match job.storage {
@@ -113,6 +118,10 @@ fn to_sdk(req: &PolicyRequest) -> sdk::Request {
                     free: s.free,
                     largest_free_block: s.largest_free_block,
                     nodes: s.nodes,
+                    tainted: s.tainted,
+                    taints: Vec::new(),
+                    default_cpu_millis: s.default_cpu_millis,
+                    default_memory_bytes: s.default_memory_bytes,
                 })
                 .collect(),
         },
@@ -136,6 +145,11 @@ fn to_sdk(req: &PolicyRequest) -> sdk::Request {
                     ray_resources: vec![],
                     labels: vec![],
                     annotations: vec![],
+                    tolerations: vec![],
+                    affinity: sdk::NodeAffinity {
+                        required: vec![],
+                        preferred: vec![],
+                    },
                 })
                 .collect(),
         },

@@ -10,8 +10,9 @@
 //!
 //! A chain composed for a team ([`Chain::team_then_global`]) knows which of its links
 //! are the team's: after each team link that admits, the host checks that the link only
-//! narrowed the placement it was given ([`crate::narrowing`]) and fails closed
-//! (`widened`, naming the field) otherwise.
+//! narrowed the placement it was given — selectors, resources, labels and annotations
+//! ([`crate::narrowing`]), tolerations and node affinity (`narrowing_scheduling`) — and
+//! fails closed (`widened`, naming the field) otherwise.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,7 +23,7 @@ use crate::contract_check::check_decision;
 use crate::engine::PolicyEngine;
 use crate::error::{ChainError, LoadError, PluginError};
 use crate::model::{Decision, Placement, PolicyRequest};
-use crate::narrowing;
+use crate::{narrowing, narrowing_scheduling};
 use crate::plugin::Plugin;
 
 /// One link of a chain: a plugin and the settings it runs with.
@@ -141,7 +142,7 @@ impl Chain {
                     Decision::Admit { placement: after } if team_link => {
                         narrowing::check(request, &placement, after)
                             .map_err(|w| PluginError::Widened(Box::new(w)))?;
-                        Ok(d)
+                        check_narrowing(&placement, d)
                     }
                     _ => Ok(d),
                 });
@@ -203,4 +204,15 @@ impl Chain {
             trace,
         })
     }
+}
+
+/// A team link's admit may only narrow the placement it was given (the decision has
+/// passed the contract check, so its pools line up with `given`'s).
+fn check_narrowing(given: &Placement, d: Decision) -> Result<Decision, PluginError> {
+    if let Decision::Admit { placement } = &d {
+        for (i, (before, after)) in given.pools.iter().zip(&placement.pools).enumerate() {
+            narrowing_scheduling::check_pool(i, before, after)?;
+        }
+    }
+    Ok(d)
 }

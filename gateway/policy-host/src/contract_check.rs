@@ -1,10 +1,11 @@
 //! The contract a plugin's answer must keep, enforced on every decision (in a chain or
 //! a single call): an admit places exactly the job's pools, in order, with non-negative
-//! finite Ray resources; queue and reject codes are stable identifiers. A violation is
+//! finite Ray resources, well-formed tolerations and node affinity; queue and reject
+//! codes are stable identifiers. A violation is
 //! a [`PluginError::BadOutput`] and fails the admission closed.
 
 use crate::error::PluginError;
-use crate::model::{Decision, PolicyRequest};
+use crate::model::{Decision, PolicyRequest, TolerationOperator};
 
 /// Stable codes are short lowercase identifiers: `[a-z0-9][a-z0-9.-]*`, ≤ 64 chars.
 fn valid_code(code: &str) -> bool {
@@ -45,6 +46,22 @@ pub(crate) fn check_decision(
                 {
                     return Err(PluginError::BadOutput(format!(
                         "placement.pools[{i}].rayResources[{k}] = {v} is not a non-negative number"
+                    )));
+                }
+                for (j, t) in pp.tolerations.iter().enumerate() {
+                    let bad = match t.operator {
+                        TolerationOperator::Equal => t.key.is_none(),
+                        TolerationOperator::Exists => t.value.is_some(),
+                    };
+                    if bad {
+                        return Err(PluginError::BadOutput(format!(
+                            "placement.pools[{i}].tolerations[{j}]: Equal needs a key, Exists takes no value"
+                        )));
+                    }
+                }
+                if let Some(problem) = pp.affinity.problem() {
+                    return Err(PluginError::BadOutput(format!(
+                        "placement.pools[{i}].affinity: {problem}"
                     )));
                 }
             }

@@ -15,7 +15,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use crate::error::LoadError;
 use crate::limits::EngineLimits;
 use crate::sandbox::HostState;
-use crate::wit_v0_1_0;
+use crate::{wit_v0_1_0, wit_v0_2_0};
 
 /// Bytes of each linear memory and table reset in place (only the pages the last
 /// instance dirtied, found with Linux's `PAGEMAP_SCAN`) instead of `madvise`d away.
@@ -82,8 +82,12 @@ impl PolicyEngine {
         let engine = Engine::new(&config).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
 
         let mut linker: Linker<HostState> = Linker::new(&engine);
+        // Every supported contract version's host interface, side by side (their
+        // interface names carry the version, so they never clash).
         wit_v0_1_0::Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(|e| LoadError::Compile(format!("linking host imports: {e:#}")))?;
+            .map_err(|e| LoadError::Compile(format!("linking 0.1.0 host imports: {e:#}")))?;
+        wit_v0_2_0::Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| LoadError::Compile(format!("linking 0.2.0 host imports: {e:#}")))?;
 
         if let Some(dir) = &cache_dir {
             std::fs::create_dir_all(dir).map_err(|e| LoadError::Cache {

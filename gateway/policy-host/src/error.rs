@@ -57,7 +57,9 @@ pub enum PluginError {
     /// The plugin returned something the contract forbids.
     #[error("plugin returned a malformed decision: {0}")]
     BadOutput(String),
-    /// A team plugin widened the placement ([`crate::narrowing`]).
+    /// A team plugin widened the placement ([`crate::narrowing`] for selectors,
+    /// resources, labels and annotations; `narrowing_scheduling` for tolerations and
+    /// node affinity).
     #[error("team plugin widened the placement: {0}")]
     Widened(Box<crate::narrowing::Widening>),
     /// The host could not instantiate the plugin (e.g. the instance pool is exhausted).

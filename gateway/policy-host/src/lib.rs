@@ -1,7 +1,8 @@
 //! `forge-policy-host`: the WebAssembly policy host.
 //!
 //! Admission asks a chain of sandboxed policy plugins (components targeting
-//! `forge:policy/policy@0.1.0`, see `wit/`) whether and where a job may run. This crate
+//! `forge:policy/policy@0.2.0` or the older `@0.1.0`, side by side in one chain, see
+//! `wit/`) whether and where a job may run. This crate
 //! runs them and knows nothing of HTTP, jobs or storage, so the gateway, the `forge`
 //! command-line client (`forge plugin run`) and the tests all use the same host with the
 //! same checks and limits.
@@ -25,10 +26,14 @@ pub mod error;
 pub mod limits;
 pub mod model;
 pub mod narrowing;
+mod narrowing_scheduling;
 pub mod plugin;
 pub mod runner;
 mod sandbox;
+pub mod scheduling;
+mod wit_maps;
 mod wit_v0_1_0;
+mod wit_v0_2_0;
 
 pub use chain::{Chain, ChainLink, ChainOutcome, TraceEntry};
 pub use engine::PolicyEngine;

@@ -1,13 +1,19 @@
 //! The host's own view of policy inputs and decisions.
 //!
 //! These types are independent of any WIT version: every supported contract version
-//! (`wit_v0_1_0`, later ones) converts to and from them, so the rest of the gateway
+//! (`wit_v0_1_0`, `wit_v0_2_0`) converts to and from them, so the rest of the gateway
 //! never depends on generated bindings. They serialize to stable camelCase JSON for
-//! the API (decision traces, dry-run reviews) and the job store.
+//! the API (decision traces, dry-run reviews) and the job store; fields added after
+//! 0.1.0 default when absent, so records written before them still read.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::scheduling::{
+    NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, PreferredTerm, SelectorOperator,
+    SeriesTaint, Taint, TaintEffect, Toleration, TolerationOperator, untolerated,
+};
 
 /// Whether the job's storage claim can be mounted by many nodes at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,14 +25,31 @@ pub enum StorageMode {
     ReadWriteOnce,
 }
 
+/// What is being placed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// A batch training job (a RayJob that runs to completion).
+    #[default]
+    Training,
+    /// A long-running inference server (the playground).
+    Inference,
+}
+
 /// One pool of identical machines.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolView {
     pub name: String,
     pub nodes: u32,
     pub gpus_per_node: u32,
     pub series: Option<String>,
+    /// CPU per machine in millicores, if the job names it (else the series default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_millis: Option<u64>,
+    /// Memory per machine in bytes, if the job names it (else the series default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
 }
 
 /// The job as policy sees it.
@@ -37,6 +60,8 @@ pub struct JobView {
     pub team: String,
     pub name: String,
     pub framework: String,
+    #[serde(default)]
+    pub kind: WorkloadKind,
     pub priority: i32,
     pub pools: Vec<PoolView>,
     pub storage: StorageMode,
@@ -62,6 +87,19 @@ pub struct SeriesCapacity {
     pub free: u32,
     pub largest_free_block: u32,
     pub nodes: u32,
+    /// GPUs on schedulable, Ready nodes with a blocking taint Forge's pods do not
+    /// tolerate (not in `allocatable`/`free`).
+    #[serde(default)]
+    pub tainted: u32,
+    /// The distinct taints on the series' nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<SeriesTaint>,
+    /// CPU (millicores) a machine placed here gets when its pool names none.
+    #[serde(default)]
+    pub default_cpu_millis: u64,
+    /// Memory (bytes) a machine placed here gets when its pool names none.
+    #[serde(default)]
+    pub default_memory_bytes: u64,
 }
 
 /// The cluster as the scheduler sees it.
@@ -101,6 +139,12 @@ pub struct PoolPlacement {
     pub ray_resources: BTreeMap<String, f64>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// Tolerations added to the pool's pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Node affinity of the pool's pods.
+    #[serde(default, skip_serializing_if = "NodeAffinity::is_empty")]
+    pub affinity: NodeAffinity,
 }
 
 /// Placement of every pool, in the order of the job's pools.

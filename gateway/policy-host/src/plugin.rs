@@ -17,14 +17,23 @@ use crate::error::{LoadError, PluginError};
 use crate::limits::PluginLimits;
 use crate::model;
 use crate::sandbox::HostState;
-use crate::wit_v0_1_0;
+use crate::{wit_v0_1_0, wit_v0_2_0};
 
 /// Contract versions this host can run, for error messages.
-pub const SUPPORTED_WORLDS: &str = "forge:policy/policy@0.1.0";
+pub const SUPPORTED_WORLDS: &str = "forge:policy/policy@0.2.0, forge:policy/policy@0.1.0";
+
+/// Every import a plugin of a supported version may have (host and types interfaces).
+const ALLOWED_IMPORTS: [&str; 4] = [
+    wit_v0_2_0::HOST_IMPORT,
+    wit_v0_2_0::TYPES_IMPORT,
+    wit_v0_1_0::HOST_IMPORT,
+    wit_v0_1_0::TYPES_IMPORT,
+];
 
 /// The contract version a plugin was built against, with its pre-instantiated form.
 enum Abi {
     V0_1_0(wit_v0_1_0::PolicyPre<HostState>),
+    V0_2_0(wit_v0_2_0::PolicyPre<HostState>),
 }
 
 /// A policy plugin ready to be instantiated per call.
@@ -109,17 +118,27 @@ impl Plugin {
             .linker()
             .instantiate_pre(&component)
             .map_err(|e| LoadError::ForbiddenImport(format!("{e:#}")))?;
-        let pre = wit_v0_1_0::PolicyPre::new(instance_pre).map_err(|e| LoadError::WrongWorld {
-            supported: SUPPORTED_WORLDS,
-            detail: format!("{e:#}"),
-        })?;
+        // The newest contract first; a component's exports type-check against exactly
+        // one version's bindings.
+        let (world, abi) = match wit_v0_2_0::PolicyPre::new(instance_pre.clone()) {
+            Ok(pre) => ("forge:policy/policy@0.2.0", Abi::V0_2_0(pre)),
+            Err(v2) => match wit_v0_1_0::PolicyPre::new(instance_pre) {
+                Ok(pre) => ("forge:policy/policy@0.1.0", Abi::V0_1_0(pre)),
+                Err(v1) => {
+                    return Err(LoadError::WrongWorld {
+                        supported: SUPPORTED_WORLDS,
+                        detail: format!("as 0.2.0: {v2:#}; as 0.1.0: {v1:#}"),
+                    });
+                }
+            },
+        };
         Ok(Arc::new(Plugin {
             name: name.to_string(),
             version: version.to_string(),
             digest,
-            world: "forge:policy/policy@0.1.0",
+            world,
             limits,
-            abi: Abi::V0_1_0(pre),
+            abi,
             engine: engine.clone(),
         }))
     }
@@ -156,6 +175,13 @@ impl Plugin {
         let deadline_ms = self.enter(&mut store);
         match &self.abi {
             Abi::V0_1_0(pre) => {
+                let inst = pre
+                    .instantiate(&mut store)
+                    .map_err(|e| classify_instantiate(&store, &e, deadline_ms))?;
+                inst.call_validate_settings(&mut store, settings)
+                    .map_err(|e| store.data().classify(&e, deadline_ms))
+            }
+            Abi::V0_2_0(pre) => {
                 let inst = pre
                     .instantiate(&mut store)
                     .map_err(|e| classify_instantiate(&store, &e, deadline_ms))?;
@@ -207,7 +233,17 @@ impl Plugin {
                 let out = inst
                     .call_evaluate(&mut *store, settings, &req)
                     .map_err(|e| store.data().classify(&e, deadline_ms))?;
-                wit_v0_1_0::decision_from_wit(out)
+                wit_v0_1_0::decision_from_wit(out, placement)
+            }
+            Abi::V0_2_0(pre) => {
+                let inst = pre
+                    .instantiate(&mut *store)
+                    .map_err(|e| classify_instantiate(store, &e, deadline_ms))?;
+                let req = wit_v0_2_0::request_to_wit(request, placement);
+                let out = inst
+                    .call_evaluate(&mut *store, settings, &req)
+                    .map_err(|e| store.data().classify(&e, deadline_ms))?;
+                wit_v0_2_0::decision_from_wit(out)
             }
         }
     }
@@ -238,7 +274,7 @@ fn check_imports(engine: &PolicyEngine, component: &Component) -> Result<(), Loa
     let ty = component.component_type();
     for (name, item) in ty.imports(engine.engine()) {
         let allowed = matches!(item.ty, ComponentItem::ComponentInstance(_))
-            && (name == wit_v0_1_0::HOST_IMPORT || name == wit_v0_1_0::TYPES_IMPORT);
+            && ALLOWED_IMPORTS.contains(&name);
         if !allowed {
             return Err(LoadError::ForbiddenImport(name.to_string()));
         }

@@ -4,12 +4,16 @@
 //! Each supported WIT version gets one file like this one; the host picks the version a
 //! component was built against at load time and keeps running older plugins after newer
 //! contract versions are added.
-
-use std::collections::BTreeMap;
+//!
+//! A 0.1.0 plugin sees the subset of the request it knows: GPUs on nodes whose taints
+//! Forge's pods do not tolerate count as `blocked` (they are not usable), and the job's
+//! kind and resources are not shown. Its placement carries the fields added after 0.1.0
+//! (tolerations, node affinity) forward unchanged from the placement it was given.
 
 use crate::error::PluginError;
 use crate::model;
 use crate::sandbox::HostState;
+use crate::wit_maps::{map_from_wit, map_to_wit};
 
 wasmtime::component::bindgen!({
     path: "../../wit/policy@0.1.0",
@@ -37,14 +41,6 @@ impl self::forge::policy::host::Host for HostState {
         };
         self.log(level, message);
     }
-}
-
-fn map_to_wit(map: &BTreeMap<String, String>) -> Vec<(String, String)> {
-    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-}
-
-fn map_from_wit(list: Vec<(String, String)>) -> BTreeMap<String, String> {
-    list.into_iter().collect()
 }
 
 /// Host request + placement so far → the generated `request` record.
@@ -84,7 +80,7 @@ pub fn request_to_wit(req: &model::PolicyRequest, placement: &model::Placement) 
                     total: s.total,
                     allocatable: s.allocatable,
                     in_use: s.in_use,
-                    blocked: s.blocked,
+                    blocked: s.blocked.saturating_add(s.tainted),
                     free: s.free,
                     largest_free_block: s.largest_free_block,
                     nodes: s.nodes,
@@ -125,22 +121,32 @@ fn placement_to_wit(p: &model::Placement) -> wit::Placement {
     }
 }
 
-/// Generated `decision` → host decision. Structural checks of the placement happen in
-/// the chain, which knows the job.
-pub fn decision_from_wit(d: wit::Decision) -> Result<model::Decision, PluginError> {
+/// Generated `decision` → host decision; `given` is the placement the plugin was
+/// shown, whose post-0.1.0 fields each returned pool keeps. Structural checks of the
+/// placement happen in the chain, which knows the job.
+pub fn decision_from_wit(
+    d: wit::Decision,
+    given: &model::Placement,
+) -> Result<model::Decision, PluginError> {
+    let carried = |pool: &str| given.pools.iter().find(|p| p.pool == pool);
     Ok(match d {
         wit::Decision::Admit(p) => model::Decision::Admit {
             placement: model::Placement {
                 pools: p
                     .pools
                     .into_iter()
-                    .map(|pp| model::PoolPlacement {
-                        pool: pp.pool,
-                        series: pp.series,
-                        node_selector: map_from_wit(pp.node_selector),
-                        ray_resources: pp.ray_resources.into_iter().collect(),
-                        labels: map_from_wit(pp.labels),
-                        annotations: map_from_wit(pp.annotations),
+                    .map(|pp| {
+                        let before = carried(&pp.pool);
+                        model::PoolPlacement {
+                            tolerations: before.map(|b| b.tolerations.clone()).unwrap_or_default(),
+                            affinity: before.map(|b| b.affinity.clone()).unwrap_or_default(),
+                            pool: pp.pool,
+                            series: pp.series,
+                            node_selector: map_from_wit(pp.node_selector),
+                            ray_resources: pp.ray_resources.into_iter().collect(),
+                            labels: map_from_wit(pp.labels),
+                            annotations: map_from_wit(pp.annotations),
+                        }
                     })
                     .collect(),
             },

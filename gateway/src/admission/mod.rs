@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use forge_policy_host::ChainOutcome;
 use forge_policy_host::model::{
-    ClusterView, JobView, PolicyRequest, PoolView, SeriesUsage, StorageMode,
+    ClusterView, JobView, PolicyRequest, PoolView, SeriesUsage, StorageMode, WorkloadKind,
 };
 
 pub use decision::{decision_record, primary_series, rejecting_plugin};
@@ -84,6 +84,7 @@ impl Admission {
             team: team.to_string(),
             name: spec.name.clone(),
             framework: spec.framework.clone(),
+            kind: WorkloadKind::Training,
             priority: spec.priority,
             pools: spec
                 .pools
@@ -93,6 +94,8 @@ impl Admission {
                     nodes: p.nodes,
                     gpus_per_node: p.gpus_per_node,
                     series: p.series.clone(),
+                    cpu_millis: p.cpus_per_node.map(|c| u64::from(c) * 1000),
+                    memory_bytes: p.memory_bytes(),
                 })
                 .collect(),
             storage: if self.config.storage.shared {

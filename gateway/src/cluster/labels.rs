@@ -17,6 +17,9 @@ pub const LABEL_TEAM: &str = "forge.dev/team";
 pub const LABEL_INSTANCE: &str = "forge.dev/instance";
 /// Annotation: the capsule digest.
 pub const ANNOTATION_CAPSULE: &str = "forge.dev/capsule-sha256";
+/// Pod annotation: the GPUs a Forge pod stands for (its logical GPUs when the pod
+/// requests no `nvidia.com/gpu`, on GPU-less clusters).
+pub const ANNOTATION_GPUS: &str = "forge.dev/gpus";
 /// Label prefix reserved for Forge: plugins and specs may not set it.
 pub const FORGE_PREFIX: &str = "forge.dev/";
 
@@ -24,6 +27,10 @@ pub const FORGE_PREFIX: &str = "forge.dev/";
 pub const RAY_CLUSTER: &str = "ray.io/cluster";
 /// KubeRay: `head` or `worker`.
 pub const RAY_NODE_TYPE: &str = "ray.io/node-type";
+/// KubeRay: the pod's group, `headgroup` or the worker group's name.
+pub const RAY_GROUP: &str = "ray.io/group";
+/// KubeRay's name of the head pod's group.
+pub const HEAD_GROUP: &str = "headgroup";
 /// Kubernetes Jobs: the Job a pod belongs to (the RayJob's submitter Job is named
 /// after the RayJob).
 pub const JOB_NAME: &str = "batch.kubernetes.io/job-name";

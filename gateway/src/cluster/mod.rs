@@ -12,12 +12,14 @@ pub mod events;
 pub mod labels;
 pub mod lease;
 pub mod network_policies;
+pub mod nodes;
 pub mod pods;
 pub mod rayjob;
 pub mod rayjobs;
 
 pub use capacity::Capacity;
 pub use network_policies::{Applied, NetworkPolicies};
+pub use nodes::{NodeConventions, NodeRoom};
 pub use pods::{LogSource, Pods};
 pub use rayjob::{RayJob, RayJobStatus};
 pub use rayjobs::{Created, RayJobs};

@@ -55,6 +55,21 @@ pub struct RayJobSpec {
     /// The cluster the job runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ray_cluster_spec: Option<RayClusterSpec>,
+    /// The submitter pod (KubeRay fills in its command and environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter_pod_template: Option<PodTemplateSpec>,
+    /// The submitter Job's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter_config: Option<SubmitterConfig>,
+}
+
+/// `spec.submitterConfig` (KubeRay v1.7.0).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubmitterConfig {
+    /// The submitter Job's `backoffLimit` (KubeRay's default: 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_limit: Option<i32>,
 }
 
 /// The RayCluster a RayJob creates.

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 
 use super::model::{
     Config, DatabaseConfig, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig,
-    S3Config, StorageConfig,
+    PodsConfig, S3Config, StorageConfig,
 };
+use super::per_series::PerSeries;
 use super::secret::Secret;
 
 /// The members of `FORGE_S3_*` read so far.
@@ -61,6 +62,14 @@ impl Draft {
                 gpu_passthrough: false,
                 operator_namespace: String::new(),
                 run_as_user: None,
+            },
+            pods: PodsConfig {
+                cpus_per_node: PerSeries::default(),
+                memory_per_node: PerSeries::default(),
+                object_store_memory: PerSeries::default(),
+                tolerations: Vec::new(),
+                gpu_count_label: String::new(),
+                gpus_per_node: PerSeries::default(),
             },
             storage: StorageConfig {
                 root: String::new(),

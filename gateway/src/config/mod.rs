@@ -38,7 +38,8 @@
 //!    `cargo run -p forge-gateway -- config-table --readme README.md`.
 //!
 //! Files: `model.rs` the typed config, `vars.rs` the table, `descriptor.rs` its entry
-//! type, `values.rs` the value parsers, `draft.rs` the config while it is built,
+//! type, `values.rs` the value parsers, `per_series.rs` per-series values,
+//! `draft.rs` the config while it is built,
 //! `reader.rs` the table applied to a variable map, `file.rs` the config file,
 //! `load.rs` `from_env`/`from_env_map`, `validate.rs` cross-variable checks,
 //! `table.rs` the Markdown table, `error.rs` the errors, `secret.rs` [`Secret`],
@@ -51,6 +52,7 @@ mod error;
 mod file;
 mod load;
 mod model;
+mod per_series;
 mod reader;
 mod secret;
 mod table;
@@ -64,9 +66,10 @@ mod tests;
 pub use dev::dev_defaults;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
-    Config, DatabaseConfig, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig,
-    S3Config, StorageConfig,
+    Config, DEFAULT_CPUS_PER_NODE, DEFAULT_MEMORY_PER_NODE, DatabaseConfig, FleetKind,
+    GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig, PodsConfig, S3Config, StorageConfig,
 };
+pub use per_series::PerSeries;
 pub use secret::Secret;
 pub use table::{TableError, markdown_table, update_readme};
 pub use vars::{CONFIG_FILE, IMAGE_PREFIX, framework_of_image_var, is_known};

@@ -6,7 +6,15 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use forge_policy_host::model::Toleration;
+
+use super::per_series::PerSeries;
 use super::secret::Secret;
+
+/// CPUs a machine gets when neither its pool nor `FORGE_K8S_CPUS_PER_NODE` names any.
+pub const DEFAULT_CPUS_PER_NODE: u32 = 8;
+/// Memory a machine gets when neither its pool nor `FORGE_K8S_MEMORY_PER_NODE` names any.
+pub const DEFAULT_MEMORY_PER_NODE: u64 = 32 << 30;
 
 /// Where jobs run by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +48,47 @@ pub struct K8sConfig {
     pub operator_namespace: String,
     /// `FORGE_K8S_RUN_AS_USER`: the uid of Ray containers (`None`: the image's user).
     pub run_as_user: Option<i64>,
+}
+
+/// How Forge's pods are sized and where they may run: per-machine resources, the
+/// tolerations of GPU-node taints, and where a node's GPU count comes from on clusters
+/// without `nvidia.com/gpu`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodsConfig {
+    /// `FORGE_K8S_CPUS_PER_NODE`: CPUs per machine, per series.
+    pub cpus_per_node: PerSeries<u32>,
+    /// `FORGE_K8S_MEMORY_PER_NODE`: memory bytes per machine, per series.
+    pub memory_per_node: PerSeries<u64>,
+    /// `FORGE_K8S_OBJECT_STORE_MEMORY`: Ray object store bytes per machine, per series.
+    pub object_store_memory: PerSeries<u64>,
+    /// `FORGE_K8S_GPU_TOLERATIONS`: tolerations on every Forge pod.
+    pub tolerations: Vec<Toleration>,
+    /// `FORGE_K8S_GPU_COUNT_LABEL`: node label with the GPU count when nodes have no
+    /// `nvidia.com/gpu` (GPU-less clusters, `FORGE_K8S_GPU_PASSTHROUGH=0`).
+    pub gpu_count_label: String,
+    /// `FORGE_K8S_GPUS_PER_NODE`: GPU count of nodes without `nvidia.com/gpu` nor the
+    /// count label, per series.
+    pub gpus_per_node: PerSeries<u32>,
+}
+
+impl PodsConfig {
+    /// CPU millicores of a machine on `series` whose pool names none.
+    pub fn cpu_millis(&self, series: &str) -> u64 {
+        u64::from(
+            self.cpus_per_node
+                .get(series)
+                .copied()
+                .unwrap_or(DEFAULT_CPUS_PER_NODE),
+        ) * 1000
+    }
+
+    /// Memory bytes of a machine on `series` whose pool names none.
+    pub fn memory_bytes(&self, series: &str) -> u64 {
+        self.memory_per_node
+            .get(series)
+            .copied()
+            .unwrap_or(DEFAULT_MEMORY_PER_NODE)
+    }
 }
 
 /// Shared storage settings.
@@ -204,6 +253,8 @@ pub struct Config {
     pub nemo_rl_dir: Option<String>,
     /// Kubernetes.
     pub k8s: K8sConfig,
+    /// Pod sizing and placement.
+    pub pods: PodsConfig,
     /// Storage.
     pub storage: StorageConfig,
     /// KubeRay.

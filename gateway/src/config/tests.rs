@@ -8,7 +8,8 @@ use super::descriptor::{Fallback, Name};
 use super::draft::Draft;
 use super::file::MAX_FILE_BYTES;
 use super::model::{
-    DatabaseConfig, GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig, StorageConfig,
+    DatabaseConfig, GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig, PodsConfig,
+    StorageConfig,
 };
 use super::vars::VARS;
 use super::*;
@@ -92,6 +93,20 @@ fn defaults_apply() {
             gpu_passthrough: true,
             operator_namespace: "kuberay-system".into(),
             run_as_user: Some(1000),
+        },
+        pods: PodsConfig {
+            cpus_per_node: PerSeries {
+                fallback: Some(8),
+                series: Default::default(),
+            },
+            memory_per_node: PerSeries {
+                fallback: Some(32 << 30),
+                series: Default::default(),
+            },
+            object_store_memory: PerSeries::default(),
+            tolerations: Vec::new(),
+            gpu_count_label: "starforge/gpu-count".into(),
+            gpus_per_node: PerSeries::default(),
         },
         storage: StorageConfig {
             root: "/starforge".into(),

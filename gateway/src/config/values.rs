@@ -5,9 +5,13 @@
 
 use std::net::SocketAddr;
 
+use forge_policy_host::model::{TaintEffect, Toleration, TolerationOperator};
+
+use crate::domain::quantity;
 use crate::jobspec::names;
 
 use super::model::FleetKind;
+use super::per_series::PerSeries;
 
 /// The result of one parser: the value, or why it is invalid.
 pub type Parsed<T> = Result<T, String>;
@@ -213,6 +217,74 @@ pub fn framework(name: &str) -> Parsed<String> {
     }
 }
 
+/// Whole CPUs per series (`8`, `h100=88,*=8`), each 1..=1024.
+pub fn cpus_per_series(v: &str) -> Parsed<PerSeries<u32>> {
+    PerSeries::parse(v, |x| int(x, 1, 1024))
+}
+
+/// A count of GPUs per series (`8`, `h100=8,*=4`), each 0..=64.
+pub fn gpus_per_series(v: &str) -> Parsed<PerSeries<u32>> {
+    PerSeries::parse(v, |x| int(x, 0, 64))
+}
+
+/// Bytes per series from positive quantities (`32Gi`, `h100=900Gi,*=32Gi`).
+pub fn bytes_per_series(v: &str) -> Parsed<PerSeries<u64>> {
+    PerSeries::parse(v, |x| match quantity::bytes(x) {
+        Some(b) if b > 0 && names::is_positive_quantity(x) => Ok(b),
+        _ => Err(format!("`{x}` is not a positive quantity (e.g. 32Gi)")),
+    })
+}
+
+/// Tolerations, comma-separated, in `kubectl taint` form: `key=value:Effect` (Equal),
+/// `key:Effect` and `key` (Exists), `key=value` (Equal, any effect), `*` (everything).
+pub fn tolerations(v: &str) -> Parsed<Vec<Toleration>> {
+    let mut out = Vec::new();
+    for item in v.split(',').map(str::trim) {
+        let bad = |why: &str| format!("`{item}`: {why} (use key[=value][:Effect])");
+        if item == "*" {
+            out.push(Toleration {
+                key: None,
+                operator: TolerationOperator::Exists,
+                value: None,
+                effect: None,
+            });
+            continue;
+        }
+        let (kv, effect) = match item.rsplit_once(':') {
+            Some((kv, e)) => {
+                let effect = TaintEffect::parse(e).ok_or_else(|| {
+                    bad("the effect is not NoSchedule, PreferNoSchedule or NoExecute")
+                })?;
+                (kv, Some(effect))
+            }
+            None => (item, None),
+        };
+        let (key, value) = match kv.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (kv, None),
+        };
+        if !names::is_qualified_name(key) {
+            return Err(bad("the key is not a valid taint key"));
+        }
+        if let Some(v) = value
+            && !names::is_label_value(v)
+        {
+            return Err(bad("the value is not a valid taint value"));
+        }
+        out.push(Toleration {
+            key: Some(key.to_string()),
+            operator: if value.is_some() {
+                TolerationOperator::Equal
+            } else {
+                TolerationOperator::Exists
+            },
+            value: value.map(str::to_string),
+            effect,
+        });
+    }
+    Ok(out)
+}
+
 /// `v` when `ok`, else "`v` is not {what}".
 fn checked(v: &str, ok: bool, what: &str) -> Parsed<String> {
     if ok {
@@ -232,6 +304,38 @@ mod tests {
         assert!(int::<u64>("0", 1, 10).is_err());
         assert!(int::<u64>("x", 1, 10).is_err());
         assert!(int::<u8>("300", 0, 1000).is_err());
+    }
+
+    #[test]
+    fn tolerations_in_kubectl_form() {
+        let t = tolerations("nvidia.com/gpu=present:NoSchedule, dedicated:NoExecute, spot, *")
+            .expect("valid");
+        assert_eq!(t.len(), 4);
+        assert_eq!(t[0].operator, TolerationOperator::Equal);
+        assert_eq!(t[0].value.as_deref(), Some("present"));
+        assert_eq!(t[0].effect, Some(TaintEffect::NoSchedule));
+        assert_eq!(t[1].operator, TolerationOperator::Exists);
+        assert_eq!(t[1].effect, Some(TaintEffect::NoExecute));
+        assert_eq!((t[2].key.as_deref(), t[2].effect), (Some("spot"), None));
+        assert_eq!(
+            (t[3].key.as_deref(), t[3].operator),
+            (None, TolerationOperator::Exists)
+        );
+        for bad in ["gpu:Never", "bad key", "k=v v", ""] {
+            assert!(tolerations(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn per_series_resources() {
+        assert_eq!(
+            bytes_per_series("h100=900Gi,*=32Gi")
+                .expect("ok")
+                .get("h200"),
+            Some(&(32 << 30))
+        );
+        assert!(bytes_per_series("0").is_err());
+        assert!(cpus_per_series("2000").is_err());
     }
 
     #[test]

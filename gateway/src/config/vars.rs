@@ -13,9 +13,10 @@ use super::descriptor::{Fallback, Var};
 use super::draft::put;
 use super::secret::Secret;
 use super::values::{
-    absolute_path, boolean, bucket, claim_name, dns_label, fleet_kind, framework, identity, image,
-    int, label_key, label_value, postgres_url, quantity, ray_version, run_as_user, socket_addr,
-    sub_path, text, url,
+    absolute_path, boolean, bucket, bytes_per_series, claim_name, cpus_per_series, dns_label,
+    fleet_kind, framework, gpus_per_series, identity, image, int, label_key, label_value,
+    postgres_url, quantity, ray_version, run_as_user, socket_addr, sub_path, text, tolerations,
+    url,
 };
 
 /// The variable naming the optional config file (read before the others).
@@ -126,6 +127,42 @@ pub static VARS: &[Var] = &[
         "uid Ray containers run as (`runAsNonRoot`; `1000` is `ray` in the rayproject images), or `image` for images that must keep their own user",
     ),
     Var::new(
+        "FORGE_K8S_GPU_COUNT_LABEL",
+        Fallback::Value("starforge/gpu-count"),
+        |d, _, v| put(&mut d.cfg.pods.gpu_count_label, label_key(v)),
+        "node label holding a node's GPU count where nodes have no `nvidia.com/gpu` (GPU-less clusters; read when a node has no `nvidia.com/gpu`)",
+    ),
+    Var::new(
+        "FORGE_K8S_GPUS_PER_NODE",
+        NONE,
+        |d, _, v| put(&mut d.cfg.pods.gpus_per_node, gpus_per_series(v)),
+        "GPU count of nodes with neither `nvidia.com/gpu` nor the count label: `8` or per series `h100=8,*=4`",
+    ),
+    Var::new(
+        "FORGE_K8S_GPU_TOLERATIONS",
+        NONE,
+        |d, _, v| put(&mut d.cfg.pods.tolerations, tolerations(v)),
+        "tolerations of every Forge pod, `kubectl taint` form, comma-separated: `key=value:Effect`, `key:Effect`, `key`, `*`. Capacity and the gang fit count only nodes whose `NoSchedule`/`NoExecute` taints these (plus a placement's) tolerate",
+    ),
+    Var::new(
+        "FORGE_K8S_CPUS_PER_NODE",
+        Fallback::Value("8"),
+        |d, _, v| put(&mut d.cfg.pods.cpus_per_node, cpus_per_series(v)),
+        "CPUs of a machine whose pool names no `cpusPerNode` (requests = limits): `8` or per series `h100=88,*=8`",
+    ),
+    Var::new(
+        "FORGE_K8S_MEMORY_PER_NODE",
+        Fallback::Value("32Gi"),
+        |d, _, v| put(&mut d.cfg.pods.memory_per_node, bytes_per_series(v)),
+        "memory of a machine whose pool names no `memoryPerNode` (requests = limits): `32Gi` or per series `h100=900Gi,*=32Gi`",
+    ),
+    Var::new(
+        "FORGE_K8S_OBJECT_STORE_MEMORY",
+        Fallback::Unset("— (30% of the memory, at most `FORGE_K8S_SHM_SIZE`)"),
+        |d, _, v| put(&mut d.cfg.pods.object_store_memory, bytes_per_series(v)),
+        "Ray object store of a machine whose pool names no `objectStoreMemory`: a quantity, or per series",
+    ),
+    Var::new(
         "FORGE_STORAGE_ROOT",
         Fallback::Value("/starforge"),
         |d, _, v| put(&mut d.cfg.storage.root, absolute_path(v)),
@@ -177,7 +214,7 @@ pub static VARS: &[Var] = &[
         "FORGE_KUBERAY_PRERUNNING_DEADLINE_S",
         Fallback::Value("1800"),
         |d, _, v| put(&mut d.cfg.kuberay.prerunning_deadline_s, int(v, 1, INT32)),
-        "default `preRunningDeadlineSeconds` (> 0)",
+        "default pre-running deadline (> 0): the RayJob's `preRunningDeadlineSeconds`, and enforced by the gateway too (an older operator ignores the field)",
     ),
     Var::new(
         "FORGE_S3_ENDPOINT",

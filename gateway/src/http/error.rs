@@ -365,11 +365,6 @@ impl IntoResponse for ApiError {
                     PluginError::Widened(w) => format!("widened: {w}"),
                     other => other.cause().to_string(),
                 };
-                let mut details =
-                    json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() });
-                if let Some(field) = e.source.field() {
-                    details["field"] = json!(field);
-                }
                 Answer::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "policy-failed",
@@ -378,7 +373,7 @@ impl IntoResponse for ApiError {
                         e.plugin
                     ),
                 )
-                .details(details)
+                .details(chain_failure_details(&e))
             }
             ApiError::Policy(EvalError::ScopeUnavailable {
                 scope,
@@ -432,6 +427,19 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// Details of a chain that failed closed: the plugin and the cause, and for a team link
+/// that widened the placement the host's own account of which field it widened (host
+/// text, never the plugin's — a plugin's trap or output is logged, not echoed).
+fn chain_failure_details(e: &forge_policy_host::ChainError) -> Value {
+    let mut details = json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() });
+    if let PluginError::Widened(w) = &e.source {
+        // The gateway's own description of the widening (never the plugin's output).
+        details["field"] = json!(w.field);
+        details["reason"] = json!(w.to_string());
+    }
+    details
 }
 
 #[cfg(test)]

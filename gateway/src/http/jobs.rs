@@ -6,7 +6,8 @@
 //! - `GET /v1/jobs?state=&team=&limit=&cursor=`: newest first; members see their team,
 //!   admins every team (or one with `team=`).
 //! - `GET /v1/jobs/{id}`: the job with its queue position and reason, history and
-//!   decisions. `DELETE /v1/jobs/{id}`: cancel.
+//!   decisions, and while it starts or runs its Ray dashboard (address and
+//!   `kubectl port-forward` command). `DELETE /v1/jobs/{id}`: cancel.
 //! - `GET /v1/jobs/{id}/logs?name=driver|head&offset=N|tail=N&follow=true`: the
 //!   archived log once the job ended, live before; from a byte offset or the last
 //!   lines; with `follow`, live until the job ends and then the archived rest. The
@@ -26,6 +27,7 @@ use super::submission;
 use crate::auth::{Caller, Role};
 use crate::cluster::LogSource;
 use crate::domain::JobState;
+use crate::jobs::dashboard::Dashboard;
 use crate::jobs::{Diagnosis, JobError, LogStart, PendingReason, QueueEntry};
 use crate::state::AppState;
 use crate::store::{DecisionRecord, HistoryEntry, JobRecord, ListQuery, StoreError};
@@ -51,6 +53,9 @@ pub struct JobResponse {
     /// Why a dispatched job is not running yet (single-job reads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingReason>,
+    /// The Ray dashboard of a starting or running job (single-job reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dashboard: Option<Dashboard>,
 }
 
 /// The decision made at submission.
@@ -75,6 +80,7 @@ fn response(state: &AppState, job: JobRecord) -> JobResponse {
         history: None,
         decisions: None,
         pending: None,
+        dashboard: None,
     }
 }
 
@@ -180,10 +186,15 @@ pub async fn get(
     } else {
         None
     };
+    let dashboard = jobs.dashboard(&job).await.unwrap_or_else(|e| {
+        tracing::warn!(job = %job.id, "dashboard address: {e}");
+        None
+    });
     let mut resp = response(&state, job);
     resp.history = Some(history);
     resp.decisions = Some(decisions);
     resp.pending = pending;
+    resp.dashboard = dashboard;
     Ok(Json(resp))
 }
 

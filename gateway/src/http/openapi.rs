@@ -179,7 +179,7 @@ pub fn document() -> Value {
             },
             "/v1/jobs/{id}": {
                 "parameters": id_param.clone(),
-                "get": {"summary": "A job with queue position, reason, history and decisions",
+                "get": {"summary": "A job with queue position, reason, history and decisions, and its Ray dashboard (address, kubectl port-forward command) while it starts or runs",
                     "responses": {"200": job_response("the job"), "404": error_response("not found (or another team's)")}},
                 "delete": {"summary": "Cancel a job",
                     "responses": {"200": job_response("cancelled"), "404": error_response("not found"), "409": error_response("not-cancellable")}}

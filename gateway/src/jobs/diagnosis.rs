@@ -3,12 +3,15 @@
 //! every pod of the job ([`crate::cluster::Pods::of_job`]) — and their events
 //! ([`crate::cluster::events`]).
 //!
-//! The structured pending reason prefers the most specific signal: a container waiting
-//! on an image pull (`ErrImagePull`, `ImagePullBackOff`), a crash-looping init
-//! container, a volume that cannot mount (`FailedMount`), then the scheduler's
+//! The structured pending reason prefers the most specific signal: a container killed
+//! for exceeding its memory limit (`OOMKilled`, with the limit — also when it is now in
+//! `CrashLoopBackOff` because of it), a container waiting on an image pull
+//! (`ErrImagePull`, `ImagePullBackOff`) on any pod, a crash-looping container, a volume
+//! that cannot attach (`FailedAttachVolume`, e.g. a ReadWriteOnce claim's
+//! `Multi-Attach` error) or mount (`FailedMount`), then the scheduler's
 //! `FailedScheduling` message (`0/4 nodes are available: …`).
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
 use kube::ResourceExt;
 use serde::Serialize;
 
@@ -103,6 +106,14 @@ pub fn pending_reason<'a>(
             .flatten()
             .chain(status.container_statuses.iter().flatten());
         for c in containers {
+            if let Some(message) = oom_killed(pod, c) {
+                return Some(PendingReason {
+                    code: "OOMKilled".into(),
+                    message,
+                    object: format!("Pod/{name}"),
+                    count: c.restart_count.max(1),
+                });
+            }
             if let Some(w) = c.state.as_ref().and_then(|s| s.waiting.as_ref())
                 && let Some(reason) = w.reason.as_deref()
                 && STUCK_WAITING.contains(&reason)
@@ -128,12 +139,14 @@ pub fn pending_reason<'a>(
             unschedulable = Some(name);
         }
     }
-    if let Some(e) = events
-        .iter()
-        .find(|e| e.type_ == "Warning" && e.reason == "FailedMount")
-    {
+    let volume = |reason: &str| {
+        events
+            .iter()
+            .find(|e| e.type_ == "Warning" && e.reason == reason)
+    };
+    if let Some(e) = volume("FailedAttachVolume").or_else(|| volume("FailedMount")) {
         return Some(PendingReason {
-            code: "FailedMount".into(),
+            code: e.reason.clone(),
             message: e.message.clone(),
             object: format!("{}/{}", e.kind, e.object),
             count: e.count,
@@ -159,6 +172,49 @@ pub fn pending_reason<'a>(
         object: format!("Pod/{pod}"),
         count: 1,
     })
+}
+
+/// The first OOM kill among a job's pods (`Pod/<name>: container … was OOMKilled
+/// (limit 8Gi)`), to name the cause when the job fails.
+pub fn first_oom_kill<'a>(pods: impl Iterator<Item = &'a Pod>) -> Option<String> {
+    pods.filter_map(|pod| {
+        let statuses = pod.status.as_ref()?;
+        statuses
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .chain(statuses.container_statuses.iter().flatten())
+            .find_map(|c| oom_killed(pod, c))
+            .map(|m| format!("Pod/{}: {m}", pod.name_any()))
+    })
+    .next()
+}
+
+/// `container <name> was OOMKilled (limit 8Gi)` when the container's current or last
+/// termination was the kernel's OOM killer.
+pub fn oom_killed(pod: &Pod, c: &ContainerStatus) -> Option<String> {
+    let oom = |s: Option<&ContainerState>| {
+        s.and_then(|s| s.terminated.as_ref())
+            .is_some_and(|t| t.reason.as_deref() == Some("OOMKilled"))
+    };
+    if !oom(c.state.as_ref()) && !oom(c.last_state.as_ref()) {
+        return None;
+    }
+    let limit = pod
+        .spec
+        .iter()
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .find(|spec| spec.name == c.name)
+        .and_then(|spec| spec.resources.as_ref()?.limits.as_ref()?.get("memory"))
+        .map_or_else(
+            || "no memory limit".to_string(),
+            |q| format!("limit {}", q.0),
+        );
+    Some(format!("container {} was OOMKilled ({limit})", c.name))
 }
 
 #[cfg(test)]
@@ -232,5 +288,45 @@ mod tests {
             pending_reason(pods.iter(), &mount).map(|r| r.code),
             Some("FailedMount".to_string())
         );
+    }
+
+    #[test]
+    fn oom_kills_name_the_limit_and_attach_errors_win_over_mounts() {
+        let oom = serde_json::from_value::<Pod>(json!({
+            "metadata": {"name": "worker-0"},
+            "spec": {"containers": [{"name": "ray-worker", "resources": {"limits": {"memory": "8Gi"}}}]},
+            "status": {"containerStatuses": [{"name": "ray-worker", "image": "x", "imageID": "",
+                "ready": false, "restartCount": 2,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
+                "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]}
+        }))
+        .expect("pod");
+        assert_eq!(
+            first_oom_kill(std::iter::once(&oom)).as_deref(),
+            Some("Pod/worker-0: container ray-worker was OOMKilled (limit 8Gi)")
+        );
+        let r = pending_reason(std::iter::once(&oom), &[]).expect("reason");
+        assert_eq!(r.code, "OOMKilled");
+        assert_eq!(r.message, "container ray-worker was OOMKilled (limit 8Gi)");
+        assert_eq!((r.object.as_str(), r.count), ("Pod/worker-0", 2));
+
+        let pods = [pod("head", json!({"phase": "Pending"}))];
+        let events = [
+            event(
+                "head",
+                "FailedMount",
+                "Unable to attach or mount volumes",
+                1,
+            ),
+            event(
+                "head",
+                "FailedAttachVolume",
+                "Multi-Attach error for volume \"pvc-1\" Volume is already used by pod(s) other",
+                1,
+            ),
+        ];
+        let r = pending_reason(pods.iter(), &events).expect("reason");
+        assert_eq!(r.code, "FailedAttachVolume");
+        assert!(r.message.starts_with("Multi-Attach error"), "{r:?}");
     }
 }

@@ -34,6 +34,8 @@ use super::queue::{self, Ledger, QueueEntry};
 use super::service::Jobs;
 use crate::admission::{self, Path};
 use crate::cluster::Created;
+use crate::cluster::labels::HEAD_GROUP;
+use crate::config::Config;
 use crate::domain::JobState;
 use crate::rayjob::{self, CapsuleRef, JobView};
 use crate::store::{JobRecord, NewDecision, StoreError, Transition};
@@ -89,40 +91,76 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// What each pool of a job needs, placed by `placement` (or as the spec asks).
-pub fn demands(job: &JobRecord, placement: Option<&Placement>) -> Vec<PoolDemand> {
+/// What each pool of a job needs, placed by `placement` (or as the spec asks): its
+/// series, machines with their GPUs, CPU and memory, and where its pods may go (the
+/// placement's node selector and affinity, the configured tolerations plus the
+/// placement's).
+pub fn demands(job: &JobRecord, placement: Option<&Placement>, cfg: &Config) -> Vec<PoolDemand> {
     job.spec
         .pools
         .iter()
         .enumerate()
-        .map(|(i, pool)| PoolDemand {
-            series: placement
-                .and_then(|p| p.pools.get(i))
+        .map(|(i, pool)| {
+            let placed = placement.and_then(|p| p.pools.get(i));
+            let series = placed
                 .and_then(|p| p.series.clone())
                 .or_else(|| pool.series.clone())
                 .or_else(|| job.queue_series.clone())
-                .unwrap_or_else(|| "unplaced".to_string()),
-            nodes: pool.nodes,
-            gpus_per_node: pool.gpus_per_node,
+                .unwrap_or_else(|| "unplaced".to_string());
+            let (cpu_millis, memory_bytes) = rayjob::cpu_and_memory(pool, &series, cfg);
+            let mut tolerations = cfg.pods.tolerations.clone();
+            tolerations.extend(placed.map(|p| p.tolerations.clone()).unwrap_or_default());
+            PoolDemand {
+                nodes: pool.nodes,
+                gpus_per_node: pool.gpus_per_node,
+                cpu_millis,
+                memory_bytes,
+                node_selector: placed.map(|p| p.node_selector.clone()).unwrap_or_default(),
+                tolerations,
+                affinity: placed.map(|p| p.affinity.clone()).unwrap_or_default(),
+                series,
+            }
         })
         .collect()
 }
 
 /// GPUs per team and series: active jobs as running (where they were placed), queued
 /// jobs as queued (as they ask).
-pub fn ledger_of(active: &[JobRecord], queued: &[JobRecord]) -> Ledger {
+pub fn ledger_of(active: &[JobRecord], queued: &[JobRecord], cfg: &Config) -> Ledger {
     let mut ledger = Ledger::new();
     for job in active {
-        for d in demands(job, job.placement.as_ref()) {
+        for d in demands(job, job.placement.as_ref(), cfg) {
             queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
         }
     }
     for job in queued {
-        for d in demands(job, None) {
+        for d in demands(job, None, cfg) {
             queue::add(&mut ledger, &job.team, &d.series, d.gpus(), false);
         }
     }
     ledger
+}
+
+/// The machines of a dispatched job the scheduler has not bound yet, per pool
+/// (`bound` counts its bound pods per KubeRay group; the head is the primary pool's).
+fn unbound(
+    job: &JobRecord,
+    demand: &PoolDemand,
+    pool_index: usize,
+    bound: &BTreeMap<(String, String), u32>,
+) -> u32 {
+    let pool = &job.spec.pools[pool_index].name;
+    let of = |group: &str| {
+        bound
+            .get(&(job.id.clone(), group.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let mut placed = of(pool);
+    if pool_index == 0 {
+        placed += of(HEAD_GROUP);
+    }
+    demand.nodes.saturating_sub(placed)
 }
 
 /// The cluster view with the pass's reservations applied (`totals` from
@@ -192,21 +230,23 @@ impl Jobs {
         let queued = self.store.queued(None).await?;
         let active = self.store.active().await?;
 
-        // GPUs already promised: active jobs count as running for their team, and the
-        // part of them not yet bound to nodes is reserved out of the free map.
+        // GPUs already promised: active jobs count as running for their team, and their
+        // machines not yet bound to nodes are reserved out of the rooms.
         let capacity = &self.cluster.capacity;
-        let mut free = capacity.free_by_node();
-        let bound = capacity.bound_gpus_by_job();
-        let mut ledger = ledger_of(&active, &queued);
+        let cfg = &self.config;
+        let mut free = capacity.rooms();
+        let bound = capacity.bound_machines();
+        let mut ledger = ledger_of(&active, &queued, cfg);
         for job in &active {
-            let mut unbound = job
-                .spec
-                .total_gpus()
-                .saturating_sub(u64::from(bound.get(&job.id).copied().unwrap_or(0)));
-            for d in demands(job, job.placement.as_ref()) {
-                let take = d.gpus().min(unbound);
-                fit::take(&mut free, &d.series, take);
-                unbound -= take;
+            for (i, d) in demands(job, job.placement.as_ref(), cfg)
+                .into_iter()
+                .enumerate()
+            {
+                let pending = PoolDemand {
+                    nodes: unbound(job, &d, i, &bound),
+                    ..d
+                };
+                fit::reserve_partially(&mut free, &pending);
             }
         }
         if queued.is_empty() {
@@ -221,7 +261,8 @@ impl Jobs {
             .collect();
         let mut standing = Standing::default();
         let mut to_dispatch = Vec::new();
-        let mut totals = fit::totals(&free);
+        let tolerations = &cfg.pods.tolerations;
+        let mut totals = fit::totals(&free, tolerations);
         for job in queued {
             let request = self.admission.request_with(
                 &job.id,
@@ -273,22 +314,18 @@ impl Jobs {
                     standing.waits(&job.id, series, code, message.clone());
                 }
                 Decision::Admit { placement } => {
-                    let wanted = demands(&job, Some(placement));
+                    let wanted = demands(&job, Some(placement), cfg);
                     match fit::reserve(&mut free, &wanted) {
                         Ok(()) => {
                             for d in &wanted {
                                 queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
-                                if let Some(nodes) = free.get(&d.series) {
-                                    let sum = nodes.iter().sum::<u32>();
-                                    let max = nodes.iter().copied().max().unwrap_or(0);
-                                    totals.insert(d.series.clone(), (sum, max));
-                                }
                             }
+                            totals = fit::totals(&free, tolerations);
                             let d = record();
                             to_dispatch.push((job, placement.clone(), d));
                         }
                         Err(nofit) => {
-                            standing.waits(&job.id, series, "capacity.no-room", nofit.to_string());
+                            standing.waits(&job.id, series, nofit.code(), nofit.to_string());
                         }
                     }
                 }
@@ -322,11 +359,7 @@ impl Jobs {
             .clone()
             .ok_or_else(|| JobError::Io(format!("job {} has no capsule", job.id)))?;
         let cfg = &self.config;
-        let pre = job
-            .spec
-            .deadlines
-            .pre_running_seconds
-            .unwrap_or(i64::from(cfg.kuberay.prerunning_deadline_s));
+        let pre = super::pre_running::deadline_s(&job.spec, cfg);
         let active = job.spec.deadlines.active_seconds.unwrap_or(24 * 3600);
         let secs = u64::try_from(pre.saturating_add(active).saturating_add(3600)).unwrap_or(0);
         let ttl = Duration::from_secs(secs).min(MAX_URL_TTL);

@@ -21,7 +21,7 @@ impl Jobs {
     async fn refresh_board(&self) -> Result<(), JobError> {
         let queued = self.store.queued(None).await?;
         let active = self.store.active().await?;
-        let ledger = ledger_of(&active, &queued);
+        let ledger = ledger_of(&active, &queued, &self.config);
         let mut positions: BTreeMap<String, u32> = BTreeMap::new();
         let mut entries = BTreeMap::new();
         for job in &queued {

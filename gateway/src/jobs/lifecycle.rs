@@ -4,7 +4,11 @@
 //! dispatched → initializing → running → succeeded | failed | cancelled | timed-out
 //! ([`super::kuberay_status`]), persisting every transition with its reason. On a
 //! terminal status the job's logs are archived and its RayJob deleted at once
-//! ([`super::cleanup`]; the operator's TTL is only the fallback).
+//! ([`super::cleanup`]; the operator's TTL is only the fallback). A job not running by
+//! its pre-running deadline is timed out here even when the operator ignores
+//! `preRunningDeadlineSeconds` ([`super::pre_running`]). A failing job whose pods show an
+//! OOM kill gets it in its reason (`…; Pod/<name>: container ray-worker was OOMKilled
+//! (limit 8Gi)`).
 //!
 //! It never deletes a RayJob it cannot prove it created: one of its own identity whose
 //! job the store does not know (a store restored from an old backup) is left alone and
@@ -30,8 +34,10 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::runtime::{WatchStreamExt, watcher};
 
+use super::diagnosis::first_oom_kill;
 use super::error::JobError;
 use super::kuberay_status::target_state;
+use super::pre_running;
 use super::service::Jobs;
 use crate::cluster::RayJob;
 use crate::cluster::labels::LABEL_JOB_ID;
@@ -124,7 +130,24 @@ impl Jobs {
             self.start_cleanup(job, obj.clone());
             return Ok(());
         }
-        let (to, reason) = target_state(&obj.status_or_default());
+        let (mut to, mut reason) = target_state(&obj.status_or_default());
+        if !to.is_terminal()
+            && to != JobState::Running
+            && let Some(why) = pre_running::overrun(
+                &job.spec,
+                &self.config,
+                obj,
+                k8s_openapi::jiff::Timestamp::now(),
+            )
+        {
+            // The operator did not time it out (an older KubeRay ignores the field).
+            (to, reason) = (JobState::TimedOut, why);
+        }
+        if to == JobState::Failed
+            && let Some(oom) = self.oom_kill_of(&job.id, &name).await
+        {
+            reason = format!("{reason}; {oom}");
+        }
         let job = if to.is_terminal() && job.state == JobState::Dispatched {
             // Record the passage through initializing for a job that ended before we saw it run.
             self.advance(job, JobState::Initializing, "kuberay.New".into())
@@ -145,6 +168,18 @@ impl Jobs {
             self.start_cleanup(job, obj.clone());
         }
         Ok(())
+    }
+
+    /// The first OOM kill among a failing job's pods, which names its likely cause
+    /// (best effort: a failed lookup only loses that detail).
+    async fn oom_kill_of(&self, job_id: &str, rayjob: &str) -> Option<String> {
+        match self.cluster.pods.of_job(job_id, rayjob).await {
+            Ok(pods) => first_oom_kill(pods.iter()),
+            Err(e) => {
+                tracing::warn!(job = %job_id, "looking for OOM kills: {e}");
+                None
+            }
+        }
     }
 
     /// A RayJob was deleted: a job still holding GPUs through it has failed.

@@ -6,6 +6,7 @@
 
 pub mod cancel;
 pub mod cleanup;
+pub mod dashboard;
 pub mod diagnosis;
 pub mod dispatch;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod kuberay_status;
 pub mod lifecycle;
 pub mod logs;
 pub mod orphans;
+pub mod pre_running;
 pub mod queue;
 pub mod service;
 pub mod submit;

@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use forge_capsule::{CapsuleLimits, CodeSource, assemble};
+use forge_capsule::{CapsuleLimits, CodeSource, assemble, read_requirements};
 use forge_policy_host::ChainOutcome;
 use forge_policy_host::model::Decision;
 use serde::Serialize;
@@ -52,7 +52,7 @@ impl Jobs {
     pub async fn submit(
         &self,
         caller: &Caller,
-        spec: JobSpec,
+        mut spec: JobSpec,
         code: CodeInput,
     ) -> Result<Submitted, JobError> {
         let id = new_job_id();
@@ -114,7 +114,11 @@ impl Jobs {
                 }
                 digest
             }
-            CodeInput::Upload(path) => self.pack_and_store(&caller.team, &spec, path).await?,
+            CodeInput::Upload(path) => {
+                let (digest, requirements) = self.pack_and_store(&caller.team, &spec, path).await?;
+                spec.pip = with_requirements(requirements, std::mem::take(&mut spec.pip));
+                digest
+            }
         };
 
         let reason = match &outcome.decision {
@@ -142,12 +146,14 @@ impl Jobs {
     /// Packs the uploaded archive with the authoritative spec into a capsule and
     /// stores it (content-addressed: an identical capsule is not uploaded again), and
     /// records `team` as one of its owners — also when the bytes were already stored.
+    /// Returns its digest and the entries of the code's `requirements.txt` (a file
+    /// that cannot become a runtime env refuses the upload before anything is stored).
     async fn pack_and_store(
         &self,
         team: &str,
         spec: &JobSpec,
         upload: tempfile::TempPath,
-    ) -> Result<Digest, JobError> {
+    ) -> Result<(Digest, Vec<String>), JobError> {
         let spec_bytes = crate::jobspec::capsule_bytes(spec);
         let out_dir: PathBuf = self.config.gateway.data_dir.join("spool");
         let limits = CapsuleLimits::default();
@@ -155,10 +161,20 @@ impl Jobs {
             let source = CodeSource::Archive(upload.to_path_buf());
             let result = assemble(source, &spec_bytes, None, &limits, &out_dir);
             drop(upload);
-            result
+            let capsule = result?;
+            match read_requirements(&capsule.path) {
+                Ok(requirements) => Ok((capsule, requirements)),
+                Err(e) => {
+                    if let Err(rm) = std::fs::remove_file(&capsule.path) {
+                        tracing::warn!(path = %capsule.path.display(), "removing the packed capsule: {rm}");
+                    }
+                    Err(e)
+                }
+            }
         })
         .await
-        .map_err(|e| JobError::Io(format!("capsule task: {e}")))??;
+        .map_err(|e| JobError::Io(format!("capsule task: {e}")))?;
+        let (capsule, requirements) = capsule?;
         let stored = self.objects.put_file(&capsule.digest, &capsule.path).await;
         if let Err(e) = tokio::fs::remove_file(&capsule.path).await {
             tracing::warn!(path = %capsule.path.display(), "removing the packed capsule: {e}");
@@ -169,6 +185,18 @@ impl Jobs {
         let digest = Digest::parse(&capsule.digest)
             .map_err(|e| JobError::Io(format!("the capsule digest: {e}")))?;
         self.capsules.grant_capsule(&digest, team).await?;
-        Ok(digest)
+        Ok((digest, requirements))
     }
+}
+
+/// The job's packages: the code's `requirements.txt` first, then the spec's own entries
+/// it does not already list.
+fn with_requirements(mut requirements: Vec<String>, named: Vec<String>) -> Vec<String> {
+    for entry in named {
+        let entry = entry.trim().to_string();
+        if !requirements.contains(&entry) {
+            requirements.push(entry);
+        }
+    }
+    requirements
 }

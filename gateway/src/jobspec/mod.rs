@@ -70,8 +70,15 @@ pub const RESERVED_LABEL_PREFIXES: &[&str] = &[
     "kueue.x-k8s.io/",
 ];
 
+/// Most CPUs a single machine may ask for.
+pub const MAX_CPUS_PER_NODE: u32 = 1024;
+/// Least memory a machine may ask for (the Ray head and workers need some).
+pub const MIN_MEMORY_BYTES: u64 = 256 << 20;
+/// Least Ray object store memory (Ray refuses less than 75 MiB).
+pub const MIN_OBJECT_STORE_BYTES: u64 = 75 << 20;
+
 /// One pool of identical machines.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PoolSpec {
     /// Unique within the job (DNS-1123 label); the first pool is the primary: it hosts
@@ -90,6 +97,36 @@ pub struct PoolSpec {
     /// GPU series (a node-label value, e.g. `h200`); policy may choose one if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<String>,
+    /// CPUs per machine (requests = limits, Ray `num-cpus`); defaults to
+    /// `FORGE_K8S_CPUS_PER_NODE` for the pool's series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub cpus_per_node: Option<u32>,
+    /// Memory per machine, a Kubernetes quantity such as `64Gi` (requests = limits);
+    /// defaults to `FORGE_K8S_MEMORY_PER_NODE` for the pool's series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_per_node: Option<String>,
+    /// Ray object store per machine (it lives in `/dev/shm`), a quantity; defaults to
+    /// `FORGE_K8S_OBJECT_STORE_MEMORY`, else 30% of the memory (at most the `/dev/shm`
+    /// size). Must be less than the memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_store_memory: Option<String>,
+}
+
+impl PoolSpec {
+    /// Memory per machine in bytes, if the pool names a valid quantity.
+    pub fn memory_bytes(&self) -> Option<u64> {
+        self.memory_per_node
+            .as_deref()
+            .and_then(crate::domain::quantity::bytes)
+    }
+
+    /// Object store per machine in bytes, if the pool names a valid quantity.
+    pub fn object_store_bytes(&self) -> Option<u64> {
+        self.object_store_memory
+            .as_deref()
+            .and_then(crate::domain::quantity::bytes)
+    }
 }
 
 /// Deadlines of a job, in seconds.
@@ -124,7 +161,7 @@ pub struct SecretRef {
 
 /// A training job as submitted. The team is not part of it: it comes from the
 /// caller's credentials.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(title = "JobSpec")]
 pub struct JobSpec {
@@ -153,6 +190,13 @@ pub struct JobSpec {
     /// them in the Ray containers' environment.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secret_env: BTreeMap<String, SecretRef>,
+    /// Python packages Ray installs with pip in every Ray pod (runtime env `pip`), one
+    /// requirements-file line each (`torch==2.4.0`, `--extra-index-url …`). The code's
+    /// `requirements.txt` is added in front of them at submission. URLs with
+    /// credentials are refused (the runtime env is readable in the RayJob).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 500))]
+    pub pip: Vec<String>,
     /// Whether the job needs the shared storage claim.
     #[serde(default)]
     pub shared_storage: bool,

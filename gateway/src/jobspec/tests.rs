@@ -306,4 +306,57 @@ fn secret_env_names_the_teams_own_secrets_only() {
             serde_json::json!({"K": {"secret": "team-a.x", "key": "k", "value": "leak"}});
     }));
     assert!(e.iter().any(|e| e.code == FieldCode::UnknownField), "{e:?}");
+fn pool_resources_are_checked() {
+    let ok = patched(|v| {
+        v["pools"][0]["cpusPerNode"] = serde_json::json!(32);
+        v["pools"][0]["memoryPerNode"] = serde_json::json!("256Gi");
+        v["pools"][0]["objectStoreMemory"] = serde_json::json!("64Gi");
+    });
+    let spec = parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-a").expect("valid");
+    assert_eq!(spec.pools[0].memory_bytes(), Some(256 << 30));
+    assert_eq!(spec.pools[0].object_store_bytes(), Some(64 << 30));
+
+    let e = errors_of(&patched(|v| {
+        v["pools"][0]["cpusPerNode"] = serde_json::json!(0);
+        v["pools"][0]["memoryPerNode"] = serde_json::json!("lots");
+        v["pools"][1]["memoryPerNode"] = serde_json::json!("100Mi");
+        v["pools"][1]["objectStoreMemory"] = serde_json::json!("1Gi");
+    }));
+    assert!(has(&e, "pools[0].cpusPerNode", FieldCode::Range), "{e:?}");
+    assert!(
+        has(&e, "pools[0].memoryPerNode", FieldCode::Format),
+        "{e:?}"
+    );
+    assert!(has(&e, "pools[1].memoryPerNode", FieldCode::Range), "{e:?}");
+
+    let e = errors_of(&patched(|v| {
+        v["pools"][1]["memoryPerNode"] = serde_json::json!("8Gi");
+        v["pools"][1]["objectStoreMemory"] = serde_json::json!("8Gi");
+    }));
+    assert!(
+        has(&e, "pools[1].objectStoreMemory", FieldCode::Range),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn pip_entries_are_checked_one_by_one() {
+    let errors = errors_of(&patched(|v| {
+        v["pip"] = serde_json::json!([
+            "torch==2.4.0",
+            "--index-url https://bob:s3cret@pypi.internal/simple",
+            "-r other.txt",
+            " ",
+            "--index-url https://${PIP_USER}:${PIP_TOKEN}@pypi.internal/simple"
+        ]);
+    }));
+    assert!(has(&errors, "pip[1]", FieldCode::Format), "{errors:?}");
+    assert!(has(&errors, "pip[2]", FieldCode::Format), "{errors:?}");
+    assert!(has(&errors, "pip[3]", FieldCode::Required), "{errors:?}");
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    let credentials = errors.iter().find(|e| e.field == "pip[1]").expect("pip[1]");
+    assert!(
+        credentials.message.contains("credentials"),
+        "{credentials:?}"
+    );
 }

@@ -5,9 +5,10 @@
 //! the team's own Secrets.
 
 use super::{
-    FieldCode, FieldError, JobSpec, MAX_ENTRYPOINT_BYTES, MAX_ENV, MAX_ENV_VALUE_BYTES,
-    MAX_GPUS_PER_NODE, MAX_NODES_PER_POOL, MAX_POOLS, PoolSpec, RESERVED_ENV_NAMES,
-    RESERVED_ENV_PREFIXES, RESERVED_LABEL_PREFIXES, names, team_secret_prefix,
+    FieldCode, FieldError, JobSpec, MAX_CPUS_PER_NODE, MAX_ENTRYPOINT_BYTES, MAX_ENV,
+    MAX_ENV_VALUE_BYTES, MAX_GPUS_PER_NODE, MAX_NODES_PER_POOL, MAX_POOLS, MIN_MEMORY_BYTES,
+    MIN_OBJECT_STORE_BYTES, PoolSpec, RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES,
+    RESERVED_LABEL_PREFIXES, names, team_secret_prefix,
 };
 use crate::config::Config;
 
@@ -36,6 +37,7 @@ impl JobSpec {
         self.check_pools(&mut p);
         self.check_env(&mut p);
         self.check_secret_env(&mut p);
+        self.check_pip(&mut p);
         self.check_labels(&mut p);
         self.check_deadlines(&mut p);
         self.check_storage(cfg, &mut p);
@@ -126,6 +128,25 @@ impl JobSpec {
                 )
             })
             .collect()
+    }
+
+    fn check_pip(&self, p: &mut Problems) {
+        use forge_capsule::requirements::{MAX_REQUIREMENTS, check_requirement};
+        if self.pip.len() > MAX_REQUIREMENTS {
+            p.push(
+                "pip",
+                FieldCode::Range,
+                format!("at most {MAX_REQUIREMENTS} entries"),
+            );
+        }
+        for (i, entry) in self.pip.iter().enumerate() {
+            let at = format!("pip[{i}]");
+            if entry.trim().is_empty() {
+                p.push(at, FieldCode::Required, "is empty");
+            } else if let Err(e) = check_requirement(entry.trim()) {
+                p.push(at, FieldCode::Format, e.to_string());
+            }
+        }
     }
 
     fn check_env(&self, p: &mut Problems) {
@@ -313,6 +334,58 @@ fn check_pool(i: usize, pool: &PoolSpec, earlier: &[PoolSpec], p: &mut Problems)
             at("series"),
             FieldCode::Format,
             "must be a non-empty Kubernetes label value",
+        );
+    }
+    check_pool_resources(pool, &at, p);
+}
+
+/// CPU, memory and object store of pool `i` (`at` makes its field paths).
+fn check_pool_resources(pool: &PoolSpec, at: &dyn Fn(&str) -> String, p: &mut Problems) {
+    if let Some(cpus) = pool.cpus_per_node
+        && !(1..=MAX_CPUS_PER_NODE).contains(&cpus)
+    {
+        p.push(
+            at("cpusPerNode"),
+            FieldCode::Range,
+            format!("must be 1..={MAX_CPUS_PER_NODE}"),
+        );
+    }
+    let quantity = |field: &str, value: &Option<String>, min: u64, p: &mut Problems| {
+        let text = value.as_deref()?;
+        match crate::domain::quantity::bytes(text) {
+            Some(b) if names::is_positive_quantity(text) && b >= min => Some(b),
+            Some(_) if names::is_positive_quantity(text) => {
+                p.push(
+                    at(field),
+                    FieldCode::Range,
+                    format!("must be at least {} MiB", min >> 20),
+                );
+                None
+            }
+            _ => {
+                p.push(
+                    at(field),
+                    FieldCode::Format,
+                    "must be a Kubernetes quantity such as 64Gi",
+                );
+                None
+            }
+        }
+    };
+    let memory = quantity("memoryPerNode", &pool.memory_per_node, MIN_MEMORY_BYTES, p);
+    let store = quantity(
+        "objectStoreMemory",
+        &pool.object_store_memory,
+        MIN_OBJECT_STORE_BYTES,
+        p,
+    );
+    if let (Some(m), Some(s)) = (memory, store)
+        && s >= m
+    {
+        p.push(
+            at("objectStoreMemory"),
+            FieldCode::Range,
+            "must be less than memoryPerNode (the object store is part of the memory)",
         );
     }
 }

@@ -15,12 +15,20 @@
 //!   (*decision*: KubeRay accepts zero-replica groups, but an empty group only adds
 //!   noise); `minReplicas = maxReplicas = replicas`;
 //! - every pod has `nodeSelector {<FORGE_K8S_GPU_NODE_LABEL>: <series>}` plus the
-//!   placement's selector; Ray resources go in `rayStartParams` only (`num-gpus` and a
-//!   `resources` JSON), never in the group `resources` map, so the two never conflict
-//!   (SEMANTICS §1). Each group advertises `forge.pool.<pool>: 1` per machine
+//!   placement's selector, the tolerations `FORGE_K8S_GPU_TOLERATIONS` plus the
+//!   placement's, and the placement's node affinity ([`scheduling`]); Ray resources go
+//!   in `rayStartParams` only (`num-gpus`, `num-cpus`, `memory`, `object-store-memory`
+//!   and a `resources` JSON), never in the group `resources` map, so the two never
+//!   conflict (SEMANTICS §1). Each group advertises `forge.pool.<pool>: 1` per machine
 //!   (*decision*: lets the entrypoint pin actors to a pool) merged with the placement's
 //!   resources (placement wins);
-//! - `nvidia.com/gpu` limits unless `FORGE_K8S_GPU_PASSTHROUGH=0`;
+//! - the Ray container requests CPU and memory equal to its limits ([`resources`]: the
+//!   pool's `cpusPerNode`/`memoryPerNode`, else `FORGE_K8S_CPUS_PER_NODE` /
+//!   `FORGE_K8S_MEMORY_PER_NODE` of its series), plus `nvidia.com/gpu` unless
+//!   `FORGE_K8S_GPU_PASSTHROUGH=0`; the pod carries `forge.dev/gpus` (its GPUs, counted
+//!   by capacity when it requests no `nvidia.com/gpu`); the capsule fetcher requests
+//!   100m / 128Mi (= limits), so a namespace ResourceQuota on CPU or memory admits the
+//!   pods;
 //! - `/dev/shm` memory emptyDir of `FORGE_K8S_SHM_SIZE`; the storage claim's team
 //!   directory `teams/<team>` at `FORGE_STORAGE_ROOT` (or `FORGE_K8S_STORAGE_MOUNT`)
 //!   *only for jobs with `sharedStorage: true`* (*decision*: a job that did not ask for
@@ -29,6 +37,9 @@
 //!   for jobs with `corpus: true` ([`pod`]);
 //! - `secretEnv` as `env` with `secretKeyRef` on the Ray containers; the restricted
 //!   security context, no service-account token, no service links ([`security`]);
+//! - the submitter pod written out ([`submitter`]: the head's tolerations, job labels,
+//!   requests = limits) and `submitterConfig.backoffLimit: 0` (KubeRay's default is 2:
+//!   a failed driver would be re-run);
 //! - `shutdownAfterJobFinishes: true`, `backoffLimit: 0`, `ttlSecondsAfterFinished`,
 //!   `rayVersion`, `submissionMode: K8sJobMode`, pre-running deadline from the spec or
 //!   `FORGE_KUBERAY_PRERUNNING_DEADLINE_S`, active deadline from the spec;
@@ -36,7 +47,9 @@
 //!   (reachable only as each RayJob's NetworkPolicy allows, [`network`]);
 //! - `runtimeEnvYAML` with `working_dir` and `env_vars` (the spec's env plus
 //!   `FORGE_JOB_ID`, `FORGE_TEAM`, `FORGE_STORAGE_ROOT` when storage is mounted,
-//!   `FORGE_NEMO_RL_DIR` when configured), written by `forge_capsule::runtime_env_yaml`;
+//!   `FORGE_NEMO_RL_DIR` when configured) and `pip` (the spec's packages, which hold
+//!   the code's `requirements.txt` since submission), written by
+//!   `forge_capsule::runtime_env_yaml_of`;
 //! - with a [`forge_capsule::CapsuleInit`] (HTTP-only storage): its init container and
 //!   `forge-capsule` emptyDir are added to every pod (mounted at `/forge/capsule` in the
 //!   init container and the Ray container), and `working_dir` is its
@@ -44,7 +57,10 @@
 
 pub mod network;
 mod pod;
+pub mod resources;
+mod scheduling;
 pub mod security;
+mod submitter;
 
 use std::collections::BTreeMap;
 
@@ -52,12 +68,13 @@ use forge_capsule::CapsuleInit;
 use forge_policy_host::model::Placement;
 use sha2::{Digest as _, Sha256};
 
-use self::pod::{Group, pod_template, ray_start_params};
 use crate::cluster::labels::{ANNOTATION_CAPSULE, FORGE_PREFIX, job_labels};
 use crate::cluster::rayjob::{HeadGroupSpec, RayClusterSpec, RayJob, RayJobSpec, WorkerGroupSpec};
 use crate::config::Config;
 use crate::domain::Digest;
 use crate::jobspec::{JobSpec, names};
+
+pub use resources::{MachineResources, cpu_and_memory, machine_resources};
 
 /// Longest RayJob name KubeRay accepts (`MaxRayJobNameLength`).
 pub const MAX_RAYJOB_NAME: usize = 47;
@@ -139,6 +156,14 @@ pub enum BuildError {
     /// The runtime env could not be serialized.
     #[error("runtime env: {0}")]
     RuntimeEnv(String),
+    /// A machine's resources are inconsistent (e.g. the object store ≥ the memory).
+    #[error("pool {pool}: {reason}")]
+    InvalidResources {
+        /// The pool.
+        pool: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The RayJob name for a job id: `forge-<id>` when that is a DNS-1035 label of at most
@@ -214,8 +239,12 @@ fn runtime_env_yaml(
     if let Some(dir) = &cfg.nemo_rl_dir {
         env.insert("FORGE_NEMO_RL_DIR".into(), dir.clone());
     }
-    forge_capsule::runtime_env_yaml(&working_dir, &env)
-        .map_err(|e| BuildError::RuntimeEnv(e.to_string()))
+    forge_capsule::runtime_env_yaml_of(&forge_capsule::RuntimeEnv {
+        working_dir,
+        env_vars: env,
+        pip: job.spec.pip.clone(),
+    })
+    .map_err(|e| BuildError::RuntimeEnv(e.to_string()))
 }
 
 fn replicas(n: u32) -> Option<i32> {
@@ -274,17 +303,23 @@ pub fn build_rayjob(
         check_pairs(&pool.name, "nodeSelector", &pp.node_selector, true)?;
         check_pairs(&pool.name, "labels", &pp.labels, true)?;
         check_pairs(&pool.name, "annotations", &pp.annotations, false)?;
-        groups.push(Group {
+        groups.push(pod::Group {
             pool,
             placement: pp,
             series,
+            machine: machine_resources(pool, series, cfg)?,
         });
     }
 
     let head_group = &groups[0];
+    let submitter_tolerations = scheduling::tolerations(
+        &head_group.pool.name,
+        &cfg.pods.tolerations,
+        &head_group.placement.tolerations,
+    )?;
     let head = HeadGroupSpec {
-        ray_start_params: ray_start_params(head_group)?,
-        template: pod_template(head_group, true, job, capsule, cfg, image)?,
+        ray_start_params: pod::ray_start_params(head_group)?,
+        template: pod::pod_template(head_group, true, job, capsule, cfg, image)?,
     };
     let mut workers = Vec::new();
     for (i, group) in groups.iter().enumerate() {
@@ -301,8 +336,8 @@ pub fn build_rayjob(
             replicas: replicas(n),
             min_replicas: replicas(n),
             max_replicas: replicas(n),
-            ray_start_params: ray_start_params(group)?,
-            template: pod_template(group, false, job, capsule, cfg, image)?,
+            ray_start_params: pod::ray_start_params(group)?,
+            template: pod::pod_template(group, false, job, capsule, cfg, image)?,
         });
     }
 
@@ -328,6 +363,13 @@ pub fn build_rayjob(
                 head_group_spec: head,
                 worker_group_specs: workers,
             }),
+            submitter_pod_template: Some(submitter::pod_template(
+                job.id,
+                job.team,
+                image,
+                submitter_tolerations,
+            )),
+            submitter_config: Some(submitter::config()),
         },
     );
     rayjob.metadata.namespace = Some(cfg.k8s.namespace.clone());

@@ -1,5 +1,7 @@
-//! One Ray pod template of the RayJob (the head, or a worker group's): labels and
-//! annotations, node selector, GPUs, volumes, the capsule fetcher, the team's Secret
+//! One pod group of the RayJob (the head, or a pool's workers): its `ray start`
+//! parameters and pod template — labels and annotations, image, resources (requests =
+//! limits: CPU, memory and, with passthrough, `nvidia.com/gpu`), node selector,
+//! tolerations and node affinity, volumes, the capsule fetcher, the team's Secret
 //! environment and the restricted security context ([`super::security`]).
 //!
 //! Volumes (*decision*: only what the job asked for):
@@ -27,19 +29,25 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::resources::{MachineResources, ray_resource_params};
 use super::security;
-use super::{BuildError, CapsuleRef, DASHBOARD_PORT, JobView};
-use crate::cluster::labels::{ANNOTATION_CAPSULE, GPU_RESOURCE, job_labels};
+use super::{BuildError, CapsuleRef, DASHBOARD_PORT, JobView, scheduling};
+use crate::cluster::labels::{ANNOTATION_CAPSULE, ANNOTATION_GPUS, GPU_RESOURCE, job_labels};
 use crate::config::{Config, StorageConfig};
+use crate::domain::quantity;
 use crate::jobspec::{JobSpec, PoolSpec};
 
 /// Everything the builder needs to know about one pod group.
 pub(super) struct Group<'a> {
-    pub(super) pool: &'a PoolSpec,
-    pub(super) placement: &'a PoolPlacement,
-    pub(super) series: &'a str,
+    pub pool: &'a PoolSpec,
+    pub placement: &'a PoolPlacement,
+    pub series: &'a str,
+    pub machine: MachineResources,
 }
 
+/// `ray start` parameters: GPUs, CPUs, memory and object store consistent with the
+/// container's resources, and the custom resources (Ray resources go here only, never
+/// in the group `resources` map, so the two never conflict).
 pub(super) fn ray_start_params(group: &Group<'_>) -> Result<BTreeMap<String, String>, BuildError> {
     let mut resources: BTreeMap<String, f64> = BTreeMap::new();
     resources.insert(format!("forge.pool.{}", group.pool.name), 1.0);
@@ -69,10 +77,10 @@ pub(super) fn ray_start_params(group: &Group<'_>) -> Result<BTreeMap<String, Str
         serde_json::to_string(&resources).map_err(|e| BuildError::RuntimeEnv(e.to_string()))?;
     // KubeRay pastes the value into a bash command line: quote it for the shell. Names
     // are restricted above, so the JSON contains no single quote.
-    Ok(BTreeMap::from([
-        ("num-gpus".to_string(), group.pool.gpus_per_node.to_string()),
-        ("resources".to_string(), format!("'{resources_json}'")),
-    ]))
+    let mut params = ray_resource_params(&group.machine);
+    params.insert("num-gpus".to_string(), group.pool.gpus_per_node.to_string());
+    params.insert("resources".to_string(), format!("'{resources_json}'"));
+    Ok(params)
 }
 
 fn volume_mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
@@ -148,14 +156,58 @@ fn claim_volume(name: &str, claim: &str, read_only: bool) -> Volume {
     }
 }
 
+/// CPU and memory of the capsule fetcher (requests = limits): every container of a pod
+/// needs them where a ResourceQuota covers CPU or memory.
+const FETCH_CPU: &str = "100m";
+const FETCH_MEMORY: &str = "128Mi";
+
 /// The capsule fetcher's init container, volume and mount as Kubernetes objects.
 fn capsule_objects(init: &CapsuleInit) -> Result<(Container, Volume, VolumeMount), BuildError> {
     let bad = |e: serde_json::Error| BuildError::CapsuleInit(e.to_string());
+    let mut container: Container =
+        serde_json::from_value(init.init_container.clone()).map_err(bad)?;
+    if container.resources.is_none() {
+        let amounts = BTreeMap::from([
+            ("cpu".to_string(), Quantity(FETCH_CPU.into())),
+            ("memory".to_string(), Quantity(FETCH_MEMORY.into())),
+        ]);
+        container.resources = Some(ResourceRequirements {
+            limits: Some(amounts.clone()),
+            requests: Some(amounts),
+            ..ResourceRequirements::default()
+        });
+    }
     Ok((
-        serde_json::from_value(init.init_container.clone()).map_err(bad)?,
+        container,
         serde_json::from_value(init.volume.clone()).map_err(bad)?,
         serde_json::from_value(init.volume_mount.clone()).map_err(bad)?,
     ))
+}
+
+/// The container's resources: requests = limits for CPU and memory, and the GPUs
+/// unless `FORGE_K8S_GPU_PASSTHROUGH=0`.
+fn container_resources(group: &Group<'_>, cfg: &Config) -> ResourceRequirements {
+    let mut amounts = BTreeMap::from([
+        (
+            "cpu".to_string(),
+            Quantity(quantity::cpu_quantity(group.machine.cpu_millis)),
+        ),
+        (
+            "memory".to_string(),
+            Quantity(quantity::bytes_quantity(group.machine.memory_bytes)),
+        ),
+    ]);
+    if cfg.k8s.gpu_passthrough && group.pool.gpus_per_node > 0 {
+        amounts.insert(
+            GPU_RESOURCE.to_string(),
+            Quantity(group.pool.gpus_per_node.to_string()),
+        );
+    }
+    ResourceRequirements {
+        limits: Some(amounts.clone()),
+        requests: Some(amounts),
+        ..ResourceRequirements::default()
+    }
 }
 
 pub(super) fn pod_template(
@@ -171,6 +223,7 @@ pub(super) fn pod_template(
     labels.extend(job_labels(job.id, job.team, job.instance));
     let mut annotations = group.placement.annotations.clone();
     annotations.insert(ANNOTATION_CAPSULE.into(), capsule.digest.to_string());
+    annotations.insert(ANNOTATION_GPUS.into(), group.pool.gpus_per_node.to_string());
     let mut node_selector = group.placement.node_selector.clone();
     node_selector.insert(cfg.k8s.gpu_node_label.clone(), group.series.into());
 
@@ -198,17 +251,11 @@ pub(super) fn pod_template(
         name: Some(name.into()),
         ..ContainerPort::default()
     };
-    let resources = (cfg.k8s.gpu_passthrough && group.pool.gpus_per_node > 0).then(|| {
-        let gpus = BTreeMap::from([(
-            GPU_RESOURCE.to_string(),
-            Quantity(group.pool.gpus_per_node.to_string()),
-        )]);
-        ResourceRequirements {
-            limits: Some(gpus.clone()),
-            requests: Some(gpus),
-            ..ResourceRequirements::default()
-        }
-    });
+    let resources = Some(container_resources(group, cfg));
+    let pool = &group.pool.name;
+    let tolerations =
+        scheduling::tolerations(pool, &cfg.pods.tolerations, &group.placement.tolerations)?;
+    let affinity = scheduling::affinity(pool, &group.placement.affinity)?;
     let container = Container {
         name: if is_head { "ray-head" } else { "ray-worker" }.into(),
         image: Some(image.into()),
@@ -235,6 +282,8 @@ pub(super) fn pod_template(
             cfg,
             PodSpec {
                 node_selector: Some(node_selector),
+                tolerations,
+                affinity,
                 init_containers,
                 containers: vec![container],
                 volumes: Some(volumes),

@@ -11,10 +11,14 @@ use serde_json::{Value, json};
 
 use forge_capsule::init_container::{INIT_CONTAINER_NAME, MOUNT_PATH, VOLUME_NAME};
 
+use forge_policy_host::model::{
+    NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, PoolPlacement, PreferredTerm,
+    SelectorOperator, TaintEffect, Toleration, TolerationOperator,
+};
+
 use super::*;
 use crate::cluster::labels::{LABEL_INSTANCE, LABEL_JOB_ID, LABEL_MANAGED_BY, LABEL_TEAM};
-use crate::jobspec::Deadlines;
-use crate::jobspec::PoolSpec;
+use crate::jobspec::{Deadlines, PoolSpec};
 use forge_policy_host::model::PoolPlacement;
 
 /// The chain's initial placement of a spec: each pool with its requested series.
@@ -119,8 +123,18 @@ fn operator_violations(m: &Value) -> Vec<String> {
     {
         out.push("no dashboard port".into());
     }
-    if m["spec"]["shutdownAfterJobFinishes"] != true || m["spec"]["backoffLimit"] != 0 {
+    if m["spec"]["shutdownAfterJobFinishes"] != true
+        || m["spec"]["backoffLimit"] != 0
+        || m["spec"]["submitterConfig"]["backoffLimit"] != 0
+    {
         out.push("shutdown/backoff".into());
+    }
+    let submitter = &m["spec"]["submitterPodTemplate"]["spec"];
+    if submitter["restartPolicy"] != "Never"
+        || submitter["containers"][0]["name"] != "ray-job-submitter"
+        || submitter["containers"][0].get("command").is_some()
+    {
+        out.push("submitter template (KubeRay fills the command)".into());
     }
     if serde_saphyr::from_str::<Value>(m["spec"]["runtimeEnvYAML"].as_str().unwrap_or("")).is_err()
     {
@@ -152,6 +166,7 @@ fn pool(name: &str, nodes: u32, gpus: u32, series: Option<&str>) -> PoolSpec {
         nodes,
         gpus_per_node: gpus,
         series: series.map(Into::into),
+        ..PoolSpec::default()
     }
 }
 
@@ -168,6 +183,7 @@ fn spec(pools: Vec<PoolSpec>) -> JobSpec {
         deadlines: Deadlines::default(),
         priority: 0,
         labels: BTreeMap::new(),
+        pip: Vec::new(),
     }
 }
 
@@ -229,6 +245,19 @@ fn exact_shape_of_a_two_pool_job() {
     let sp = &m["spec"];
     assert_eq!(sp["shutdownAfterJobFinishes"], true);
     assert_eq!(sp["backoffLimit"], 0);
+    assert_eq!(sp["submitterConfig"], json!({"backoffLimit": 0}));
+    let sub = &sp["submitterPodTemplate"];
+    assert_eq!(
+        sub["metadata"]["labels"][LABEL_JOB_ID],
+        "0193ab45cd67ef0123"
+    );
+    let sc = &sub["spec"]["containers"][0];
+    assert_eq!(sc["image"], "registry.internal/nemo-rl:v0.7.0");
+    assert_eq!(
+        sc["resources"]["requests"],
+        json!({"cpu": "1", "memory": "1Gi"})
+    );
+    assert_eq!(sc["resources"]["limits"], sc["resources"]["requests"]);
     assert_eq!(sp["ttlSecondsAfterFinished"], 600);
     assert_eq!(sp["preRunningDeadlineSeconds"], 1800);
     assert_eq!(sp["activeDeadlineSeconds"], 7200);
@@ -454,6 +483,34 @@ fn ray_pods_run_restricted_without_credentials() {
 }
 
 #[test]
+fn pip_packages_become_the_runtime_env_pip_list() {
+    let mut s = spec(vec![pool("main", 1, 8, Some("h100"))]);
+    s.pip = vec![
+        "numpy==2.1.0".into(),
+        "--extra-index-url https://download.pytorch.org/whl/cu121".into(),
+    ];
+    let m = build(&s, &cfg_with(&[]), false);
+    let env: Value =
+        serde_saphyr::from_str(m["spec"]["runtimeEnvYAML"].as_str().expect("yaml")).expect("yaml");
+    assert_eq!(
+        env["pip"],
+        json!([
+            "numpy==2.1.0",
+            "--extra-index-url https://download.pytorch.org/whl/cu121"
+        ])
+    );
+    assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
+    let none = build(
+        &spec(vec![pool("main", 1, 8, Some("h100"))]),
+        &cfg_with(&[]),
+        false,
+    );
+    let env: Value = serde_saphyr::from_str(none["spec"]["runtimeEnvYAML"].as_str().expect("yaml"))
+        .expect("yaml");
+    assert!(env.get("pip").is_none(), "no empty pip list: {env}");
+}
+
+#[test]
 fn no_gpu_passthrough_means_ray_logical_gpus_only() {
     let cfg = cfg_with(&[("FORGE_K8S_GPU_PASSTHROUGH", "0")]);
     let m = build(&spec(vec![pool("main", 2, 8, Some("h200"))]), &cfg, false);
@@ -513,6 +570,7 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
             ray_resources: [("series.b200".into(), 8.0)].into(),
             labels: [("queue".into(), "gold".into())].into(),
             annotations: [("note".into(), "any text at all".into())].into(),
+            ..PoolPlacement::default()
         }],
     };
     let job = JobView {
@@ -642,6 +700,173 @@ fn failure_paths() {
 }
 
 #[test]
+fn resources_are_requests_equal_to_limits_and_ray_params_agree() {
+    let cfg = cfg_with(&[
+        ("FORGE_K8S_CPUS_PER_NODE", "h200=96,*=16"),
+        ("FORGE_K8S_MEMORY_PER_NODE", "h200=900Gi,*=64Gi"),
+    ]);
+    let mut explicit = pool("rollout", 2, 4, Some("h100"));
+    explicit.cpus_per_node = Some(12);
+    explicit.memory_per_node = Some("48Gi".into());
+    explicit.object_store_memory = Some("8Gi".into());
+    let s = spec(vec![pool("trainer", 1, 8, Some("h200")), explicit]);
+    let m = build(&s, &cfg, true);
+    assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
+    assert!(
+        operator_violations(&m).is_empty(),
+        "{:?}",
+        operator_violations(&m)
+    );
+
+    let head = &m["spec"]["rayClusterSpec"]["headGroupSpec"];
+    let res = &head["template"]["spec"]["containers"][0]["resources"];
+    assert_eq!(
+        res["requests"], res["limits"],
+        "Guaranteed: requests = limits"
+    );
+    assert_eq!(
+        res["limits"],
+        json!({"cpu": "96", "memory": "900Gi", "nvidia.com/gpu": "8"}),
+        "the series defaults"
+    );
+    let params = &head["rayStartParams"];
+    assert_eq!(params["num-cpus"], "96");
+    // Object store: 30% of the memory, at most /dev/shm (64Gi by default).
+    assert_eq!(params["object-store-memory"], (64u64 << 30).to_string());
+    assert_eq!(params["memory"], ((900u64 - 64) << 30).to_string());
+    assert_eq!(
+        head["template"]["metadata"]["annotations"]["forge.dev/gpus"],
+        "8"
+    );
+
+    let worker = &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0];
+    let res = &worker["template"]["spec"]["containers"][0]["resources"];
+    assert_eq!(
+        res["requests"],
+        json!({"cpu": "12", "memory": "48Gi", "nvidia.com/gpu": "4"})
+    );
+    assert_eq!(
+        worker["rayStartParams"]["object-store-memory"],
+        (8u64 << 30).to_string()
+    );
+    assert_eq!(
+        worker["rayStartParams"]["memory"],
+        (40u64 << 30).to_string()
+    );
+    // The capsule fetcher is sized too, so a namespace ResourceQuota admits the pod.
+    let init = &worker["template"]["spec"]["initContainers"][0]["resources"];
+    assert_eq!(init["requests"], json!({"cpu": "100m", "memory": "128Mi"}));
+    assert_eq!(init["limits"], init["requests"]);
+
+    // An object store that does not leave room for anything else is refused.
+    let mut bad = pool("main", 1, 1, Some("h100"));
+    bad.memory_per_node = Some("1Gi".into());
+    let cfg = cfg_with(&[("FORGE_K8S_OBJECT_STORE_MEMORY", "2Gi")]);
+    let s = spec(vec![bad]);
+    let job = JobView {
+        id: "abc",
+        team: "t",
+        spec: &s,
+    };
+    assert!(matches!(
+        build_rayjob(&job, &initial(&s), &capsule(false), &cfg),
+        Err(BuildError::InvalidResources { .. })
+    ));
+}
+
+#[test]
+fn tolerations_and_node_affinity_come_from_config_and_placement() {
+    let cfg = cfg_with(&[(
+        "FORGE_K8S_GPU_TOLERATIONS",
+        "nvidia.com/gpu=present:NoSchedule",
+    )]);
+    let s = spec(vec![pool("main", 2, 8, Some("h100"))]);
+    let zone = NodeSelectorTerm {
+        match_expressions: vec![NodeSelectorRequirement {
+            key: "topology.kubernetes.io/zone".into(),
+            operator: SelectorOperator::In,
+            values: vec!["z1".into(), "z2".into()],
+        }],
+    };
+    let mut placement = initial(&s);
+    placement.pools[0].tolerations = vec![
+        Toleration {
+            key: Some("dedicated".into()),
+            operator: TolerationOperator::Exists,
+            value: None,
+            effect: Some(TaintEffect::NoExecute),
+        },
+        // The same as the configured one: not repeated.
+        Toleration {
+            key: Some("nvidia.com/gpu".into()),
+            operator: TolerationOperator::Equal,
+            value: Some("present".into()),
+            effect: Some(TaintEffect::NoSchedule),
+        },
+    ];
+    placement.pools[0].affinity = NodeAffinity {
+        required: vec![zone.clone()],
+        preferred: vec![PreferredTerm {
+            weight: 50,
+            term: zone,
+        }],
+    };
+    let job = JobView {
+        id: "abc",
+        team: "t",
+        spec: &s,
+    };
+    let m = json_of(build_rayjob(&job, &placement, &capsule(false), &cfg).expect("builds"));
+    assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
+    for tpl in [
+        &m["spec"]["rayClusterSpec"]["headGroupSpec"]["template"],
+        &m["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+        &m["spec"]["submitterPodTemplate"],
+    ] {
+        assert_eq!(
+            tpl["spec"]["tolerations"],
+            json!([
+                {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+                {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}
+            ])
+        );
+        if tpl == &m["spec"]["submitterPodTemplate"] {
+            assert!(
+                tpl["spec"].get("affinity").is_none(),
+                "the submitter may run anywhere"
+            );
+            continue;
+        }
+        let na = &tpl["spec"]["affinity"]["nodeAffinity"];
+        let req = &na["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
+        assert_eq!(
+            req["matchExpressions"][0],
+            json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1", "z2"]})
+        );
+        assert_eq!(
+            na["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"],
+            50
+        );
+    }
+
+    let mut bad = initial(&s);
+    bad.pools[0].affinity.required.push(NodeSelectorTerm {
+        match_expressions: vec![NodeSelectorRequirement {
+            key: "bad key".into(),
+            operator: SelectorOperator::Exists,
+            values: Vec::new(),
+        }],
+    });
+    assert!(matches!(
+        build_rayjob(&job, &bad, &capsule(false), &cfg),
+        Err(BuildError::InvalidPlacement {
+            field: "affinity",
+            ..
+        })
+    ));
+}
+
+#[test]
 fn names_are_deterministic_short_and_dns1035() {
     assert_eq!(rayjob_name("abc"), "forge-abc");
     assert_eq!(rayjob_name("abc"), rayjob_name("abc"));
@@ -734,6 +959,7 @@ fn arb_pool_placement(p: &PoolSpec) -> impl Strategy<Value = PoolPlacement> + us
                     .filter(|(k, _)| !k.starts_with("forge.dev/"))
                     .collect(),
                 annotations: annotations.into_iter().collect(),
+                ..PoolPlacement::default()
             },
         )
 }
@@ -825,6 +1051,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                     env,
                     secret_env: BTreeMap::new(),
                     labels,
+                    pip: Vec::new(),
                     pools,
                 };
                 let placements: Vec<_> = spec.pools.iter().map(arb_pool_placement).collect();

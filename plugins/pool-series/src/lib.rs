@@ -2,14 +2,20 @@
 //!
 //! For each pool: its requested series wins if it is allowed; otherwise the pool's
 //! mapping from the settings, otherwise the default series. An unresolved, disallowed,
-//! unknown or unavailable series rejects the job, naming the pool's field. The
-//! placement gets the node selector `<gpu-node-label>=<series>` and Ray custom
-//! resources that pin the pool's worker group: `forge-series-<series>` and
-//! `forge-pool-<pool>`, one unit per GPU (at least one per node).
+//! unknown or unavailable series rejects the job, naming the pool's field (a series
+//! whose only usable GPUs sit on tainted nodes is *not* unavailable: the job waits for a
+//! toleration, see below). The placement gets the node selector
+//! `<gpu-node-label>=<series>` and Ray custom resources that pin the pool's worker
+//! group: `forge-series-<series>` and `forge-pool-<pool>`, one unit per GPU (at least
+//! one per node).
+//!
+//! `tolerations` (per series, `*` for every series) adds Kubernetes tolerations to the
+//! pools placed there — run it in the global chain: only global policies may add them.
 //!
 //! Settings:
 //! ```json
-//! { "pools": { "rollout": "h100" }, "default_series": "h200", "allowed": ["h100", "h200"] }
+//! { "pools": { "rollout": "h100" }, "default_series": "h200", "allowed": ["h100", "h200"],
+//!   "tolerations": { "*": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}] } }
 //! ```
 
 use std::collections::BTreeMap;
@@ -29,6 +35,60 @@ pub struct Settings {
     /// If non-empty, the only series jobs may use.
     #[serde(default)]
     pub allowed: Vec<String>,
+    /// Series (or `*`) → tolerations added to pools placed there.
+    #[serde(default)]
+    pub tolerations: BTreeMap<String, Vec<TolerationSetting>>,
+}
+
+/// A toleration as the settings write it (Kubernetes field names and spellings).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TolerationSetting {
+    /// The taint key (absent with `Exists`: every taint).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// `Equal` (default) or `Exists`.
+    #[serde(default)]
+    pub operator: Option<String>,
+    /// The value to match with `Equal`.
+    #[serde(default)]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`; absent = every effect.
+    #[serde(default)]
+    pub effect: Option<String>,
+}
+
+impl TolerationSetting {
+    /// The contract's toleration, or why the setting is not one.
+    fn to_toleration(&self) -> Result<Toleration, String> {
+        let operator = match self.operator.as_deref().unwrap_or("Equal") {
+            "Equal" => TolerationOperator::Equal,
+            "Exists" => TolerationOperator::Exists,
+            other => return Err(format!("operator `{other}` is not Equal or Exists")),
+        };
+        let effect = match self.effect.as_deref() {
+            None => None,
+            Some("NoSchedule") => Some(TaintEffect::NoSchedule),
+            Some("PreferNoSchedule") => Some(TaintEffect::PreferNoSchedule),
+            Some("NoExecute") => Some(TaintEffect::NoExecute),
+            Some(other) => return Err(format!("effect `{other}` is not a taint effect")),
+        };
+        match operator {
+            TolerationOperator::Equal if self.key.is_none() => {
+                return Err("an Equal toleration needs a key".into());
+            }
+            TolerationOperator::Exists if self.value.is_some() => {
+                return Err("an Exists toleration takes no value".into());
+            }
+            _ => {}
+        }
+        Ok(Toleration {
+            key: self.key.clone(),
+            operator,
+            value: self.value.clone(),
+            effect,
+        })
+    }
 }
 
 /// The policy.
@@ -47,6 +107,12 @@ impl Policy for PoolSeries {
                     .iter()
                     .map(|d| ("default_series".to_string(), d)),
             );
+        for (series, list) in &s.tolerations {
+            for (i, t) in list.iter().enumerate() {
+                t.to_toleration()
+                    .map_err(|e| format!("tolerations.{series}[{i}]: {e}"))?;
+            }
+        }
         for (field, series) in named {
             if series.trim().is_empty() {
                 return Err(format!("{field}: series must not be empty"));
@@ -114,7 +180,7 @@ impl Policy for PoolSeries {
                     Some(&field),
                 );
             };
-            if cap.allocatable == 0 {
+            if cap.allocatable == 0 && cap.tainted == 0 {
                 return Decision::reject(
                     "series.unavailable",
                     format!(
@@ -136,6 +202,13 @@ impl Policy for PoolSeries {
             let units = f64::from(pool.gpus_per_node.max(1));
             pp.ray_resource(&format!("forge-series-{series}"), units);
             pp.ray_resource(&format!("forge-pool-{}", pool.name), units);
+            let extra = s.tolerations.get("*").into_iter().flatten();
+            for t in extra.chain(s.tolerations.get(series).into_iter().flatten()) {
+                // Checked by `validate`.
+                if let Ok(t) = t.to_toleration() {
+                    pp.tolerate(t);
+                }
+            }
         }
         Decision::Admit(placement)
     }
@@ -227,12 +300,62 @@ mod tests {
             free: 0,
             largest_free_block: 0,
             nodes: 2,
+            tainted: 0,
+            taints: Vec::new(),
+            default_cpu_millis: 8000,
+            default_memory_bytes: 1 << 30,
         };
         let req = RequestBuilder::new()
             .capacity(blocked)
             .pool("a", 1, 8, None)
             .build();
         assert_eq!(code(h.evaluate(&req)).0, "series.unavailable");
+    }
+
+    #[test]
+    fn tainted_series_is_not_unavailable_and_tolerations_are_added() {
+        let gpu = Taint {
+            key: "nvidia.com/gpu".into(),
+            value: Some("present".into()),
+            effect: TaintEffect::NoSchedule,
+        };
+        let req = RequestBuilder::new()
+            .series("h100", 16, 16, 2)
+            .tainted(gpu.clone(), 2, 16)
+            .pool("a", 1, 8, Some("h100"))
+            .build();
+        let plain = Harness::<PoolSeries>::new("{}").unwrap();
+        let Decision::Admit(p) = plain.evaluate(&req) else {
+            panic!("a tainted series waits for a toleration, it is not unavailable")
+        };
+        assert!(p.pools[0].tolerations.is_empty());
+
+        let tolerant = Harness::<PoolSeries>::new(
+            r#"{"tolerations": {"h100": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                                "*": [{"key": "spot", "value": "yes"}]}}"#,
+        )
+        .unwrap();
+        let Decision::Admit(p) = tolerant.evaluate(&req) else {
+            panic!("admit")
+        };
+        let keys: Vec<_> = p.pools[0]
+            .tolerations
+            .iter()
+            .map(|t| (t.key.clone().unwrap_or_default(), t.operator))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("spot".to_string(), TolerationOperator::Equal),
+                ("nvidia.com/gpu".to_string(), TolerationOperator::Exists)
+            ]
+        );
+        let err = validate::<PoolSeries>(r#"{"tolerations": {"*": [{"operator": "Equal"}]}}"#)
+            .unwrap_err();
+        assert!(
+            err.contains("tolerations.*[0]") && err.contains("key"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub struct ControllerConfig {
     pub backoff_base: Duration,
     /// Number of RayJob / RayCluster / Job reconciles run concurrently (0 = unbounded).
     pub concurrency: u16,
+    /// Whether the simulated operator enforces `preRunningDeadlineSeconds` (recent
+    /// KubeRay). `false` plays an older operator that silently ignores the field, so a
+    /// job that never starts waits forever unless its submitter times it out.
+    pub pre_running_deadline: bool,
 }
 
 impl Default for ControllerConfig {
@@ -55,6 +59,7 @@ impl Default for ControllerConfig {
             image_pull: Duration::from_millis(200),
             backoff_base: Duration::from_secs(10),
             concurrency: 0,
+            pre_running_deadline: true,
         }
     }
 }

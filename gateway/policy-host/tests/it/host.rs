@@ -23,6 +23,7 @@ fn series(name: &str, total: u32, free: u32, nodes: u32) -> SeriesCapacity {
         free,
         largest_free_block: free.min(8),
         nodes,
+        ..SeriesCapacity::default()
     }
 }
 
@@ -37,6 +38,7 @@ fn request(
             team: team.into(),
             name: "train".into(),
             framework: "nemo-rl".into(),
+            kind: Default::default(),
             priority: 0,
             pools: pools
                 .iter()
@@ -45,6 +47,7 @@ fn request(
                     nodes: *nodes,
                     gpus_per_node: *gpus,
                     series: s.map(str::to_string),
+                    ..PoolView::default()
                 })
                 .collect(),
             storage,

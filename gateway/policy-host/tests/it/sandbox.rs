@@ -18,12 +18,13 @@ fn request() -> PolicyRequest {
             team: "t".into(),
             name: "n".into(),
             framework: "nemo-rl".into(),
+            kind: Default::default(),
             priority: 0,
             pools: vec![PoolView {
                 name: "train".into(),
                 nodes: 1,
                 gpus_per_node: 8,
-                series: None,
+                ..PoolView::default()
             }],
             storage: StorageMode::Shared,
             labels: Default::default(),
@@ -156,8 +157,15 @@ fn component_of_another_world_is_rejected_at_load() {
     let bytes = plugins::wat_fixture("plugins/other-world.wat");
     let err = Plugin::load(&e, "other", &bytes).expect_err("must refuse another world");
     match &err {
-        LoadError::WrongWorld { supported, .. } => {
-            assert_eq!(*supported, "forge:policy/policy@0.1.0")
+        LoadError::WrongWorld { supported, detail } => {
+            assert_eq!(
+                *supported,
+                "forge:policy/policy@0.2.0, forge:policy/policy@0.1.0"
+            );
+            assert!(
+                detail.contains("as 0.2.0") && detail.contains("as 0.1.0"),
+                "both versions were tried: {detail}"
+            );
         }
         other => panic!("expected WrongWorld, got {other}"),
     }

@@ -119,6 +119,7 @@ impl View<'_> {
             ));
         }
         if pre_running
+            && self.ctx.cfg.pre_running_deadline
             && let Some(p) = self.i64_spec("preRunningDeadlineSeconds")
             && now >= start + SignedDuration::from_secs(p)
         {

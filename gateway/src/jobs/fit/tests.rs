@@ -1,0 +1,189 @@
+//! Tests of the gang fit: whole jobs or nothing, best fit, several series, CPU and
+//! memory, taints and tolerations, node selectors and affinity, and the reasons given.
+
+use forge_policy_host::model::{
+    NodeSelectorRequirement, NodeSelectorTerm, SelectorOperator, Taint, TaintEffect,
+    TolerationOperator,
+};
+
+use super::*;
+
+const CPU: u64 = 64_000;
+const MEM: u64 = 512 << 30;
+
+fn room(name: &str, series: &str, gpus: u32) -> NodeRoom {
+    NodeRoom {
+        name: name.into(),
+        series: series.into(),
+        labels: [("starforge/gpu-series".to_string(), series.to_string())].into(),
+        taints: Vec::new(),
+        gpus,
+        cpu_millis: CPU,
+        memory_bytes: MEM,
+    }
+}
+
+fn rooms(spec: &[(&str, &[u32])]) -> Vec<NodeRoom> {
+    spec.iter()
+        .flat_map(|(s, gpus)| {
+            gpus.iter()
+                .enumerate()
+                .map(move |(i, g)| room(&format!("{s}-{i}"), s, *g))
+        })
+        .collect()
+}
+
+fn gpus_of(rooms: &[NodeRoom], series: &str) -> Vec<u32> {
+    rooms
+        .iter()
+        .filter(|r| r.series == series)
+        .map(|r| r.gpus)
+        .collect()
+}
+
+fn pool(series: &str, nodes: u32, gpus: u32) -> PoolDemand {
+    PoolDemand {
+        series: series.into(),
+        nodes,
+        gpus_per_node: gpus,
+        cpu_millis: 8_000,
+        memory_bytes: 32 << 30,
+        ..PoolDemand::default()
+    }
+}
+
+fn gpu_taint() -> Taint {
+    Taint {
+        key: "nvidia.com/gpu".into(),
+        value: Some("present".into()),
+        effect: TaintEffect::NoSchedule,
+    }
+}
+
+#[test]
+fn whole_job_or_nothing() {
+    let mut f = rooms(&[("h100", &[8, 8, 4])]);
+    assert!(reserve(&mut f, &[pool("h100", 2, 8)]).is_ok());
+    assert_eq!(gpus_of(&f, "h100"), vec![0, 0, 4]);
+    let err = reserve(&mut f, &[pool("h100", 2, 4)]).expect_err("only one 4-slot left");
+    assert_eq!((err.needed, err.free), (8, 4));
+    assert_eq!(err.code(), "capacity.no-room");
+    assert_eq!(
+        gpus_of(&f, "h100"),
+        vec![0, 0, 4],
+        "a failed fit changes nothing"
+    );
+}
+
+#[test]
+fn total_free_is_not_enough_without_whole_machines() {
+    let mut f = rooms(&[("h100", &[4, 4])]);
+    let err = reserve(&mut f, &[pool("h100", 1, 8)]).expect_err("fragmented");
+    assert_eq!(
+        err.to_string(),
+        "waiting for room: needs 8 h100 GPUs on whole machines, 8 free"
+    );
+}
+
+#[test]
+fn best_fit_keeps_big_holes_for_big_machines() {
+    let mut f = rooms(&[("h100", &[8, 2])]);
+    assert!(reserve(&mut f, &[pool("h100", 1, 2), pool("h100", 1, 8)]).is_ok());
+    assert_eq!(gpus_of(&f, "h100"), vec![0, 0]);
+}
+
+#[test]
+fn pools_of_several_series_must_all_fit() {
+    let mut f = rooms(&[("h100", &[8])]);
+    let err = reserve(&mut f, &[pool("h100", 1, 8), pool("h200", 1, 8)]).expect_err("h200");
+    assert_eq!(err.series, "h200");
+    assert_eq!(gpus_of(&f, "h100"), vec![8]);
+    let err = reserve(&mut f, &[pool("a100", 1, 1)]).expect_err("unknown series");
+    assert_eq!((err.series.as_str(), err.free), ("a100", 0));
+}
+
+#[test]
+fn cpu_and_memory_must_fit_on_the_same_node_as_the_gpus() {
+    let mut f = rooms(&[("h100", &[8, 8])]);
+    f[0].cpu_millis = 4_000;
+    let mut wide = pool("h100", 2, 8);
+    wide.cpu_millis = 8_000;
+    let err = reserve(&mut f, &[wide.clone()]).expect_err("one node lacks CPU");
+    assert_eq!(
+        err.cause,
+        NoFitCause::CpuOrMemory {
+            cpu_millis: 8_000,
+            memory_bytes: 32 << 30
+        }
+    );
+    assert!(err.to_string().contains("8 CPU and 32Gi memory"), "{err}");
+    wide.nodes = 1;
+    assert!(reserve(&mut f, &[wide]).is_ok());
+    assert_eq!(f[1].cpu_millis, CPU - 8_000);
+    assert_eq!(f[1].memory_bytes, MEM - (32 << 30));
+}
+
+#[test]
+fn taints_keep_jobs_off_unless_tolerated_and_the_reason_says_so() {
+    let mut f = rooms(&[("h100", &[8, 8])]);
+    for r in &mut f {
+        r.taints.push(gpu_taint());
+    }
+    let err = reserve(&mut f, &[pool("h100", 1, 8)]).expect_err("tainted");
+    assert_eq!(err.code(), "capacity.tainted");
+    assert_eq!(err.free, 0);
+    let text = err.to_string();
+    assert!(
+        text.contains("16 more are on nodes with taints")
+            && text.contains("nvidia.com/gpu=present:NoSchedule"),
+        "{text}"
+    );
+
+    let mut tolerant = pool("h100", 2, 8);
+    tolerant.tolerations.push(Toleration {
+        key: Some("nvidia.com/gpu".into()),
+        operator: TolerationOperator::Exists,
+        value: None,
+        effect: None,
+    });
+    assert!(reserve(&mut f, &[tolerant]).is_ok());
+    assert_eq!(gpus_of(&f, "h100"), vec![0, 0]);
+    assert_eq!(
+        totals(&f, &[]).get("h100"),
+        None,
+        "untolerated nodes are not counted"
+    );
+}
+
+#[test]
+fn node_selector_and_required_affinity_restrict_the_nodes() {
+    let mut f = rooms(&[("h100", &[8, 8])]);
+    f[1].labels.insert("zone".into(), "b".into());
+    let mut zoned = pool("h100", 1, 8);
+    zoned.affinity.required.push(NodeSelectorTerm {
+        match_expressions: vec![NodeSelectorRequirement {
+            key: "zone".into(),
+            operator: SelectorOperator::In,
+            values: vec!["b".into()],
+        }],
+    });
+    assert!(reserve(&mut f, &[zoned.clone()]).is_ok());
+    assert_eq!(gpus_of(&f, "h100"), vec![8, 0]);
+    assert!(reserve(&mut f, &[zoned]).is_err(), "zone b is full");
+
+    let mut selected = pool("h100", 1, 8);
+    selected.node_selector.insert("zone".into(), "c".into());
+    assert!(reserve(&mut f, &[selected]).is_err(), "no node in zone c");
+}
+
+#[test]
+fn unbound_machines_reserve_what_fits() {
+    let mut f = rooms(&[("h100", &[8, 3])]);
+    reserve_partially(&mut f, &pool("h100", 3, 4));
+    assert_eq!(
+        gpus_of(&f, "h100"),
+        vec![0, 3],
+        "two machines of 4 fit, the third not"
+    );
+    assert_eq!(totals(&f, &[])["h100"], (3, 3));
+}

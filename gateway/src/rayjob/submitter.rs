@@ -1,0 +1,64 @@
+//! The submitter pod (KubeRay's `ray job submit` Job, whose log is the driver log),
+//! written out instead of KubeRay's default so that it can run where a real GPU
+//! cluster puts Forge's pods: it carries the head's tolerations (a cluster whose only
+//! nodes are tainted GPU nodes still runs it), Forge's job labels, and CPU and memory
+//! requests equal to its limits (a namespace ResourceQuota admits it). KubeRay fills
+//! in its command and environment (`submitterPodTemplate` with no command). The Job
+//! itself gets `submitterConfig.backoffLimit: 0`: a failed driver is not re-run.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::cluster::labels::{SUBMITTER_CONTAINER, job_labels};
+use crate::cluster::rayjob::SubmitterConfig;
+
+/// CPU of the submitter (requests = limits; KubeRay's default limit).
+const SUBMITTER_CPU: &str = "1";
+/// Memory of the submitter (requests = limits; KubeRay's default limit).
+const SUBMITTER_MEMORY: &str = "1Gi";
+
+/// The submitter pod template for a job.
+pub fn pod_template(
+    job_id: &str,
+    team: &str,
+    image: &str,
+    tolerations: Option<Vec<Toleration>>,
+) -> PodTemplateSpec {
+    let amounts = BTreeMap::from([
+        ("cpu".to_string(), Quantity(SUBMITTER_CPU.into())),
+        ("memory".to_string(), Quantity(SUBMITTER_MEMORY.into())),
+    ]);
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(job_labels(job_id, team)),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".into()),
+            tolerations,
+            containers: vec![Container {
+                name: SUBMITTER_CONTAINER.into(),
+                image: Some(image.into()),
+                resources: Some(ResourceRequirements {
+                    limits: Some(amounts.clone()),
+                    requests: Some(amounts),
+                    ..ResourceRequirements::default()
+                }),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+    }
+}
+
+/// The submitter Job's settings: no retries.
+pub fn config() -> SubmitterConfig {
+    SubmitterConfig {
+        backoff_limit: Some(0),
+    }
+}
