@@ -73,7 +73,6 @@ pub use error::{CapsuleError, CapsuleErrorKind};
 pub use init_container::{CapsuleInit, init_container};
 pub use limits::CapsuleLimits;
 pub use repack::{capsule_jobspec, repack};
-pub use runtime_env::runtime_env_yaml;
 pub use requirements::read_requirements;
 pub use runtime_env::{RuntimeEnv, runtime_env_yaml, runtime_env_yaml_of};
 pub use source::CodeSource;

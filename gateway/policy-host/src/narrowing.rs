@@ -205,9 +205,11 @@ mod tests {
                     nodes: 1,
                     gpus_per_node: 8,
                     series: Some("h100".into()),
+                    ..PoolView::default()
                 }],
                 storage: StorageMode::Shared,
                 labels: BTreeMap::new(),
+                kind: Default::default(),
             },
             cluster: ClusterView {
                 gpu_node_label: "gpu/series".into(),

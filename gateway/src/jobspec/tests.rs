@@ -306,6 +306,9 @@ fn secret_env_names_the_teams_own_secrets_only() {
             serde_json::json!({"K": {"secret": "team-a.x", "key": "k", "value": "leak"}});
     }));
     assert!(e.iter().any(|e| e.code == FieldCode::UnknownField), "{e:?}");
+}
+
+#[test]
 fn pool_resources_are_checked() {
     let ok = patched(|v| {
         v["pools"][0]["cpusPerNode"] = serde_json::json!(32);

@@ -366,6 +366,7 @@ pub fn build_rayjob(
             submitter_pod_template: Some(submitter::pod_template(
                 job.id,
                 job.team,
+                job.instance,
                 image,
                 submitter_tolerations,
             )),

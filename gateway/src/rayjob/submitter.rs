@@ -26,6 +26,7 @@ const SUBMITTER_MEMORY: &str = "1Gi";
 pub fn pod_template(
     job_id: &str,
     team: &str,
+    instance: &str,
     image: &str,
     tolerations: Option<Vec<Toleration>>,
 ) -> PodTemplateSpec {
@@ -35,7 +36,7 @@ pub fn pod_template(
     ]);
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(job_labels(job_id, team)),
+            labels: Some(job_labels(job_id, team, instance)),
             ..ObjectMeta::default()
         }),
         spec: Some(PodSpec {

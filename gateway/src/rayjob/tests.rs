@@ -19,7 +19,6 @@ use forge_policy_host::model::{
 use super::*;
 use crate::cluster::labels::{LABEL_INSTANCE, LABEL_JOB_ID, LABEL_MANAGED_BY, LABEL_TEAM};
 use crate::jobspec::{Deadlines, PoolSpec};
-use forge_policy_host::model::PoolPlacement;
 
 /// The chain's initial placement of a spec: each pool with its requested series.
 fn initial(s: &JobSpec) -> Placement {
@@ -767,6 +766,7 @@ fn resources_are_requests_equal_to_limits_and_ray_params_agree() {
         id: "abc",
         team: "t",
         spec: &s,
+        instance: "inst-1",
     };
     assert!(matches!(
         build_rayjob(&job, &initial(&s), &capsule(false), &cfg),
@@ -815,6 +815,7 @@ fn tolerations_and_node_affinity_come_from_config_and_placement() {
         id: "abc",
         team: "t",
         spec: &s,
+        instance: "inst-1",
     };
     let m = json_of(build_rayjob(&job, &placement, &capsule(false), &cfg).expect("builds"));
     assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));

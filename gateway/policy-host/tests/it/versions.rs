@@ -172,8 +172,8 @@ fn a_team_link_may_narrow_but_never_add_tolerations_or_loosen_affinity() {
         .expect_err("widening fails closed");
     assert_eq!(err.plugin, "pool-series");
     assert!(
-        matches!(&err.source, PluginError::Widened(m)
-            if m.starts_with("placement.pools[0].tolerations:")),
+        matches!(&err.source, PluginError::Widened(w)
+            if w.field == "placement.pools[0].tolerations"),
         "{err}"
     );
     assert_eq!(err.source.cause(), "widened");

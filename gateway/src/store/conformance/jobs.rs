@@ -21,6 +21,7 @@ pub fn spec(name: &str) -> JobSpec {
             nodes: 1,
             gpus_per_node: 8,
             series: Some("h200".into()),
+            ..PoolSpec::default()
         }],
         env: BTreeMap::new(),
         secret_env: BTreeMap::new(),
@@ -29,6 +30,7 @@ pub fn spec(name: &str) -> JobSpec {
         deadlines: Deadlines::default(),
         priority: 0,
         labels: BTreeMap::new(),
+        pip: Vec::new(),
     }
 }
 

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use forge_plugin_build::Lang;
 use forge_policy_host::model::{
     ClusterView, JobView, PolicyRequest, PoolView, SeriesCapacity, SeriesUsage, StorageMode,
+    WorkloadKind,
 };
 use serde_json::json;
 
@@ -247,6 +248,8 @@ pub fn sample_request(team: &str) -> PolicyRequest {
         nodes,
         gpus_per_node: gpus,
         series: Some("h100".into()),
+        cpu_millis: None,
+        memory_bytes: None,
     };
     let series = |name: &str, total, free| SeriesCapacity {
         series: name.into(),
@@ -257,6 +260,10 @@ pub fn sample_request(team: &str) -> PolicyRequest {
         free,
         largest_free_block: free.min(8),
         nodes: total / 8,
+        tainted: 0,
+        taints: Vec::new(),
+        default_cpu_millis: 8_000,
+        default_memory_bytes: 32 << 30,
     };
     PolicyRequest {
         job: JobView {
@@ -264,6 +271,7 @@ pub fn sample_request(team: &str) -> PolicyRequest {
             team: team.into(),
             name: "sample-train".into(),
             framework: "nemo-rl".into(),
+            kind: WorkloadKind::Training,
             priority: 0,
             pools: vec![pool("train", 1, 8), pool("rollout", 1, 8)],
             storage: StorageMode::Shared,
