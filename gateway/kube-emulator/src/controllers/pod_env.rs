@@ -12,7 +12,11 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
 use kube::Api;
 
-use super::runner::RunnerError;
+/// A container's env could not be resolved (what and why; never a value): the
+/// container does not start, as with a kubelet's `CreateContainerConfigError`.
+#[derive(Debug, thiserror::Error)]
+#[error("CreateContainerConfigError: {0}")]
+pub struct EnvError(pub String);
 
 /// The `PATH` when the host has none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -35,7 +39,7 @@ pub async fn resolve(
     ns: &str,
     container: &Container,
     map: impl Fn(&str) -> String,
-) -> Result<Vec<(String, String)>, RunnerError> {
+) -> Result<Vec<(String, String)>, EnvError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let mut out = Vec::new();
     for e in container.env.iter().flatten() {
@@ -50,7 +54,7 @@ pub async fn resolve(
 
 /// The value of `e`'s `secretKeyRef` (`None`: not a Secret reference, or an optional
 /// one whose Secret or key is missing).
-async fn secret_value(secrets: &Api<Secret>, e: &EnvVar) -> Result<Option<String>, RunnerError> {
+async fn secret_value(secrets: &Api<Secret>, e: &EnvVar) -> Result<Option<String>, EnvError> {
     let Some(r) = e
         .value_from
         .as_ref()
@@ -63,17 +67,14 @@ async fn secret_value(secrets: &Api<Secret>, e: &EnvVar) -> Result<Option<String
         if optional {
             Ok(None)
         } else {
-            Err(RunnerError::Secret(what))
+            Err(EnvError(what))
         }
     };
     let secret = match secrets.get_opt(&r.name).await {
         Ok(Some(s)) => s,
         Ok(None) => return missing(format!("secret {:?} not found", r.name)),
         Err(e) => {
-            return Err(RunnerError::Secret(format!(
-                "reading secret {:?}: {e}",
-                r.name
-            )));
+            return Err(EnvError(format!("reading secret {:?}: {e}", r.name)));
         }
     };
     let bytes = secret

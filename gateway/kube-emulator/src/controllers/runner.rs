@@ -64,10 +64,9 @@ pub enum RunnerError {
     /// runtimeEnvYAML did not parse.
     #[error("invalid runtimeEnvYAML: {0}")]
     RuntimeEnv(String),
-    /// A `secretKeyRef` of the container's env could not be resolved (what and why;
-    /// never a value).
-    #[error("CreateContainerConfigError: {0}")]
-    Secret(String),
+    /// The container's env could not be resolved (a missing Secret or key).
+    #[error("{0}")]
+    Env(#[from] pod_env::EnvError),
 }
 
 /// Host directory of a pod volume.
