@@ -31,7 +31,7 @@ pub async fn watch(
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TeamQuery {
-    team: Option<String>,
+    pub(super) team: Option<String>,
 }
 
 /// `GET /v1/jobs/watch`.
@@ -44,7 +44,8 @@ pub async fn watch_jobs(
     Ok(sse(state.jobs.watch_team(team)))
 }
 
-fn sse(
+/// Job watch events as server-sent events (also the console's live feeds).
+pub(super) fn sse(
     events: impl Stream<Item = WatchEvent> + Send + 'static,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let events = events.map(|e| {

@@ -1,5 +1,5 @@
 //! Jobs: submission, the gang-aware queue and dispatcher, the RayJob lifecycle,
-//! clean-up, cancellation, logs and diagnosis. [`Jobs`] owns job state; each operation
+//! clean-up, cancellation, logs, diagnosis and its explanation in words. [`Jobs`] owns job state; each operation
 //! is an `impl Jobs` block in the file named for it. Nothing here knows HTTP: the
 //! handlers in `http::jobs` call these.
 
@@ -8,6 +8,7 @@ pub mod cleanup;
 pub mod diagnosis;
 pub mod dispatch;
 pub mod error;
+pub mod explain;
 pub mod feed;
 pub mod fit;
 pub mod inflight;
@@ -21,6 +22,7 @@ pub mod watch;
 
 pub use diagnosis::{Diagnosis, PendingReason};
 pub use error::JobError;
+pub use explain::pending_sentence;
 pub use feed::{JobEvent, JobFeed};
 pub use logs::{LogStart, LogStream};
 pub use queue::{QueueBoard, QueueEntry};
