@@ -9,6 +9,7 @@ mod capsule_rayjob;
 mod cli;
 mod cli_plugins;
 mod cli_upload;
+mod console;
 mod crash;
 mod faults;
 mod jobs;
