@@ -23,7 +23,7 @@ pub mod watch;
 pub use diagnosis::{Diagnosis, PendingReason};
 pub use error::JobError;
 pub use explain::pending_sentence;
-pub use feed::{JobEvent, JobFeed};
+pub use feed::{JobEvent, JobFeed, Resume, Sequenced};
 pub use logs::{LogStart, LogStream};
 pub use queue::{QueueBoard, QueueEntry};
 pub use service::Jobs;
