@@ -2,7 +2,7 @@
 //! against a dev gateway: log in with a token; watch the sample job go from queued to
 //! succeeded without a reload; read its log on its page; read why a job waits on
 //! capacity; as an admin change the global chain's settings, see the new version and
-//! its diff, roll back; as another team's member see none of team-a's jobs and be
+//! its diff, roll back, see a shadow candidate's disagreements; as another team's member see none of team-a's jobs and be
 //! refused on a forged (CSRF) cancel form; log out. Every page is saved as a screenshot
 //! under `target/e2e-artifacts/console/`. The cookie and CSRF rules are also checked
 //! over plain HTTP.
@@ -12,6 +12,7 @@ use std::time::Duration;
 use forge_tests::browser::Browser;
 use forge_tests::gateway::TestGateway;
 use forge_tests::jobs::{one_gpu_spec, zip_of};
+use forge_tests::policy::PolicyClient;
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::{Value, json};
 
@@ -206,6 +207,40 @@ async fn the_console_in_a_real_browser() {
         16
     );
     b.screenshot("policies-rolled-back").await;
+
+    // A shadow candidate (team-a: 1 GPU per job) and the submissions it would decide
+    // differently.
+    let admin = PolicyClient::new(&gw, &gw.token);
+    let strict = admin
+        .global_links_with(
+            "team-quota",
+            json!({"default": {"*": 16}, "limits": {"team-a": {"*": 1}}}),
+        )
+        .await;
+    let (status, body) = admin
+        .send(
+            reqwest::Method::PUT,
+            "/v1/policy/shadow",
+            &json!({"plugins": strict, "comment": "1 GPU per job"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body:#}");
+    let shadowed = submit(&gw, &gw.token, &sixteen_gpus("shadowed")).await;
+    eventually("the shadow comparison", WITHIN, || async {
+        let (_, r) = admin.get("/v1/policy/shadow").await;
+        if r["compared"] == 1 {
+            Ok(())
+        } else {
+            Err(not_yet(r))
+        }
+    })
+    .await;
+    b.goto(&format!("{url}/console/policies")).await;
+    let agreement = b.text("#agreement").await.expect("agreement");
+    assert!(agreement.contains("Agreed on 0 of 1"), "{agreement}");
+    let differences = b.text("#differences").await.expect("differences");
+    assert!(differences.contains(&shadowed), "{differences}");
+    b.screenshot("policies-shadow").await;
     log_out(&b, &gw).await;
 
     // team-b's member: team-a's jobs are nowhere.
@@ -223,9 +258,12 @@ async fn the_console_in_a_real_browser() {
     b.goto(&format!("{url}/console/jobs/{sample}")).await;
     assert!(b.text("h1").await.unwrap_or_default().contains("404"));
     assert!(!b.source().await.contains("hello from forge"));
-    // The member sees no settings forms on the global chain.
+    // The member sees no settings forms on the global chain, and no other team's job
+    // among the shadow differences.
     b.goto(&format!("{url}/console/policies")).await;
     assert!(b.text(&format!("{form} textarea")).await.is_none());
+    assert!(b.text("#agreement").await.is_some());
+    assert!(!b.source().await.contains(&shadowed));
 
     // A forged cancel form (wrong CSRF token) is refused and changes nothing.
     b.goto(&format!("{url}/console/jobs/{own}")).await;

@@ -2,7 +2,8 @@
 //! team chain (admins: any team's with `?team=`) — each link's plugin, digest and
 //! settings, the version history, a line diff between two versions (`from`/`to` of
 //! `scope`, `global` or `team`; by default the latest against the one before) and the
-//! shadow candidate if one runs. Those allowed to change a chain (the global one:
+//! shadow candidate if one runs (its chain, its agreement with the active chain, the
+//! latest differing submissions the viewer may see). Those allowed to change a chain (the global one:
 //! admins; a team's: its members and admins — the API's rules, `http::policy::scope_of`)
 //! get a settings form per link (`POST /console/policies/settings`) and a rollback form
 //! (`POST /console/policies/rollback`); both carry the CSRF token and the version the
@@ -73,20 +74,53 @@ pub async fn page(
             wanted,
         ));
     }
-    let shadow = m.shadow();
+    let shadow = match m.shadow() {
+        Some(c) => {
+            let (counts, differences) = m.store().shadow_report(&c.id, 100).await?;
+            // Only the differing jobs the viewer may see.
+            let differences: Vec<_> = differences
+                .into_iter()
+                .filter(|d| caller.can_access(&d.team))
+                .collect();
+            Some((c, counts, differences))
+        }
+        None => None,
+    };
     let body = html! {
         h1 { "Policies" }
         @for s in &sections { (s) }
-        section aria-labelledby="shadow-title" {
+        section #shadow aria-labelledby="shadow-title" {
             h2 #shadow-title { "Shadow candidate" }
-            @if let Some(c) = &shadow {
-                p { "A candidate chain by " (c.author) " runs in shadow since " (layout::time(c.started_at_ms))
-                    " (" (c.comment) "). Its agreement with the active chain is in "
-                    code { "GET /v1/policy/shadow" } "." }
+            @if let Some((c, counts, differences)) = &shadow {
+                p { "A candidate global chain by " (c.author) " runs beside the active one since "
+                    (layout::time(c.started_at_ms)) @if !c.comment.is_empty() { " (" (c.comment) ")" } "." }
+                ul { @for l in &c.links { li { (l.name) "@" (l.version) " " code { (serde_json::to_string(&l.settings).unwrap_or_default()) } } } }
+                p #agreement {
+                    @if counts.compared == 0 { "No submission has been compared yet." }
+                    @else {
+                        "Agreed on " (counts.agreed) " of " (counts.compared) " submissions ("
+                        (format!("{:.1}", percent(counts.agreed, counts.compared))) " %)."
+                    }
+                }
+                @if !differences.is_empty() {
+                    div.scroll { table #differences {
+                        caption { "Latest submissions where the candidate decides differently" }
+                        thead { tr { th scope="col" { "Job" } th scope="col" { "Team" } th scope="col" { "Active chain" } th scope="col" { "Candidate" } th scope="col" { "At" } } }
+                        tbody { @for d in differences {
+                            tr { td { a href={ "/console/jobs/" (d.job_id) } { (d.job_id) } } td { (d.team) }
+                                td { (d.live) } td { (d.shadow) } td { (layout::time(d.at_ms)) } }
+                        } }
+                    } }
+                }
             } @else { p { "No candidate runs in shadow." } }
         }
     };
     Ok(layout::page("Policies", Some(&viewer), Nav::Policies, body))
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn percent(part: u64, whole: u64) -> f64 {
+    part as f64 * 100.0 / whole as f64
 }
 
 fn scope_team(scope: &Scope) -> Option<String> {
