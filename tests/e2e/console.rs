@@ -132,6 +132,43 @@ async fn the_console_in_a_real_browser() {
     );
     b.screenshot("job").await;
 
+    // A 100 000-line log opens at its tail (500 lines) and pages backwards.
+    let long = gw
+        .client(&gw.token)
+        .submit_ok(
+            &one_gpu_spec("long-log", "python3 long.py"),
+            zip_of(&[(
+                "long.py",
+                "import sys\nsys.stdout.write(''.join(f'line {i}\\n' for i in range(100000)))\n",
+            )]),
+        )
+        .await;
+    let done = gw
+        .client(&gw.token)
+        .wait_terminal(std::slice::from_ref(&long), WITHIN)
+        .await;
+    assert_eq!(done[&long]["state"], "succeeded", "{:#}", done[&long]);
+    b.goto(&format!("{url}/console/jobs/{long}")).await;
+    let tail = b.wait_text("#log", "line 99999", WITHIN).await;
+    let lines: Vec<&str> = tail.lines().collect();
+    assert_eq!(lines.len(), 500, "the page shows the last 500 lines");
+    // The driver log ends with the job's output (and the submitter's closing lines).
+    let last = lines
+        .iter()
+        .position(|l| *l == "line 99999")
+        .expect("the last line");
+    let first = 99_999 - last;
+    assert_eq!(lines[0], format!("line {first}"));
+    b.screenshot("job-long-log").await;
+    b.click("a[rel=prev]").await;
+    let earlier = b
+        .wait_text("#log", &format!("line {}", first - 1), WITHIN)
+        .await;
+    let earlier: Vec<&str> = earlier.lines().collect();
+    assert_eq!(earlier.len(), 500);
+    assert_eq!(earlier[0], format!("line {}", first - 500));
+    assert_eq!(earlier[499], format!("line {}", first - 1));
+
     // A job waiting on capacity says why, in words, with the numbers.
     let waiting = submit(&gw, &gw.token, &sixteen_gpus("too-big")).await;
     gw.dispatcher_settled().await;

@@ -119,10 +119,11 @@ impl Browser {
         self.client.goto(url).await.expect("navigate");
     }
 
-    /// The text of the first element matching `css` (`None` if there is none).
+    /// The text of the first element matching `css` (`None` if there is none, or it
+    /// went away while read — the page was navigating).
     pub async fn text(&self, css: &str) -> Option<String> {
         match self.client.find(Locator::Css(css)).await {
-            Ok(e) => Some(e.text().await.expect("element text")),
+            Ok(e) => e.text().await.ok(),
             Err(_) => None,
         }
     }
