@@ -14,9 +14,8 @@ use super::{Console, PageError};
 use crate::auth::Role;
 use crate::domain::JobState;
 use crate::http::ApiError;
-use crate::http::jobs::team_filter;
-use crate::jobs::JobError;
-use crate::store::{ListQuery, StoreError};
+use crate::http::jobs::{list_page, team_filter};
+use crate::store::ListQuery;
 
 /// Jobs per page.
 pub const PAGE: u32 = 50;
@@ -49,24 +48,16 @@ pub async fn list(
     let asked_team = blank(q.team);
     let team = team_filter(&viewer.caller, asked_team.clone())?;
     let app = &console.app;
-    let page = app
-        .jobs
-        .store()
-        .list(ListQuery {
+    let page = list_page(
+        app,
+        ListQuery {
             team: team.clone(),
             state: state_filter,
             limit: PAGE,
             after: blank(q.cursor),
-        })
-        .await
-        .map_err(|e| match e {
-            StoreError::BadCursor => ApiError::bad(
-                "invalid-query",
-                "cursor",
-                "not a cursor this gateway issued",
-            ),
-            other => JobError::from(other).into(),
-        })?;
+        },
+    )
+    .await?;
     let board = app.jobs.queue().snapshot();
     let feed = match &team {
         Some(t) if viewer.caller.role == Role::Admin => format!("/console/live/jobs?team={t}"),
