@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (see README). Works on a fresh machine of this kind:
 # installs what the tests need (the WebAssembly toolchain for plugins, PostgreSQL's server
-# binaries, a venv for the manifest checks, the Python and TypeScript SDK toolchains)
-# inside the clone or from the distribution, then runs formatting and
-# lint checks and every unit and integration test. The S3-compatible test server
+# binaries, headless Chromium and chromedriver for the console's browser tests, a venv for
+# the manifest checks, the Python and TypeScript SDK toolchains) inside the clone or from
+# the distribution, then runs formatting and lint checks and every unit and integration
+# test. The S3-compatible test server
 # (s3s-fs) is a library the tests serve in-process (`forge-testkit`). Each step prints
 # how long it took.
 set -euo pipefail
@@ -45,6 +46,17 @@ else
   echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+
+log "headless Chromium and chromedriver for the console's browser tests"
+if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
+  echo "chromium and chromedriver are installed"
+else
+  echo "installing Debian chromium and chromium-driver"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
 log "deploy/ manifests (kustomize render, Kubernetes schemas, checks)"

@@ -10,6 +10,7 @@ mod cli;
 mod cli_plugins;
 mod cli_scaffold;
 mod cli_upload;
+mod console;
 mod crash;
 mod degrade;
 mod faults;

@@ -1,8 +1,10 @@
 //! Shared helpers of the end-to-end tests (`e2e/`) and, until they move into the
 //! emulator crate, the emulator's tests: a gateway on a port-0 listener, job and policy
-//! API clients, the policy plugins built from source, emulator helpers, and real
-//! emulator and gateway processes (`procs`) for the crash and replica tests.
+//! API clients, a headless Chromium over WebDriver, the policy plugins built from
+//! source, emulator helpers, and real emulator and gateway processes (`procs`) for the
+//! crash and replica tests.
 
+pub mod browser;
 pub mod cli;
 pub mod gateway;
 pub mod jobs;

@@ -340,8 +340,15 @@ fn auth_answer(e: &AuthError) -> (Answer, Option<&'static str>) {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The status and the message a person is shown (the web console renders it as a
+    /// page; internal causes are logged here, not shown).
+    pub fn status_and_message(self) -> (StatusCode, String) {
+        let (answer, _) = self.answer();
+        (answer.status, answer.message)
+    }
+
+    fn answer(self) -> (Answer, Option<&'static str>) {
         let mut challenge = None;
         let answer = match self {
             ApiError::Auth(e) => {
@@ -415,6 +422,13 @@ impl IntoResponse for ApiError {
             }
             ApiError::Internal(detail) => Answer::internal("internal error", &detail),
         };
+        (answer, challenge)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (answer, challenge) = self.answer();
         let mut body = json!({ "error": { "code": answer.code, "message": answer.message } });
         if let Some(d) = answer.details {
             body["error"]["details"] = d;

@@ -30,7 +30,7 @@ use crate::domain::JobState;
 use crate::jobs::dashboard::Dashboard;
 use crate::jobs::{Diagnosis, JobError, LogStart, PendingReason, QueueEntry};
 use crate::state::AppState;
-use crate::store::{DecisionRecord, HistoryEntry, JobRecord, ListQuery, StoreError};
+use crate::store::{DecisionRecord, HistoryEntry, JobRecord, ListQuery, Page, StoreError};
 
 /// A job as the API shows it.
 #[derive(Debug, Serialize)]
@@ -151,18 +151,24 @@ pub async fn list(
         limit: q.limit.unwrap_or(0),
         after: q.cursor,
     };
-    let page = state.jobs.store().list(query).await.map_err(|e| match e {
+    let page = list_page(&state, query).await?;
+    Ok(Json(ListResponse {
+        jobs: page.jobs.into_iter().map(|j| response(&state, j)).collect(),
+        next: page.next,
+    }))
+}
+
+/// A page of a listing (already filtered to what the caller may see; the console's
+/// jobs page reads the same).
+pub async fn list_page(state: &AppState, query: ListQuery) -> Result<Page, ApiError> {
+    state.jobs.store().list(query).await.map_err(|e| match e {
         StoreError::BadCursor => ApiError::bad(
             "invalid-query",
             "cursor",
             "not a cursor this gateway issued",
         ),
         other => JobError::from(other).into(),
-    })?;
-    Ok(Json(ListResponse {
-        jobs: page.jobs.into_iter().map(|j| response(&state, j)).collect(),
-        next: page.next,
-    }))
+    })
 }
 
 /// `GET /v1/jobs/{id}`.

@@ -6,6 +6,8 @@
 //! `/livez` (alias `/healthz`), `/readyz` and `/metrics` are open for probes and
 //! scrapers and reveal no job data; `/v1/capsules/{sha}.zip` (local object store only) is authorized by its
 //! HMAC-signed, expiring URL instead of a token, so Ray pods can fetch it.
+//! The web console (`/`, `/login`, `/console/…`, see [`console`]) is served by the same
+//! router, authenticated by its session cookie.
 //! Middleware: request ids (`x-request-id`, generated when absent and echoed back),
 //! tracing, a body-size limit (413) and a request timeout.
 
@@ -13,6 +15,7 @@ pub mod admin;
 mod auth;
 pub mod capacity;
 pub mod capsules;
+pub mod console;
 pub mod error;
 pub mod health;
 pub mod jobs;
@@ -98,7 +101,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 pub fn router(state: AppState) -> Router {
     let max_body = state.config.gateway.max_body_bytes();
     let local = state.local_objects.clone();
-    let mut app = api_router().with_state(state);
+    let console = console::routes(state.clone());
+    let mut app = api_router().with_state(state).merge(console);
     if let Some(local) = local {
         app = app.merge(crate::objects::local_routes(local));
     }

@@ -3,12 +3,15 @@
 //! pending reason), then `state`, `standing` and `pending` events as they happen; the
 //! stream ends after the terminal state. `GET /v1/jobs/watch[?team=]`: every change of
 //! the caller's team's jobs (admins: every team's, or one), `resync` when the watcher
-//! fell behind. Comments keep idle connections alive.
+//! fell behind. Changes carry the feed's sequence number as their event id: a client
+//! reconnecting with `Last-Event-ID` first gets the changes it missed (or `resync` when
+//! they are no longer kept). Comments keep idle connections alive.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
 
@@ -31,7 +34,7 @@ pub async fn watch(
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TeamQuery {
-    team: Option<String>,
+    pub(super) team: Option<String>,
 }
 
 /// `GET /v1/jobs/watch`.
@@ -39,16 +42,30 @@ pub async fn watch_jobs(
     State(state): State<AppState>,
     caller: Caller,
     Query(q): Query<TeamQuery>,
+    headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let team = super::jobs::team_filter(&caller, q.team)?;
-    Ok(sse(state.jobs.watch_team(team)))
+    Ok(sse(state.jobs.watch_team(team, last_event_id(&headers))))
 }
 
-fn sse(
+/// The `Last-Event-ID` a reconnecting `EventSource` sends (an id this feed issued; any
+/// other value counts as none).
+pub(super) fn last_event_id(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Job watch events as server-sent events (also the console's live feeds).
+pub(super) fn sse(
     events: impl Stream<Item = WatchEvent> + Send + 'static,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let events = events.map(|e| {
-        let event = Event::default().event(e.name());
+        let mut event = Event::default().event(e.name());
+        if let Some(id) = e.id() {
+            event = event.id(id.to_string());
+        }
         Ok(match event.json_data(&e) {
             Ok(event) => event,
             Err(err) => {

@@ -1,6 +1,6 @@
 //! Jobs: submission, the gang-aware queue and dispatcher, the RayJob lifecycle,
-//! clean-up, cancellation, logs and diagnosis, the followers' queue board and the
-//! report of foreign RayJobs. [`Jobs`] owns job state; each operation
+//! clean-up, cancellation, logs, diagnosis and its explanation in words, the followers'
+//! queue board and the report of foreign RayJobs. [`Jobs`] owns job state; each operation
 //! is an `impl Jobs` block in the file named for it. Nothing here knows HTTP: the
 //! handlers in `http::jobs` call these.
 
@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod diagnosis;
 pub mod dispatch;
 pub mod error;
+pub mod explain;
 pub mod feed;
 pub mod fit;
 pub mod follower;
@@ -26,7 +27,8 @@ pub mod watch;
 
 pub use diagnosis::{Diagnosis, PendingReason};
 pub use error::JobError;
-pub use feed::{JobEvent, JobFeed};
+pub use explain::pending_sentence;
+pub use feed::{JobEvent, JobFeed, Resume, Sequenced};
 pub use logs::{LogStart, LogStream};
 pub use queue::{QueueBoard, QueueEntry};
 pub use service::Jobs;

@@ -6,16 +6,17 @@
 //! (`GET /v1/jobs/{id}/watch`); any other consumer (the web console) uses the same
 //! stream.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
 use super::diagnosis::PendingReason;
 use super::error::JobError;
-use super::feed::JobEvent;
+use super::feed::{JobEvent, Resume, Sequenced};
 use super::queue::QueueEntry;
 use super::service::Jobs;
 use crate::domain::JobState;
@@ -37,8 +38,8 @@ pub enum WatchEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         pending: Option<PendingReason>,
     },
-    /// A change from the feed.
-    Change(JobEvent),
+    /// A change from the feed (with its sequence number, the stream's event id).
+    Change(#[serde(serialize_with = "bare_event")] Arc<Sequenced>),
     /// Why the dispatched job is not running yet (when it changes).
     Pending(PendingReason),
     /// The watcher fell behind and missed changes: re-read what it shows.
@@ -50,10 +51,27 @@ impl WatchEvent {
     pub fn name(&self) -> &'static str {
         match self {
             WatchEvent::Snapshot { .. } => "snapshot",
-            WatchEvent::Change(JobEvent::State { .. }) => "state",
-            WatchEvent::Change(JobEvent::Standing { .. }) => "standing",
+            WatchEvent::Change(e) => match e.event {
+                JobEvent::State { .. } => "state",
+                JobEvent::Standing { .. } => "standing",
+            },
             WatchEvent::Pending(_) => "pending",
             WatchEvent::Resync => "resync",
+        }
+    }
+}
+
+/// A change is sent as the bare event (its number is the stream's event id).
+fn bare_event<S: serde::Serializer>(e: &Arc<Sequenced>, s: S) -> Result<S::Ok, S::Error> {
+    e.event.serialize(s)
+}
+
+impl WatchEvent {
+    /// The feed's sequence number of a change (a resuming listener names the last one).
+    pub fn id(&self) -> Option<u64> {
+        match self {
+            WatchEvent::Change(e) => Some(e.seq),
+            _ => None,
         }
     }
 }
@@ -74,19 +92,32 @@ impl Jobs {
     }
 
     /// Every change of the jobs of `team` (every team's for `None`, admins) from now
-    /// on, until the receiver is dropped.
+    /// on — or, resuming, from after the feed's event `after` (what was missed first;
+    /// `resync` when that is no longer known) — until the receiver is dropped.
     pub fn watch_team(
         &self,
         team: Option<String>,
+        after: Option<u64>,
     ) -> impl Stream<Item = WatchEvent> + Send + 'static + use<> {
-        let feed = self.feed.subscribe();
-        futures::stream::unfold(feed, move |mut feed| {
+        let (first, feed) = match after {
+            None => (Vec::new(), self.feed.subscribe()),
+            Some(last) => match self.feed.resume(last) {
+                (Resume::Gap, rx) => (vec![WatchEvent::Resync], rx),
+                (Resume::Missed(missed), rx) => {
+                    let mine = |e: &Arc<Sequenced>| team.as_deref().is_none_or(|t| t == e.team());
+                    let missed = missed.into_iter().filter(mine).map(WatchEvent::Change);
+                    (missed.collect(), rx)
+                }
+            },
+        };
+        // The replay and the receiver were taken together: no event is in both.
+        let live = futures::stream::unfold(feed, move |mut feed| {
             let team = team.clone();
             async move {
                 loop {
                     match feed.recv().await {
                         Ok(e) if team.as_deref().is_none_or(|t| t == e.team()) => {
-                            return Some((WatchEvent::Change((*e).clone()), feed));
+                            return Some((WatchEvent::Change(e), feed));
                         }
                         Ok(_) => {}
                         Err(RecvError::Lagged(_)) => return Some((WatchEvent::Resync, feed)),
@@ -94,7 +125,8 @@ impl Jobs {
                     }
                 }
             }
-        })
+        });
+        futures::stream::iter(first).chain(live)
     }
 
     async fn snapshot(&self, id: &str) -> Result<(JobRecord, WatchEvent), JobError> {
@@ -129,7 +161,7 @@ impl Jobs {
     async fn run_watch(
         &self,
         job: JobRecord,
-        mut feed: tokio::sync::broadcast::Receiver<std::sync::Arc<JobEvent>>,
+        mut feed: tokio::sync::broadcast::Receiver<Arc<Sequenced>>,
         tx: &mpsc::Sender<WatchEvent>,
     ) -> Result<(), JobError> {
         let (mut job, first) = self.snapshot(&job.id).await?;
@@ -147,7 +179,7 @@ impl Jobs {
                 () = tx.closed() => return Ok(()),
                 received = feed.recv() => match received {
                     Ok(e) if e.job_id() == job.id => {
-                        if let JobEvent::State { to, .. } = &*e {
+                        if let JobEvent::State { to, .. } = &e.event {
                             // One read per change (the RayJob name arrives with
                             // `dispatched`), never a polling loop.
                             job = match self.store.get(&job.id).await? {
@@ -156,7 +188,7 @@ impl Jobs {
                             };
                             job.state = *to;
                         }
-                        WatchEvent::Change((*e).clone())
+                        WatchEvent::Change(e.clone())
                     }
                     Ok(_) => continue,
                     Err(RecvError::Lagged(_)) => {

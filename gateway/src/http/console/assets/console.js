@@ -1,0 +1,118 @@
+// Forge console live updates: the gateway's server-sent events (the same job feed the
+// API's watch endpoints serve) drive every change; nothing polls. Loaded by every page;
+// it acts on the elements that ask for it:
+//   table[data-live]   a jobs list: rows change state, new jobs appear on top;
+//   [data-refresh]     a server-rendered part re-read when the feed reports a change
+//                      (the job page's summary and timeline, the capacity table);
+//   pre[data-follow]   a live log: streamed until the job ends, then the archived rest.
+(function () {
+  "use strict";
+  var TERMINAL = ["succeeded", "failed", "cancelled", "timedOut", "rejected"];
+
+  function setState(el, state) {
+    if (!el) return;
+    el.textContent = state;
+    el.className = "state state-" + state;
+    el.setAttribute("data-state", state);
+  }
+
+  function liveList(table) {
+    var body = table.tBodies[0];
+    var only = table.getAttribute("data-filter");
+    var source = new EventSource(table.getAttribute("data-live"));
+    source.addEventListener("state", function (ev) {
+      var e = JSON.parse(ev.data);
+      var row = document.getElementById("job-" + e.jobId);
+      if (row) {
+        setState(row.querySelector(".state"), e.to);
+        return;
+      }
+      if (e.from || (only && only !== e.to)) return;
+      row = document.createElement("tr");
+      row.id = "job-" + e.jobId;
+      var link = document.createElement("a");
+      link.href = "/console/jobs/" + encodeURIComponent(e.jobId);
+      link.textContent = e.jobId;
+      var cells = [link, document.createTextNode(e.team), document.createElement("span"),
+        document.createTextNode(""), document.createTextNode(new Date(e.atMs).toISOString())];
+      cells.forEach(function (c) {
+        var td = document.createElement("td");
+        td.appendChild(c);
+        row.appendChild(td);
+      });
+      row.children[3].className = "standing";
+      setState(cells[2], e.to);
+      body.insertBefore(row, body.firstChild);
+    });
+    source.addEventListener("standing", function (ev) {
+      var e = JSON.parse(ev.data);
+      var row = document.getElementById("job-" + e.jobId);
+      var cell = row && row.querySelector(".standing");
+      if (cell) cell.textContent = "#" + e.queue.position + " on " + e.queue.series + ": " + e.queue.reason;
+    });
+    source.addEventListener("resync", function () { window.location.reload(); });
+  }
+
+  function refresher(el) {
+    var busy = false, again = false;
+    function run() {
+      if (busy) { again = true; return; }
+      busy = true;
+      fetch(el.getAttribute("data-refresh"), { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) { if (html !== null) el.innerHTML = html; })
+        .finally(function () { busy = false; if (again) { again = false; run(); } });
+    }
+    return run;
+  }
+
+  function liveParts(parts) {
+    var byFeed = {};
+    parts.forEach(function (el) {
+      var feed = el.getAttribute("data-feed");
+      (byFeed[feed] = byFeed[feed] || []).push(refresher(el));
+    });
+    Object.keys(byFeed).forEach(function (feed) {
+      var source = new EventSource(feed);
+      var all = function (ev) {
+        byFeed[feed].forEach(function (run) { run(); });
+        if (ev.type === "state" && TERMINAL.indexOf(JSON.parse(ev.data).to) >= 0 &&
+            feed.indexOf("/console/live/jobs/") === 0) source.close();
+      };
+      ["state", "standing", "pending", "resync"].forEach(function (t) { source.addEventListener(t, all); });
+    });
+  }
+
+  function follow(pre) {
+    var status = document.getElementById(pre.getAttribute("data-status"));
+    var decoder = new TextDecoder();
+    fetch(pre.getAttribute("data-follow"), { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok || !r.body) return;
+      var reader = r.body.getReader();
+      function pump() {
+        return reader.read().then(function (chunk) {
+          if (chunk.done) {
+            if (status) status.textContent = "The job ended: this is its archived log.";
+            return;
+          }
+          pre.appendChild(document.createTextNode(decoder.decode(chunk.value, { stream: true })));
+          // Keep the page light on huge logs: drop the oldest chunks past ~2 MB.
+          while (pre.textContent.length > 2000000 && pre.firstChild) pre.removeChild(pre.firstChild);
+          pre.scrollTop = pre.scrollHeight;
+          return pump();
+        });
+      }
+      return pump();
+    });
+  }
+
+  function start() {
+    document.querySelectorAll("table[data-live]").forEach(liveList);
+    liveParts(Array.prototype.slice.call(document.querySelectorAll("[data-refresh]")));
+    document.querySelectorAll("pre[data-follow]").forEach(follow);
+    document.querySelectorAll("pre.log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

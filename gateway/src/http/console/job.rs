@@ -1,0 +1,266 @@
+//! One job: `GET /console/jobs/{id}` opens with the "pending because…" sentence
+//! ([`crate::jobs::pending_sentence`]) above a timeline merging the state history, the
+//! admission decisions (with the per-plugin trace and the policy versions) and the
+//! Kubernetes events of its objects; then its log, opened at the tail (earlier pages
+//! with `?before=<byte offset>`) and followed live until the job ends, when the
+//! archived rest follows. `?part=live` answers only the summary and timeline, which
+//! the page re-reads when the job's feed reports a change. `POST
+//! /console/jobs/{id}/cancel` cancels (CSRF token and an explicit confirmation
+//! required). `GET /console/jobs/{id}/log?offset=N&follow=true` streams the log as
+//! text for the page's script.
+
+use axum::Form;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::layout::{self, Nav, csrf_field, state_badge};
+use super::session::Viewer;
+use super::{Console, PageError};
+use crate::cluster::LogSource;
+use crate::domain::JobState;
+use crate::jobs::{JobError, LogStart, pending_sentence};
+use crate::store::JobRecord;
+
+/// Log lines shown per page.
+pub const LOG_LINES: usize = 500;
+
+/// The page's query.
+#[derive(Debug, Default, Deserialize)]
+pub struct DetailParams {
+    #[serde(default)]
+    part: Option<String>,
+    #[serde(default)]
+    before: Option<u64>,
+}
+
+/// `GET /console/jobs/{id}`.
+pub async fn detail(
+    State(console): State<Console>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Query(q): Query<DetailParams>,
+) -> Result<Response, PageError> {
+    let jobs = &console.app.jobs;
+    let job = jobs.visible(&viewer.caller, &id).await?;
+    let live = live_part(&console, &job).await?;
+    if q.part.as_deref() == Some("live") {
+        return Ok(Html(live.into_string()).into_response());
+    }
+    let text = jobs.log(&job, LogSource::Driver).await.unwrap_or_default();
+    let end = q
+        .before
+        .map_or(text.len(), |b| (b as usize).min(text.len()));
+    let start = tail_start(&text[..end], LOG_LINES);
+    let shown = String::from_utf8_lossy(&text[start..end]).into_owned();
+    let following = !job.state.is_terminal() && q.before.is_none();
+    let body = html! {
+        h1 { "Job " (job.name) }
+        p { "Id " code { (job.id) } " · team " (job.team) " · submitted " (layout::time(job.created_at_ms)) }
+        section #live data-refresh={ "/console/jobs/" (job.id) "?part=live" } data-feed={ "/console/live/jobs/" (job.id) } {
+            (live)
+        }
+        section aria-labelledby="log-title" {
+            h2 #log-title { "Driver log" }
+            p #log-status {
+                @if job.state.is_terminal() { "The job ended: this is its archived log." }
+                @else { "Live: new lines appear as the job writes them." }
+            }
+            @if start > 0 {
+                p { a href={ "/console/jobs/" (job.id) "?before=" (start) } rel="prev" { "Earlier lines" } }
+            }
+            @if following {
+                pre.log #log data-follow={ "/console/jobs/" (job.id) "/log?offset=" (end) "&follow=true" } data-status="log-status" tabindex="0" { (shown) }
+            } @else {
+                pre.log #log tabindex="0" { (shown) }
+            }
+        }
+        @if !job.state.is_terminal() {
+            section aria-labelledby="cancel-title" {
+                h2 #cancel-title { "Cancel" }
+                form method="post" action={ "/console/jobs/" (job.id) "/cancel" } #cancel-form {
+                    (csrf_field(&viewer))
+                    label { input type="checkbox" name="confirm" value="yes" required; " Yes, cancel this job" }
+                    button type="submit" #cancel { "Cancel job" }
+                }
+            }
+        }
+    };
+    Ok(layout::page(
+        &format!("Job {}", job.name),
+        Some(&viewer),
+        Nav::Jobs,
+        body,
+    ))
+}
+
+/// The byte where the last `lines` lines of `text` start.
+fn tail_start(text: &[u8], lines: usize) -> usize {
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
+    body.iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(lines.saturating_sub(1))
+        .map_or(0, |(i, _)| i + 1)
+}
+
+/// The summary (state, sentence, queue standing, pending reason) and the timeline.
+async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageError> {
+    let jobs = &console.app.jobs;
+    let store = jobs.store();
+    let history = store.history(&job.id).await.map_err(JobError::from)?;
+    let decisions = store.decisions(&job.id).await.map_err(JobError::from)?;
+    let queue = (job.state == JobState::Queued)
+        .then(|| jobs.queue().entry(&job.id))
+        .flatten();
+    let diagnosis = if job.rayjob_name.is_some() {
+        match jobs.diagnose(job).await {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::warn!(job = %job.id, "pending diagnosis: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let pending = diagnosis.as_ref().and_then(|d| d.pending.as_ref());
+    let sentence = pending_sentence(job.state, queue.as_ref(), pending);
+    // One timeline: (time, kind, what).
+    let mut timeline: Vec<(i64, &str, String)> = Vec::new();
+    for h in &history {
+        let what = match (&h.from, &h.reason) {
+            (Some(f), Some(r)) => format!("{} → {}: {r}", f.as_str(), h.to.as_str()),
+            (Some(f), None) => format!("{} → {}", f.as_str(), h.to.as_str()),
+            (None, _) => format!("submitted ({})", h.to.as_str()),
+        };
+        timeline.push((h.at_ms, "state", what));
+    }
+    for d in &decisions {
+        let what = format!(
+            "{} by {}{}",
+            d.decision.kind,
+            d.decision.chain_version,
+            d.decision
+                .message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        );
+        timeline.push((d.at_ms, "decision", what));
+    }
+    timeline.sort_by_key(|(at, _, _)| *at);
+    Ok(html! {
+        p { "State: " span #job-state { (state_badge(job.state)) }
+            @if let Some(r) = &job.reason { " — " (r) } }
+        @if let Some(s) = &sentence { p.sentence #pending-sentence role="status" { (s) } }
+        @if let Some(q) = &queue {
+            p #standing { "Queue: position " (q.position) " on " (q.series) " (" code { (q.code) } ")" }
+        }
+        h2 { "Timeline" }
+        ol #timeline {
+            @for (at, kind, what) in &timeline {
+                li { time { (layout::time(*at)) } " · " strong { (kind) } " · " (what) }
+            }
+        }
+        @if !decisions.is_empty() {
+            h2 { "Admission decisions" }
+            @for d in &decisions {
+                details {
+                    summary { (d.decision.kind) " by " (d.decision.chain_version) " at " (layout::time(d.at_ms)) }
+                    pre { (serde_json::to_string_pretty(&d.decision.plugins).unwrap_or_default()) }
+                }
+            }
+        }
+        @if let Some(d) = &diagnosis {
+            h2 { "Kubernetes events" }
+            @if d.events.is_empty() { p { "No events." } }
+            @else {
+                div.scroll { table #events {
+                    thead { tr { th { "Object" } th { "Type" } th { "Reason" } th { "Count" } th { "Message" } } }
+                    tbody { @for e in &d.events {
+                        tr { td { (e.kind) "/" (e.object) } td { (e.type_) } td { (e.reason) } td { (e.count) } td { (e.message) } }
+                    } }
+                } }
+            }
+        }
+    })
+}
+
+/// The cancel form.
+#[derive(Debug, Deserialize)]
+pub struct CancelForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    confirm: Option<String>,
+}
+
+/// `POST /console/jobs/{id}/cancel`.
+pub async fn cancel(
+    State(console): State<Console>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Form(f): Form<CancelForm>,
+) -> Result<Response, PageError> {
+    if !viewer.csrf_ok(&f.csrf) {
+        return Err(PageError::csrf());
+    }
+    if f.confirm.as_deref() != Some("yes") {
+        return Err(PageError(
+            StatusCode::BAD_REQUEST,
+            "confirm the cancellation (the checkbox); nothing was changed".into(),
+        ));
+    }
+    let job = console.app.jobs.cancel(&viewer.caller, &id).await?;
+    Ok(Redirect::to(&format!("/console/jobs/{}", job.id)).into_response())
+}
+
+/// The log query.
+#[derive(Debug, Deserialize)]
+pub struct LogParams {
+    #[serde(default)]
+    offset: u64,
+    #[serde(default)]
+    follow: bool,
+}
+
+/// `GET /console/jobs/{id}/log`.
+pub async fn log(
+    State(console): State<Console>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Query(q): Query<LogParams>,
+) -> Result<Response, PageError> {
+    let jobs = &console.app.jobs;
+    let job = jobs.visible(&viewer.caller, &id).await?;
+    let read = jobs
+        .log_from(
+            &job,
+            LogSource::Driver,
+            LogStart::Offset(q.offset),
+            q.follow,
+        )
+        .await?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        Body::from_stream(read.body),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tail_starts_at_the_last_lines() {
+        let text = b"a\nb\nc\n";
+        assert_eq!(super::tail_start(text, 2), 2);
+        assert_eq!(super::tail_start(text, 3), 0);
+        assert_eq!(super::tail_start(text, 10), 0);
+        assert_eq!(super::tail_start(b"a\nb", 1), 2);
+    }
+}

@@ -1,0 +1,110 @@
+//! Logging in and out: `GET /` (the login page, or the jobs page when logged in),
+//! `GET /login`, `POST /login` (form field `token`: checked like a bearer token, then
+//! a session cookie is set and the browser is sent to the jobs page; a wrong token is
+//! answered 401 with the form again) and `POST /logout` (CSRF-checked; ends the session
+//! and clears the cookie).
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::layout::{self, Nav};
+use super::session::{self, Viewer};
+use super::{Console, PageError};
+
+fn login_form(error: Option<&str>) -> Markup {
+    html! {
+        h1 { "Log in to Forge" }
+        @if let Some(e) = error { p.error role="alert" id="login-error" { (e) } }
+        form method="post" action="/login" {
+            label for="token" { "API token" }
+            input type="password" id="token" name="token" autocomplete="current-password" required autofocus;
+            p { button type="submit" id="login" { "Log in" } }
+        }
+        p { "Use the token you give the " code { "forge" } " command line; the console sees what that token may see." }
+    }
+}
+
+/// `GET /`.
+pub async fn home(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let logged_in = session::session_id(&headers)
+        .and_then(|id| console.sessions.viewer(&id))
+        .is_some();
+    if logged_in {
+        Redirect::to("/console/jobs").into_response()
+    } else {
+        layout::page("Log in", None, Nav::None, login_form(None))
+    }
+}
+
+/// `GET /login`.
+pub async fn form() -> Response {
+    layout::page("Log in", None, Nav::None, login_form(None))
+}
+
+/// The login form.
+#[derive(Debug, Deserialize)]
+pub struct LoginForm {
+    token: String,
+}
+
+/// `POST /login`.
+pub async fn login(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Form(f): Form<LoginForm>,
+) -> Response {
+    let Ok(caller) = console.app.tokens.lookup(f.token.trim()) else {
+        return layout::page_with(
+            StatusCode::UNAUTHORIZED,
+            "Log in",
+            None,
+            Nav::None,
+            login_form(Some("That token is not valid.")),
+        );
+    };
+    let id = console.sessions.open(caller);
+    let secure = session::over_https(&console, &headers);
+    with_cookie(
+        Redirect::to("/console/jobs"),
+        &session::cookie(Some(&id), secure),
+    )
+}
+
+/// The logout form.
+#[derive(Debug, Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// `POST /logout`.
+pub async fn logout(
+    State(console): State<Console>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    Form(f): Form<CsrfForm>,
+) -> Result<Response, PageError> {
+    if !viewer.csrf_ok(&f.csrf) {
+        return Err(PageError::csrf());
+    }
+    if let Some(id) = session::session_id(&headers) {
+        console.sessions.close(&id);
+    }
+    let secure = session::over_https(&console, &headers);
+    Ok(with_cookie(
+        Redirect::to("/login"),
+        &session::cookie(None, secure),
+    ))
+}
+
+fn with_cookie(redirect: Redirect, cookie: &str) -> Response {
+    let mut response = redirect.into_response();
+    if let Ok(v) = HeaderValue::from_str(cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}

@@ -1,0 +1,512 @@
+//! The web console in a real headless Chromium (WebDriver, `forge_tests::browser`)
+//! against a dev gateway: log in with a token; watch the sample job go from queued to
+//! succeeded without a reload; read its log on its page; read why a job waits on
+//! capacity; as an admin change the global chain's settings, see the new version and
+//! its diff, roll back, see a shadow candidate's disagreements; as another team's member see none of team-a's jobs and be
+//! refused on a forged (CSRF) cancel form; log out. Every page is saved as a screenshot
+//! under `target/e2e-artifacts/console/`. The cookie and CSRF rules are also checked
+//! over plain HTTP.
+
+use std::time::Duration;
+
+use forge_tests::browser::Browser;
+use forge_tests::gateway::TestGateway;
+use forge_tests::jobs::{one_gpu_spec, zip_of};
+use forge_tests::policy::PolicyClient;
+use forge_tests::wait::{eventually, not_yet};
+use serde_json::{Value, json};
+
+/// A `team-b` member's token (its SHA-256 is in the tokens file below).
+const TEAM_B_TOKEN: &str = "console-team-b-member";
+
+const WITHIN: Duration = Duration::from_secs(60);
+
+async fn gateway() -> TestGateway {
+    let dir = tempfile::tempdir().expect("tempdir").keep();
+    let tokens = dir.join("tokens.yaml");
+    std::fs::write(
+        &tokens,
+        format!(
+            "tokens:\n  - name: bob\n    team: team-b\n    role: member\n    token_sha256: {}\n",
+            forge_gateway::auth::hash_token(TEAM_B_TOKEN),
+        ),
+    )
+    .expect("tokens file");
+    let tokens = tokens.display().to_string();
+    // One 8-GPU node: a 16-GPU job waits on capacity.
+    TestGateway::start("h100=1x8", &[("FORGE_TOKENS_FILE", tokens.as_str())]).await
+}
+
+fn sample_zip() -> Vec<u8> {
+    zip_of(&[(
+        "train.py",
+        "print('hello from forge', flush=True)\nfor i in range(3):\n    print(f'step {i}', flush=True)\n",
+    )])
+}
+
+/// 16 GPUs on two 8-GPU pools: within the dev quota, never fits one 8-GPU node.
+fn sixteen_gpus(name: &str) -> Value {
+    json!({"name": name, "framework": "nemo-rl", "entrypoint": "python3 train.py",
+        "pools": [{"name": "a", "nodes": 1, "gpusPerNode": 8},
+                  {"name": "b", "nodes": 1, "gpusPerNode": 8}]})
+}
+
+async fn submit(gw: &TestGateway, token: &str, spec: &Value) -> String {
+    let (status, body) = gw.client(token).submit(spec, sample_zip()).await;
+    assert_eq!(status, 202, "{body:#}");
+    body["id"].as_str().expect("id").to_string()
+}
+
+async fn log_in(b: &Browser, gw: &TestGateway, token: &str) {
+    b.goto(&format!("{}/", gw.url)).await;
+    b.fill("#token", token).await;
+    b.click("#login").await;
+    eventually("the jobs page after login", WITHIN, || async {
+        match b.path().await.as_str() {
+            "/console/jobs" => Ok(()),
+            other => Err(not_yet(other.to_string())),
+        }
+    })
+    .await;
+}
+
+async fn log_out(b: &Browser, gw: &TestGateway) {
+    b.click("#logout").await;
+    b.wait_text("h1", "Log in", WITHIN).await;
+    // The session is gone: console pages send the browser back to the login page.
+    b.goto(&format!("{}/console/jobs", gw.url)).await;
+    assert_eq!(b.path().await, "/login");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_console_in_a_real_browser() {
+    let gw = gateway().await;
+    let b = Browser::start("console").await;
+    let url = &gw.url;
+
+    // Not logged in: `/` is the login page.
+    b.goto(&format!("{url}/")).await;
+    assert!(b.text("h1").await.unwrap_or_default().contains("Log in"));
+    b.screenshot("login").await;
+    b.fill("#token", "not-a-token").await;
+    b.click("#login").await;
+    b.wait_text("#login-error", "not valid", WITHIN).await;
+
+    // The admin (dev token, team-a) logs in; the cookie is HttpOnly and SameSite=Strict.
+    log_in(&b, &gw, &gw.token).await;
+    let cookie = b
+        .client
+        .get_named_cookie("forge_session")
+        .await
+        .expect("session cookie");
+    assert_eq!(cookie.http_only(), Some(true));
+    assert_eq!(format!("{:?}", cookie.same_site()), "Some(Strict)");
+    assert_ne!(cookie.value(), gw.token, "the token is not the cookie");
+
+    // The sample job goes from queued to succeeded on the open page, without a reload.
+    b.client
+        .execute("window.forgeNoReload = 42; return null;", vec![])
+        .await
+        .expect("mark the page");
+    let sample = submit(&gw, &gw.token, &one_gpu_spec("sample", "python3 train.py")).await;
+    let row = format!("#job-{sample} .state");
+    b.wait_text(&row, "succeeded", WITHIN).await;
+    let marker = b
+        .client
+        .execute("return window.forgeNoReload;", vec![])
+        .await
+        .expect("read the mark");
+    assert_eq!(marker, json!(42), "the jobs page reloaded");
+    b.screenshot("jobs").await;
+
+    // Its page: the state and the archived log.
+    b.goto(&format!("{url}/console/jobs/{sample}")).await;
+    b.wait_text("#job-state", "succeeded", WITHIN).await;
+    b.wait_text("#log", "hello from forge", WITHIN).await;
+    assert!(b.text("#log").await.unwrap_or_default().contains("step 2"));
+    assert!(
+        b.text("#timeline")
+            .await
+            .unwrap_or_default()
+            .contains("admit")
+    );
+    b.screenshot("job").await;
+
+    // A 100 000-line log opens at its tail (500 lines) and pages backwards.
+    let long = gw
+        .client(&gw.token)
+        .submit_ok(
+            &one_gpu_spec("long-log", "python3 long.py"),
+            zip_of(&[(
+                "long.py",
+                "import sys\nsys.stdout.write(''.join(f'line {i}\\n' for i in range(100000)))\n",
+            )]),
+        )
+        .await;
+    let done = gw
+        .client(&gw.token)
+        .wait_terminal(std::slice::from_ref(&long), WITHIN)
+        .await;
+    assert_eq!(done[&long]["state"], "succeeded", "{:#}", done[&long]);
+    b.goto(&format!("{url}/console/jobs/{long}")).await;
+    let tail = b.wait_text("#log", "line 99999", WITHIN).await;
+    let lines: Vec<&str> = tail.lines().collect();
+    assert_eq!(lines.len(), 500, "the page shows the last 500 lines");
+    // The driver log ends with the job's output (and the submitter's closing lines).
+    let last = lines
+        .iter()
+        .position(|l| *l == "line 99999")
+        .expect("the last line");
+    let first = 99_999 - last;
+    assert_eq!(lines[0], format!("line {first}"));
+    b.screenshot("job-long-log").await;
+    b.click("a[rel=prev]").await;
+    let earlier = b
+        .wait_text("#log", &format!("line {}", first - 1), WITHIN)
+        .await;
+    let earlier: Vec<&str> = earlier.lines().collect();
+    assert_eq!(earlier.len(), 500);
+    assert_eq!(earlier[0], format!("line {}", first - 500));
+    assert_eq!(earlier[499], format!("line {}", first - 1));
+
+    // A job waiting on capacity says why, in words, with the numbers.
+    let waiting = submit(&gw, &gw.token, &sixteen_gpus("too-big")).await;
+    gw.dispatcher_settled().await;
+    b.goto(&format!("{url}/console/jobs/{waiting}")).await;
+    let sentence = b
+        .wait_text("#pending-sentence", "Pending because", WITHIN)
+        .await;
+    assert!(
+        sentence.contains("not enough free capacity on h100"),
+        "{sentence}"
+    );
+    b.screenshot("job-pending").await;
+
+    // Capacity per series.
+    b.goto(&format!("{url}/console/capacity")).await;
+    let capacity = b.text("#capacity").await.expect("capacity table");
+    assert!(capacity.contains("h100"), "{capacity}");
+    b.screenshot("capacity").await;
+
+    // Plugins.
+    b.goto(&format!("{url}/console/plugins")).await;
+    assert!(
+        b.text("#plugins")
+            .await
+            .unwrap_or_default()
+            .contains("team-quota")
+    );
+    b.screenshot("plugins").await;
+
+    // The admin changes the global chain's team-quota settings: a new version, its
+    // diff, then a rollback.
+    b.goto(&format!("{url}/console/policies")).await;
+    assert_eq!(
+        b.text("#policy-global .version").await.as_deref(),
+        Some("1")
+    );
+    let form = "#settings-global-team-quota";
+    b.fill(
+        &format!("{form} textarea[name=settings]"),
+        r#"{"default": {"*": 24}}"#,
+    )
+    .await;
+    b.fill(&format!("{form} input[name=comment]"), "more GPUs")
+        .await;
+    b.click(&format!("{form} button")).await;
+    b.wait_text("#policy-global .version", "2", WITHIN).await;
+    let diff = b.text("#diff-global").await.expect("a diff");
+    assert!(diff.contains("- ") && diff.contains("16"), "{diff}");
+    assert!(diff.contains("+ ") && diff.contains("24"), "{diff}");
+    assert!(
+        b.text("#policy-global .history")
+            .await
+            .unwrap_or_default()
+            .contains("more GPUs")
+    );
+    b.screenshot("policies-changed").await;
+    let (_, policy) = gw
+        .client(&gw.token)
+        .call(reqwest::Method::GET, "/v1/policy")
+        .await;
+    assert_eq!(
+        policy["global"]["plugins"][1]["settings"]["default"]["*"],
+        24
+    );
+    b.click("#rollback-global button").await;
+    b.wait_text("#policy-global .version", "3", WITHIN).await;
+    let (_, policy) = gw
+        .client(&gw.token)
+        .call(reqwest::Method::GET, "/v1/policy")
+        .await;
+    assert_eq!(
+        policy["global"]["plugins"][1]["settings"]["default"]["*"],
+        16
+    );
+    b.screenshot("policies-rolled-back").await;
+
+    // A shadow candidate (team-a: 1 GPU per job) and the submissions it would decide
+    // differently.
+    let admin = PolicyClient::new(&gw, &gw.token);
+    let strict = admin
+        .global_links_with(
+            "team-quota",
+            json!({"default": {"*": 16}, "limits": {"team-a": {"*": 1}}}),
+        )
+        .await;
+    let (status, body) = admin
+        .send(
+            reqwest::Method::PUT,
+            "/v1/policy/shadow",
+            &json!({"plugins": strict, "comment": "1 GPU per job"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body:#}");
+    let shadowed = submit(&gw, &gw.token, &sixteen_gpus("shadowed")).await;
+    eventually("the shadow comparison", WITHIN, || async {
+        let (_, r) = admin.get("/v1/policy/shadow").await;
+        if r["compared"] == 1 {
+            Ok(())
+        } else {
+            Err(not_yet(r))
+        }
+    })
+    .await;
+    b.goto(&format!("{url}/console/policies")).await;
+    let agreement = b.text("#agreement").await.expect("agreement");
+    assert!(agreement.contains("Agreed on 0 of 1"), "{agreement}");
+    let differences = b.text("#differences").await.expect("differences");
+    assert!(differences.contains(&shadowed), "{differences}");
+    b.screenshot("policies-shadow").await;
+    log_out(&b, &gw).await;
+
+    // team-b's member: team-a's jobs are nowhere.
+    let own = submit(&gw, TEAM_B_TOKEN, &sixteen_gpus("b-waits")).await;
+    log_in(&b, &gw, TEAM_B_TOKEN).await;
+    b.wait_text(&format!("#job-{own} .state"), "queued", WITHIN)
+        .await;
+    let list = b.source().await;
+    assert!(
+        !list.contains(&sample) && !list.contains(&waiting),
+        "{list}"
+    );
+    b.goto(&format!("{url}/console/jobs?team=team-a")).await;
+    assert!(b.text("h1").await.unwrap_or_default().contains("403"));
+    b.goto(&format!("{url}/console/jobs/{sample}")).await;
+    assert!(b.text("h1").await.unwrap_or_default().contains("404"));
+    assert!(!b.source().await.contains("hello from forge"));
+    // The member sees no settings forms on the global chain, and no other team's job
+    // among the shadow differences.
+    b.goto(&format!("{url}/console/policies")).await;
+    assert!(b.text(&format!("{form} textarea")).await.is_none());
+    assert!(b.text("#agreement").await.is_some());
+    assert!(!b.source().await.contains(&shadowed));
+
+    // A forged cancel form (wrong CSRF token) is refused and changes nothing.
+    b.goto(&format!("{url}/console/jobs/{own}")).await;
+    b.screenshot("member-job").await;
+    b.client
+        .execute(
+            "const f = document.getElementById('cancel-form');
+             f.querySelector('input[name=csrf]').value = 'forged';
+             f.querySelector('input[name=confirm]').checked = true;
+             f.submit(); return null;",
+            vec![],
+        )
+        .await
+        .expect("submit the forged form");
+    b.wait_text("h1", "403", WITHIN).await;
+    assert!(b.text("p.error").await.unwrap_or_default().contains("CSRF"));
+    b.screenshot("csrf-refused").await;
+    let job = gw.client(TEAM_B_TOKEN).job(&own).await;
+    assert_eq!(job["state"], "queued", "{job:#}");
+
+    // The real form, confirmed, cancels.
+    b.goto(&format!("{url}/console/jobs/{own}")).await;
+    b.click("#cancel-form input[name=confirm]").await;
+    b.click("#cancel").await;
+    b.wait_text("#job-state", "cancelled", WITHIN).await;
+    log_out(&b, &gw).await;
+    b.screenshot("logged-out").await;
+    assert!(b.artifacts().join("job-pending.png").is_file());
+}
+
+/// The cookie and form rules over plain HTTP (no browser needed).
+#[tokio::test]
+async fn sessions_cookies_and_csrf_over_http() {
+    let gw = gateway().await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let login = |token: &'static str, https: bool| {
+        let mut r = http
+            .post(format!("{}/login", gw.url))
+            .form(&[("token", token)]);
+        if https {
+            r = r.header("x-forwarded-proto", "https");
+        }
+        r.send()
+    };
+    let root = http
+        .get(format!("{}/", gw.url))
+        .send()
+        .await
+        .expect("GET /");
+    assert_eq!(root.status(), 200);
+    assert!(root.text().await.expect("body").contains("name=\"token\""));
+    let bad = login("wrong", false).await.expect("login");
+    assert_eq!(bad.status(), 401);
+    assert!(bad.headers().get("set-cookie").is_none());
+
+    let ok = login(TEAM_B_TOKEN, false).await.expect("login");
+    assert_eq!(ok.status(), 303);
+    let cookie = ok.headers()["set-cookie"]
+        .to_str()
+        .expect("ascii")
+        .to_string();
+    assert!(cookie.starts_with("forge_session="), "{cookie}");
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attr), "{cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "{cookie}");
+    let secure = login(TEAM_B_TOKEN, true).await.expect("login");
+    assert!(
+        secure.headers()["set-cookie"]
+            .to_str()
+            .expect("ascii")
+            .contains("Secure")
+    );
+
+    let session = cookie.split(';').next().expect("pair").to_string();
+    // Logging out needs the session's CSRF token.
+    let forged = http
+        .post(format!("{}/logout", gw.url))
+        .header("cookie", &session)
+        .form(&[("csrf", "forged")])
+        .send()
+        .await
+        .expect("logout");
+    assert_eq!(forged.status(), 403);
+    let page = http
+        .get(format!("{}/console/jobs", gw.url))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("jobs page");
+    assert_eq!(page.status(), 200, "the session survived the forged logout");
+    let html = page.text().await.expect("html");
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("a CSRF field")
+        .to_string();
+    let out = http
+        .post(format!("{}/logout", gw.url))
+        .header("cookie", &session)
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .expect("logout");
+    assert_eq!(out.status(), 303);
+    assert!(
+        out.headers()["set-cookie"]
+            .to_str()
+            .expect("ascii")
+            .contains("Max-Age=0")
+    );
+    let after = http
+        .get(format!("{}/console/jobs", gw.url))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("jobs page");
+    assert_eq!(after.status(), 303);
+    assert_eq!(after.headers()["location"], "/login");
+    // No session, no feed.
+    let feed = http
+        .get(format!("{}/console/live/jobs", gw.url))
+        .send()
+        .await
+        .expect("feed");
+    assert_eq!(feed.status(), 303);
+}
+
+/// One server-sent event: (event name, id, data).
+type Sse = (String, Option<u64>, Value);
+
+/// Reads the next event of a server-sent-event response (comments skipped).
+async fn next_event(resp: &mut reqwest::Response, buf: &mut String) -> Sse {
+    loop {
+        if let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let (mut name, mut id, mut data) = (String::new(), None, String::new());
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    name = v.trim().to_string();
+                } else if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim());
+                }
+            }
+            if name.is_empty() {
+                continue;
+            }
+            return (name, id, serde_json::from_str(&data).unwrap_or(Value::Null));
+        }
+        let chunk = tokio::time::timeout(WITHIN, resp.chunk())
+            .await
+            .expect("an event in time")
+            .expect("stream")
+            .expect("stream open");
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+/// The team feed is resumable: reconnecting with `Last-Event-ID` first replays what was
+/// missed; an id the feed no longer knows gets `resync`.
+#[tokio::test]
+async fn the_job_feed_resumes_with_last_event_id() {
+    let gw = gateway().await;
+    let watch = |last: Option<String>| {
+        let mut r = gw.get("/v1/jobs/watch");
+        if let Some(id) = last {
+            r = r.header("last-event-id", id);
+        }
+        r.send()
+    };
+    let mut first = watch(None).await.expect("watch");
+    assert_eq!(first.status(), 200);
+    let mut buf = String::new();
+    let a = submit(&gw, &gw.token, &sixteen_gpus("feed-a")).await;
+    let (name, id, data) = next_event(&mut first, &mut buf).await;
+    assert_eq!(
+        (name.as_str(), data["jobId"].as_str()),
+        ("state", Some(a.as_str()))
+    );
+    let last = id.expect("an event id");
+    drop(first);
+
+    // Missed while disconnected.
+    let b = submit(&gw, &gw.token, &sixteen_gpus("feed-b")).await;
+    let mut resumed = watch(Some(last.to_string())).await.expect("watch");
+    let mut buf = String::new();
+    let mut previous = last;
+    loop {
+        let (name, id, data) = next_event(&mut resumed, &mut buf).await;
+        let id = id.expect("changes carry ids");
+        assert!(id > previous, "ids increase: {id} after {previous}");
+        previous = id;
+        if name == "state" && data["jobId"] == b.as_str() {
+            assert!(data.get("from").is_none(), "{data}");
+            break;
+        }
+    }
+
+    // An id from before this process (or long gone) asks the client to re-read.
+    let mut stale = watch(Some("1".into())).await.expect("watch");
+    let (name, _, _) = next_event(&mut stale, &mut String::new()).await;
+    assert_eq!(name, "resync");
+}
