@@ -349,9 +349,13 @@ impl IntoResponse for ApiError {
             ApiError::InvalidSpec(errors) => Answer::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid-spec",
-                format!("the job spec has {} problem(s)", errors.0.len()),
+                format!("the job spec has {} problem(s)", errors.total),
             )
-            .details(json!({ "fields": errors.0 })),
+            .details(json!({
+                "fields": errors.errors,
+                "total": errors.total,
+                "omitted": errors.omitted(),
+            })),
             ApiError::Policy(RunError::Chain(e)) => Answer::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "policy-failed",

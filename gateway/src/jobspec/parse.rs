@@ -18,13 +18,16 @@ fn parse_document(body: &[u8], format: SpecFormat) -> Result<serde_json::Value, 
 }
 
 /// Parses a spec document and validates it against the configuration, reporting every
-/// problem (structural and semantic) at once.
+/// problem (structural and semantic) at once — the first `FORGE_MAX_FIELD_ERRORS` of
+/// them listed, all counted. The caller bounds the document's size
+/// (`FORGE_MAX_DOCUMENT_KIB`); JSON nesting is bounded by serde_json's recursion limit
+/// and YAML by serde-saphyr's default budget (depth, nodes, aliases).
 pub fn parse_and_validate(
     body: &[u8],
     format: SpecFormat,
     cfg: &Config,
 ) -> Result<JobSpec, SpecErrors> {
-    let doc = parse_document(body, format).map_err(|e| SpecErrors(vec![e]))?;
+    let doc = parse_document(body, format).map_err(SpecErrors::one)?;
     from_value_and_validate(doc, cfg)
 }
 
@@ -40,7 +43,7 @@ pub fn from_value_and_validate(
     }
     if errors.is_empty() {
         return typed
-            .map_err(|e| SpecErrors(vec![FieldError::new("", FieldCode::Type, e.to_string())]));
+            .map_err(|e| SpecErrors::one(FieldError::new("", FieldCode::Type, e.to_string())));
     }
     // A missing field is reported once as `required`, not also as a range/format
     // problem of its default value.
@@ -52,5 +55,5 @@ pub fn from_value_and_validate(
     errors.retain(|e| e.code == FieldCode::Required || !required.contains(&e.field));
     errors.sort_by(|a, b| (&a.field, a.code).cmp(&(&b.field, b.code)));
     errors.dedup_by(|a, b| a.field == b.field && a.code == b.code);
-    Err(SpecErrors(errors))
+    Err(SpecErrors::capped(errors, cfg.gateway.max_field_errors))
 }
