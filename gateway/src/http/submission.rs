@@ -91,7 +91,17 @@ async fn read_multipart(
                     || field
                         .file_name()
                         .is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
-                let bytes = read_spec_part(state, field).await?;
+                let bytes = match read_spec_part(state, field).await {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        // Read and drop the rest (bounded by the body limit), so the
+                        // client gets the answer rather than a reset connection.
+                        while let Ok(Some(mut rest)) = multipart.next_field().await {
+                            while let Ok(Some(_)) = rest.chunk().await {}
+                        }
+                        return Err(e);
+                    }
+                };
                 let format = if yaml {
                     SpecFormat::Yaml
                 } else {
@@ -135,15 +145,19 @@ async fn read_spec_part(
 ) -> Result<Bytes, ApiError> {
     let limit = state.config.gateway.max_document_bytes();
     let mut buf = Vec::new();
+    let mut size = 0usize;
     while let Some(chunk) = field
         .chunk()
         .await
         .map_err(|e| multipart_error("spec", &e))?
     {
-        if buf.len() + chunk.len() > limit {
-            return Err(too_large("spec", limit, "FORGE_MAX_DOCUMENT_KIB"));
+        size = size.saturating_add(chunk.len());
+        if size <= limit {
+            buf.extend_from_slice(&chunk);
         }
-        buf.extend_from_slice(&chunk);
+    }
+    if size > limit {
+        return Err(too_large("spec", limit, "FORGE_MAX_DOCUMENT_KIB"));
     }
     Ok(Bytes::from(buf))
 }

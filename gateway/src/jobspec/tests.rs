@@ -260,6 +260,8 @@ fn a_label_bomb_gets_a_small_answer() {
     // The count error plus the first 64 keys, not 20 000 of them.
     assert_eq!(errors.total, 1 + super::MAX_LABELS);
     assert_eq!(errors.omitted(), errors.total - 20);
+    let answer = serde_json::to_string(&errors.errors).expect("json");
+    assert!(answer.len() < 8 * 1024, "a {} byte answer", answer.len());
 }
 
 #[test]
