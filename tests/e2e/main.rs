@@ -11,6 +11,7 @@ mod cli_plugins;
 mod cli_upload;
 mod crash;
 mod faults;
+mod hostile;
 mod jobs;
 mod latency;
 mod policy_admin;
