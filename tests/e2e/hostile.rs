@@ -152,30 +152,6 @@ fn long_name_tar_gz(size: usize) -> Vec<u8> {
     gz.finish().expect("gz")
 }
 
-/// A zip that is a local-header signature and end records: Zip64, declaring fifty
-/// million entries.
-fn zip64_entry_bomb() -> Vec<u8> {
-    let mut raw = b"PK\x03\x04".to_vec();
-    raw.resize(30, 0);
-    raw.extend_from_slice(&0x0606_4b50u32.to_le_bytes());
-    raw.extend_from_slice(&44u64.to_le_bytes());
-    raw.extend_from_slice(&[45, 0, 45, 0]);
-    raw.extend_from_slice(&[0; 8]);
-    raw.extend_from_slice(&50_000_000u64.to_le_bytes());
-    raw.extend_from_slice(&50_000_000u64.to_le_bytes());
-    raw.extend_from_slice(&(46u64 * 50_000_000).to_le_bytes());
-    raw.extend_from_slice(&0u64.to_le_bytes());
-    raw.extend_from_slice(&0x0706_4b50u32.to_le_bytes());
-    raw.extend_from_slice(&0u32.to_le_bytes());
-    raw.extend_from_slice(&30u64.to_le_bytes());
-    raw.extend_from_slice(&1u32.to_le_bytes());
-    raw.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
-    raw.extend_from_slice(&[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
-    raw.extend_from_slice(&[0xff; 8]);
-    raw.extend_from_slice(&[0, 0]);
-    raw
-}
-
 fn submission(spec: String, code: Vec<u8>, file_name: &str) -> reqwest::multipart::Form {
     reqwest::multipart::Form::new()
         .part(
@@ -314,7 +290,7 @@ async fn hostile_requests_get_small_answers_and_bounded_memory() {
             name: "zip declaring 50M entries (Zip64)",
             request: auth(http.post(&jobs)).multipart(submission(
                 good_spec().to_string(),
-                zip64_entry_bomb(),
+                forge_testkit::archives::zip64_entry_bomb(50_000_000),
                 "code.zip",
             )),
             status: 400,

@@ -420,26 +420,7 @@ fn pax_headers_within_the_bound_still_work() {
 #[test]
 fn zip64_entry_count_is_checked_before_the_central_directory_is_read() {
     let c = case("code.zip");
-    let mut raw = Vec::new();
-    // Zip64 end-of-central-directory record at offset 0, declaring 50 million entries.
-    raw.extend_from_slice(&0x0606_4b50u32.to_le_bytes());
-    raw.extend_from_slice(&44u64.to_le_bytes());
-    raw.extend_from_slice(&[45, 0, 45, 0]);
-    raw.extend_from_slice(&[0; 8]);
-    raw.extend_from_slice(&50_000_000u64.to_le_bytes());
-    raw.extend_from_slice(&50_000_000u64.to_le_bytes());
-    raw.extend_from_slice(&(46u64 * 50_000_000).to_le_bytes());
-    raw.extend_from_slice(&0u64.to_le_bytes());
-    // Its locator.
-    raw.extend_from_slice(&0x0706_4b50u32.to_le_bytes());
-    raw.extend_from_slice(&0u32.to_le_bytes());
-    raw.extend_from_slice(&0u64.to_le_bytes());
-    raw.extend_from_slice(&1u32.to_le_bytes());
-    // The classic record, deferring to Zip64.
-    raw.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
-    raw.extend_from_slice(&[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
-    raw.extend_from_slice(&[0xff; 8]);
-    raw.extend_from_slice(&[0, 0]);
+    let raw = forge_testkit::archives::zip64_entry_bomb(50_000_000);
     std::fs::write(&c.input, &raw).expect("write");
     let e = refuse(
         &c,
