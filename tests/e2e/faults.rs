@@ -160,3 +160,43 @@ async fn jobs_all_end_correctly_under_api_server_faults() {
         "{jobs} jobs: submitted in {submitted:?}, all terminal in {finished:?}, {rounds} fault rounds"
     );
 }
+
+/// A RayJob create the API server refuses (413 RequestEntityTooLarge: retrying the same
+/// request cannot help) fails the job with the server's message instead of
+/// re-queueing it forever, and frees its GPUs: a second job asking for the whole
+/// machine runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_rayjob_create_fails_the_job_and_frees_its_gpus() {
+    let gw = TestGateway::start("h100=1x8", &[]).await;
+    let client = JobClient::new(&gw.url, &gw.token);
+    let runs = tempfile::tempdir().expect("runs dir");
+    gw.sim.faults().add_rule(FailRule {
+        count: 1,
+        code: 413,
+        retry_after_seconds: None,
+        path_contains: Some("/rayjobs".to_string()),
+        verb: Some("create".to_string()),
+    });
+    let mut spec = one_gpu_spec("refused", "python3 job.py");
+    spec["pools"][0]["gpusPerNode"] = 8.into();
+    let refused = client.submit_ok(&spec, marker_zip(runs.path(), 0.0)).await;
+    let done = client
+        .wait_terminal(std::slice::from_ref(&refused), Duration::from_secs(60))
+        .await;
+    let job = &done[&refused];
+    assert_eq!(job["state"], "failed", "{job:#}");
+    let reason = job["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("dispatch.refused") && reason.contains("Request entity too large"),
+        "the API server's message is the reason: {job:#}"
+    );
+    assert!(!history(job).contains(&"running".to_string()), "{job:#}");
+    assert_eq!(runs_of(runs.path(), &refused), 0);
+
+    spec["name"] = "after".into();
+    let after = client.submit_ok(&spec, marker_zip(runs.path(), 0.0)).await;
+    let done = client
+        .wait_terminal(std::slice::from_ref(&after), Duration::from_secs(120))
+        .await;
+    assert_eq!(done[&after]["state"], "succeeded", "{:#}", done[&after]);
+}

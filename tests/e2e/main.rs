@@ -15,6 +15,7 @@ mod crash;
 mod degrade;
 mod faults;
 mod isolation;
+mod hostile;
 mod jobs;
 mod latency;
 mod policy_admin;

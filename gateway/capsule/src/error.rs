@@ -52,6 +52,13 @@ pub enum CapsuleError {
     /// The user's code uses the reserved `.forge/` directory.
     #[error("path {path:?} is reserved for Forge")]
     ReservedPath { path: String },
+    /// A tar extension entry (GNU long name/link, PAX header) over the limit.
+    #[error("{what} of {size} bytes in code archive; at most {limit}")]
+    HeaderTooLarge {
+        what: &'static str,
+        size: u64,
+        limit: u64,
+    },
     /// Not a readable zip / tar.gz, encrypted, or unsupported entry type.
     #[error("invalid code archive: {0}")]
     InvalidArchive(String),
@@ -105,6 +112,7 @@ impl CapsuleError {
             Self::DuplicatePath { .. } => "capsule.duplicate_path",
             Self::PathConflict { .. } => "capsule.path_conflict",
             Self::ReservedPath { .. } => "capsule.reserved_path",
+            Self::HeaderTooLarge { .. } => "capsule.header_too_large",
             Self::InvalidArchive(_) => "capsule.invalid_archive",
             Self::Empty => "capsule.empty",
             Self::Requirements { .. } => "capsule.requirements",
@@ -134,6 +142,7 @@ impl CapsuleError {
             | Self::DuplicatePath { .. }
             | Self::PathConflict { .. }
             | Self::ReservedPath { .. }
+            | Self::HeaderTooLarge { .. }
             | Self::InvalidArchive(_)
             | Self::Empty
             | Self::Requirements { .. } => CapsuleErrorKind::Rejected,

@@ -66,6 +66,8 @@ pub mod requirements;
 pub mod runtime_env;
 pub mod source;
 mod tail_hasher;
+mod tar_guard;
+mod zip_directory;
 
 pub use assemble::{Capsule, assemble, assemble_observed};
 pub use digest::{InvalidDigest, validate_digest};

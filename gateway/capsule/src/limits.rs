@@ -25,6 +25,13 @@ pub struct CapsuleLimits {
     pub max_path_bytes: usize,
     /// How many of the largest files a "too large" error lists.
     pub largest_listed: usize,
+    /// Largest tar GNU long-name / long-link or PAX extension entry, checked before
+    /// the `tar` crate reads one into memory.
+    pub max_tar_extension_bytes: u64,
+    /// Most bytes a zip's central directory may declare per declared entry (46 fixed
+    /// bytes, the name, extra fields and comment), checked before the `zip` crate
+    /// reads the directory; the entry count is checked against `max_files` then too.
+    pub max_zip_directory_bytes_per_entry: u64,
 }
 
 impl Default for CapsuleLimits {
@@ -36,6 +43,8 @@ impl Default for CapsuleLimits {
             ratio_floor_bytes: 1024 * 1024,
             max_path_bytes: 1024,
             largest_listed: 5,
+            max_tar_extension_bytes: 64 * 1024,
+            max_zip_directory_bytes_per_entry: 46 + 1024 + 4096,
         }
     }
 }

@@ -22,6 +22,8 @@ use std::rc::Rc;
 use crate::error::{CapsuleError, SizedPath};
 use crate::limits::CapsuleLimits;
 use crate::path::{normalize, resolve_link};
+use crate::tar_guard::{ExtensionTooLarge, TarGuard};
+use crate::zip_directory;
 
 /// Where the user's code comes from.
 #[derive(Debug, Clone)]
@@ -446,10 +448,33 @@ fn list_zip(
     path: &Path,
     limits: &CapsuleLimits,
 ) -> Result<(Vec<Entry>, zip::ZipArchive<File>), CapsuleError> {
-    let file = File::open(path).map_err(|e| CapsuleError::io(path, e))?;
+    let mut file = File::open(path).map_err(|e| CapsuleError::io(path, e))?;
+    // What the end record declares is checked before the zip crate reads (and
+    // allocates for) every central-directory entry.
+    let max_entries = limits.max_files.saturating_mul(2).saturating_add(16);
+    match zip_directory::declared(&mut file) {
+        Ok(Some(d)) if d.entries > max_entries => {
+            return Err(CapsuleError::TooManyFiles {
+                limit: limits.max_files,
+            });
+        }
+        Ok(Some(d))
+            if d.directory_bytes
+                > d.entries
+                    .max(1)
+                    .saturating_mul(limits.max_zip_directory_bytes_per_entry) =>
+        {
+            return Err(CapsuleError::InvalidArchive(format!(
+                "the central directory declares {} bytes for {} entries (at most {} per entry)",
+                d.directory_bytes, d.entries, limits.max_zip_directory_bytes_per_entry
+            )));
+        }
+        Ok(_) => {}
+        Err(zip_directory::DirectoryError::Io(e)) => return Err(CapsuleError::io(path, e)),
+        Err(e) => return Err(invalid(e)),
+    }
     let mut archive = zip::ZipArchive::new(file).map_err(invalid)?;
-    if archive.len() as u64 > limits.max_files.saturating_mul(2).saturating_add(16) {
-        // Cheap early stop before looking at a million directory entries.
+    if archive.len() as u64 > max_entries {
         return Err(CapsuleError::TooManyFiles {
             limit: limits.max_files,
         });
@@ -560,6 +585,21 @@ impl std::fmt::Display for RatioExceeded {
 }
 impl std::error::Error for RatioExceeded {}
 
+/// The error of an over-large tar extension entry, if `e` is one (else `e` back).
+fn header_error(e: io::Error, limits: &CapsuleLimits) -> Result<CapsuleError, io::Error> {
+    match e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<ExtensionTooLarge>())
+    {
+        Some(x) => Ok(CapsuleError::HeaderTooLarge {
+            what: x.what,
+            size: x.size,
+            limit: limits.max_tar_extension_bytes,
+        }),
+        None => Err(e),
+    }
+}
+
 fn stage_tar(
     path: &Path,
     limits: &CapsuleLimits,
@@ -579,7 +619,7 @@ fn stage_tar(
         produced,
         limits,
     };
-    let mut archive = tar::Archive::new(guard);
+    let mut archive = tar::Archive::new(TarGuard::new(guard, limits.max_tar_extension_bytes));
     let staging = tempfile::Builder::new()
         .prefix(".staging-")
         .tempdir_in(staging_parent)
@@ -598,7 +638,7 @@ fn stage_tar(
                     limit: limits.max_compression_ratio,
                 });
             }
-            Err(e) => return Err(invalid(e)),
+            Err(e) => return Err(header_error(e, limits).unwrap_or_else(invalid)),
         };
         if n as u64 > limits.max_files.saturating_mul(2).saturating_add(16) {
             return Err(CapsuleError::TooManyFiles {
@@ -690,7 +730,9 @@ fn stage_tar(
                     limit: limits.max_compression_ratio,
                 });
             }
-            Err(StreamError::Read(e)) => return Err(invalid(e)),
+            Err(StreamError::Read(e)) => {
+                return Err(header_error(e, limits).unwrap_or_else(invalid));
+            }
             Err(StreamError::Write(e)) => return Err(CapsuleError::io(&staged, e)),
         };
         io::Write::flush(&mut out).map_err(|e| CapsuleError::io(&staged, e))?;

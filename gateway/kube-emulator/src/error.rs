@@ -77,6 +77,10 @@ pub enum ApiError {
         "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json"
     )]
     UnsupportedMediaType,
+    /// 413 RequestEntityTooLarge (fault injection: what the API server answers for a
+    /// body over its limit).
+    #[error("{0}")]
+    RequestEntityTooLarge(String),
     /// 500 InternalError (also used by fault injection).
     #[error("{0}")]
     Internal(String),
@@ -123,6 +127,7 @@ impl ApiError {
             Self::MethodNotAllowed => 405,
             Self::Expired(_) => 410,
             Self::UnsupportedMediaType => 415,
+            Self::RequestEntityTooLarge(_) => 413,
             Self::Internal(_) => 500,
             Self::TooManyRequests { .. } => 429,
             Self::Forbidden(_) => 403,
@@ -141,6 +146,7 @@ impl ApiError {
             Self::MethodNotAllowed => "MethodNotAllowed",
             Self::Expired(_) => "Expired",
             Self::UnsupportedMediaType => "UnsupportedMediaType",
+            Self::RequestEntityTooLarge(_) => "RequestEntityTooLarge",
             Self::Internal(_) => "InternalError",
             Self::TooManyRequests { .. } => "TooManyRequests",
             Self::Forbidden(_) => "Forbidden",

@@ -18,7 +18,8 @@ use crate::store::Store;
 pub struct FailRule {
     /// How many requests to fail.
     pub count: u32,
-    /// HTTP code: 500 (InternalError) or 429 (TooManyRequests).
+    /// HTTP code: 500 (InternalError), 429 (TooManyRequests), 413
+    /// (RequestEntityTooLarge) or 400 (BadRequest).
     pub code: u16,
     /// Retry-After seconds for 429 (default 1).
     #[serde(default)]
@@ -158,12 +159,15 @@ impl Faults {
         })?;
         let rule = &mut st.rules[idx];
         rule.count -= 1;
-        let err = if rule.code == 429 {
-            ApiError::TooManyRequests {
+        let err = match rule.code {
+            429 => ApiError::TooManyRequests {
                 retry_after: rule.retry_after_seconds.unwrap_or(1),
-            }
-        } else {
-            ApiError::Internal(format!("injected fault for {verb} {path}"))
+            },
+            413 => ApiError::RequestEntityTooLarge(format!(
+                "Request entity too large: limit is 3145728 (injected fault for {verb} {path})"
+            )),
+            400 => ApiError::BadRequest(format!("injected fault for {verb} {path}")),
+            _ => ApiError::Internal(format!("injected fault for {verb} {path}")),
         };
         if rule.count == 0 {
             st.rules.remove(idx);

@@ -40,6 +40,15 @@ pub fn classify(e: &kube::Error) -> Failure {
     }
 }
 
+/// The API server's own message for a failure (its `Status.message`), for a job's
+/// reason; other failures as they display.
+pub fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.reason),
+        other => other.to_string(),
+    }
+}
+
 /// Whether an API error is worth retrying.
 pub fn transient(e: &kube::Error) -> bool {
     classify(e) == Failure::Transient
@@ -85,5 +94,7 @@ mod tests {
         assert_eq!(classify(&api(409)), Failure::AlreadyExists);
         assert_eq!(classify(&api(422)), Failure::Refused);
         assert_eq!(classify(&api(400)), Failure::Refused);
+        assert_eq!(classify(&api(413)), Failure::Refused);
+        assert_eq!(message(&api(413)), "x (Reason)");
     }
 }

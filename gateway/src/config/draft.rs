@@ -110,6 +110,8 @@ impl Draft {
                 team_plugin_max_count: 0,
                 team_plugin_max_mib: 0,
                 max_body_mib: 0,
+                max_document_kib: 0,
+                max_field_errors: 0,
                 upload_max_sessions: 0,
                 upload_ttl_s: 0,
                 capsule_init_image: String::new(),

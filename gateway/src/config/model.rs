@@ -210,6 +210,10 @@ pub struct GatewayConfig {
     pub team_plugin_max_mib: u64,
     /// `FORGE_MAX_BODY_MIB`.
     pub max_body_mib: u64,
+    /// `FORGE_MAX_DOCUMENT_KIB`.
+    pub max_document_kib: u64,
+    /// `FORGE_MAX_FIELD_ERRORS`.
+    pub max_field_errors: usize,
     /// `FORGE_UPLOAD_MAX_SESSIONS`.
     pub upload_max_sessions: u64,
     /// `FORGE_UPLOAD_TTL_S`.
@@ -239,6 +243,11 @@ impl GatewayConfig {
     /// `FORGE_MAX_BODY_MIB` in bytes.
     pub fn max_body_bytes(&self) -> usize {
         usize::try_from(self.max_body_mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
+    }
+
+    /// `FORGE_MAX_DOCUMENT_KIB` in bytes.
+    pub fn max_document_bytes(&self) -> usize {
+        usize::try_from(self.max_document_kib.saturating_mul(1024)).unwrap_or(usize::MAX)
     }
 }
 

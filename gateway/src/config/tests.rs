@@ -147,6 +147,8 @@ fn defaults_apply() {
             team_plugin_max_count: 20,
             team_plugin_max_mib: 256,
             max_body_mib: 256,
+            max_document_kib: 1024,
+            max_field_errors: 20,
             upload_max_sessions: 4,
             upload_ttl_s: 86400,
             capsule_init_image: "busybox:1.36".into(),
@@ -524,6 +526,8 @@ fn rejects_zero_policy_limits_and_body() {
         "FORGE_POLICY_MEMORY_MIB",
         "FORGE_POLICY_CONCURRENCY",
         "FORGE_MAX_BODY_MIB",
+        "FORGE_MAX_DOCUMENT_KIB",
+        "FORGE_MAX_FIELD_ERRORS",
     ] {
         assert_eq!(only_error_var(&[(var, "0")]), var);
     }

@@ -374,7 +374,19 @@ pub static VARS: &[Var] = &[
         "FORGE_MAX_BODY_MIB",
         Fallback::Value("256"),
         |d, _, v| put(&mut d.cfg.gateway.max_body_mib, int(v, 1, 1_048_576)),
-        "maximum request body (spec + code archive) (> 0)",
+        "maximum body of the bulk routes: a submission with its code archive (`POST /v1/jobs`), an upload chunk, a plugin upload (MiB, > 0)",
+    ),
+    Var::new(
+        "FORGE_MAX_DOCUMENT_KIB",
+        Fallback::Value("1024"),
+        |d, _, v| put(&mut d.cfg.gateway.max_document_kib, int(v, 1, 65_536)),
+        "maximum body of every request that is not a code archive or plugin upload (a JobSpec, a policy, JSON requests) and of a submission's `spec` part (KiB, 1..=65536)",
+    ),
+    Var::new(
+        "FORGE_MAX_FIELD_ERRORS",
+        Fallback::Value("20"),
+        |d, _, v| put(&mut d.cfg.gateway.max_field_errors, int(v, 1, 10_000)),
+        "most field problems listed in one `invalid-spec` answer; the rest are counted in `details.omitted` (1..=10000)",
     ),
     Var::new(
         "FORGE_UPLOAD_MAX_SESSIONS",

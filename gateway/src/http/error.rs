@@ -362,9 +362,13 @@ impl ApiError {
             ApiError::InvalidSpec(errors) => Answer::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid-spec",
-                format!("the job spec has {} problem(s)", errors.0.len()),
+                format!("the job spec has {} problem(s)", errors.total),
             )
-            .details(json!({ "fields": errors.0 })),
+            .details(json!({
+                "fields": errors.errors,
+                "total": errors.total,
+                "omitted": errors.omitted(),
+            })),
             ApiError::Policy(EvalError::Run(RunError::Chain(e))) => {
                 // A widening is the team plugin's own fault and says which field; other
                 // failures are reported by cause only.

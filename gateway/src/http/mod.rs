@@ -9,10 +9,11 @@
 //! The web console (`/`, `/login`, `/console/…`, see [`console`]) is served by the same
 //! router, authenticated by its session cookie.
 //! Middleware: request ids (`x-request-id`, generated when absent and echoed back),
-//! tracing, a body-size limit (413) and a request timeout.
+//! tracing, body-size limits by route (413, see [`body_limit`]) and a request timeout.
 
 pub mod admin;
 mod auth;
+pub mod body_limit;
 pub mod capacity;
 pub mod capsules;
 pub mod console;
@@ -34,7 +35,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -99,17 +99,23 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The gateway's HTTP API.
 pub fn router(state: AppState) -> Router {
-    let max_body = state.config.gateway.max_body_bytes();
+    let limits = body_limit::BodyLimits {
+        document: state.config.gateway.max_document_bytes(),
+        bulk: state.config.gateway.max_body_bytes(),
+    };
     let local = state.local_objects.clone();
     let console = console::routes(state.clone());
     let mut app = api_router().with_state(state).merge(console);
     if let Some(local) = local {
         app = app.merge(crate::objects::local_routes(local));
     }
-    // The body limit is enforced once, for every extractor, by the tower layer; axum's
+    // The body limits are enforced once, for every extractor, by the middleware; axum's
     // own 2 MB default (which would cap multipart code and plugin uploads) is off.
     app.layer(DefaultBodyLimit::disable())
-        .layer(RequestBodyLimitLayer::new(max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            limits,
+            body_limit::limit_body,
+        ))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,

@@ -54,7 +54,7 @@ pub fn document() -> Value {
                 "properties": {
                     "code": {"type": "string", "description": "Stable, machine-readable code"},
                     "message": {"type": "string"},
-                    "details": {"description": "Code-specific details, e.g. `fields` for invalid-spec"}
+                    "details": {"description": "Code-specific details, e.g. for invalid-spec `fields` (the first FORGE_MAX_FIELD_ERRORS problems), `total` and `omitted`"}
                 }
             }}
         },
@@ -154,7 +154,7 @@ pub fn document() -> Value {
                 "requestBody": {"required": true, "content": {
                     "application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}},
                     "application/yaml": {"schema": {"$ref": "#/components/schemas/JobSpec"}}}},
-                "responses": {"200": {"description": "decision"}, "422": error_response("invalid spec"), "503": error_response("policy failed (fails closed)")}}},
+                "responses": {"200": {"description": "decision"}, "413": error_response("body-too-large (FORGE_MAX_DOCUMENT_KIB)"), "422": error_response("invalid spec"), "503": error_response("policy failed (fails closed)")}}},
             "/v1/jobs": {
                 "post": {"summary": "Submit a job",
                     "requestBody": {"required": true, "content": {

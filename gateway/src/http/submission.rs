@@ -10,6 +10,7 @@ use axum::http::{StatusCode, header};
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
+use super::body_limit::too_large;
 use super::error::ApiError;
 use crate::jobs::CodeInput;
 use crate::jobspec::{self, JobSpec, SpecFormat};
@@ -33,9 +34,10 @@ pub async fn read(
             .map_err(|e| ApiError::bad("invalid-multipart", "body", e.body_text()))?;
         read_multipart(state, team, multipart).await
     } else {
-        let body = Bytes::from_request(request, state)
+        let limit = state.config.gateway.max_document_bytes();
+        let body = axum::body::to_bytes(request.into_body(), limit)
             .await
-            .map_err(|e| ApiError::bad("invalid-body", "body", e.body_text()))?;
+            .map_err(|_| too_large("body", limit, "FORGE_MAX_DOCUMENT_KIB"))?;
         read_json(state, team, &body)
     }
 }
@@ -94,10 +96,17 @@ async fn read_multipart(
                     || field
                         .file_name()
                         .is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));
-                let bytes = field
-                    .bytes()
-                    .await
-                    .map_err(|e| multipart_error("spec", &e))?;
+                let bytes = match read_spec_part(state, field).await {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        // Read and drop the rest (bounded by the body limit), so the
+                        // client gets the answer rather than a reset connection.
+                        while let Ok(Some(mut rest)) = multipart.next_field().await {
+                            while let Ok(Some(_)) = rest.chunk().await {}
+                        }
+                        return Err(e);
+                    }
+                };
                 let format = if yaml {
                     SpecFormat::Yaml
                 } else {
@@ -131,6 +140,31 @@ async fn read_multipart(
     };
     let spec = jobspec::parse_and_validate(&doc, format, &state.config, team)?;
     Ok((spec, CodeInput::Upload(code)))
+}
+
+/// Reads the `spec` part, at most `FORGE_MAX_DOCUMENT_KIB`: a spec is a small document
+/// even in a submission that carries a large archive.
+async fn read_spec_part(
+    state: &AppState,
+    mut field: axum::extract::multipart::Field<'_>,
+) -> Result<Bytes, ApiError> {
+    let limit = state.config.gateway.max_document_bytes();
+    let mut buf = Vec::new();
+    let mut size = 0usize;
+    while let Some(chunk) = field
+        .chunk()
+        .await
+        .map_err(|e| multipart_error("spec", &e))?
+    {
+        size = size.saturating_add(chunk.len());
+        if size <= limit {
+            buf.extend_from_slice(&chunk);
+        }
+    }
+    if size > limit {
+        return Err(too_large("spec", limit, "FORGE_MAX_DOCUMENT_KIB"));
+    }
+    Ok(Bytes::from(buf))
 }
 
 /// Streams the `code` part to a temporary file in the spool directory (removed when

@@ -36,6 +36,7 @@ use crate::admission::{self, Path};
 use crate::cluster::Created;
 use crate::cluster::labels::HEAD_GROUP;
 use crate::config::Config;
+use crate::cluster::api_error::{self, Failure};
 use crate::domain::JobState;
 use crate::rayjob::{self, CapsuleRef, JobView};
 use crate::store::{JobRecord, NewDecision, StoreError, Transition};
@@ -447,6 +448,24 @@ impl Jobs {
             Ok(Created::New) => {}
             Ok(Created::Adopted) => {
                 tracing::info!(job = %job.id, rayjob = %name, "RayJob exists: adopted");
+            }
+            Err(e) if api_error::classify(&e) == Failure::Refused => {
+                // The API server refused this RayJob (invalid, too large, forbidden):
+                // the same request would be refused again, so the job fails with the
+                // server's message instead of holding its GPUs in every pass.
+                let t = Transition::new(
+                    &job.id,
+                    JobState::Dispatched,
+                    JobState::Failed,
+                    Some(format!(
+                        "dispatch.refused: the Kubernetes API server refused the RayJob: {}",
+                        api_error::message(&e)
+                    )),
+                );
+                if let Err(e2) = self.transition(t).await {
+                    tracing::warn!(job = %job.id, "failing a refused job: {e2}");
+                }
+                return Err(e.into());
             }
             Err(e) => {
                 let t = Transition::new(

@@ -45,6 +45,13 @@ pub const MAX_POOLS: usize = 7;
 pub const MAX_NODES_PER_POOL: u32 = 1024;
 /// Most environment variables in one job.
 pub const MAX_ENV: usize = 256;
+/// Most bytes of all environment names and values together: the runtime env is part
+/// of the RayJob object, and Kubernetes caps an object's annotations at the same
+/// 256 KiB (etcd refuses objects over 1.5 MiB).
+pub const MAX_ENV_TOTAL_BYTES: usize = 256 * 1024;
+/// Most labels on one job (Kubernetes has no count limit of its own; every label is
+/// copied to the RayJob and its pods, and shown to every policy plugin).
+pub const MAX_LABELS: usize = 64;
 /// Longest entrypoint, in bytes.
 pub const MAX_ENTRYPOINT_BYTES: usize = 16 * 1024;
 /// Longest environment value, in bytes.
@@ -181,9 +188,11 @@ pub struct JobSpec {
     #[serde(default)]
     #[schemars(length(min = 1, max = 7))]
     pub pools: Vec<PoolSpec>,
-    /// Environment of the job (runtime env `env_vars`). Not for secrets: these values
-    /// are stored with the job, packed into the capsule and written into the RayJob.
+    /// Environment of the job (runtime env `env_vars`): at most 256 variables, 256 KiB
+    /// of names and values in all. Not for secrets: these values are stored with the
+    /// job, packed into the capsule and written into the RayJob.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 256))]
     pub env: BTreeMap<String, String>,
     /// Environment variables whose values come from Kubernetes Secrets of the team
     /// (`NAME: {secret, key}`). The values never pass through Forge: the kubelet puts
@@ -209,8 +218,11 @@ pub struct JobSpec {
     /// Larger is more important.
     #[serde(default)]
     pub priority: i32,
-    /// Kubernetes-style labels, visible to policy and set on the RayJob.
+    /// Kubernetes-style labels, visible to policy and set on the RayJob: at most 64,
+    /// keys `[prefix/]name` (prefix a DNS subdomain of at most 253 characters, name at
+    /// most 63), values at most 63 characters.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
     pub labels: BTreeMap<String, String>,
 }
 
@@ -293,10 +305,39 @@ impl FieldError {
     }
 }
 
-/// Every problem of a spec (never empty).
+/// The problems of a spec (never empty): the first `FORGE_MAX_FIELD_ERRORS` of them,
+/// sorted by field, and how many there were in all — so that a document built to
+/// produce a million errors gets a small answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-#[error("invalid job spec: {} problem(s)", .0.len())]
-pub struct SpecErrors(pub Vec<FieldError>);
+#[error("invalid job spec: {total} problem(s)")]
+pub struct SpecErrors {
+    /// The problems listed.
+    pub errors: Vec<FieldError>,
+    /// How many problems there were in all (`errors.len()` or more).
+    pub total: usize,
+}
+
+impl SpecErrors {
+    /// A single problem.
+    pub fn one(error: FieldError) -> Self {
+        Self {
+            errors: vec![error],
+            total: 1,
+        }
+    }
+
+    /// At most `max` (at least 1) of `errors`, counting them all.
+    pub fn capped(mut errors: Vec<FieldError>, max: usize) -> Self {
+        let total = errors.len();
+        errors.truncate(max.max(1));
+        Self { errors, total }
+    }
+
+    /// How many problems are counted but not listed.
+    pub fn omitted(&self) -> usize {
+        self.total.saturating_sub(self.errors.len())
+    }
+}
 
 /// Input format of a spec document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,14 +18,17 @@ fn parse_document(body: &[u8], format: SpecFormat) -> Result<serde_json::Value, 
 }
 
 /// Parses a spec document and validates it against the configuration and for the
-/// submitting `team`, reporting every problem (structural and semantic) at once.
+/// submitting `team`, reporting every problem (structural and semantic) at once — the
+/// first `FORGE_MAX_FIELD_ERRORS` of them listed, all counted. The caller bounds the
+/// document's size (`FORGE_MAX_DOCUMENT_KIB`); JSON nesting is bounded by serde_json's
+/// recursion limit and YAML by serde-saphyr's default budget (depth, nodes, aliases).
 pub fn parse_and_validate(
     body: &[u8],
     format: SpecFormat,
     cfg: &Config,
     team: &str,
 ) -> Result<JobSpec, SpecErrors> {
-    let doc = parse_document(body, format).map_err(|e| SpecErrors(vec![e]))?;
+    let doc = parse_document(body, format).map_err(SpecErrors::one)?;
     from_value_and_validate(doc, cfg, team)
 }
 
@@ -43,7 +46,7 @@ pub fn from_value_and_validate(
     }
     if errors.is_empty() {
         return typed
-            .map_err(|e| SpecErrors(vec![FieldError::new("", FieldCode::Type, e.to_string())]));
+            .map_err(|e| SpecErrors::one(FieldError::new("", FieldCode::Type, e.to_string())));
     }
     // A missing field is reported once as `required`, not also as a range/format
     // problem of its default value.
@@ -55,5 +58,5 @@ pub fn from_value_and_validate(
     errors.retain(|e| e.code == FieldCode::Required || !required.contains(&e.field));
     errors.sort_by(|a, b| (&a.field, a.code).cmp(&(&b.field, b.code)));
     errors.dedup_by(|a, b| a.field == b.field && a.code == b.code);
-    Err(SpecErrors(errors))
+    Err(SpecErrors::capped(errors, cfg.gateway.max_field_errors))
 }

@@ -58,6 +58,19 @@ fn join(base: &str, key: &str) -> String {
     }
 }
 
+/// Longest message taken from a schema error: the crate's messages quote the
+/// offending value, which a hostile document makes as large as itself.
+const MAX_MESSAGE_CHARS: usize = 200;
+
+/// A schema error's message, cut to [`MAX_MESSAGE_CHARS`].
+fn bounded(err: &jsonschema::ValidationError<'_>) -> String {
+    let message = err.to_string();
+    match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+        None => message,
+    }
+}
+
 /// Structural problems of a document against the schema.
 pub(super) fn structural_errors(doc: &serde_json::Value) -> Vec<FieldError> {
     use jsonschema::error::ValidationErrorKind as K;
@@ -89,19 +102,25 @@ pub(super) fn structural_errors(doc: &serde_json::Value) -> Vec<FieldError> {
                 }
             }
             K::Type { .. } => {
-                out.push(FieldError::new(path, FieldCode::Type, err.to_string()));
+                out.push(FieldError::new(path, FieldCode::Type, bounded(&err)));
+            }
+            K::MaxProperties { limit } => {
+                let message = format!("at most {limit} entries");
+                out.push(FieldError::new(path, FieldCode::Range, message));
+            }
+            K::MaxItems { limit } => {
+                let message = format!("at most {limit} items");
+                out.push(FieldError::new(path, FieldCode::Range, message));
             }
             K::Minimum { .. }
             | K::Maximum { .. }
             | K::ExclusiveMinimum { .. }
             | K::ExclusiveMaximum { .. }
             | K::MinItems { .. }
-            | K::MaxItems { .. }
-            | K::MinProperties { .. }
-            | K::MaxProperties { .. } => {
-                out.push(FieldError::new(path, FieldCode::Range, err.to_string()));
+            | K::MinProperties { .. } => {
+                out.push(FieldError::new(path, FieldCode::Range, bounded(&err)));
             }
-            _ => out.push(FieldError::new(path, FieldCode::Format, err.to_string())),
+            _ => out.push(FieldError::new(path, FieldCode::Format, bounded(&err))),
         }
     }
     out

@@ -39,7 +39,7 @@ const GOOD: &str = r#"{
 fn errors_of(json: &str) -> Vec<FieldError> {
     match parse_and_validate(json.as_bytes(), SpecFormat::Json, &cfg(), "team-a") {
         Ok(s) => panic!("expected errors, got {s:?}"),
-        Err(SpecErrors(e)) => e,
+        Err(SpecErrors { errors: e, .. }) => e,
     }
 }
 
@@ -147,7 +147,8 @@ fn type_errors_and_unknown_nested_fields() {
 fn syntax_errors() {
     let e = errors_of("{not json");
     assert_eq!(e[0].code, FieldCode::Syntax);
-    let Err(SpecErrors(e)) = parse_and_validate(b"name: [", SpecFormat::Yaml, &cfg(), "team-a")
+    let Err(SpecErrors { errors: e, .. }) =
+        parse_and_validate(b"name: [", SpecFormat::Yaml, &cfg(, "team-a")
     else {
         panic!("expected a syntax error");
     };
@@ -178,7 +179,8 @@ fn storage_not_offered() {
     ]))
     .expect("valid config");
     let doc = patched(|v| v["corpus"] = true.into());
-    let Err(SpecErrors(e)) = parse_and_validate(doc.as_bytes(), SpecFormat::Json, &cfg, "team-a")
+    let Err(SpecErrors { errors: e, .. }) =
+        parse_and_validate(doc.as_bytes(), SpecFormat::Json, &cfg, "team-a")
     else {
         panic!("expected errors");
     };
@@ -251,7 +253,7 @@ fn secret_env_names_the_teams_own_secrets_only() {
         parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-a").expect("valid");
     assert_eq!(spec.secret_env["WANDB_API_KEY"].secret, "team-a.wandb");
     // The same spec from another team names a Secret that is not its own.
-    let Err(SpecErrors(e)) = parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-b")
+    let Err(SpecErrors { errors: e, .. }) = parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-b")
     else {
         panic!("team-b may not use team-a's Secret");
     };
@@ -362,4 +364,40 @@ fn pip_entries_are_checked_one_by_one() {
         credentials.message.contains("credentials"),
         "{credentials:?}"
     );
+fn a_label_bomb_gets_a_small_answer() {
+    let doc = patched(|v| {
+        let labels: serde_json::Map<String, serde_json::Value> = (0..20_000)
+            .map(|i| (format!("bad key {i}!"), serde_json::Value::from("x")))
+            .collect();
+        v["labels"] = labels.into();
+    });
+    let Err(errors) = parse_and_validate(doc.as_bytes(), SpecFormat::Json, &cfg(), "team-a") else {
+        panic!("expected errors");
+    };
+    assert!(
+        has(&errors.errors, "labels", FieldCode::Range),
+        "{errors:?}"
+    );
+    assert_eq!(errors.errors.len(), 20, "listed: FORGE_MAX_FIELD_ERRORS");
+    // The count error plus the first 64 keys, not 20 000 of them.
+    assert_eq!(errors.total, 1 + super::MAX_LABELS);
+    assert_eq!(errors.omitted(), errors.total - 20);
+    let answer = serde_json::to_string(&errors.errors).expect("json");
+    assert!(answer.len() < 8 * 1024, "a {} byte answer", answer.len());
+}
+
+#[test]
+fn env_total_size_is_bounded() {
+    let e = errors_of(&patched(|v| {
+        for i in 0..10 {
+            v["env"][format!("BIG_{i}")] = "x".repeat(30 * 1024).into();
+        }
+    }));
+    assert!(has(&e, "env", FieldCode::Range), "{e:?}");
+    let e = errors_of(&patched(|v| {
+        for i in 0..=super::MAX_ENV {
+            v["env"][format!("V{i}")] = "1".into();
+        }
+    }));
+    assert!(has(&e, "env", FieldCode::Range), "{e:?}");
 }

@@ -6,9 +6,9 @@
 
 use super::{
     FieldCode, FieldError, JobSpec, MAX_CPUS_PER_NODE, MAX_ENTRYPOINT_BYTES, MAX_ENV,
-    MAX_ENV_VALUE_BYTES, MAX_GPUS_PER_NODE, MAX_NODES_PER_POOL, MAX_POOLS, MIN_MEMORY_BYTES,
-    MIN_OBJECT_STORE_BYTES, PoolSpec, RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES,
-    RESERVED_LABEL_PREFIXES, names, team_secret_prefix,
+    MAX_ENV_TOTAL_BYTES, MAX_ENV_VALUE_BYTES, MAX_GPUS_PER_NODE, MAX_LABELS, MAX_NODES_PER_POOL,
+    MAX_POOLS, MIN_MEMORY_BYTES, MIN_OBJECT_STORE_BYTES, PoolSpec, RESERVED_ENV_NAMES,
+    RESERVED_ENV_PREFIXES, RESERVED_LABEL_PREFIXES, names, team_secret_prefix,
 };
 use crate::config::Config;
 
@@ -157,7 +157,20 @@ impl JobSpec {
                 format!("at most {MAX_ENV} variables (env and secretEnv together)"),
             );
         }
-        for (key, value) in &self.env {
+        let total: usize = self.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if total > MAX_ENV_TOTAL_BYTES {
+            p.push(
+                "env",
+                FieldCode::Range,
+                format!(
+                    "names and values total {total} bytes; at most {MAX_ENV_TOTAL_BYTES} \
+                     (the runtime env is part of the RayJob object)"
+                ),
+            );
+        }
+        // Entries past the count limit are not checked one by one: the count error
+        // says what to fix, and a document cannot multiply the work.
+        for (key, value) in self.env.iter().take(MAX_ENV) {
             let at = entry("env", key);
             if !env_name_ok(key, &at, p) {
                 continue;
@@ -207,7 +220,14 @@ impl JobSpec {
     }
 
     fn check_labels(&self, p: &mut Problems) {
-        for (key, value) in &self.labels {
+        if self.labels.len() > MAX_LABELS {
+            p.push(
+                "labels",
+                FieldCode::Range,
+                format!("at most {MAX_LABELS} labels"),
+            );
+        }
+        for (key, value) in self.labels.iter().take(MAX_LABELS) {
             let at = entry("labels", key);
             if !names::is_qualified_name(key) {
                 p.push(

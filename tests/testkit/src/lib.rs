@@ -1,6 +1,8 @@
 //! Dev-only helpers shared by the tests of several crates (never a dependency of a
 //! shipped crate):
 //!
+//! - [`archives`]: hostile archives built byte by byte (`forge-capsule`'s archive
+//!   limits, the end-to-end hostile-input suite).
 //! - [`fs`]: write code trees on disk (used by `forge-capsule`'s tests and the
 //!   workspace's end-to-end tests in `tests/`).
 //! - `s3` (feature `s3`): a real S3-compatible server (s3s-fs, strict SigV4) served
@@ -14,6 +16,7 @@
 //! `forge-object-store`) so that crates' own test binaries can share it without
 //! depending on the gateway, and production builds never compile the test server.
 
+pub mod archives;
 pub mod fs;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -337,3 +337,95 @@ fn garbage_and_empty_archives() {
         CapsuleError::Empty
     ));
 }
+
+/// A `.tar.gz` whose first entry is a GNU long name of `size` bytes, then a file.
+fn long_name_tar(path: &std::path::Path, size: usize) {
+    use std::io::Write;
+    let mut raw = Vec::new();
+    let mut long = tar::Header::new_gnu();
+    long.set_path("././@LongLink").expect("path");
+    long.set_entry_type(tar::EntryType::GNULongName);
+    long.set_size(size as u64);
+    long.set_cksum();
+    raw.extend_from_slice(long.as_bytes());
+    raw.extend(std::iter::repeat_n(b'a', size));
+    raw.resize(raw.len().div_ceil(512) * 512, 0);
+    let mut file = tar::Header::new_gnu();
+    file.set_path("x.py").expect("path");
+    file.set_size(1);
+    file.set_mode(0o644);
+    file.set_cksum();
+    raw.extend_from_slice(file.as_bytes());
+    raw.push(b'1');
+    raw.resize(raw.len().div_ceil(512) * 512 + 1024, 0);
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(path).expect("create"),
+        flate2::Compression::best(),
+    );
+    gz.write_all(&raw).expect("write");
+    gz.finish().expect("finish");
+}
+
+#[test]
+fn tar_long_name_is_bounded_before_it_is_read() {
+    let c = case("code.tar.gz");
+    long_name_tar(&c.input, 16 << 20);
+    let e = refuse(
+        &c,
+        CodeSource::TarGz(c.input.clone()),
+        &CapsuleLimits::default(),
+    );
+    assert!(
+        matches!(
+            e,
+            CapsuleError::HeaderTooLarge {
+                what: "GNU long name",
+                size,
+                limit: 65536
+            } if size == 16 << 20
+        ),
+        "{e:?}"
+    );
+    assert_eq!(e.code(), "capsule.header_too_large");
+}
+
+#[test]
+fn pax_headers_within_the_bound_still_work() {
+    // A long path is written as a GNU long name below the bound: accepted.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let input = tmp.path().join("code.tar.gz");
+    let long_path = format!("{}/train.py", "d".repeat(150));
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        std::fs::File::create(&input).expect("create"),
+        flate2::Compression::default(),
+    ));
+    let mut h = tar::Header::new_gnu();
+    h.set_size(5);
+    h.set_mode(0o644);
+    builder
+        .append_data(&mut h, &long_path, &b"print"[..])
+        .expect("append");
+    builder.into_inner().expect("tar").finish().expect("gz");
+    let cap = assemble(
+        CodeSource::TarGz(input),
+        b"{}",
+        None,
+        &CapsuleLimits::default(),
+        &tmp.path().join("out"),
+    )
+    .expect("a long name within the bound is accepted");
+    assert!(cap.digest.len() == 64);
+}
+
+#[test]
+fn zip64_entry_count_is_checked_before_the_central_directory_is_read() {
+    let c = case("code.zip");
+    let raw = forge_testkit::archives::zip64_entry_bomb(50_000_000);
+    std::fs::write(&c.input, &raw).expect("write");
+    let e = refuse(
+        &c,
+        CodeSource::Zip(c.input.clone()),
+        &CapsuleLimits::default(),
+    );
+    assert!(matches!(e, CapsuleError::TooManyFiles { .. }), "{e:?}");
+}
