@@ -23,8 +23,8 @@ use crate::contract_check::check_decision;
 use crate::engine::PolicyEngine;
 use crate::error::{ChainError, LoadError, PluginError};
 use crate::model::{Decision, Placement, PolicyRequest};
-use crate::{narrowing, narrowing_scheduling};
 use crate::plugin::Plugin;
+use crate::{narrowing, narrowing_scheduling};
 
 /// One link of a chain: a plugin and the settings it runs with.
 #[derive(Debug, Clone)]

@@ -148,7 +148,7 @@ fn syntax_errors() {
     let e = errors_of("{not json");
     assert_eq!(e[0].code, FieldCode::Syntax);
     let Err(SpecErrors { errors: e, .. }) =
-        parse_and_validate(b"name: [", SpecFormat::Yaml, &cfg(, "team-a")
+        parse_and_validate(b"name: [", SpecFormat::Yaml, &cfg(), "team-a")
     else {
         panic!("expected a syntax error");
     };
@@ -253,7 +253,8 @@ fn secret_env_names_the_teams_own_secrets_only() {
         parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-a").expect("valid");
     assert_eq!(spec.secret_env["WANDB_API_KEY"].secret, "team-a.wandb");
     // The same spec from another team names a Secret that is not its own.
-    let Err(SpecErrors { errors: e, .. }) = parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-b")
+    let Err(SpecErrors { errors: e, .. }) =
+        parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-b")
     else {
         panic!("team-b may not use team-a's Secret");
     };
@@ -317,7 +318,8 @@ fn pool_resources_are_checked() {
         v["pools"][0]["memoryPerNode"] = serde_json::json!("256Gi");
         v["pools"][0]["objectStoreMemory"] = serde_json::json!("64Gi");
     });
-    let spec = parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-a").expect("valid");
+    let spec =
+        parse_and_validate(ok.as_bytes(), SpecFormat::Json, &cfg(), "team-a").expect("valid");
     assert_eq!(spec.pools[0].memory_bytes(), Some(256 << 30));
     assert_eq!(spec.pools[0].object_store_bytes(), Some(64 << 30));
 
@@ -364,6 +366,9 @@ fn pip_entries_are_checked_one_by_one() {
         credentials.message.contains("credentials"),
         "{credentials:?}"
     );
+}
+
+#[test]
 fn a_label_bomb_gets_a_small_answer() {
     let doc = patched(|v| {
         let labels: serde_json::Map<String, serde_json::Value> = (0..20_000)

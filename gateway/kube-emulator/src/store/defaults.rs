@@ -170,4 +170,3 @@ fn service(obj: &mut Value) {
     }
     obj["status"] = json!({"loadBalancer": {}});
 }
-

@@ -57,7 +57,7 @@ pub async fn login(
     headers: HeaderMap,
     Form(f): Form<LoginForm>,
 ) -> Response {
-    let Ok(caller) = console.app.tokens.lookup(f.token.trim()) else {
+    let Ok(caller) = console.app.tokens.current().lookup(f.token.trim()) else {
         return layout::page_with(
             StatusCode::UNAUTHORIZED,
             "Log in",

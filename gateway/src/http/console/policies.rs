@@ -76,7 +76,9 @@ pub async fn page(
     }
     let shadow = match m.shadow() {
         Some(c) => {
-            let (counts, differences) = m.store().shadow_report(&c.id, 100).await?;
+            // A member's report counts only their team's jobs (an admin's, every team's).
+            let team = caller.require_admin().is_err().then(|| caller.team.clone());
+            let (counts, differences) = m.store().shadow_report(&c.id, team, 100).await?;
             // Only the differing jobs the viewer may see.
             let differences: Vec<_> = differences
                 .into_iter()

@@ -300,7 +300,10 @@ pub async fn decisions_replay_and_shadow_results(h: &dyn Harness) {
         agree: false,
         at_ms: 9,
     };
-    db.policies.record_shadow("cand-1", b).await.expect("shadow");
+    db.policies
+        .record_shadow("cand-1", b)
+        .await
+        .expect("shadow");
     let (all, _) = db
         .policies
         .shadow_report("cand-1", None, 10)
