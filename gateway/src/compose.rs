@@ -201,6 +201,7 @@ pub async fn build_state(
     let uploads = Uploads::open(
         &config.gateway.data_dir,
         objects.clone(),
+        db.capsules.clone(),
         metrics.clone(),
         UploadLimits {
             max_sessions_per_team: config.gateway.upload_max_sessions,

@@ -4,7 +4,7 @@ A *scratch* job is one whose name starts with ``prefix`` (``tmp-``). Scratch job
 not run on ``reserved`` series (rejected at the pool that asks for one), may use at
 most ``max_gpus`` GPUs (rejected), and only run on idle GPUs: while a series has fewer
 free GPUs than the job needs there, the job is queued. Admitted scratch jobs have
-their pods labelled ``forge.io/scratch=true``. Other jobs pass unchanged.
+their pods labelled ``<label>=true`` (setting ``label``, default ``forge.io/scratch``). Other jobs pass unchanged.
 
 The same rule as the Rust crate ``plugins/scratch-guard`` and the TypeScript plugin
 ``plugins/scratch-guard-ts``; all three answer the table in
@@ -37,6 +37,7 @@ class Settings:
     prefix: str = "tmp-"
     reserved: List[str] = field(default_factory=list)
     max_gpus: int = 16
+    label: str = "forge.io/scratch"
 
 
 class ScratchGuard(Policy[Settings]):
@@ -84,5 +85,5 @@ class ScratchGuard(Policy[Settings]):
                 )
         placement = req.placement
         for pool in placement.pools:
-            set_label(pool, "forge.io/scratch", "true")
+            set_label(pool, s.label, "true")
         return admit(placement)

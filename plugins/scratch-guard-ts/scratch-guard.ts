@@ -5,7 +5,7 @@
  * run on `reserved` series (rejected at the pool that asks for one), may use at most
  * `max_gpus` GPUs (rejected), and only run on idle GPUs: while a series has fewer free
  * GPUs than the job needs there, the job is queued. Admitted scratch jobs have their
- * pods labelled `forge.io/scratch=true`. Other jobs pass unchanged.
+ * pods labelled `<label>=true` (setting `label`, default `forge.io/scratch`). Other jobs pass unchanged.
  *
  * The same rule as the Rust crate `plugins/scratch-guard` and the Python plugin
  * `plugins/scratch-guard-py`; all three answer the table in
@@ -32,6 +32,7 @@ export default definePolicy({
     prefix: z.string().default('tmp-'),
     reserved: z.array(z.string()).default([]),
     max_gpus: z.number().int().default(16),
+    label: z.string().default('forge.io/scratch'),
   }),
 
   validate(s) {
@@ -74,7 +75,7 @@ export default definePolicy({
         );
       }
     }
-    for (const pool of req.placement.pools) setLabel(pool, 'forge.io/scratch', 'true');
+    for (const pool of req.placement.pools) setLabel(pool, s.label, 'true');
     return admit(req.placement);
   },
 });

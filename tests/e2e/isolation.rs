@@ -459,9 +459,18 @@ async fn tokens_are_reloaded_on_change_and_reserved_teams_refused() {
 
     // dev's embedded API server serves only its kubeconfig's token (a job process or
     // another local user without it gets 401); the gateway's own client carries it.
+    // With a token it speaks HTTPS with its own CA, which the kubeconfig carries.
+    let ca = gw
+        .sim
+        .ca_pem()
+        .expect("a token-protected emulator serves HTTPS");
+    let kube_http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).expect("CA"))
+        .build()
+        .expect("client");
     let sim_url = format!("{}/api/v1/namespaces", gw.sim.url());
     for token in [None, Some("kubesim"), Some(ROOT)] {
-        let mut req = gw.http.get(&sim_url);
+        let mut req = kube_http.get(&sim_url);
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
@@ -473,8 +482,7 @@ async fn tokens_are_reloaded_on_change_and_reserved_teams_refused() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("token: "))
         .expect("the kubeconfig's token");
-    let resp = gw
-        .http
+    let resp = kube_http
         .get(&sim_url)
         .bearer_auth(sim_token)
         .send()
@@ -633,6 +641,20 @@ async fn each_job_is_fenced_storage_network_and_pod() {
         ],
     )
     .await;
+    // The claim exists in the cluster, as an operator would have created it (a pod
+    // naming a missing claim is unschedulable, like on a real cluster).
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "forge-storage"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    kube::Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+        gw.sim.client().expect("kube client"),
+        gw.sim.namespace(),
+    )
+    .create(&kube::api::PostParams::default(), &claim)
+    .await
+    .expect("create the storage claim");
     let gate_dir = tempfile::tempdir().expect("gate dir");
     let gate = gate_dir.path().join("go");
     let code_zip = zip_of(&[("job.py", GATED_JOB)]);

@@ -184,7 +184,11 @@ async fn tainted_gpu_nodes_hold_jobs_until_a_global_policy_tolerates_them() {
                      "tolerations": {"*": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}}]});
     let (s, body) = alice.put_policy(Some("team-a"), &own).await;
     assert_eq!(s, 200, "{body:#}");
-    let (s, review) = alice.review(&sample("widen", 8)).await;
+    // The job names its series, so the team link keeps it (a team may not choose one)
+    // and only its tolerations widen.
+    let mut widen = sample("widen", 8);
+    widen["pools"][0]["series"] = json!("h100");
+    let (s, review) = alice.review(&widen).await;
     assert_eq!(s, 503, "a widening team link fails closed: {review:#}");
     let details = &review["error"]["details"];
     assert_eq!(details["cause"], "widened", "{review:#}");
@@ -237,7 +241,10 @@ async fn a_chain_mixing_contract_versions_admits_queues_and_rejects() {
         .await;
     assert_eq!(done[&id]["state"], "succeeded", "{:#}", done[&id]);
     let pool = &done[&id]["placement"]["pools"][0];
-    assert_eq!(pool["labels"]["legacy-seen"], "v0-1-0", "{pool:#}");
+    assert_eq!(
+        pool["labels"]["team-a.teams.forge.dev/legacy-seen"], "v0-1-0",
+        "{pool:#}"
+    );
     assert_eq!(
         pool["tolerations"][0]["key"], "example.com/maintenance",
         "{pool:#}"

@@ -34,7 +34,9 @@ async fn python_and_typescript_plugins_are_uploaded_activated_swapped_and_rolled
     let alice = PolicyClient::new(&gw, ALICE);
     let py = plugins::component("scratch-guard-py");
     let ts = plugins::component("scratch-guard-ts");
-    let settings = json!({"prefix": "tmp-", "reserved": ["h200"], "max_gpus": 16});
+    // As team plugins they may only add labels under the team's own prefix.
+    let settings = json!({"prefix": "tmp-", "reserved": ["h200"], "max_gpus": 16,
+                          "label": "team-a.teams.forge.dev/scratch"});
 
     // Limits are the plugin's own, bounded by the operator's maxima.
     let (s, body) = alice
@@ -138,7 +140,7 @@ async fn python_and_typescript_plugins_are_uploaded_activated_swapped_and_rolled
     assert_eq!(plugin, "team-a/scratch-py");
     assert_eq!(decision["kind"], "admit", "{r:#}");
     assert_eq!(
-        decision["placement"]["pools"][0]["labels"]["forge.io/scratch"], "true",
+        decision["placement"]["pools"][0]["labels"]["team-a.teams.forge.dev/scratch"], "true",
         "{r:#}"
     );
     // A real submission is refused by the Python rule.

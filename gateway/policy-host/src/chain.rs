@@ -140,9 +140,12 @@ impl Chain {
                 .and_then(|d| check_decision(request, d))
                 .and_then(|d| match &d {
                     Decision::Admit { placement: after } if team_link => {
+                        // Scheduling fields first (tolerations, affinity), then
+                        // selectors, resources, labels and annotations.
+                        let d = check_narrowing(&placement, d.clone())?;
                         narrowing::check(request, &placement, after)
                             .map_err(|w| PluginError::Widened(Box::new(w)))?;
-                        check_narrowing(&placement, d)
+                        Ok(d)
                     }
                     _ => Ok(d),
                 });

@@ -254,7 +254,7 @@ fn upload_answer(e: UploadError) -> Answer {
         .details(json!({ "field": "body" })),
         UploadError::Capsule(e) => capsule_answer(&e),
         UploadError::ObjectStore(e) => Answer::storage_unavailable(&e, "stored"),
-        other @ UploadError::Io(_) => Answer::internal("upload", &other),
+        other @ (UploadError::Io(_) | UploadError::Store(_)) => Answer::internal("upload", &other),
     }
 }
 

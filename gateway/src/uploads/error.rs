@@ -86,6 +86,9 @@ pub enum UploadError {
     #[error("object store: {0}")]
     ObjectStore(#[from] ObjectStoreError),
     /// Local disk or a blocking task failed.
+    /// Recording or reading capsule ownership failed.
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
     #[error("{0}")]
     Io(String),
 }

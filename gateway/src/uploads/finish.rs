@@ -106,6 +106,12 @@ impl Uploads {
             tracing::warn!(dir = %out_dir.display(), "removing the repack directory: {e}");
         }
         let deduplicated = matches!(result?, PutOutcome::AlreadyPresent);
+        // The uploading team owns the capsule from now on (also when the bytes were
+        // already stored: it proved it has them).
+        self.inner
+            .capsules
+            .grant_capsule(&s.digest, &s.team)
+            .await?;
         self.inner.metrics.capsule(deduplicated);
         Ok(Completed {
             capsule: s.digest.clone(),

@@ -17,6 +17,7 @@ use super::session::{Session, SessionView};
 use crate::domain::Digest;
 use crate::metrics::Metrics;
 use crate::objects::ObjectStore;
+use crate::store::CapsuleStore;
 
 /// Largest chunk one PUT may carry (lower when the request body limit is lower).
 pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
@@ -74,6 +75,8 @@ pub(super) struct Inner {
     pub(super) root: PathBuf,
     pub(super) spool: PathBuf,
     pub(super) objects: Arc<dyn ObjectStore>,
+    /// Which teams own which capsules (a completed upload makes its team an owner).
+    pub(super) capsules: Arc<dyn CapsuleStore>,
     pub(super) metrics: Arc<Metrics>,
     pub(super) limits: UploadLimits,
     /// Open sessions by id. A std lock, never held across an await.
@@ -104,6 +107,7 @@ impl Uploads {
     pub fn open(
         data_dir: &std::path::Path,
         objects: Arc<dyn ObjectStore>,
+        capsules: Arc<dyn CapsuleStore>,
         metrics: Arc<Metrics>,
         limits: UploadLimits,
     ) -> std::io::Result<Self> {
@@ -118,6 +122,7 @@ impl Uploads {
                 root,
                 spool: data_dir.join("spool"),
                 objects,
+                capsules,
                 metrics,
                 limits,
                 sessions: Mutex::new(sessions),
@@ -148,10 +153,12 @@ impl Uploads {
         }
     }
 
-    /// Whether the capsule `digest` may be referenced by `team`'s submissions.
+    /// Whether the capsule `digest` may be referenced by `team`'s submissions: the team
+    /// uploaded its bytes (it owns it) and they are stored. Another team's capsule is
+    /// absent, like an unknown one.
     pub async fn has_capsule(&self, team: &str, digest: &Digest) -> Result<bool, UploadError> {
-        let _ = team; // Capsules are not owned by teams yet: existence answers.
-        let present = self.inner.objects.exists(digest.as_str()).await?;
+        let present = self.inner.capsules.capsule_owned_by(digest, team).await?
+            && self.inner.objects.exists(digest.as_str()).await?;
         self.inner.metrics.capsule_lookup(present);
         Ok(present)
     }

@@ -41,9 +41,12 @@ fn fixture(max_sessions: u64, ttl: Duration) -> Fixture {
         )
         .expect("store"),
     );
+    let db = crate::store::Database::open_sqlite(&dir.path().join("data").join("forge.sqlite3"))
+        .expect("database");
     let uploads = Uploads::open(
         &dir.path().join("data"),
         objects.clone(),
+        db.capsules.clone(),
         Arc::new(Metrics::new()),
         UploadLimits {
             max_sessions_per_team: max_sessions,

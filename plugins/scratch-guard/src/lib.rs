@@ -4,7 +4,9 @@
 //! run on `reserved` series (rejected at the pool that asks for one), may use at most
 //! `max_gpus` GPUs (rejected), and only run on idle GPUs: while a series has fewer free
 //! GPUs than the job needs there, the job is queued. Admitted scratch jobs have their
-//! pods labelled `forge.io/scratch=true`. Other jobs pass unchanged.
+//! pods labelled `<label>=true` (setting `label`, default `forge.io/scratch`; as a team
+//! plugin, a key under `<team>.teams.forge.dev/`, the only labels a team link may add).
+//! Other jobs pass unchanged.
 //!
 //! The same rule is written in Python (`plugins/scratch-guard-py`) and TypeScript
 //! (`plugins/scratch-guard-ts`); all three answer the table in
@@ -28,6 +30,8 @@ pub struct Settings {
     pub reserved: Vec<String>,
     /// Most GPUs one scratch job may use.
     pub max_gpus: u32,
+    /// The label key admitted scratch jobs' pods get (`=true`).
+    pub label: String,
 }
 
 impl Default for Settings {
@@ -36,6 +40,7 @@ impl Default for Settings {
             prefix: "tmp-".into(),
             reserved: Vec::new(),
             max_gpus: 16,
+            label: "forge.io/scratch".into(),
         }
     }
 }
@@ -112,7 +117,7 @@ impl Policy for ScratchGuard {
         }
         let mut placement = req.placement.clone();
         for pool in &mut placement.pools {
-            pool.label("forge.io/scratch", "true");
+            pool.label(&s.label, "true");
         }
         Decision::Admit(placement)
     }

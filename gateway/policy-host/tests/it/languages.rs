@@ -58,8 +58,16 @@ fn the_same_rule_in_rust_python_and_typescript_decides_alike_in_the_host() {
     let table = cases();
     let settings = table["settings"].to_string();
     let all = load_all(&e);
+    // Each language's SDK builds against its own contract setting (Rust: the newest,
+    // 0.2.0; Python and TypeScript: `plugin-sdk/sdk.toml`); the host runs them side by
+    // side either way.
     for p in &all {
-        assert_eq!(p.world(), "forge:policy/policy@0.1.0", "{}", p.name());
+        assert!(
+            p.world().starts_with("forge:policy/policy@0."),
+            "{}: {}",
+            p.name(),
+            p.world()
+        );
     }
     let chain = Chain::new(
         &e,

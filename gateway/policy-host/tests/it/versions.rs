@@ -110,8 +110,11 @@ fn a_mixed_chain_admits_and_carries_the_new_fields_through_a_0_1_0_link() {
     assert_eq!(pool.tolerations[0].key.as_deref(), Some("nvidia.com/gpu"));
     assert_eq!(pool.tolerations[0].operator, TolerationOperator::Exists);
     // What the 0.1.0 link did, and what it saw: taint-blocked GPUs as `blocked`.
-    assert_eq!(pool.labels["legacy-seen"], "v0-1-0");
-    assert_eq!(pool.annotations["legacy-blocked"], "16");
+    assert_eq!(pool.labels["team-a.teams.forge.dev/legacy-seen"], "v0-1-0");
+    assert_eq!(
+        pool.annotations["team-a.teams.forge.dev/legacy-blocked"],
+        "16"
+    );
     let outcomes: Vec<_> = out.trace.iter().map(|t| t.outcome).collect();
     assert_eq!(outcomes, ["admit", "admit", "admit"]);
 }
