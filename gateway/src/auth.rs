@@ -250,13 +250,19 @@ impl Tokens {
     /// The caller a token belongs to. Compares against every entry in constant time.
     pub fn lookup(&self, token: &str) -> Result<Caller, AuthError> {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        self.lookup_digest(&presented).ok_or(AuthError::Invalid)
+    }
+
+    /// The caller whose token has SHA-256 `digest` (what a console session keeps, so a
+    /// revoked token ends its sessions too). Constant time over every entry.
+    pub fn lookup_digest(&self, digest: &[u8; 32]) -> Option<Caller> {
         let mut found = None;
         for (hash, caller) in &self.entries {
-            if bool::from(hash.ct_eq(&presented)) {
+            if bool::from(hash.ct_eq(digest)) {
                 found = Some(caller);
             }
         }
-        found.cloned().ok_or(AuthError::Invalid)
+        found.cloned()
     }
 
     /// Authenticates an `Authorization` header value (`None`: no header; a value that

@@ -6,7 +6,10 @@
 //!
 //! Sessions live in memory, keyed by the SHA-256 of the id (a memory dump does not
 //! yield usable cookies), and expire after [`SESSION_TTL`]; a restart logs everyone
-//! out. The map's lock is never held across an `.await`.
+//! out. A session keeps the SHA-256 of the token it was opened with and resolves its
+//! viewer against the tokens in force on every request: revoking a token (or changing
+//! its team or role) in the tokens file applies to open sessions at once. The map's
+//! lock is never held across an `.await`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,7 +24,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::Console;
-use crate::auth::Caller;
+use crate::auth::{Caller, Tokens};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "forge_session";
@@ -44,7 +47,9 @@ impl Viewer {
 
 #[derive(Debug)]
 struct Session {
-    viewer: Viewer,
+    /// SHA-256 of the token the session was opened with.
+    token: [u8; 32],
+    csrf: String,
     expires: Instant,
 }
 
@@ -63,15 +68,14 @@ fn random_hex() -> String {
 }
 
 impl Sessions {
-    /// A new session for `caller`: its id (the cookie value).
-    pub fn open(&self, caller: Caller) -> String {
+    /// A new session for the holder of `token` (already authenticated): its id (the
+    /// cookie value).
+    pub fn open(&self, token: &str) -> String {
         let id = random_hex();
         let now = Instant::now();
         let session = Session {
-            viewer: Viewer {
-                caller,
-                csrf: random_hex(),
-            },
+            token: Sha256::digest(token.as_bytes()).into(),
+            csrf: random_hex(),
             expires: now + SESSION_TTL,
         };
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
@@ -80,12 +84,14 @@ impl Sessions {
         id
     }
 
-    /// The viewer of a live session.
-    pub fn viewer(&self, id: &str) -> Option<Viewer> {
+    /// The viewer of a live session whose token `tokens` still accept.
+    pub fn viewer(&self, id: &str, tokens: &Tokens) -> Option<Viewer> {
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(&key(id))
-            .filter(|s| s.expires > Instant::now())
-            .map(|s| s.viewer.clone())
+        let session = map.get(&key(id)).filter(|s| s.expires > Instant::now())?;
+        Some(Viewer {
+            caller: tokens.lookup_digest(&session.token)?,
+            csrf: session.csrf.clone(),
+        })
     }
 
     /// Ends a session.
@@ -153,7 +159,53 @@ impl FromRequestParts<Console> for Viewer {
 
     async fn from_request_parts(parts: &mut Parts, console: &Console) -> Result<Self, LoginFirst> {
         session_id(&parts.headers)
-            .and_then(|id| console.sessions.viewer(&id))
+            .and_then(|id| console.sessions.viewer(&id, &console.app.tokens.current()))
             .ok_or(LoginFirst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{Role, TokenEntry, hash_token};
+
+    fn tokens(entries: &[(&str, &str)]) -> Tokens {
+        Tokens::from_entries(
+            entries
+                .iter()
+                .map(|(token, team)| TokenEntry {
+                    token_sha256: hash_token(token),
+                    team: (*team).into(),
+                    role: Role::Member,
+                    name: None,
+                })
+                .collect(),
+        )
+        .expect("tokens")
+    }
+
+    #[test]
+    fn a_session_follows_the_tokens_in_force() {
+        let sessions = Sessions::default();
+        let id = sessions.open("alice-token");
+        let before = tokens(&[("alice-token", "team-a"), ("bob-token", "team-b")]);
+        let viewer = sessions.viewer(&id, &before).expect("logged in");
+        assert_eq!(viewer.caller.team, "team-a");
+        assert!(sessions.viewer("another-id", &before).is_none());
+        // The token moved to another team: the session follows it.
+        let moved = tokens(&[("alice-token", "team-c")]);
+        assert_eq!(
+            sessions
+                .viewer(&id, &moved)
+                .expect("still valid")
+                .caller
+                .team,
+            "team-c"
+        );
+        // Revoked: the open session ends with it.
+        let revoked = tokens(&[("bob-token", "team-b")]);
+        assert!(sessions.viewer(&id, &revoked).is_none());
+        sessions.close(&id);
+        assert!(sessions.viewer(&id, &before).is_none());
     }
 }
