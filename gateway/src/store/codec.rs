@@ -11,6 +11,24 @@ use super::{
 };
 use crate::domain::{Digest, JobState, UnknownState};
 
+/// The columns a job row is read with, in the order both backends' row readers expect.
+pub const JOB_COLUMNS: &str = "seq, id, team, name, spec, state, reason, capsule_sha256, \
+                               rayjob_name, queue_series, created_at_ms, updated_at_ms, placement";
+
+/// The select of a plugin record, in the order both backends' row readers expect.
+pub const PLUGIN_COLUMNS: &str = "SELECT owner, name, version, digest, size, description, \
+                                  world, uploaded_by, uploaded_at_ms, memory_mib, deadline_ms \
+                                  FROM plugins";
+
+/// The select of a policy version, in the order both backends' row readers expect.
+pub const VERSION_COLUMNS: &str = "SELECT scope, version, links, from_version, action, \
+                                   author, comment, at_ms FROM policy_versions";
+
+/// A stored optional limit (signed in the database) as the record's unsigned one.
+pub fn opt_u64(v: Option<i64>) -> Option<u64> {
+    v.and_then(|v| u64::try_from(v).ok())
+}
+
 /// A stored job state.
 pub fn parse_state(s: &str) -> Result<JobState, StoreError> {
     s.parse()

@@ -11,17 +11,14 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use super::{POLICY_CHANNEL, PgDatabase};
-use crate::store::codec::{appended, from_json, json_text, next_version, to_i64, to_u64};
+use crate::store::codec::{
+    PLUGIN_COLUMNS, VERSION_COLUMNS, appended, from_json, json_text, next_version, opt_u64, to_i64,
+    to_u64,
+};
 use crate::store::{
     NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
     ShadowResult, StoreError, now_ms,
 };
-
-const PLUGIN_COLUMNS: &str = "SELECT owner, name, version, digest, size, description, world, \
-                              uploaded_by, uploaded_at_ms, memory_mib, deadline_ms FROM plugins";
-
-const VERSION_COLUMNS: &str = "SELECT scope, version, links, from_version, action, author, \
-                               comment, at_ms FROM policy_versions";
 
 fn plugin_from_row(r: &Row) -> Result<PluginRecord, StoreError> {
     Ok(PluginRecord {
@@ -34,12 +31,8 @@ fn plugin_from_row(r: &Row) -> Result<PluginRecord, StoreError> {
         world: r.try_get(6)?,
         uploaded_by: r.try_get(7)?,
         uploaded_at_ms: r.try_get(8)?,
-        memory_mib: r
-            .try_get::<_, Option<i64>>(9)?
-            .and_then(|v| u64::try_from(v).ok()),
-        deadline_ms: r
-            .try_get::<_, Option<i64>>(10)?
-            .and_then(|v| u64::try_from(v).ok()),
+        memory_mib: opt_u64(r.try_get(9)?),
+        deadline_ms: opt_u64(r.try_get(10)?),
     })
 }
 

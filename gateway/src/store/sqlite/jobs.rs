@@ -8,16 +8,13 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use super::SqliteDatabase;
 use crate::domain::{Digest, JobState};
 use crate::store::codec::{
-    fence_holds, from_json, json_text, page_bounds, page_of, parse_digest, parse_placement,
-    parse_state, to_u64, transition_columns,
+    JOB_COLUMNS, fence_holds, from_json, json_text, page_bounds, page_of, parse_digest,
+    parse_placement, parse_state, to_u64, transition_columns,
 };
 use crate::store::{
     DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
     StoreError, Transition, now_ms,
 };
-
-const JOB_COLUMNS: &str = "seq, id, team, name, spec, state, reason, capsule_sha256, \
-                           rayjob_name, queue_series, created_at_ms, updated_at_ms, placement";
 
 fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>> {
     let spec_json: String = row.get(4)?;

@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::SqliteDatabase;
-use crate::store::codec::{appended, json_text, next_version, to_i64, to_u64};
+use crate::store::codec::{
+    PLUGIN_COLUMNS, VERSION_COLUMNS, appended, json_text, next_version, opt_u64, to_i64, to_u64,
+};
 use crate::store::{
     NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
     ShadowResult, StoreError, now_ms,
@@ -311,12 +313,6 @@ impl PolicyStore for SqliteDatabase {
     }
 }
 
-const PLUGIN_COLUMNS: &str = "SELECT owner, name, version, digest, size, description, world, \
-                              uploaded_by, uploaded_at_ms, memory_mib, deadline_ms FROM plugins";
-
-const VERSION_COLUMNS: &str = "SELECT scope, version, links, from_version, action, author, \
-                               comment, at_ms FROM policy_versions";
-
 fn plugin_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PluginRecord> {
     Ok(PluginRecord {
         owner: r.get(0)?,
@@ -328,12 +324,8 @@ fn plugin_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PluginRecord> {
         world: r.get(6)?,
         uploaded_by: r.get(7)?,
         uploaded_at_ms: r.get(8)?,
-        memory_mib: r
-            .get::<_, Option<i64>>(9)?
-            .and_then(|v| u64::try_from(v).ok()),
-        deadline_ms: r
-            .get::<_, Option<i64>>(10)?
-            .and_then(|v| u64::try_from(v).ok()),
+        memory_mib: opt_u64(r.get(9)?),
+        deadline_ms: opt_u64(r.get(10)?),
     })
 }
 
