@@ -236,6 +236,7 @@ pub async fn build_state(
         local_objects,
         database: db,
         leadership,
+        shutdown: crate::shutdown::Shutdown::default(),
     })
 }
 

@@ -11,9 +11,18 @@
 //! A supervisor follows the role: when a term starts it starts the leader's loops with
 //! that term; when the term ends (lost, deadline passed) it aborts them at once — and
 //! whatever of them is still in flight is refused by the fence.
+//!
+//! A clean shutdown (SIGTERM, as in a rolling update) is gentler than a lost term: the
+//! dispatcher is asked to stop and finishes the dispatches it has started (each one is
+//! a stored intent followed by its RayJob create), within [`DRAIN`]; only then is
+//! everything aborted and the lease released. Aborting between the intent and the
+//! create would be safe (the successor finds the intent without a RayJob and queues the
+//! job again) but would admit and dispatch that job a second time for nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use crate::jobs::{self, Jobs};
 use crate::leader::{Leadership, Role, elector};
@@ -39,16 +48,34 @@ impl Drop for Running {
     }
 }
 
+/// How long a clean shutdown waits for the dispatcher to finish what it started.
+const DRAIN: Duration = Duration::from_secs(10);
+
 /// The background controllers; aborted when dropped.
 pub struct Controllers {
     tasks: Running,
+    /// The supervisor of the leader's and followers' loops (drained first).
+    supervisor: Option<tokio::task::JoinHandle<()>>,
+    stop: watch::Sender<bool>,
     leadership: Arc<Leadership>,
 }
 
 impl Controllers {
-    /// Stops everything, waits for the tasks to end, then releases the leader lease
+    /// Lets the dispatcher finish the dispatches it has started (within [`DRAIN`]),
+    /// stops everything else, waits for the tasks to end, then releases the leader lease
     /// (if held) so another replica takes over without waiting for it to expire.
     pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        if let Some(mut supervisor) = self.supervisor.take()
+            && tokio::time::timeout(DRAIN, &mut supervisor).await.is_err()
+        {
+            tracing::warn!(
+                "the dispatcher did not finish within {DRAIN:?}: stopping it; its \
+                 unfinished dispatches are queued again by the next leader"
+            );
+            supervisor.abort();
+            let _ = supervisor.await;
+        }
         let tasks = std::mem::take(&mut self.tasks.0);
         for t in &tasks {
             t.abort();
@@ -65,9 +92,10 @@ impl Controllers {
 /// (upload sessions live on the replica that holds them) and the tokens file watch.
 pub fn spawn_controllers(state: &AppState) -> Controllers {
     let sync = Duration::from_millis(state.config.gateway.policy_sync_ms);
+    let (stop, stopping) = watch::channel(false);
+    let supervisor = supervise(state.jobs.clone(), state.leadership.clone(), stopping);
     let mut tasks = vec![
         elector::spawn(state.leadership.clone()),
-        supervise(state.jobs.clone(), state.leadership.clone()),
         state.policies.spawn_sync(sync),
         jobs::orphans::spawn(state.jobs.clone()),
         state.uploads.spawn_sweeper(),
@@ -75,15 +103,25 @@ pub fn spawn_controllers(state: &AppState) -> Controllers {
     tasks.extend(state.tokens.spawn_watch());
     Controllers {
         tasks: Running(tasks),
+        supervisor: Some(supervisor),
+        stop,
         leadership: state.leadership.clone(),
     }
 }
 
-/// Runs the leader's loops during each term, the follower's otherwise.
-fn supervise(jobs: Jobs, leadership: Arc<Leadership>) -> tokio::task::JoinHandle<()> {
+/// Runs the leader's loops during each term, the follower's otherwise. When `stopping`
+/// turns true it waits for the dispatcher to end (it stops at its next pause), aborts
+/// the rest and returns.
+fn supervise(
+    jobs: Jobs,
+    leadership: Arc<Leadership>,
+    mut stopping: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut roles = leadership.subscribe();
         let mut running = Running::default();
+        // The leader's dispatcher, awaited (not aborted) at shutdown.
+        let mut dispatcher: Option<tokio::task::JoinHandle<()>> = None;
         let mut now: Option<Role> = None;
         loop {
             let role = roles.borrow_and_update().clone();
@@ -102,10 +140,11 @@ fn supervise(jobs: Jobs, leadership: Arc<Leadership>) -> tokio::task::JoinHandle
                             "leading: dispatcher and lifecycle controller started"
                         );
                         let fenced = jobs.for_term(term);
-                        running.replace(vec![
-                            jobs::dispatch::spawn(fenced.clone()),
-                            jobs::lifecycle::spawn(fenced),
-                        ]);
+                        if let Some(old) = dispatcher.take() {
+                            old.abort();
+                        }
+                        dispatcher = Some(jobs::dispatch::spawn(fenced.clone(), stopping.clone()));
+                        running.replace(vec![jobs::lifecycle::spawn(fenced)]);
                     }
                     _ => {
                         if matches!(now, Some(Role::Leader { .. })) {
@@ -113,14 +152,27 @@ fn supervise(jobs: Jobs, leadership: Arc<Leadership>) -> tokio::task::JoinHandle
                                 "leadership ended: dispatcher and lifecycle controller stopped"
                             );
                         }
+                        if let Some(old) = dispatcher.take() {
+                            old.abort();
+                        }
                         running.replace(vec![jobs::follower::spawn(jobs.clone())]);
                     }
                 }
                 now = Some(role);
             }
-            if roles.changed().await.is_err() {
-                break;
+            tokio::select! {
+                changed = roles.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+                () = jobs::dispatch::stopped(&mut stopping) => break,
             }
         }
+        if let Some(d) = dispatcher.take() {
+            // Dropping the handle would detach it; awaiting lets it finish its pass.
+            let _ = d.await;
+        }
+        drop(running);
     })
 }

@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod objects;
 pub mod policy;
 pub mod rayjob;
+pub mod shutdown;
 pub mod state;
 pub mod store;
 pub mod uploads;

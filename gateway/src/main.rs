@@ -10,6 +10,7 @@ use forge_gateway::config::{self, Config};
 use forge_gateway::live_tokens::{LiveTokens, TokenSource};
 use forge_gateway::policy::boot_links_from_file;
 use forge_gateway::router;
+use forge_gateway::shutdown::Shutdown;
 
 #[derive(Parser)]
 #[command(
@@ -165,7 +166,8 @@ async fn dev(opts: forge_gateway::dev::DevOptions, allow_remote: bool) -> anyhow
         "        curl -s -H 'Authorization: Bearer {}' {url}/v1/jobs/<id>/logs",
         dev.token
     );
-    serve(listener, router(dev.state)).await?;
+    let shutdown = dev.state.shutdown.clone();
+    serve(listener, router(dev.state), shutdown).await?;
     controllers.shutdown().await;
     dev.sim.shutdown().await;
     Ok(())
@@ -202,16 +204,21 @@ async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
     let state = compose::build_state(cfg, tokens, client, boot, capsules).await?;
     let controllers = spawn_controllers(&state);
     tracing::info!("forge-gateway listening on {}", listener.local_addr()?);
-    serve(listener, router(state)).await?;
+    let shutdown = state.shutdown.clone();
+    serve(listener, router(state), shutdown).await?;
     // Controllers stop and the leader lease is released only after the HTTP server has
     // drained: a successor takes over at once instead of waiting for the lease to expire.
     controllers.shutdown().await;
     Ok(())
 }
 
-/// Serves until SIGTERM (what Kubernetes sends) or SIGINT, then drains in-flight
-/// requests.
-async fn serve(listener: tokio::net::TcpListener, app: axum::Router) -> anyhow::Result<()> {
+/// Serves until SIGTERM (what Kubernetes sends) or SIGINT, then ends the open event
+/// streams and drains in-flight requests.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
     axum::serve(listener, app)
@@ -220,6 +227,7 @@ async fn serve(listener: tokio::net::TcpListener, app: axum::Router) -> anyhow::
                 _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
                 _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
             }
+            shutdown.begin();
         })
         .await
         .context("serving HTTP")

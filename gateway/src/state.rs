@@ -13,6 +13,7 @@ use crate::live_tokens::LiveTokens;
 use crate::metrics::Metrics;
 use crate::objects::LocalStore;
 use crate::policy::PolicyManager;
+use crate::shutdown::Shutdown;
 use crate::store::Database;
 use crate::uploads::Uploads;
 
@@ -35,6 +36,8 @@ pub struct AppState {
     pub database: Database,
     /// This replica's leadership (role in `/readyz`; the controllers follow it).
     pub leadership: Arc<Leadership>,
+    /// Begun at SIGTERM: open event streams end so the server can drain.
+    pub shutdown: Shutdown,
 }
 
 impl AppState {

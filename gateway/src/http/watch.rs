@@ -5,7 +5,8 @@
 //! the caller's team's jobs (admins: every team's, or one), `resync` when the watcher
 //! fell behind. Changes carry the feed's sequence number as their event id: a client
 //! reconnecting with `Last-Event-ID` first gets the changes it missed (or `resync` when
-//! they are no longer kept). Comments keep idle connections alive.
+//! they are no longer kept). Comments keep idle connections alive. Streams end when the
+//! process begins to stop, so it can drain; clients reconnect to another replica.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -27,7 +28,7 @@ pub async fn watch(
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let job = state.jobs.visible(&caller, &id).await?;
-    Ok(sse(state.jobs.watch(job)))
+    Ok(sse(state.jobs.watch(job), state.shutdown.begun()))
 }
 
 /// Query of `GET /v1/jobs/watch`.
@@ -45,7 +46,10 @@ pub async fn watch_jobs(
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let team = super::jobs::team_filter(&caller, q.team)?;
-    Ok(sse(state.jobs.watch_team(team, last_event_id(&headers))))
+    Ok(sse(
+        state.jobs.watch_team(team, last_event_id(&headers)),
+        state.shutdown.begun(),
+    ))
 }
 
 /// The `Last-Event-ID` a reconnecting `EventSource` sends (an id this feed issued; any
@@ -57,11 +61,13 @@ pub(super) fn last_event_id(headers: &HeaderMap) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Job watch events as server-sent events (also the console's live feeds).
+/// Job watch events as server-sent events (also the console's live feeds), ending when
+/// `until` resolves (the process is stopping: [`crate::shutdown`]).
 pub(super) fn sse(
     events: impl Stream<Item = WatchEvent> + Send + 'static,
+    until: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let events = events.map(|e| {
+    let events = events.take_until(until).map(|e| {
         let mut event = Event::default().event(e.name());
         if let Some(id) = e.id() {
             event = event.id(id.to_string());

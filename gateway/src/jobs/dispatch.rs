@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use forge_policy_host::model::{ClusterView, Decision, Placement};
 use futures::StreamExt;
+use tokio::sync::watch;
 
 use super::error::JobError;
 use super::feed::JobEvent;
@@ -53,13 +54,18 @@ const IDLE_PASS: Duration = Duration::from_secs(5);
 /// Runs the dispatcher until the task is aborted (the leader's controllers run it
 /// on a [`Jobs`] bound to their term). Its first pass waits for the capacity caches:
 /// an empty cluster view would fit nothing.
-pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
+pub fn spawn(jobs: Jobs, mut stopping: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        jobs.cluster.capacity.synced().await;
+        tokio::select! {
+            () = jobs.cluster.capacity.synced() => {}
+            () = stopped(&mut stopping) => return,
+        }
         let mut changes = jobs.cluster.capacity.changes();
         // Jobs other replicas queue (PostgreSQL notifications), if the store tells.
         let mut remote = jobs.store.queue_changes();
-        loop {
+        // A pass is never cut short by `stopping`: the dispatches it started (stored
+        // intent, then the RayJob create) finish; the loop ends at the next pause.
+        while !stop_asked(&stopping) {
             let started = Instant::now();
             match jobs.dispatch_pass().await {
                 Ok(n) if n > 0 => tracing::debug!(dispatched = n, "dispatcher pass"),
@@ -87,9 +93,20 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
                     }
                 }
                 () = tokio::time::sleep(IDLE_PASS) => {}
+                () = stopped(&mut stopping) => {}
             }
         }
+        tracing::info!("dispatcher stopped");
     })
+}
+
+/// Resolves once a stop is asked (or nobody can ask any more).
+pub(crate) async fn stopped(stopping: &mut watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|stop| *stop).await;
+}
+
+fn stop_asked(stopping: &watch::Receiver<bool>) -> bool {
+    *stopping.borrow()
 }
 
 /// What each pool of a job needs, placed by `placement` (or as the spec asks): its

@@ -27,10 +27,11 @@ pub async fn jobs(
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, PageError> {
     let team = team_filter(&viewer.caller, q.team)?;
-    Ok(sse(console
-        .app
-        .jobs
-        .watch_team(team, last_event_id(&headers))))
+    let app = &console.app;
+    Ok(sse(
+        app.jobs.watch_team(team, last_event_id(&headers)),
+        app.shutdown.begun(),
+    ))
 }
 
 /// `GET /console/live/jobs/{id}`.
@@ -40,5 +41,8 @@ pub async fn job(
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, PageError> {
     let job = console.app.jobs.visible(&viewer.caller, &id).await?;
-    Ok(sse(console.app.jobs.watch(job)))
+    Ok(sse(
+        console.app.jobs.watch(job),
+        console.app.shutdown.begun(),
+    ))
 }
