@@ -4,7 +4,9 @@
 //! mixing a component built from the frozen `forge:policy@0.1.0` contract with 0.2.0
 //! components admits, queues and rejects; the code's `requirements.txt` and the spec's
 //! `pip` become the runtime env's `pip` list, and credentials in it are refused; an
-//! operator that ignores `preRunningDeadlineSeconds` does not keep a job waiting forever.
+//! operator that ignores `preRunningDeadlineSeconds` does not keep a job waiting forever;
+//! a job whose code goes over its machine's memory limit fails with the OOM kill (and
+//! the limit) in its reason, the output it printed before archived.
 
 use std::time::Duration;
 
@@ -441,4 +443,35 @@ async fn a_running_job_shows_its_ray_dashboard() {
         client.job(&id).await.get("dashboard").is_none(),
         "no dashboard once over"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_over_its_memory_limit_fails_as_oom_killed_with_its_log_archived() {
+    let gw = forge_tests::gateway::TestGateway::start("h100=1x8", &[]).await;
+    let client = gw.client(&gw.token);
+    let mut spec = sample("hungry", 8);
+    spec["pools"][0]["memoryPerNode"] = json!("256Mi");
+    // Prints, then holds twice its machine's memory (as a data loader that reads a
+    // whole shard would), then waits: only the limit ends it.
+    let hungry = "print('loading shard 0', flush=True)\n\
+                  shard = b'x' * (512 << 20)\n\
+                  import time\n\
+                  time.sleep(600)\n";
+    let id = client
+        .submit_ok(&spec, zip_of(&[("train.py", hungry)]))
+        .await;
+    let done = client
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(120))
+        .await;
+    let job = &done[&id];
+    assert_eq!(job["state"], "failed", "{job:#}");
+    let reason = job["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("container ray-head was OOMKilled (limit 256Mi)"),
+        "the reason names the kill and the limit: {reason}"
+    );
+    let (status, log) = client.logs(&id).await;
+    assert_eq!(status, 200, "{log}");
+    assert!(log.contains("loading shard 0"), "archived log: {log}");
+    println!("OOM-killed job: {reason}");
 }

@@ -2,8 +2,10 @@
 //! entry (a stop or the cluster going away kills it, not the submitter). In process
 //! mode it fetches and unpacks the `working_dir` of the RayJob's `runtimeEnvYAML`
 //! (checking the capsule's SHA-256 annotation), runs the entrypoint with `sh -c` and
-//! the head's and the runtime env's variables, its output in the submitter pod's log;
-//! in the timed mode the model's draw decides. It then records SUCCEEDED / FAILED.
+//! the head's and the runtime env's variables, its output in the submitter pod's log,
+//! under the head container's memory limit (over it, the head container is
+//! `OOMKilled`: [`super::memory_limit`]); in the timed mode the model's draw decides.
+//! It then records SUCCEEDED / FAILED.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,13 +20,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::container_env::{self, PodNetwork};
 use super::hostpaths::rewrite_mounts;
+use super::memory_limit::{MemoryLimit, OomKill};
 use super::names::{CAPSULE_SHA_ANNOTATION, NODE_TYPE, RAY_CLUSTER, SUBMITTER_CONTAINER};
 use super::runner::{
-    RunnerError, RuntimeEnv, container_command, fetch_working_dir, parse_runtime_env, run_logged,
-    unpack_zip, verify_sha256,
+    Exit, RunnerError, RuntimeEnv, container_command, fetch_working_dir, parse_runtime_env,
+    run_logged, unpack_zip, verify_sha256,
 };
 use super::shared::{Shared, rayjob_resource};
 use super::timed::Draw;
+
+/// How long the driver waits for the head's kubelet to record an OOM kill.
+const OOM_RECORD_WAIT: Duration = Duration::from_secs(5);
 
 /// The driver's outcome: Ray job status and message.
 type Outcome = (&'static str, String);
@@ -101,12 +107,17 @@ impl Driver {
     /// The process run's outcome (`None`: stopped).
     async fn process_outcome(&self) -> Option<Outcome> {
         match self.process().await {
-            Ok(Some(0)) => Some(("SUCCEEDED", "Job finished successfully.".to_owned())),
-            Ok(Some(code)) => Some((
+            Ok(Exit::Code(0)) => Some(("SUCCEEDED", "Job finished successfully.".to_owned())),
+            Ok(Exit::Code(code)) => Some((
                 "FAILED",
                 format!("Job entrypoint command failed with exit code {code}"),
             )),
-            Ok(None) => None,
+            // What Ray's job supervisor reports for an entrypoint ended by SIGKILL.
+            Ok(Exit::OomKilled { .. }) => Some((
+                "FAILED",
+                "Job entrypoint command failed with exit code -9".to_owned(),
+            )),
+            Ok(Exit::Cancelled) => None,
             Err(e) => {
                 self.line(&e.to_string());
                 Some((
@@ -119,7 +130,7 @@ impl Driver {
         }
     }
 
-    async fn process(&self) -> Result<Option<i32>, RunnerError> {
+    async fn process(&self) -> Result<Exit, RunnerError> {
         // The emulated driver reads its RayJob and head pod through the API server, an
         // emulator shortcut (a real driver runs on the head node and reads its own
         // filesystem): such reads are retried through injected or transient API
@@ -155,16 +166,50 @@ impl Driver {
             .and_then(Value::as_str)
             .unwrap_or("true");
         let cmd = self.command(entrypoint, &workdir, &env, head.as_ref(), &head_env);
-        let code = run_logged(
+        // The driver runs in the head container: its memory limit applies.
+        let head_container = head
+            .as_ref()
+            .and_then(|h| h.spec.as_ref())
+            .and_then(|s| s.containers.first());
+        let limit = head_container.and_then(MemoryLimit::of);
+        let exit = run_logged(
             cmd,
             &self.shared.logs,
             (&self.ns, &self.pod, SUBMITTER_CONTAINER),
             &self.stop,
             None,
+            limit.as_ref().map(|l| l.bytes),
         )
         .await?;
         let _ = std::fs::remove_dir_all(&workdir);
-        Ok(code)
+        if let (Exit::OomKilled { rss }, Some(h), Some(c), Some(l)) =
+            (exit, &head, head_container, &limit)
+        {
+            tracing::info!(
+                rayjob = %self.rayjob, pod = %h.name_any(), rss, limit = %l.quantity,
+                "the driver went over the head container's memory limit: OOMKilled"
+            );
+            self.oom_killed(h, &c.name).await;
+        }
+        Ok(exit)
+    }
+
+    /// Tells the head pod's kubelet that its container `container` was OOM-killed and
+    /// waits (briefly) until the pod's status shows it, so whoever sees the job fail
+    /// finds the reason on the pod.
+    async fn oom_killed(&self, head: &Pod, container: &str) {
+        let recorded = Arc::new(tokio::sync::Notify::new());
+        self.shared.ooms.report(OomKill {
+            pod_uid: head.uid().unwrap_or_default(),
+            container: container.to_owned(),
+            recorded: recorded.clone(),
+        });
+        if tokio::time::timeout(OOM_RECORD_WAIT, recorded.notified())
+            .await
+            .is_err()
+        {
+            tracing::warn!(pod = %head.name_any(), "the OOM kill was not recorded on the pod in time");
+        }
     }
 
     /// A fresh `<scratch>/jobs/<ns>/<id>` with the unpacked `working_dir`, if any.

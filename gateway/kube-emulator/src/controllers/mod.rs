@@ -54,6 +54,7 @@ pub mod fit;
 pub mod hostpaths;
 pub mod job;
 pub mod kubelet;
+pub mod memory_limit;
 pub mod names;
 pub mod provisioner;
 pub mod quantity;
@@ -96,6 +97,7 @@ pub async fn run(
         logs,
         dashboard: Arc::new(Dashboard::default()),
         attachments: Arc::default(),
+        ooms: memory_limit::OomKills::default(),
         shutdown: internal.clone(),
     });
     let mut set = tokio::task::JoinSet::new();

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::container_env::expand;
 use super::hostpaths::{map_path, rewrite_mounts};
+use super::memory_limit::exceeded;
 use crate::logs::LogStore;
 
 /// Errors of the process runner; the message is what the driver/container log shows.
@@ -101,15 +102,42 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// Streams a child's stdout+stderr into a container log, line by line; returns the
-/// exit code (`None` if it was killed because `cancel` fired).
+/// How a process run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code (137 when a signal ended it).
+    Code(i32),
+    /// It was killed because the run was cancelled.
+    Cancelled,
+    /// It was killed for going over its memory limit, with this resident memory.
+    OomKilled {
+        /// Bytes resident when it was seen over the limit.
+        rss: u64,
+    },
+}
+
+impl Exit {
+    /// The exit code a container status shows (`None`: cancelled).
+    pub fn code(self) -> Option<i32> {
+        match self {
+            Exit::Code(c) => Some(c),
+            Exit::Cancelled => None,
+            Exit::OomKilled { .. } => Some(137),
+        }
+    }
+}
+
+/// Streams a child's stdout+stderr into a container log, line by line, until it exits,
+/// `cancel` fires or its process group goes over `memory_limit` bytes
+/// ([`memory_limit`](super::memory_limit)).
 pub async fn run_logged(
     mut cmd: Command,
     logs: &Arc<LogStore>,
     (ns, pod, container): (&str, &str, &str),
     cancel: &CancellationToken,
     mut tee: Option<&mut Vec<u8>>,
-) -> std::io::Result<Option<i32>> {
+    memory_limit: Option<u64>,
+) -> std::io::Result<Exit> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -145,7 +173,14 @@ pub async fn run_logged(
         pump(err, tx.clone());
     }
     drop(tx);
-    let mut killed = false;
+    let over = async {
+        match (memory_limit, pid.and_then(|p| i32::try_from(p).ok())) {
+            (Some(limit), Some(pgid)) => exceeded(pgid, limit).await,
+            _ => std::future::pending().await,
+        }
+    };
+    tokio::pin!(over);
+    let mut killed: Option<Exit> = None;
     loop {
         tokio::select! {
             line = rx.recv() => match line {
@@ -156,19 +191,20 @@ pub async fn run_logged(
                 }
                 None => break,
             },
-            () = cancel.cancelled(), if !killed => {
-                killed = true;
+            () = cancel.cancelled(), if killed.is_none() => {
+                killed = Some(Exit::Cancelled);
+                kill_group(pid);
+                let _ = child.start_kill();
+            }
+            rss = &mut over, if killed.is_none() => {
+                killed = Some(Exit::OomKilled { rss });
                 kill_group(pid);
                 let _ = child.start_kill();
             }
         }
     }
     let status = child.wait().await?;
-    Ok(if killed {
-        None
-    } else {
-        Some(status.code().unwrap_or(137))
-    })
+    Ok(killed.unwrap_or(Exit::Code(status.code().unwrap_or(137))))
 }
 
 fn kill_group(pid: Option<u32>) {
@@ -231,7 +267,8 @@ pub async fn run_init_container(
     for (k, v) in env {
         cmd.env(k, rw(v));
     }
-    run_logged(cmd, logs, (&ns, &name, &c.name), cancel, None).await
+    let exit = run_logged(cmd, logs, (&ns, &name, &c.name), cancel, None, None).await?;
+    Ok(exit.code())
 }
 
 /// Fetches `working_dir` bytes: `http(s)://` over the network, `file://` through the
@@ -468,10 +505,11 @@ mod tests {
             ("ns", "p", "c"),
             &CancellationToken::new(),
             None,
+            None,
         )
         .await
         .expect("spawn");
-        assert_eq!(code, Some(3));
+        assert_eq!(code, Exit::Code(3));
         let log = String::from_utf8(logs.read("ns", "p", "c", None).expect("log")).expect("utf8");
         assert!(log.contains("out\n") && log.contains("err\n"), "{log}");
         let cancel = CancellationToken::new();
@@ -484,11 +522,42 @@ mod tests {
         });
         let start = std::time::Instant::now();
         assert_eq!(
-            run_logged(cmd, &logs, ("ns", "p", "d"), &cancel, None)
+            run_logged(cmd, &logs, ("ns", "p", "d"), &cancel, None, None)
                 .await
                 .expect("spawn"),
-            None
+            Exit::Cancelled
         );
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn a_run_over_its_memory_limit_is_killed() {
+        let logs = Arc::new(LogStore::new());
+        let mut cmd = Command::new("python3");
+        cmd.arg("-c").arg(
+            "print('allocating', flush=True)\nb = b'x' * (256 << 20)\nimport time\ntime.sleep(30)",
+        );
+        let start = std::time::Instant::now();
+        let exit = run_logged(
+            cmd,
+            &logs,
+            ("ns", "p", "m"),
+            &CancellationToken::new(),
+            None,
+            Some(128 << 20),
+        )
+        .await
+        .expect("spawn");
+        assert!(
+            matches!(exit, Exit::OomKilled { rss } if rss > 128 << 20),
+            "{exit:?}"
+        );
+        assert_eq!(exit.code(), Some(137));
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "killed, not slept"
+        );
+        let log = String::from_utf8(logs.read("ns", "p", "m", None).expect("log")).expect("utf8");
+        assert!(log.contains("allocating"), "{log}");
     }
 }

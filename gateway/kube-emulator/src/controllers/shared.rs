@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::attach::Attachments;
 use super::config::ControllerConfig;
 use super::dashboard::Dashboard;
+use super::memory_limit::OomKills;
 use crate::logs::LogStore;
 
 /// State shared by all controllers of one simulated cluster.
@@ -24,6 +25,8 @@ pub struct Shared {
     pub dashboard: Arc<Dashboard>,
     /// Which node each persistent volume is attached to (attach/detach controller).
     pub attachments: Arc<Attachments>,
+    /// Containers process mode killed for going over their memory limit.
+    pub ooms: OomKills,
     /// Cancelled on shutdown.
     pub shutdown: CancellationToken,
 }

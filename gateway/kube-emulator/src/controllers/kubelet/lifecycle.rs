@@ -5,14 +5,16 @@
 //! missing ConfigMap/Secret or key: `CreateContainerConfigError` until it appears), the
 //! app containers started, Running and Ready, and then what the containers do: a KubeRay submitter
 //! pod runs [`Submitter`] until its Ray job is terminal; a Ray node writes its
-//! `ray start` lines and runs until the pod is deleted; any other container just
-//! keeps Running.
+//! `ray start` lines and runs until the pod is deleted (restarted after an OOM kill of
+//! the driver it hosts, `lastState` `OOMKilled`); any other container just keeps
+//! Running.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Container;
 use kube::ResourceExt;
 use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
 
 use super::pod_status::{PodStatus, Slot};
 use super::ray_node::ray_start_log;
@@ -265,7 +267,42 @@ impl Worker {
                 .logs
                 .append(&self.ns(), &self.name(), &c, log.as_bytes());
         }
-        // Runs until the pod is deleted (its logs go with it).
-        self.cancel.cancelled().await;
+        // Runs until the pod is deleted (its logs go with it); a container process mode
+        // killed for its memory limit is restarted, as `restartPolicy: Always` does.
+        let uid = self.pod.uid().unwrap_or_default();
+        let mut ooms = self.shared.ooms.subscribe();
+        loop {
+            tokio::select! {
+                () = self.cancel.cancelled() => return,
+                kill = ooms.recv() => match kill {
+                    Ok(k) if k.pod_uid == uid => {
+                        self.oom_restart(&mut st, &k.container).await;
+                        k.recorded.notify_one();
+                    }
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => {
+                        self.cancel.cancelled().await;
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Container `name` was killed for going over its memory limit: `terminated`
+    /// (`OOMKilled`, exit code 137) becomes its last state and it starts again.
+    async fn oom_restart(&self, st: &mut PodStatus, name: &str) {
+        let Some(i) = st.main.iter().position(|c| c.name == name) else {
+            return;
+        };
+        let field = format!("spec.containers{{{name}}}");
+        let s = &mut st.main[i];
+        let mut terminated = s.terminated(137, &s.started_at());
+        terminated["terminated"]["reason"] = json!("OOMKilled");
+        s.last_state = terminated;
+        s.restarts += 1;
+        self.created_and_started(&field, name).await;
+        st.main[i].start();
+        self.push(st).await;
     }
 }
