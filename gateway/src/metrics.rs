@@ -29,6 +29,7 @@
 //! | `forge_leader_epoch` | | open | the epoch (fencing token) of this replica's term, 0 when following |
 //! | `forge_fenced_total` | `action` (`dispatch`, `transition`, `create`, `delete`) | open | side effects refused because their term was over |
 //! | `forge_rayjob_writes_total` | `verb` (`create`, `delete`) | open | RayJob creates and deletes this process sent |
+//! | `forge_submissions_limited_total` | `limit` (`rate`, `queue`) | open | submissions refused with 429 for a team's rate or queue cap |
 //! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`) | open | managed RayJobs this installation did not create or does not know (reported, never deleted) |
 
 use std::time::Duration;
@@ -77,6 +78,7 @@ pub struct Metrics {
     leader_epoch: Gauge,
     fenced: Family<Labels, Counter>,
     rayjob_writes: Family<Labels, Counter>,
+    limited: Family<Labels, Counter>,
     foreign: Family<Labels, Gauge>,
 }
 
@@ -212,6 +214,12 @@ impl Metrics {
             "RayJob creates and deletes sent by this process",
             rayjob_writes.clone(),
         );
+        let limited = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_submissions_limited",
+            "Submissions refused for a team's submission rate or queue cap",
+            limited.clone(),
+        );
         let foreign = Family::<Labels, Gauge>::default();
         registry.register(
             "forge_foreign_rayjobs",
@@ -224,6 +232,7 @@ impl Metrics {
             leader_epoch,
             fenced,
             rayjob_writes,
+            limited,
             foreign,
             detailed,
             plugin_calls_total,
@@ -376,6 +385,13 @@ impl Metrics {
     pub fn rayjob_write(&self, verb: &'static str) {
         self.rayjob_writes
             .get_or_create(&vec![("verb", verb.to_string())])
+            .inc();
+    }
+
+    /// A submission refused by a team limit (`rate` or `queue`).
+    pub fn submission_limited(&self, limit: &'static str) {
+        self.limited
+            .get_or_create(&vec![("limit", limit.to_string())])
             .inc();
     }
 

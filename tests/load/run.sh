@@ -32,7 +32,9 @@ cargo build --quiet --release -p forge-gateway
 data="$(mktemp -d)"
 port=$((20000 + RANDOM % 20000))
 log="$data/gateway.log"
+# Throughput is the measure: the per-team submission rate and queue cap are off.
 FORGE_DATA_DIR="$data" FORGE_LISTEN="127.0.0.1:$port" RUST_LOG=warn \
+  FORGE_SUBMISSIONS_PER_MINUTE=0 FORGE_MAX_QUEUED_PER_TEAM=0 \
   target/release/forge-gateway dev --sim api-only --nodes h100=2000x8 \
   --policy-chain tests/load/chain.yaml >"$log" 2>&1 &
 gw=$!

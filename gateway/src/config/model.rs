@@ -214,6 +214,10 @@ pub struct GatewayConfig {
     pub max_document_kib: u64,
     /// `FORGE_MAX_FIELD_ERRORS`.
     pub max_field_errors: usize,
+    /// `FORGE_SUBMISSIONS_PER_MINUTE` (0: unlimited).
+    pub submissions_per_minute: u32,
+    /// `FORGE_MAX_QUEUED_PER_TEAM` (0: unlimited).
+    pub max_queued_per_team: u64,
     /// `FORGE_UPLOAD_MAX_SESSIONS`.
     pub upload_max_sessions: u64,
     /// `FORGE_UPLOAD_TTL_S`.

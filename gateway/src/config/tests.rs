@@ -149,6 +149,8 @@ fn defaults_apply() {
             max_body_mib: 256,
             max_document_kib: 1024,
             max_field_errors: 20,
+            submissions_per_minute: 600,
+            max_queued_per_team: 1000,
             upload_max_sessions: 4,
             upload_ttl_s: 86400,
             capsule_init_image: "busybox:1.36".into(),

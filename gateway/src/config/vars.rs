@@ -389,6 +389,18 @@ pub static VARS: &[Var] = &[
         "most field problems listed in one `invalid-spec` answer; the rest are counted in `details.omitted` (1..=10000)",
     ),
     Var::new(
+        "FORGE_SUBMISSIONS_PER_MINUTE",
+        Fallback::Value("600"),
+        |d, _, v| put(&mut d.cfg.gateway.submissions_per_minute, int(v, 0, 1_000_000)),
+        "job submissions one team may make per minute on each replica, with bursts up to that many (0: unlimited); more get 429 `rate-limited` with `Retry-After`",
+    ),
+    Var::new(
+        "FORGE_MAX_QUEUED_PER_TEAM",
+        Fallback::Value("1000"),
+        |d, _, v| put(&mut d.cfg.gateway.max_queued_per_team, int(v, 0, 10_000_000)),
+        "jobs one team may have waiting in the queue (0: unlimited); a submission beyond it gets 429 `queue-full`",
+    ),
+    Var::new(
         "FORGE_UPLOAD_MAX_SESSIONS",
         Fallback::Value("4"),
         |d, _, v| put(&mut d.cfg.gateway.upload_max_sessions, int(v, 1, 1024)),

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::auth::AuthError;
 use crate::jobs::JobError;
+use crate::jobs::limits::LimitError;
 use crate::jobspec::SpecErrors;
 use crate::policy::{EvalError, Malformed, PolicyAdminError};
 use crate::uploads::UploadError;
@@ -100,6 +101,8 @@ struct Answer {
     code: &'static str,
     message: String,
     details: Option<Value>,
+    /// `Retry-After` seconds (429s).
+    retry_after: Option<u64>,
 }
 
 impl Answer {
@@ -109,7 +112,13 @@ impl Answer {
             code,
             message: message.into(),
             details: None,
+            retry_after: None,
         }
+    }
+
+    fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     fn details(mut self, details: Value) -> Self {
@@ -173,6 +182,22 @@ fn job_answer(e: JobError) -> Answer {
             e.to_string(),
         )
         .details(json!({ "field": "capsule" })),
+        JobError::Limit(ref limit) => {
+            let retry = limit.retry_after().as_secs().max(1);
+            let (code, details) = match limit {
+                LimitError::RateLimited { per_minute, .. } => (
+                    "rate-limited",
+                    json!({ "perMinute": per_minute, "retryAfterSeconds": retry }),
+                ),
+                LimitError::QueueFull { queued, limit, .. } => (
+                    "queue-full",
+                    json!({ "queued": queued, "limit": limit, "retryAfterSeconds": retry }),
+                ),
+            };
+            Answer::new(StatusCode::TOO_MANY_REQUESTS, code, limit.to_string())
+                .details(details)
+                .retry_after(retry)
+        }
         JobError::NotCancellable { id, state } => Answer::new(
             StatusCode::CONFLICT,
             "not-cancellable",
@@ -442,6 +467,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(c));
+        }
+        if let Some(s) = answer.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         response
     }

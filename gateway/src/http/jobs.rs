@@ -90,6 +90,8 @@ pub async fn create(
     caller: Caller,
     request: Request,
 ) -> Result<(StatusCode, Json<JobResponse>), ApiError> {
+    // Before the body is read: a refused submission costs almost nothing.
+    state.jobs.check_submission_rate(&caller.team)?;
     let (spec, code) = submission::read(&state, &caller.team, request).await?;
     let submitted = state.jobs.submit(&caller, spec, code).await?;
     let mut resp = response(&state, submitted.job);

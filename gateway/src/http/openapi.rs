@@ -168,6 +168,7 @@ pub fn document() -> Value {
                         "403": error_response("policy-rejected"),
                         "413": error_response("body or archive too large"),
                         "422": error_response("invalid-spec (every field problem) or unknown-capsule"),
+                        "429": error_response("rate-limited (FORGE_SUBMISSIONS_PER_MINUTE) or queue-full (FORGE_MAX_QUEUED_PER_TEAM); Retry-After says when to try again"),
                         "503": error_response("policy or storage unavailable")}},
                 "get": {"summary": "List jobs (newest first)",
                     "parameters": [

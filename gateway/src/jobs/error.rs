@@ -35,6 +35,9 @@ pub enum JobError {
     /// The policy could not be evaluated (admission fails closed).
     #[error(transparent)]
     Policy(#[from] crate::policy::EvalError),
+    /// The team went over a submission limit (nothing was stored).
+    #[error(transparent)]
+    Limit(#[from] super::limits::LimitError),
     /// The uploaded code is not acceptable (hostile or oversize archive).
     #[error(transparent)]
     Capsule(#[from] forge_capsule::CapsuleError),

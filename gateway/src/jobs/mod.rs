@@ -17,6 +17,7 @@ pub mod follower;
 pub mod inflight;
 pub mod kuberay_status;
 pub mod lifecycle;
+pub mod limits;
 pub mod logs;
 pub mod orphans;
 pub mod pre_running;

@@ -28,6 +28,7 @@ use crate::store::{
 use super::error::JobError;
 use super::feed::{JobEvent, JobFeed};
 use super::inflight::InFlight;
+use super::limits::SubmissionLimits;
 use super::queue::QueueBoard;
 
 /// Clean-ups (archive logs, delete the RayJob) that may run at once.
@@ -52,6 +53,8 @@ pub struct Jobs {
     pub(crate) term: Option<Term>,
     /// Foreign RayJobs already reported (each is logged once; see `orphans.rs`).
     pub(crate) reported_orphans: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+    /// Per-team submission rate and queue cap (`limits.rs`).
+    pub(crate) limits: Arc<SubmissionLimits>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -73,7 +76,12 @@ impl Jobs {
         cluster: Cluster,
         objects: Arc<dyn ObjectStore>,
     ) -> Self {
+        let limits = Arc::new(SubmissionLimits::new(
+            config.gateway.submissions_per_minute,
+            config.gateway.max_queued_per_team,
+        ));
         Jobs {
+            limits,
             config,
             store,
             capsules,

@@ -6,6 +6,9 @@
 //! it, but nothing is stored in object storage and no RayJob is created. A hostile or
 //! oversize archive is refused before anything is written.
 //!
+//! A team over its submission rate or queue cap is refused before anything is read or
+//! stored ([`super::limits`]).
+//!
 //! Capsules belong to the teams that uploaded them ([`crate::store::CapsuleStore`]):
 //! a submission naming a capsule by digest is accepted only from one of its owners.
 
@@ -48,6 +51,15 @@ pub struct Submitted {
 }
 
 impl Jobs {
+    /// Takes one submission from `caller`'s team's rate (`limits.rs`); call before
+    /// reading the submission.
+    pub fn check_submission_rate(&self, team: &str) -> Result<(), JobError> {
+        self.limits.check_rate(team).inspect_err(|_| {
+            self.metrics.submission_limited("rate");
+        })?;
+        Ok(())
+    }
+
     /// Submits a job for `caller`.
     pub async fn submit(
         &self,
@@ -55,6 +67,12 @@ impl Jobs {
         mut spec: JobSpec,
         code: CodeInput,
     ) -> Result<Submitted, JobError> {
+        if self.limits.caps_queue() {
+            let queued = self.store.queued_count(&caller.team).await?;
+            self.limits
+                .check_queue(&caller.team, queued)
+                .inspect_err(|_| self.metrics.submission_limited("queue"))?;
+        }
         let id = new_job_id();
         let request = self
             .admission

@@ -219,6 +219,8 @@ pub trait JobStore: Send + Sync {
     async fn list(&self, q: ListQuery) -> Result<Page, StoreError>;
     /// Queued jobs in queue order (oldest first), optionally of one series.
     async fn queued(&self, series: Option<String>) -> Result<Vec<JobRecord>, StoreError>;
+    /// How many jobs of `team` are queued (the per-team queue cap).
+    async fn queued_count(&self, team: &str) -> Result<u64, StoreError>;
     /// Jobs that hold GPUs (dispatched, initializing, running).
     async fn active(&self) -> Result<Vec<JobRecord>, StoreError>;
     /// Records an admission decision.

@@ -334,4 +334,8 @@ pub async fn queue_is_fifo_per_series(h: &dyn Harness) {
     assert_eq!(all, vec![h1.id, b1.id, h3.id]);
     let active = ids(store.active().await.expect("active"));
     assert_eq!(active, vec![h2.id]);
+    // Per team: a's h1 and h3 wait; b's h2 was dispatched, b1 waits.
+    assert_eq!(store.queued_count("a").await.expect("count"), 2);
+    assert_eq!(store.queued_count("b").await.expect("count"), 1);
+    assert_eq!(store.queued_count("nobody").await.expect("count"), 0);
 }

@@ -236,6 +236,19 @@ impl JobStore for PgDatabase {
         jobs_from_rows(&rows)
     }
 
+    async fn queued_count(&self, team: &str) -> Result<u64, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_one(
+                "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND team = $1",
+                &[&team],
+            )
+            .await?;
+        let n: i64 = row.try_get(0)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     async fn active(&self) -> Result<Vec<JobRecord>, StoreError> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \

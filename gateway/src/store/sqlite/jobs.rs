@@ -230,6 +230,19 @@ impl JobStore for SqliteDatabase {
         .await
     }
 
+    async fn queued_count(&self, team: &str) -> Result<u64, StoreError> {
+        let team = team.to_owned();
+        self.with(move |conn| {
+            let n: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND team = ?1",
+                [&team],
+                |r| r.get(0),
+            )?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+        .await
+    }
+
     async fn active(&self) -> Result<Vec<JobRecord>, StoreError> {
         self.with(move |conn| {
             let sql = format!(
