@@ -143,6 +143,7 @@ pub async fn build_state(
 ) -> anyhow::Result<AppState> {
     std::fs::create_dir_all(&config.gateway.data_dir)
         .with_context(|| format!("creating {}", config.gateway.data_dir.display()))?;
+    crate::spool::sweep(&config.gateway.data_dir).context("sweeping the spool")?;
     let db = open_database(&config).await?;
     let instance = db
         .coord

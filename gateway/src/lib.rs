@@ -36,6 +36,7 @@ pub mod objects;
 pub mod policy;
 pub mod rayjob;
 pub mod shutdown;
+pub mod spool;
 pub mod state;
 pub mod store;
 pub mod uploads;

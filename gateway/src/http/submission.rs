@@ -173,7 +173,7 @@ async fn spool(
     state: &AppState,
     mut field: axum::extract::multipart::Field<'_>,
 ) -> Result<tempfile::TempPath, ApiError> {
-    let spool = state.config.gateway.data_dir.join("spool");
+    let spool = crate::spool::dir(&state.config.gateway.data_dir);
     tokio::fs::create_dir_all(&spool)
         .await
         .map_err(|e| ApiError::Internal(format!("spool dir: {e}")))?;

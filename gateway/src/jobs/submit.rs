@@ -173,7 +173,7 @@ impl Jobs {
         upload: tempfile::TempPath,
     ) -> Result<(Digest, Vec<String>), JobError> {
         let spec_bytes = crate::jobspec::capsule_bytes(spec);
-        let out_dir: PathBuf = self.config.gateway.data_dir.join("spool");
+        let out_dir: PathBuf = crate::spool::dir(&self.config.gateway.data_dir);
         let limits = CapsuleLimits::default();
         let capsule = tokio::task::spawn_blocking(move || {
             let source = CodeSource::Archive(upload.to_path_buf());

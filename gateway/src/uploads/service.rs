@@ -120,7 +120,7 @@ impl Uploads {
         Ok(Uploads {
             inner: Arc::new(Inner {
                 root,
-                spool: data_dir.join("spool"),
+                spool: crate::spool::dir(data_dir),
                 objects,
                 capsules,
                 metrics,
