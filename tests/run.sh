@@ -2,7 +2,7 @@
 # The project's test command (see README). Works on a fresh machine of this kind:
 # installs what the tests need (the WebAssembly toolchain for plugins, PostgreSQL's server
 # binaries, headless Chromium and chromedriver for the console's browser tests, a venv for
-# the manifest checks, the Python and TypeScript SDK toolchains) inside the clone or from
+# the manifest checks, the Python and TypeScript SDK toolchains, Ray) inside the clone or from
 # the distribution, then runs formatting and lint checks and every unit and integration
 # test. The S3-compatible test server
 # (s3s-fs) is a library the tests serve in-process (`forge-testkit`). Each step prints
@@ -58,6 +58,17 @@ else
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+
+log "Ray from PyPI (venv in target/ray): the emulator runs KubeRay's sample RayJob on it"
+ray_venv="$PWD/target/ray"
+if "$ray_venv/bin/python" -c 'import ray' 2>/dev/null; then
+  echo "ray $("$ray_venv/bin/python" -c 'import ray; print(ray.__version__)') is installed"
+else
+  python3 -m venv "$ray_venv"
+  PIP_CACHE_DIR="$PWD/target/pip-cache" "$ray_venv/bin/pip" install --quiet \
+    --disable-pip-version-check 'ray==2.52.0'
+fi
+export FORGE_TEST_RAY_VENV="$ray_venv"
 
 log "deploy/ manifests (kustomize render, Kubernetes schemas, checks)"
 bash deploy/validate.sh

@@ -48,6 +48,13 @@ pub struct ControllerConfig {
     /// KubeRay). `false` plays an older operator that silently ignores the field, so a
     /// job that never starts waits forever unless its submitter times it out.
     pub pre_running_deadline: bool,
+    /// Process mode: directories the container images provide first on `PATH` (the
+    /// Ray image's `python` with `ray`, for example) for the Ray driver. Empty: the
+    /// host's `PATH` only.
+    pub image_path: Vec<PathBuf>,
+    /// Process mode: where a runtime env's `pip` packages are installed (one directory
+    /// per package list, reused; `pip_env.rs`). `None`: `pip` is accepted and ignored.
+    pub pip_envs: Option<PathBuf>,
 }
 
 impl Default for ControllerConfig {
@@ -60,6 +67,8 @@ impl Default for ControllerConfig {
             backoff_base: Duration::from_secs(10),
             concurrency: 0,
             pre_running_deadline: true,
+            image_path: Vec::new(),
+            pip_envs: None,
         }
     }
 }

@@ -22,6 +22,7 @@ use super::container_env::{self, PodNetwork};
 use super::hostpaths::rewrite_mounts;
 use super::memory_limit::{MemoryLimit, OomKill};
 use super::names::{CAPSULE_SHA_ANNOTATION, NODE_TYPE, RAY_CLUSTER, SUBMITTER_CONTAINER};
+use super::pip_env;
 use super::runner::{
     Exit, RunnerError, RuntimeEnv, container_command, fetch_working_dir, parse_runtime_env,
     run_logged, unpack_zip, verify_sha256,
@@ -158,6 +159,14 @@ impl Driver {
             Some(h) => head_env(&self.shared.client, h).await?,
             None => Vec::new(),
         };
+        // The runtime env is set up while the job is PENDING, as Ray does.
+        let pip = match (&self.shared.cfg.pip_envs, env.pip.is_empty()) {
+            (Some(root), false) => {
+                let path = image_path(&self.shared.cfg.image_path);
+                Some(pip_env::ensure(root, &env.pip, &path).await?)
+            }
+            _ => None,
+        };
         self.shared
             .dashboard
             .set_running(&self.ns, &self.cluster, &self.id);
@@ -165,7 +174,14 @@ impl Driver {
             .get("entrypoint")
             .and_then(Value::as_str)
             .unwrap_or("true");
-        let cmd = self.command(entrypoint, &workdir, &env, head.as_ref(), &head_env);
+        let cmd = self.command(
+            entrypoint,
+            &workdir,
+            &env,
+            head.as_ref(),
+            &head_env,
+            pip.as_deref(),
+        );
         // The driver runs in the head container: its memory limit applies.
         let head_container = head
             .as_ref()
@@ -239,9 +255,11 @@ impl Driver {
     }
 
     /// `sh -c <entrypoint>` in `workdir` with the head container's env (as its kubelet
-    /// built it, nothing of the emulator's), the runtime env's `env_vars`, `PYTHONPATH` and
-    /// `RAY_JOB_SUBMISSION_ID`; paths under the head container's volumeMounts (in the
-    /// entrypoint and env values) are rewritten to the volumes' host directories.
+    /// built it, nothing of the emulator's; without `RAY_ADDRESS`), the runtime env's
+    /// `env_vars`, `PYTHONPATH` (working dir, installed `pip` packages, the head's) and
+    /// `RAY_JOB_SUBMISSION_ID`, and `PATH` led by what the images provide; paths under
+    /// the head container's volumeMounts (in the entrypoint and env values) are
+    /// rewritten to the volumes' host directories.
     fn command(
         &self,
         entrypoint: &str,
@@ -249,6 +267,7 @@ impl Driver {
         env: &RuntimeEnv,
         head: Option<&Pod>,
         head_env: &[(String, String)],
+        pip: Option<&std::path::Path>,
     ) -> tokio::process::Command {
         let root = &self.shared.cfg.scratch_root;
         let mounts = head
@@ -269,16 +288,31 @@ impl Driver {
         for (k, v) in &env.env_vars {
             cmd.env(k, v);
         }
-        let pp = head_env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "PYTHONPATH")
-            .map(|(_, p)| format!("{}:{}", workdir.display(), rw(p)))
-            .unwrap_or_else(|| workdir.display().to_string());
+        let mut pp = workdir.display().to_string();
+        if let Some(pip) = pip {
+            pp = format!("{pp}:{}", pip.display());
+        }
+        if let Some((_, p)) = head_env.iter().rev().find(|(k, _)| k == "PYTHONPATH") {
+            pp = format!("{pp}:{}", rw(p));
+        }
+        cmd.env("PATH", image_path(&self.shared.cfg.image_path));
+        // The head's `RAY_ADDRESS` names a GCS the emulator does not run (its Ray nodes
+        // are simulated): a driver using real Ray (`ray.init()`) gets a local Ray
+        // instance of its own instead of waiting for one that never answers.
+        cmd.env_remove("RAY_ADDRESS");
         cmd.env("PYTHONPATH", pp)
             .env("RAY_JOB_SUBMISSION_ID", &self.id);
         cmd
     }
+}
+
+/// `PATH` of the driver: what the images provide (`image_path`), then the host's.
+fn image_path(image: &[PathBuf]) -> String {
+    let host = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = image.iter().cloned().chain(std::env::split_paths(&host));
+    std::env::join_paths(dirs)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| host.to_string_lossy().into_owned())
 }
 
 /// The environment of the head pod's Ray container, as its kubelet built it.

@@ -56,6 +56,7 @@ pub mod job;
 pub mod kubelet;
 pub mod memory_limit;
 pub mod names;
+pub mod pip_env;
 pub mod provisioner;
 pub mod quantity;
 pub mod raycluster;

@@ -391,6 +391,8 @@ pub struct RuntimeEnv {
     pub working_dir: Option<String>,
     /// `env_vars`.
     pub env_vars: BTreeMap<String, String>,
+    /// `pip`: a list, or `{packages: [...]}`.
+    pub pip: Vec<String>,
 }
 
 /// Parses `runtimeEnvYAML`.
@@ -420,9 +422,20 @@ pub fn parse_runtime_env(yaml: Option<&str>) -> Result<RuntimeEnv, RunnerError> 
                 .collect()
         })
         .unwrap_or_default();
+    let pip_list = v.get("pip").map(|p| p.get("packages").unwrap_or(p));
+    let pip = pip_list
+        .and_then(serde_yaml::Value::as_sequence)
+        .map(|s| {
+            s.iter()
+                .filter_map(serde_yaml::Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(RuntimeEnv {
         working_dir,
         env_vars,
+        pip,
     })
 }
 
@@ -492,6 +505,13 @@ mod tests {
         assert_eq!(env.env_vars.get("A").map(String::as_str), Some("b"));
         assert_eq!(env.env_vars.get("N").map(String::as_str), Some("3"));
         assert!(parse_runtime_env(Some("a: [")).is_err());
+        assert!(env.pip.is_empty());
+        let list = parse_runtime_env(Some("pip:\n  - requests==2.26.0\n  - pendulum==2.1.2\n"))
+            .expect("pip list");
+        assert_eq!(list.pip, ["requests==2.26.0", "pendulum==2.1.2"]);
+        let dict = parse_runtime_env(Some("pip:\n  packages: [einops]\n  pip_check: false\n"))
+            .expect("pip dict");
+        assert_eq!(dict.pip, ["einops"]);
     }
 
     #[tokio::test]

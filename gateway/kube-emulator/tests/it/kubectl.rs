@@ -3,7 +3,9 @@
 //! KubeRay-sample RayJob (and a schema-violating one), `get -w`, and — with the
 //! simulated controllers in process mode — a KubeRay-sample RayJob applied with
 //! `kubectl apply -f` that waits while `kubectl cordon` leaves no node, then runs to
-//! Complete / SUCCEEDED after `kubectl uncordon`, its output in `kubectl logs`.
+//! Complete / SUCCEEDED after `kubectl uncordon`, its output in `kubectl logs`; and
+//! KubeRay's own `ray-job.sample.yaml` (ConfigMap + RayJob, verbatim) run by real Ray
+//! with its runtime env's `pip` packages installed, to SUCCEEDED.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -451,5 +453,95 @@ async fn kubectl_apply_sample_rayjob_runs_to_complete_in_process_mode() {
         "{log}"
     );
     assert!(log.contains("sample done"), "{log}");
+    sim.shutdown().await;
+}
+
+/// The Ray installation `tests/run.sh` provides (`FORGE_TEST_RAY_VENV`): its `bin`
+/// stands for what the Ray image puts on `PATH`. `None` outside CI when it is missing
+/// (the test says so); in CI a missing Ray is a failure.
+fn ray_venv() -> Option<PathBuf> {
+    match std::env::var_os("FORGE_TEST_RAY_VENV") {
+        Some(v) if Path::new(&v).join("bin/python").exists() => Some(PathBuf::from(v)),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("FORGE_TEST_RAY_VENV must name a venv with ray (tests/run.sh makes one)")
+        }
+        _ => {
+            eprintln!("skipping: FORGE_TEST_RAY_VENV (a venv with ray) is not set");
+            None
+        }
+    }
+}
+
+/// KubeRay's `ray-job.sample.yaml` as published (a RayJob whose entrypoint runs
+/// `sample_code.py` from the ConfigMap that follows it in the file), applied with
+/// `kubectl`: the head mounts the ConfigMap, the driver runs the sample with real Ray
+/// (`ray.init()`, a `Counter` actor) under its runtime env — `env_vars` and the `pip`
+/// packages, really installed, which the sample checks (`requests` 2.26.0) — and the
+/// RayJob ends Complete / SUCCEEDED with the actor's lines in the submitter's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kuberay_sample_runs_with_real_ray_to_succeeded() {
+    if !kubectl_available() {
+        return;
+    }
+    let Some(venv) = ray_venv() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = start_with(SimConfig {
+        nodes: NodeSpec::parse_layout("h100=2x8").expect("layout"),
+        controllers: forge_kubesim::ControllerConfig {
+            scratch_root: dir.path().join("scratch"),
+            image_path: vec![venv.join("bin")],
+            pip_envs: Some(dir.path().join("pip-envs")),
+            ..forge_kubesim::testing::process_controllers()
+        },
+        ..SimConfig::default()
+    })
+    .await;
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let k = Kubectl { kubeconfig };
+    let sample = fixture("kuberay/ray-job.sample.yaml");
+    let out = k.ok(&["apply", "-f", sample.to_str().expect("utf8")]).await;
+    assert!(out.contains("rayjob.ray.io/rayjob-sample created"), "{out}");
+    assert!(
+        out.contains("configmap/ray-job-code-sample created"),
+        "{out}"
+    );
+    // Installing the sample's packages (pendulum 2.1.2 builds from source) takes a while.
+    let done = k
+        .wait_for(
+            300,
+            &[
+                "get",
+                "rayjob",
+                "rayjob-sample",
+                "-o",
+                "jsonpath={.status.jobDeploymentStatus}/{.status.jobStatus}",
+            ],
+            |o| o.starts_with("Complete/") || o.starts_with("Failed/"),
+        )
+        .await;
+    let submitter = k
+        .ok(&[
+            "get",
+            "pods",
+            "-l",
+            "batch.kubernetes.io/job-name=rayjob-sample",
+            "-o",
+            "name",
+        ])
+        .await;
+    let log = k.ok(&["logs", submitter.trim()]).await;
+    assert_eq!(done, "Complete/SUCCEEDED", "submitter log:\n{log}");
+    let counted: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("test_counter got "))
+        .collect();
+    assert_eq!(
+        counted,
+        (1..=5)
+            .map(|i| format!("test_counter got {i}"))
+            .collect::<Vec<_>>(),
+        "{log}"
+    );
     sim.shutdown().await;
 }
