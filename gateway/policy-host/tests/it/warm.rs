@@ -106,6 +106,22 @@ fn warm_instances_are_reused_and_dropped_on_failure() {
 }
 
 #[test]
+fn a_warm_instance_whose_memory_grew_is_dropped() {
+    let e = engine_in(Isolation::Warm, 0, 1_000);
+    let leaky = hostile(&e, "leak");
+    assert_eq!(links_decide(&leaky, "t"), ["admit"]);
+    assert_eq!(leaky.warm_idle(), [1], "the first call sets the baseline");
+    assert_eq!(links_decide(&leaky, "t"), ["admit"]);
+    assert_eq!(
+        leaky.warm_idle(),
+        [0],
+        "grown after its first call: dropped"
+    );
+    assert_eq!(links_decide(&leaky, "t"), ["admit"]);
+    assert_eq!(leaky.warm_idle(), [1], "a new instance");
+}
+
+#[test]
 fn a_warm_instance_retires_after_its_call_budget() {
     let e = engine_in(Isolation::Warm, 0, 2);
     let chain = hostile(&e, "stateful");
