@@ -98,6 +98,12 @@ pub trait Policy {
     /// Decide about one job. Return `Decision::Admit` with the (possibly extended)
     /// `request.placement`, `Decision::Queue` to make the job wait, or
     /// `Decision::Reject` to refuse it.
+    ///
+    /// The decision must depend only on `settings` and `request`, never on an earlier
+    /// call: the host reuses an instance for later calls of the same plugin, settings
+    /// and team (`FORGE_POLICY_ISOLATION=warm`), and replay and shadow evaluation
+    /// assume the same input decides the same way. `FORGE_POLICY_VERIFY` catches a
+    /// plugin that keeps state by comparing with a fresh instance.
     fn evaluate(settings: &Self::Settings, request: &Request) -> Decision;
 }
 
