@@ -91,4 +91,9 @@ cargo build --quiet --workspace --bins
 
 log "unit and integration tests"
 cargo test --workspace --no-fail-fast
+
+log "policy host tests again with a fresh instance per call (FORGE_POLICY_ISOLATION=fresh)"
+# The default run above used warm instances; the interpreter plugins (languages) only
+# repeat the sandbox's path there and are left out to keep this run short.
+FORGE_POLICY_ISOLATION=fresh cargo test -p forge-policy-host --test it --no-fail-fast -- --skip languages::
 log "done"

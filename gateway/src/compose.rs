@@ -51,6 +51,10 @@ pub fn policy_engine(cfg: &Config) -> anyhow::Result<PolicyEngine> {
                 .unwrap_or(usize::MAX),
             max_component_bytes: usize::try_from(cfg.gateway.plugin_max_kib << 10)
                 .unwrap_or(usize::MAX),
+            isolation: cfg.gateway.policy_isolation,
+            verify: forge_policy_host::Verify {
+                every: cfg.gateway.policy_verify_every,
+            },
             ..EngineLimits::default()
         },
         Some(cfg.gateway.data_dir.join("plugin-cache")),

@@ -18,7 +18,7 @@
 //! | `forge_queue_depth` | `series` | open | queued jobs per GPU series |
 //! | `forge_policy_version` | | open | version of the active global chain |
 //! | `forge_policy_plugin_calls_total` | `outcome` (`admit`, `queue`, `reject`, `error`) | open | policy plugin calls, all plugins together |
-//! | `forge_policy_plugin_failures_total` | `cause` (`deadline`, `memory`, `trap`, `bad-output`, `widened`, `instantiate`) | open | plugin calls that failed (closed), all plugins together |
+//! | `forge_policy_plugin_failures_total` | `cause` (`deadline`, `memory`, `trap`, `bad-output`, `widened`, `instantiate`, `nondeterministic`) | open | plugin calls that failed (closed), all plugins together |
 //! | `forge_plugin_calls_total` | `plugin`, `version`, `outcome` | detailed | policy plugin calls |
 //! | `forge_plugin_call_seconds` | `plugin`, `version` | detailed | one plugin call's latency (successful calls) |
 //! | `forge_plugin_failures_total` | `plugin`, `version`, `cause` | detailed | plugin calls that failed (closed) |

@@ -48,6 +48,7 @@
 #[cfg(not(target_arch = "wasm32"))]
 pub mod harness;
 pub mod log;
+mod settings_cache;
 mod types_ext;
 
 /// Generated bindings for `forge:policy/policy@0.2.0` (the guest side).
@@ -86,7 +87,7 @@ pub mod prelude {
 pub trait Policy {
     /// The plugin's settings, parsed from the JSON settings document. Use
     /// `#[serde(deny_unknown_fields)]` so typos are caught by `validate-settings`.
-    type Settings: serde::de::DeserializeOwned;
+    type Settings: serde::de::DeserializeOwned + 'static;
 
     /// Semantic checks beyond parsing; the message names the offending setting.
     fn validate(settings: &Self::Settings) -> Result<(), String> {
@@ -97,6 +98,12 @@ pub trait Policy {
     /// Decide about one job. Return `Decision::Admit` with the (possibly extended)
     /// `request.placement`, `Decision::Queue` to make the job wait, or
     /// `Decision::Reject` to refuse it.
+    ///
+    /// The decision must depend only on `settings` and `request`, never on an earlier
+    /// call: the host reuses an instance for later calls of the same plugin, settings
+    /// and team (`FORGE_POLICY_ISOLATION=warm`), and replay and shadow evaluation
+    /// assume the same input decides the same way. `FORGE_POLICY_VERIFY` catches a
+    /// plugin that keeps state by comparing with a fresh instance.
     fn evaluate(settings: &Self::Settings, request: &Request) -> Decision;
 }
 
@@ -130,9 +137,11 @@ pub fn __validate<P: Policy>(settings: &str) -> Result<(), String> {
 
 /// Implementation of the exported `evaluate`. Settings were validated before the
 /// plugin was activated; if they no longer parse, the plugin fails closed (traps).
+/// The parsed settings are kept for the instance's next call with the same settings
+/// document (the host reuses an instance only for the same settings).
 #[doc(hidden)]
 pub fn __evaluate<P: Policy>(settings: &str, request: &Request) -> Decision {
-    match parse_settings::<P>(settings) {
+    match settings_cache::parsed::<P>(settings) {
         Ok(s) => P::evaluate(&s, request),
         Err(e) => {
             log::error(&e);

@@ -8,7 +8,11 @@
 //!
 //! Tree: `SMALL_FILES` pseudo-source files (~8 KiB each, deflated) plus
 //! incompressible pseudo-random "data/checkpoint" files of 16 MiB (stored).
-//! Set `FORGE_BENCH_DIR` to choose where the trees go (default: temp dir).
+//! Set `FORGE_BENCH_DIR` to choose where the trees go (default: temp dir), and
+//! `FORGE_BENCH_RSS=0` to skip part 2. With `FORGE_BENCH_RAY_PYTHON` (a Python with
+//! `ray` installed) part 1 also times Ray's own `working_dir` packager on the same tree
+//! (`tests/bench/ray_pack.py`). `BENCH` lines carry the figures for
+//! `tests/bench/run.sh`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -99,6 +103,41 @@ fn pack(tree: &Path, out: &Path) -> forge_capsule::Capsule {
     .expect("assemble")
 }
 
+/// Ray's `working_dir` packager (hash + zip) on `tree`, best of 3; prints its `BENCH`
+/// line with MiB/s.
+fn ray_pack(python: &str, tree: &Path, out: &Path, bytes: u64) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/bench/ray_pack.py");
+    let o = Command::new(python)
+        .arg(&script)
+        .arg(tree)
+        .arg(out)
+        .arg("3")
+        .output()
+        .expect("run ray_pack.py");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "ray_pack.py: {text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let secs: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("BENCH capsule.ray secs="))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("ray_pack.py reports its time");
+    print!(
+        "{}",
+        text.lines()
+            .next()
+            .map(|l| format!("{l}\n"))
+            .unwrap_or_default()
+    );
+    println!(
+        "BENCH capsule.ray mib_s={:.1} secs={secs:.3}",
+        bytes as f64 / MIB as f64 / secs
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("pack") {
@@ -148,7 +187,21 @@ fn main() {
         "ratio assemble/openssl: {:.0} % (target >= 80 %)",
         100.0 * best_ssl / best_cap
     );
+    println!(
+        "BENCH capsule.assemble mib_s={:.1} secs={best_cap:.3}",
+        mbs(best_cap)
+    );
+    println!(
+        "BENCH capsule.openssl mib_s={:.1} secs={best_ssl:.3}",
+        mbs(best_ssl)
+    );
+    if let Ok(python) = std::env::var("FORGE_BENCH_RAY_PYTHON") {
+        ray_pack(&python, &tree, &work.path().join("ray.zip"), bytes);
+    }
     std::fs::remove_dir_all(&tree).expect("rm tree");
+    if std::env::var("FORGE_BENCH_RSS").as_deref() == Ok("0") {
+        return;
+    }
 
     // 2. Peak RSS on 2 GiB.
     let tree = work.path().join("tree2g");

@@ -13,6 +13,9 @@
 //! narrowed the placement it was given — selectors, resources, labels and annotations
 //! ([`crate::narrowing`]), tolerations and node affinity (`narrowing_scheduling`) — and
 //! fails closed (`widened`, naming the field) otherwise.
+//!
+//! Each link has a pool of warm instances (`crate::warm`), shared by the chains
+//! composed from this one; a team link's instances serve only the requesting team.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,6 +27,7 @@ use crate::engine::PolicyEngine;
 use crate::error::{ChainError, LoadError, PluginError};
 use crate::model::{Decision, Placement, PolicyRequest};
 use crate::plugin::Plugin;
+use crate::warm::WarmPool;
 use crate::{narrowing, narrowing_scheduling};
 
 /// One link of a chain: a plugin and the settings it runs with.
@@ -70,6 +74,8 @@ pub struct Chain {
     links: Vec<ChainLink>,
     /// The first `team_links` links are a team's: they may only narrow the placement.
     team_links: usize,
+    /// Warm instances, one pool per link (shared with chains composed from this one).
+    pools: Vec<Arc<WarmPool>>,
 }
 
 impl Chain {
@@ -93,10 +99,15 @@ impl Chain {
                 }
             }
         }
+        let pools = links
+            .iter()
+            .map(|_| Arc::new(WarmPool::new(engine)))
+            .collect();
         Ok(Chain {
             engine: engine.clone(),
             links,
             team_links: 0,
+            pools,
         })
     }
 
@@ -108,7 +119,22 @@ impl Chain {
             engine: global.engine.clone(),
             links: team.links.iter().chain(&global.links).cloned().collect(),
             team_links: team.links.len(),
+            pools: team.pools.iter().chain(&global.pools).cloned().collect(),
         }
+    }
+
+    /// Drop this chain's idle warm instances and those still in use when they come
+    /// back: the chain was replaced (a live swap, after the drain). Chains composed
+    /// from this one share its pools and are discarded with it.
+    pub fn discard_warm(&self) {
+        for pool in &self.pools {
+            pool.discard();
+        }
+    }
+
+    /// Idle warm instances of each link, in order.
+    pub fn warm_idle(&self) -> Vec<usize> {
+        self.pools.iter().map(|p| p.idle_count()).collect()
     }
 
     /// How many of the first links are a team's (restricted to narrowing).
@@ -124,7 +150,6 @@ impl Chain {
     /// Evaluate synchronously on the current thread (blocking, CPU-bound): call this
     /// from a blocking pool, see [`PolicyRunner`](super::runner::PolicyRunner).
     pub fn evaluate(&self, request: &PolicyRequest) -> Result<ChainOutcome, ChainError> {
-        let mut store = self.engine.new_store();
         let mut placement = Placement::initial(&request.job);
         let mut hold: Option<Decision> = None;
         let mut trace = Vec::with_capacity(self.links.len());
@@ -135,19 +160,23 @@ impl Chain {
             digests.push(plugin.digest().to_string());
             let started = Instant::now();
             let team_link = i < self.team_links;
-            let result = plugin
-                .evaluate_in(&mut store, &link.settings, request, &placement)
-                .and_then(|d| check_decision(request, d))
-                .and_then(|d| match &d {
-                    Decision::Admit { placement: after } if team_link => {
-                        // Scheduling fields first (tolerations, affinity), then
-                        // selectors, resources, labels and annotations.
-                        let d = check_narrowing(&placement, d.clone())?;
-                        narrowing::check(request, &placement, after)
-                            .map_err(|w| PluginError::Widened(Box::new(w)))?;
-                        Ok(d)
+            // A team link's instance serves only the requesting team; a global link's
+            // instances serve only global links.
+            let owner = team_link.then_some(request.job.team.as_str());
+            let result =
+                self.pools[i].call(plugin, owner, &link.settings, request, &placement, |d| {
+                    let d = check_decision(request, d)?;
+                    match &d {
+                        Decision::Admit { placement: after } if team_link => {
+                            // Scheduling fields first (tolerations, affinity), then
+                            // selectors, resources, labels and annotations.
+                            let d = check_narrowing(&placement, d.clone())?;
+                            narrowing::check(request, &placement, after)
+                                .map_err(|w| PluginError::Widened(Box::new(w)))?;
+                            Ok(d)
+                        }
+                        _ => Ok(d),
                     }
-                    _ => Ok(d),
                 });
             let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             let decision = match result {

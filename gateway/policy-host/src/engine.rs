@@ -6,13 +6,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::error::LoadError;
+use crate::isolation::Isolation;
 use crate::limits::EngineLimits;
 use crate::sandbox::HostState;
 use crate::{wit_v0_1_0, wit_v0_2_0};
@@ -32,6 +33,12 @@ struct Inner {
     stop: Arc<AtomicBool>,
     /// Components compiled by this engine (precompile-cache misses).
     compilations: AtomicU64,
+    /// Warm instances idle in all pools (each holds a slot of the instance pool).
+    warm_idle: AtomicUsize,
+    /// Calls served by reused instances, for sampling comparisons.
+    verify_seq: AtomicU64,
+    /// Comparisons in which the warm and the fresh decision differed.
+    verify_mismatches: AtomicU64,
 }
 
 impl Drop for Inner {
@@ -106,6 +113,9 @@ impl PolicyEngine {
                 cache_dir,
                 stop,
                 compilations: AtomicU64::new(0),
+                warm_idle: AtomicUsize::new(0),
+                verify_seq: AtomicU64::new(0),
+                verify_mismatches: AtomicU64::new(0),
             }),
         })
     }
@@ -127,6 +137,54 @@ impl PolicyEngine {
     /// precompiled form from the cache). A restart that finds its cache compiles none.
     pub fn compilations(&self) -> u64 {
         self.inner.compilations.load(Ordering::Relaxed)
+    }
+
+    /// Whether calls reuse warm instances or get fresh ones.
+    pub fn isolation(&self) -> Isolation {
+        self.inner.limits.isolation
+    }
+
+    /// Warm instances idle right now, across every chain of this engine.
+    pub fn warm_idle(&self) -> usize {
+        self.inner.warm_idle.load(Ordering::Relaxed)
+    }
+
+    /// Reserve room for one more idle warm instance. Idle instances may hold at most
+    /// half of the instance pool, so fresh calls and settings checks always find slots.
+    pub(crate) fn reserve_warm(&self) -> bool {
+        let cap = usize::try_from(self.inner.limits.max_instances / 2).unwrap_or(usize::MAX);
+        self.inner
+            .warm_idle
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// `n` idle warm instances were taken or dropped.
+    pub(crate) fn release_warm(&self, n: usize) {
+        self.inner.warm_idle.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Whether this call of a reused instance is one to compare against a fresh one.
+    pub(crate) fn verify_due(&self) -> bool {
+        let every = u64::from(self.inner.limits.verify.every);
+        every > 0
+            && self
+                .inner
+                .verify_seq
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(every)
+    }
+
+    pub(crate) fn count_mismatch(&self) {
+        self.inner.verify_mismatches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Comparisons (`FORGE_POLICY_VERIFY`) in which a reused instance decided
+    /// differently than a fresh one.
+    pub fn verify_mismatches(&self) -> u64 {
+        self.inner.verify_mismatches.load(Ordering::Relaxed)
     }
 
     pub(crate) fn count_compilation(&self) {

@@ -65,6 +65,23 @@ pub enum PluginError {
     /// The host could not instantiate the plugin (e.g. the instance pool is exhausted).
     #[error("plugin could not be instantiated: {0}")]
     Instantiate(String),
+    /// `FORGE_POLICY_VERIFY`: a reused (warm) instance decided differently than a
+    /// fresh instance on the same input; the plugin keeps state between calls.
+    #[error("{0}")]
+    Nondeterministic(Box<Mismatch>),
+}
+
+/// The two decisions of a `FORGE_POLICY_VERIFY` comparison that differed.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error(
+    "plugin decided `{warm}` in a reused instance but `{fresh}` in a fresh one: \
+     its decisions depend on earlier calls"
+)]
+pub struct Mismatch {
+    /// The reused instance's decision (`admit`, `queue:<code>`, `reject:<code>`).
+    pub warm: String,
+    /// The fresh instance's decision, or `error:<cause>`.
+    pub fresh: String,
 }
 
 impl PluginError {
@@ -85,6 +102,7 @@ impl PluginError {
             PluginError::BadOutput(_) => "bad-output",
             PluginError::Widened(_) => "widened",
             PluginError::Instantiate(_) => "instantiate",
+            PluginError::Nondeterministic(_) => "nondeterministic",
         }
     }
 }

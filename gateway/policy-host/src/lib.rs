@@ -11,7 +11,11 @@
 //!   memory cap, precompile cache).
 //! - [`EngineLimits`], [`PluginLimits`]: the operator's defaults and maxima, and one
 //!   plugin's own deadline and memory cap.
-//! - [`Plugin`]: a checked, compiled component; instantiated fresh for every call.
+//! - [`Plugin`]: a checked, compiled component, instantiated into one store per
+//!   instance.
+//! - [`Isolation`]: fresh instance per call, or warm instances reused per (plugin,
+//!   settings, scope) and discarded on any failure; [`Verify`] re-runs
+//!   sampled warm decisions on a fresh instance and fails closed on a mismatch.
 //! - [`Chain`]: ordered (plugin, settings) links and the chain semantics; the team
 //!   links of a composed chain may only narrow the placement ([`narrowing`]).
 //! - [`PolicyRunner`]: runs evaluations off the async workers behind a semaphore.
@@ -23,6 +27,8 @@ pub mod chain_file;
 mod contract_check;
 pub mod engine;
 pub mod error;
+mod instance;
+pub mod isolation;
 pub mod limits;
 pub mod model;
 pub mod narrowing;
@@ -31,6 +37,7 @@ pub mod plugin;
 pub mod runner;
 mod sandbox;
 pub mod scheduling;
+mod warm;
 mod wit_maps;
 mod wit_v0_1_0;
 mod wit_v0_2_0;
@@ -38,6 +45,7 @@ mod wit_v0_2_0;
 pub use chain::{Chain, ChainLink, ChainOutcome, TraceEntry};
 pub use engine::PolicyEngine;
 pub use error::{ChainError, LoadError, PluginError};
+pub use isolation::{Isolation, UnknownIsolation, Verify};
 pub use limits::{EngineLimits, PluginLimits};
 pub use plugin::{Plugin, digest_of};
 pub use runner::{PolicyRunner, RunError};

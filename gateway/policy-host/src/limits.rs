@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use crate::error::LoadError;
+use crate::isolation::{Isolation, Verify};
 
 /// Limits and tuning of the policy sandbox as a whole.
 #[derive(Debug, Clone)]
@@ -27,6 +28,13 @@ pub struct EngineLimits {
     pub max_instances: u32,
     /// Largest component accepted for compilation.
     pub max_component_bytes: usize,
+    /// Fresh instance per call, or warm instances reused (FORGE_POLICY_ISOLATION).
+    pub isolation: Isolation,
+    /// Calls a warm instance serves before it is discarded.
+    pub warm_max_calls: u32,
+    /// Debug comparison of warm decisions against a fresh instance
+    /// (FORGE_POLICY_VERIFY).
+    pub verify: Verify,
 }
 
 impl Default for EngineLimits {
@@ -38,6 +46,9 @@ impl Default for EngineLimits {
             max_memory_cap_bytes: 256 << 20,
             max_instances: 256,
             max_component_bytes: 64 << 20,
+            isolation: Isolation::Warm,
+            warm_max_calls: 1_000,
+            verify: Verify::OFF,
         }
     }
 }

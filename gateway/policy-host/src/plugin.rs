@@ -3,7 +3,9 @@
 //! Loading refuses anything that is not a component of a supported contract version,
 //! or that imports anything but the policy host interface (WASI included), before any
 //! of its code can run. Compiled code is cached on disk by content digest and engine
-//! compatibility. Every call instantiates a fresh instance from the `InstancePre`.
+//! compatibility. Instances are made from the `InstancePre`, each in its own store
+//! ([`Instance`]); whether a call gets a fresh one or a warm one is the chain's choice
+//! (`crate::warm`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use wasmtime::component::types::ComponentItem;
 
 use crate::engine::PolicyEngine;
 use crate::error::{LoadError, PluginError};
+use crate::instance::{Bindings, Instance};
 use crate::limits::PluginLimits;
 use crate::model;
 use crate::sandbox::HostState;
@@ -171,27 +174,19 @@ impl Plugin {
     /// Run `validate-settings` in a fresh instance. `Ok(Err(msg))` is the plugin's
     /// own refusal; `Err` is a sandbox failure.
     pub fn validate_settings(&self, settings: &str) -> Result<Result<(), String>, PluginError> {
-        let mut store = self.engine.new_store();
-        let deadline_ms = self.enter(&mut store);
-        match &self.abi {
-            Abi::V0_1_0(pre) => {
-                let inst = pre
-                    .instantiate(&mut store)
-                    .map_err(|e| classify_instantiate(&store, &e, deadline_ms))?;
-                inst.call_validate_settings(&mut store, settings)
-                    .map_err(|e| store.data().classify(&e, deadline_ms))
-            }
-            Abi::V0_2_0(pre) => {
-                let inst = pre
-                    .instantiate(&mut store)
-                    .map_err(|e| classify_instantiate(&store, &e, deadline_ms))?;
-                inst.call_validate_settings(&mut store, settings)
-                    .map_err(|e| store.data().classify(&e, deadline_ms))
-            }
+        let mut inst = self.instantiate(None)?;
+        let deadline_ms = self.limits.deadline_ms();
+        let Instance {
+            store, bindings, ..
+        } = &mut inst;
+        match bindings {
+            Bindings::V0_1_0(b) => b.call_validate_settings(&mut *store, settings),
+            Bindings::V0_2_0(b) => b.call_validate_settings(&mut *store, settings),
         }
+        .map_err(|e| store.data().classify(&e, deadline_ms))
     }
 
-    /// Evaluate one request alone, in a fresh store, as the first link of a chain
+    /// Evaluate one request alone, in a fresh instance, as the first link of a chain
     /// would (initial placement; the decision checked against the contract). For
     /// tools and tests; admission runs a [`Chain`](crate::Chain).
     pub fn evaluate(
@@ -199,48 +194,60 @@ impl Plugin {
         settings: &str,
         request: &model::PolicyRequest,
     ) -> Result<model::Decision, PluginError> {
-        let mut store = self.engine.new_store();
         let placement = model::Placement::initial(&request.job);
-        self.evaluate_in(&mut store, settings, request, &placement)
+        let mut inst = self.instantiate(None)?;
+        self.call(&mut inst, settings, request, &placement)
             .and_then(|d| crate::contract_check::check_decision(request, d))
     }
 
-    /// Point `store` at this plugin: log tags, memory cap, deadline. Returns the
-    /// deadline in milliseconds (for error messages).
-    fn enter(&self, store: &mut wasmtime::Store<HostState>) -> u64 {
+    /// A new instance in a store of its own, under this plugin's memory cap; the
+    /// deadline of its first call starts now (instantiation included). `owner` is
+    /// the team it will serve (`None`: global links).
+    pub(crate) fn instantiate(&self, owner: Option<&str>) -> Result<Instance, PluginError> {
+        let mut store = self.engine.new_store();
         store
             .data_mut()
             .enter(&self.name, &self.digest, self.limits.memory_cap_bytes);
         store.set_epoch_deadline(PolicyEngine::deadline_ticks(self.limits.deadline));
-        self.limits.deadline_ms()
+        let deadline_ms = self.limits.deadline_ms();
+        let bindings = match &self.abi {
+            Abi::V0_1_0(pre) => pre.instantiate(&mut store).map(Bindings::V0_1_0),
+            Abi::V0_2_0(pre) => pre.instantiate(&mut store).map(Bindings::V0_2_0),
+        }
+        .map_err(|e| classify_instantiate(&store, &e, deadline_ms))?;
+        Ok(Instance::new(store, bindings, owner))
     }
 
-    /// Instantiate into `store` and evaluate one request under this plugin's limits.
-    pub(crate) fn evaluate_in(
+    /// Evaluate one request in `inst` (an instance of this plugin) under this
+    /// plugin's limits. A failed call leaves the instance unusable: drop it.
+    pub(crate) fn call(
         &self,
-        store: &mut wasmtime::Store<HostState>,
+        inst: &mut Instance,
         settings: &str,
         request: &model::PolicyRequest,
         placement: &model::Placement,
     ) -> Result<model::Decision, PluginError> {
-        let deadline_ms = self.enter(store);
-        match &self.abi {
-            Abi::V0_1_0(pre) => {
-                let inst = pre
-                    .instantiate(&mut *store)
-                    .map_err(|e| classify_instantiate(store, &e, deadline_ms))?;
+        let deadline_ms = self.limits.deadline_ms();
+        let reused = inst.calls() > 0;
+        let Instance {
+            store, bindings, ..
+        } = inst;
+        store.data_mut().begin_call();
+        if reused {
+            // A fresh instance's first call keeps the deadline set at instantiation.
+            store.set_epoch_deadline(PolicyEngine::deadline_ticks(self.limits.deadline));
+        }
+        match bindings {
+            Bindings::V0_1_0(b) => {
                 let req = wit_v0_1_0::request_to_wit(request, placement);
-                let out = inst
+                let out = b
                     .call_evaluate(&mut *store, settings, &req)
                     .map_err(|e| store.data().classify(&e, deadline_ms))?;
                 wit_v0_1_0::decision_from_wit(out, placement)
             }
-            Abi::V0_2_0(pre) => {
-                let inst = pre
-                    .instantiate(&mut *store)
-                    .map_err(|e| classify_instantiate(store, &e, deadline_ms))?;
+            Bindings::V0_2_0(b) => {
                 let req = wit_v0_2_0::request_to_wit(request, placement);
-                let out = inst
+                let out = b
                     .call_evaluate(&mut *store, settings, &req)
                     .map_err(|e| store.data().classify(&e, deadline_ms))?;
                 wit_v0_2_0::decision_from_wit(out)

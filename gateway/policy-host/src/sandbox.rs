@@ -12,13 +12,12 @@ use crate::error::PluginError;
 
 /// Longest log line a plugin may emit; longer lines are truncated.
 const MAX_LOG_LINE: usize = 1024;
-/// Most log lines one evaluation (one store, the whole chain) may emit; later lines
-/// are dropped (and counted).
+/// Most log lines one plugin call may emit; later lines are dropped (and counted).
 const MAX_LOG_LINES: usize = 64;
 
-/// Data of one wasmtime `Store`: the memory cap of the plugin running now, and which
-/// plugin that is (for log tags). One store serves a whole chain evaluation, each
-/// plugin instantiated into it with its own cap.
+/// Data of one wasmtime `Store`, which holds exactly one plugin instance (fresh or
+/// warm, see [`crate::instance`]): its memory cap, which plugin it is (for log tags)
+/// and how far its linear memory has grown.
 pub struct HostState {
     cap_bytes: usize,
     memory_denied: bool,
@@ -26,6 +25,8 @@ pub struct HostState {
     current: Option<(String, String)>,
     log_lines: usize,
     dropped_log_lines: usize,
+    /// Bytes of linear memory (all memories of the instance) granted so far.
+    memory_bytes: usize,
 }
 
 impl HostState {
@@ -37,7 +38,20 @@ impl HostState {
             current: None,
             log_lines: 0,
             dropped_log_lines: 0,
+            memory_bytes: 0,
         }
+    }
+
+    /// Start one call: the log budget is per call.
+    pub(crate) fn begin_call(&mut self) {
+        self.memory_denied = false;
+        self.log_lines = 0;
+        self.dropped_log_lines = 0;
+    }
+
+    /// Bytes of linear memory the instance in this store has been granted so far.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.memory_bytes
     }
 
     /// Prepare for a call of one plugin: tag its log lines and apply its memory cap.
@@ -106,7 +120,7 @@ impl HostState {
 impl ResourceLimiter for HostState {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -119,6 +133,9 @@ impl ResourceLimiter for HostState {
                 self.cap_bytes
             ));
         }
+        self.memory_bytes = self
+            .memory_bytes
+            .saturating_add(desired.saturating_sub(current));
         Ok(true)
     }
 

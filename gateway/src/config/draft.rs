@@ -105,6 +105,8 @@ impl Draft {
                 policy_max_memory_mib: 0,
                 policy_max_deadline_ms: 0,
                 policy_concurrency: 0,
+                policy_isolation: forge_policy_host::Isolation::Warm,
+                policy_verify_every: 0,
                 policy_sync_ms: 0,
                 plugin_max_kib: 0,
                 team_plugin_max_count: 0,

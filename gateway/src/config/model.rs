@@ -200,6 +200,10 @@ pub struct GatewayConfig {
     pub policy_max_deadline_ms: u64,
     /// `FORGE_POLICY_CONCURRENCY`.
     pub policy_concurrency: usize,
+    /// `FORGE_POLICY_ISOLATION`.
+    pub policy_isolation: forge_policy_host::Isolation,
+    /// `FORGE_POLICY_VERIFY`: compare one in N reused-instance decisions (0: off).
+    pub policy_verify_every: u32,
     /// `FORGE_POLICY_SYNC_MS`.
     pub policy_sync_ms: u64,
     /// `FORGE_PLUGIN_MAX_KIB`.

@@ -142,6 +142,8 @@ fn defaults_apply() {
             policy_max_memory_mib: 256,
             policy_max_deadline_ms: 1000,
             policy_concurrency: cpus,
+            policy_isolation: forge_policy_host::Isolation::Warm,
+            policy_verify_every: 0,
             policy_sync_ms: 1000,
             plugin_max_kib: 32768,
             team_plugin_max_count: 20,

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 
+use forge_policy_host::Isolation;
 use forge_policy_host::model::{TaintEffect, Toleration, TolerationOperator};
 
 use crate::domain::quantity;
@@ -198,6 +199,12 @@ pub fn fleet_kind(v: &str) -> Parsed<FleetKind> {
         "local" => Ok(FleetKind::Local),
         other => Err(format!("`{other}` is not a fleet kind (kuberay or local)")),
     }
+}
+
+/// `warm` or `fresh`.
+pub fn isolation(v: &str) -> Parsed<Isolation> {
+    v.parse()
+        .map_err(|e: forge_policy_host::UnknownIsolation| e.to_string())
 }
 
 /// An `address:port` to listen on.

@@ -14,9 +14,9 @@ use super::draft::put;
 use super::secret::Secret;
 use super::values::{
     absolute_path, boolean, bucket, bytes_per_series, claim_name, cpus_per_series, dns_label,
-    fleet_kind, framework, gpus_per_series, identity, image, int, label_key, label_value,
-    postgres_url, quantity, ray_version, run_as_user, socket_addr, sub_path, text, tolerations,
-    url,
+    fleet_kind, framework, gpus_per_series, identity, image, int, isolation, label_key,
+    label_value, postgres_url, quantity, ray_version, run_as_user, socket_addr, sub_path, text,
+    tolerations, url,
 };
 
 /// The variable naming the optional config file (read before the others).
@@ -345,6 +345,18 @@ pub static VARS: &[Var] = &[
         },
         |d, _, v| put(&mut d.cfg.gateway.policy_concurrency, int(v, 1, 4096)),
         "concurrent policy evaluations (> 0)",
+    ),
+    Var::new(
+        "FORGE_POLICY_ISOLATION",
+        Fallback::Value("warm"),
+        |d, _, v| put(&mut d.cfg.gateway.policy_isolation, isolation(v)),
+        "policy plugin instances: `warm` reuses an instance for later calls of the same plugin, settings and scope (a team's instances serve only that team; dropped on any failure, after 1000 calls or when its memory grew); `fresh` instantiates for every call. Decisions must not depend on earlier calls",
+    ),
+    Var::new(
+        "FORGE_POLICY_VERIFY",
+        Fallback::Value("0"),
+        |d, _, v| put(&mut d.cfg.gateway.policy_verify_every, int(v, 0, 1_000_000)),
+        "debug: re-run one in N decisions of a reused (warm) instance on a fresh instance and fail the admission closed (cause `nondeterministic`, logged and counted in the plugin metrics) when they differ; 0 = off, 1 = every reused call",
     ),
     Var::new(
         "FORGE_POLICY_SYNC_MS",

@@ -346,12 +346,19 @@ impl PolicyManager {
         let next = Arc::new(self.current.load().with_scope(scope, policy));
         let old = self.current.swap(next);
         let deadline = Instant::now() + DRAIN_BOUND;
+        let mut drained = true;
         while Arc::strong_count(&old) > 1 {
             if Instant::now() >= deadline {
-                return false;
+                drained = false;
+                break;
             }
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
-        true
+        // Warm instances of the replaced chain never serve again (those of an
+        // evaluation still running past the drain bound are dropped when it ends).
+        if let Some(replaced) = old.scope(scope) {
+            replaced.chain.discard_warm();
+        }
+        drained
     }
 }

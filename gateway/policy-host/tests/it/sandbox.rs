@@ -3,49 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{self as plugins, engine, load};
-use forge_policy_host::model::{
-    ClusterView, Decision, JobView, PolicyRequest, PoolView, StorageMode,
-};
+use crate::support::{self as plugins, engine, hostile, load};
+use forge_policy_host::model::{Decision, PolicyRequest};
 use forge_policy_host::{
     Chain, ChainLink, EngineLimits, LoadError, Plugin, PluginError, PluginLimits, PolicyEngine,
 };
 
 fn request() -> PolicyRequest {
-    PolicyRequest {
-        job: JobView {
-            id: "j".into(),
-            team: "t".into(),
-            name: "n".into(),
-            framework: "nemo-rl".into(),
-            kind: Default::default(),
-            priority: 0,
-            pools: vec![PoolView {
-                name: "train".into(),
-                nodes: 1,
-                gpus_per_node: 8,
-                ..PoolView::default()
-            }],
-            storage: StorageMode::Shared,
-            labels: Default::default(),
-        },
-        cluster: ClusterView {
-            gpu_node_label: "starforge/gpu-series".into(),
-            series: vec![],
-        },
-        usage: vec![],
-    }
-}
-
-fn hostile(engine: &PolicyEngine, mode: &str) -> Chain {
-    Chain::new(
-        engine,
-        vec![ChainLink {
-            plugin: load(engine, "hostile"),
-            settings: format!(r#"{{"mode": "{mode}"}}"#),
-        }],
-    )
-    .expect("hostile chain")
+    plugins::minimal_request("t")
 }
 
 /// After any failure, a well-behaved call on the same engine still works.
@@ -65,7 +30,7 @@ fn infinite_loop_is_stopped_at_the_deadline() {
     let e = PolicyEngine::new(
         EngineLimits {
             deadline: Duration::from_millis(100),
-            ..EngineLimits::default()
+            ..plugins::test_limits()
         },
         None,
     )
@@ -191,7 +156,7 @@ fn oversized_component_is_refused_before_compiling() {
     let e = PolicyEngine::new(
         EngineLimits {
             max_component_bytes: 1024,
-            ..EngineLimits::default()
+            ..plugins::test_limits()
         },
         None,
     )

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use forge_policy_host::{Chain, ChainLink, EngineLimits, Plugin, PolicyEngine};
+use forge_policy_host::model::{ClusterView, JobView, PolicyRequest, PoolView, StorageMode};
+use forge_policy_host::{Chain, ChainLink, EngineLimits, Isolation, Plugin, PolicyEngine};
 
 /// The workspace root (this crate lives at `gateway/policy-host`).
 pub fn workspace_root() -> PathBuf {
@@ -29,11 +30,23 @@ pub fn fixture(rel: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
+/// The isolation mode the tests run in: `FORGE_POLICY_ISOLATION` (`warm`, the
+/// default, or `fresh`), so CI runs this binary in both modes.
+pub fn isolation() -> Isolation {
+    match std::env::var("FORGE_POLICY_ISOLATION") {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|e| panic!("FORGE_POLICY_ISOLATION: {e}")),
+        Err(_) => Isolation::default(),
+    }
+}
+
 /// Limits used by the tests: the production defaults, with a deadline generous
-/// enough for a loaded 2-core CI machine.
+/// enough for a loaded 2-core CI machine, in the mode of [`isolation`].
 pub fn test_limits() -> EngineLimits {
     EngineLimits {
         deadline: Duration::from_millis(200),
+        isolation: isolation(),
         ..EngineLimits::default()
     }
 }
@@ -80,4 +93,43 @@ pub fn wat_fixture(rel: &str) -> Vec<u8> {
     wat::parse_bytes(&fixture(rel))
         .unwrap_or_else(|e| panic!("{rel}: {e}"))
         .into_owned()
+}
+
+/// A one-pool job (one node, 8 GPUs) of `team` in a cluster without series.
+pub fn minimal_request(team: &str) -> PolicyRequest {
+    PolicyRequest {
+        job: JobView {
+            id: format!("{team}-job"),
+            team: team.into(),
+            name: "n".into(),
+            framework: "nemo-rl".into(),
+            kind: Default::default(),
+            priority: 0,
+            pools: vec![PoolView {
+                name: "train".into(),
+                nodes: 1,
+                gpus_per_node: 8,
+                ..PoolView::default()
+            }],
+            storage: StorageMode::Shared,
+            labels: Default::default(),
+        },
+        cluster: ClusterView {
+            gpu_node_label: "starforge/gpu-series".into(),
+            series: vec![],
+        },
+        usage: vec![],
+    }
+}
+
+/// A chain of one `hostile` fixture plugin in `mode`.
+pub fn hostile(engine: &PolicyEngine, mode: &str) -> Chain {
+    Chain::new(
+        engine,
+        vec![ChainLink {
+            plugin: load(engine, "hostile"),
+            settings: format!(r#"{{"mode": "{mode}"}}"#),
+        }],
+    )
+    .expect("hostile chain")
 }
