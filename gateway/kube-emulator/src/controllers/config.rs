@@ -1,6 +1,6 @@
 //! Configuration of the simulated controllers: the kubelet's run mode (really run
 //! the jobs, or the timed model), failing images, the scratch root, simulated pull
-//! time, back-off base and reconcile concurrency.
+//! time, back-off base, reconcile concurrency and the inference stand-in's image.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -48,6 +48,10 @@ pub struct ControllerConfig {
     /// KubeRay). `false` plays an older operator that silently ignores the field, so a
     /// job that never starts waits forever unless its submitter times it out.
     pub pre_running_deadline: bool,
+    /// The image whose containers run the OpenAI-compatible inference stand-in
+    /// ([`crate::inference`]) in process mode, in place of vLLM (matched against the
+    /// image string as written in the pod spec). `None`: no stand-in.
+    pub inference_image: Option<String>,
 }
 
 impl Default for ControllerConfig {
@@ -60,6 +64,7 @@ impl Default for ControllerConfig {
             backoff_base: Duration::from_secs(10),
             concurrency: 0,
             pre_running_deadline: true,
+            inference_image: None,
         }
     }
 }
