@@ -127,6 +127,52 @@ impl Admission {
         })
     }
 
+    /// The policy's view of a playground (workload kind `inference`): one pool
+    /// `server` of one machine with `gpus` GPUs on `series` (if named), framework
+    /// `vllm`, priority 0.
+    pub fn inference_view(&self, id: &str, team: &str, gpus: u32, series: Option<&str>) -> JobView {
+        JobView {
+            id: id.to_string(),
+            team: team.to_string(),
+            name: format!("playground-{id}"),
+            framework: "vllm".into(),
+            kind: WorkloadKind::Inference,
+            priority: 0,
+            pools: vec![PoolView {
+                name: "server".into(),
+                nodes: 1,
+                gpus_per_node: gpus,
+                series: series.map(str::to_string),
+                cpu_millis: None,
+                memory_bytes: None,
+            }],
+            storage: if self.config.storage.shared {
+                StorageMode::Shared
+            } else {
+                StorageMode::ReadWriteOnce
+            },
+            labels: Default::default(),
+        }
+    }
+
+    /// [`Admission::live_request`] for a playground ([`Admission::inference_view`]).
+    pub async fn live_inference_request(
+        &self,
+        id: &str,
+        team: &str,
+        gpus: u32,
+        series: Option<&str>,
+    ) -> Result<PolicyRequest, NotReady> {
+        if !self.capacity.synced_within(SYNC_WAIT).await {
+            return Err(NotReady);
+        }
+        Ok(PolicyRequest {
+            job: self.inference_view(id, team, gpus, series),
+            cluster: self.capacity.snapshot(),
+            usage: self.queue.usage(team),
+        })
+    }
+
     /// The request for a job against a given cluster view and usage (the dispatcher's,
     /// with its own reservations applied).
     pub fn request_with(
