@@ -1,6 +1,7 @@
 //! The Kubernetes adapter: everything Forge reads from or writes to the API server —
 //! the typed RayJob and its API, each RayJob's NetworkPolicy, a job's pods and logs,
-//! playground pods (with their key Secrets and NetworkPolicies),
+//! playground pods (with their key Secrets and NetworkPolicies) and requests to them
+//! through the API server's pod proxy,
 //! events, the Node/Pod capacity caches, the labels that tie objects to jobs and
 //! installations, the leader Lease mirror, and how the client connects ([`connect`]).
 //! Domain modules call these instead of building requests, selectors or JSON paths
@@ -15,6 +16,7 @@ pub mod lease;
 pub mod network_policies;
 pub mod nodes;
 pub mod playgrounds;
+pub mod pod_proxy;
 pub mod pods;
 pub mod rayjob;
 pub mod rayjobs;

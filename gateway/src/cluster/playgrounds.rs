@@ -1,6 +1,7 @@
 //! The Kubernetes objects of playgrounds (built by [`crate::playground::objects`]):
 //! create the pod (adopting one of its name: a retried create finds its own), its key
-//! Secret and NetworkPolicy, read the pod, delete it (its owned objects go with it
+//! Secret and NetworkPolicy, read the pod and the key, call the server through the
+//! pod proxy, delete the pod (its owned objects go with it
 //! through the garbage collector). Transient API failures are retried here.
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -9,10 +10,13 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 
 use super::api_error::{Failure, classify, with_retry};
+use super::pod_proxy::{ProxiedResponse, send};
 
 /// Playground objects in the gateway's namespace.
 #[derive(Clone)]
 pub struct PlaygroundObjects {
+    client: Client,
+    namespace: String,
     pods: Api<Pod>,
     secrets: Api<Secret>,
     network_policies: Api<NetworkPolicy>,
@@ -41,6 +45,8 @@ impl PlaygroundObjects {
     /// The objects of `namespace`.
     pub fn new(client: Client, namespace: &str) -> Self {
         PlaygroundObjects {
+            client: client.clone(),
+            namespace: namespace.to_string(),
             pods: Api::namespaced(client.clone(), namespace),
             secrets: Api::namespaced(client.clone(), namespace),
             network_policies: Api::namespaced(client, namespace),
@@ -66,6 +72,42 @@ impl PlaygroundObjects {
             Err(e) if classify(&e) == Failure::NotFound => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// The value of `entry` in Secret `name` (the playground's API key), if both exist.
+    pub async fn secret_value(
+        &self,
+        name: &str,
+        entry: &str,
+    ) -> Result<Option<String>, kube::Error> {
+        let secret = with_retry(|| self.secrets.get_opt(name)).await?;
+        Ok(secret
+            .and_then(|s| s.data)
+            .and_then(|mut d| d.remove(entry))
+            .and_then(|v| String::from_utf8(v.0).ok()))
+    }
+
+    /// Sends a request to `port` of pod `pod` through the API server's pod proxy.
+    pub async fn proxy(
+        &self,
+        pod: &str,
+        port: u16,
+        method: http::Method,
+        path: &str,
+        headers: http::HeaderMap,
+        body: bytes::Bytes,
+    ) -> Result<ProxiedResponse, kube::Error> {
+        send(
+            &self.client,
+            &self.namespace,
+            pod,
+            port,
+            method,
+            path,
+            headers,
+            body,
+        )
+        .await
     }
 
     /// The pod `name`, if it exists.

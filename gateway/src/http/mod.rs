@@ -21,6 +21,7 @@ pub mod error;
 pub mod health;
 pub mod jobs;
 pub mod openapi;
+pub mod playground_proxy;
 pub mod playgrounds;
 pub mod plugins;
 pub mod policy;
@@ -82,6 +83,8 @@ api_routes! {
     get "/v1/playgrounds/{id}" => playgrounds::get,
     delete "/v1/playgrounds/{id}" => playgrounds::delete,
     post "/v1/playgrounds/{id}/extend" => playgrounds::extend,
+    get "/v1/playgrounds/{id}/v1/{*rest}" => playground_proxy::call,
+    post "/v1/playgrounds/{id}/v1/{*rest}" => playground_proxy::call,
     get "/v1/team-capsules/{digest}" => capsules::get,
     post "/v1/uploads" => uploads::start,
     get "/v1/uploads/{id}" => uploads::status,

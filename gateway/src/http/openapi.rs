@@ -252,6 +252,18 @@ fn playground_paths() -> Value {
                 "delete": {"summary": "End a playground (deleted; an admin ending another team's: reclaimed-by-admin)",
                     "responses": {"200": {"description": "the ended playground"}, "404": error_response("not found")}}
             },
+            "/v1/playgrounds/{id}/v1/{*rest}": {
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "rest", "in": "path", "required": true, "schema": {"type": "string"}, "description": "the OpenAI API path, e.g. chat/completions"}],
+                "get": {"summary": "The playground's OpenAI-compatible API (e.g. v1/models), through the gateway",
+                    "responses": {"200": {"description": "the server's answer, passed on as it arrives"},
+                        "404": error_response("not found (or another team's)"), "409": error_response("playground-ended"),
+                        "503": error_response("playground-not-ready")}},
+                "post": {"summary": "The playground's OpenAI-compatible API (chat/completions, completions; `stream: true` is relayed as SSE chunk by chunk with keep-alives, an idle timeout and an error event if the stream breaks)",
+                    "responses": {"200": {"description": "the server's answer (JSON or text/event-stream)"},
+                        "404": error_response("not found (or another team's)"), "409": error_response("playground-ended"),
+                        "503": error_response("playground-not-ready")}}
+            },
             "/v1/playgrounds/{id}/extend": {
                 "parameters": id.clone(),
                 "post": {"summary": "Add seconds to the hard TTL (at most 24 h of life in all)",

@@ -50,6 +50,10 @@ pub const STARTUP_SECS: u32 = 30 * 60;
 pub const BACKSTOP_GRACE_SECS: i64 = 600;
 /// The Secret key holding the API key.
 pub const KEY_ENTRY: &str = "api-key";
+/// The request header carrying the key to the server: the API server's pod proxy
+/// drops `Authorization` (it authenticated the gateway with it), so the key travels
+/// in a header of its own.
+pub const KEY_HEADER: &str = "x-forge-playground-key";
 /// The server container's name.
 pub const CONTAINER: &str = "vllm";
 /// GPUs of the machine a series' CPU and memory settings describe.

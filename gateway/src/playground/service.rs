@@ -2,7 +2,8 @@
 //! policy chain as workload kind `inference`, record, create the pod, its key Secret
 //! and NetworkPolicy), read (with the pod's phase; a pending playground whose pod is
 //! Ready becomes `ready`), list, delete (by the team, or reclaimed by an admin) and
-//! extend. Another team's playground is "not found", like a job.
+//! extend, and calls to its server (through the API server's pod proxy). Another
+//! team's playground is "not found", like a job.
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use super::request::{CreatePlayground, MAX_LIFETIME_SECS};
 use crate::admission::{self, Admission, Path};
 use crate::auth::{Caller, Role};
 use crate::cluster::PlaygroundObjects;
+use crate::cluster::pod_proxy::ProxiedResponse;
 use crate::config::Config;
 use crate::domain::{EndReason, PlaygroundState};
 use crate::store::{NewPlayground, PlaygroundRecord, PlaygroundStore, new_job_id, now_ms};
@@ -377,12 +379,49 @@ impl Playgrounds {
         Ok(PlaygroundView::of(pg, None))
     }
 
-    /// The pod proxy path of `pg`'s server (`/api/v1/namespaces/…/pods/…:8000/proxy`).
-    pub fn proxy_base(&self, pg: &PlaygroundRecord) -> String {
-        format!(
-            "/api/v1/namespaces/{}/pods/{}:{SERVER_PORT}/proxy",
-            self.config.k8s.namespace,
-            objects::pod_name(&pg.id)
-        )
+    /// Calls `path` (under the server's root, with its query) of a ready playground
+    /// the caller may see, with the playground's key, through the API server's pod
+    /// proxy; the request restarts the idle clock.
+    pub async fn call(
+        &self,
+        caller: &Caller,
+        id: &str,
+        method: http::Method,
+        path: &str,
+        mut headers: http::HeaderMap,
+        body: bytes::Bytes,
+    ) -> Result<ProxiedResponse, PlaygroundError> {
+        let pg = self.visible(caller, id).await?;
+        if pg.state.is_terminal() {
+            return Err(PlaygroundError::Ended {
+                id: pg.id,
+                state: pg.state.to_string(),
+            });
+        }
+        if pg.state == PlaygroundState::Pending
+            && self.observe(pg.clone()).await?.record.state != PlaygroundState::Ready
+        {
+            return Err(PlaygroundError::NotReady(pg.id));
+        }
+        let key = self
+            .objects
+            .secret_value(&objects::secret_name(&pg.id), objects::KEY_ENTRY)
+            .await?
+            .ok_or_else(|| PlaygroundError::NotReady(pg.id.clone()))?;
+        let key = http::HeaderValue::from_str(&key)
+            .map_err(|_| PlaygroundError::NotReady(pg.id.clone()))?;
+        headers.insert(objects::KEY_HEADER, key);
+        self.store.touch_playground(&pg.id, now_ms()).await?;
+        Ok(self
+            .objects
+            .proxy(
+                &objects::pod_name(&pg.id),
+                SERVER_PORT,
+                method,
+                path,
+                headers,
+                body,
+            )
+            .await?)
     }
 }
