@@ -18,6 +18,7 @@ mod hostile;
 mod isolation;
 mod jobs;
 mod latency;
+mod playground;
 mod policy_admin;
 mod policy_swap;
 mod realism;
