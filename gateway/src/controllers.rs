@@ -4,7 +4,8 @@
 //!   (other replicas' policy changes: notifications where the store has them, polling
 //!   always), and the foreign-RayJob scan ([`crate::jobs::orphans`]);
 //! - on **the leader only**, for exactly the length of its term: the dispatcher and the
-//!   lifecycle controller, on a [`Jobs`] bound to the term (fenced);
+//!   lifecycle controller, on a [`Jobs`] bound to the term (fenced), and the
+//!   playground TTL controller ([`crate::playground::reclaim`]);
 //! - on **followers**: the queue board refreshed from the store
 //!   ([`crate::jobs::follower`]), so queue standings and usage are right everywhere.
 //!
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use crate::jobs::{self, Jobs};
 use crate::leader::{Leadership, Role, elector};
+use crate::playground::{Playgrounds, reclaim};
 use crate::state::AppState;
 
 /// Tasks aborted when dropped.
@@ -67,7 +69,11 @@ pub fn spawn_controllers(state: &AppState) -> Controllers {
     let sync = Duration::from_millis(state.config.gateway.policy_sync_ms);
     let mut tasks = vec![
         elector::spawn(state.leadership.clone()),
-        supervise(state.jobs.clone(), state.leadership.clone()),
+        supervise(
+            state.jobs.clone(),
+            state.playgrounds.clone(),
+            state.leadership.clone(),
+        ),
         state.policies.spawn_sync(sync),
         jobs::orphans::spawn(state.jobs.clone()),
         state.uploads.spawn_sweeper(),
@@ -80,7 +86,11 @@ pub fn spawn_controllers(state: &AppState) -> Controllers {
 }
 
 /// Runs the leader's loops during each term, the follower's otherwise.
-fn supervise(jobs: Jobs, leadership: Arc<Leadership>) -> tokio::task::JoinHandle<()> {
+fn supervise(
+    jobs: Jobs,
+    playgrounds: Playgrounds,
+    leadership: Arc<Leadership>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut roles = leadership.subscribe();
         let mut running = Running::default();
@@ -101,10 +111,11 @@ fn supervise(jobs: Jobs, leadership: Arc<Leadership>) -> tokio::task::JoinHandle
                             epoch,
                             "leading: dispatcher and lifecycle controller started"
                         );
-                        let fenced = jobs.for_term(term);
+                        let fenced = jobs.for_term(term.clone());
                         running.replace(vec![
                             jobs::dispatch::spawn(fenced.clone()),
                             jobs::lifecycle::spawn(fenced),
+                            reclaim::spawn(playgrounds.clone(), term),
                         ]);
                     }
                     _ => {

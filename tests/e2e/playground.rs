@@ -328,3 +328,109 @@ async fn bad_requests_name_the_field_and_nothing_is_created() {
     let (_, list) = json_of(call(&gw, ALICE, reqwest::Method::GET, "/v1/playgrounds")).await;
     assert_eq!(list["items"], json!([]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ttl_controller_warns_then_reclaims_and_the_pod_goes() {
+    let (gw, _dir) = gateway().await;
+    let (status, created) = json_of(
+        call(&gw, ALICE, reqwest::Method::POST, "/v1/playgrounds")
+            .json(&json!({"model": "team-a/m", "series": "h100", "gpus": 2, "ttlSeconds": 3600})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created:#}");
+    let id = created["id"].as_str().expect("id").to_string();
+    ready(&gw, &id).await;
+    // Extend: the hard TTL moves; past the 24 h lifetime is refused with the field.
+    let (s, v) = json_of(
+        call(
+            &gw,
+            ALICE,
+            reqwest::Method::POST,
+            &format!("/v1/playgrounds/{id}/extend"),
+        )
+        .json(&json!({"seconds": 600})),
+    )
+    .await;
+    assert_eq!(s, 200, "{v:#}");
+    assert_eq!(
+        v["expiresAtMs"].as_i64(),
+        created["expiresAtMs"].as_i64().map(|e| e + 600_000)
+    );
+    let (s, v) = json_of(
+        call(
+            &gw,
+            ALICE,
+            reqwest::Method::POST,
+            &format!("/v1/playgrounds/{id}/extend"),
+        )
+        .json(&json!({"seconds": 86_400})),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["details"]["field"].clone()),
+        (422, json!("seconds")),
+        "{v:#}"
+    );
+
+    // Time passes: the stored clock (what the controller reads, so a restart keeps
+    // it) now ends in 2 s. The leader warns first, then reclaims.
+    let soon = forge_gateway::store::now_ms() + 2_000;
+    assert!(
+        gw.state
+            .database
+            .playgrounds
+            .extend_playground(&id, soon)
+            .await
+            .expect("store")
+    );
+    let ended = eventually(
+        "the playground reclaimed",
+        Duration::from_secs(30),
+        || async {
+            let (_, v) = json_of(call(
+                &gw,
+                ALICE,
+                reqwest::Method::GET,
+                &format!("/v1/playgrounds/{id}"),
+            ))
+            .await;
+            if v["state"] == "expired" {
+                Ok(v)
+            } else {
+                Err(not_yet(v))
+            }
+        },
+    )
+    .await;
+    assert_eq!(ended["reason"], "ttl-expired", "{ended:#}");
+    assert!(
+        ended["warnedAtMs"].as_i64().is_some(),
+        "warned before the reclaim: {ended:#}"
+    );
+    let pods: Api<Pod> = Api::namespaced(
+        gw.sim.client().expect("client"),
+        &gw.state.config.k8s.namespace,
+    );
+    eventually("the pod gone", Duration::from_secs(30), || async {
+        match pods.get_opt(&format!("forge-pg-{id}")).await {
+            Ok(None) => Ok(()),
+            other => Err(not_yet(format!("{other:?}"))),
+        }
+    })
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(
+        gw.sim.client().expect("client"),
+        &gw.state.config.k8s.namespace,
+    );
+    eventually(
+        "the key Secret collected with its pod",
+        Duration::from_secs(30),
+        || async {
+            match secrets.get_opt(&format!("forge-pg-{id}-key")).await {
+                Ok(None) => Ok(()),
+                other => Err(not_yet(format!("{other:?}"))),
+            }
+        },
+    )
+    .await;
+}
