@@ -141,6 +141,16 @@ async fn a_playground_serves_its_team_through_the_gateway_streamed_and_not() {
 
     let v = ready(&gw, &id).await;
     assert_eq!(v["pod"]["phase"], "ready");
+    // Its GPU counts as in use, cluster-wide and for the team.
+    let (_, cap) = json_of(call(&gw, ALICE, reqwest::Method::GET, "/v1/capacity")).await;
+    assert_eq!(cap["series"][0]["inUse"], 1, "{cap:#}");
+    assert_eq!(
+        cap["team"]["usage"],
+        json!([{"series": "h100", "running": 1, "queued": 0}]),
+        "{cap:#}"
+    );
+    let (_, cap) = json_of(call(&gw, CAROL, reqwest::Method::GET, "/v1/capacity")).await;
+    assert_eq!(cap["team"]["usage"], json!([]), "{cap:#}");
     assert_eq!(v["reclaim"]["reason"], "idle");
 
     // Another team: 404 for the playground and its API; the owner sees it listed.

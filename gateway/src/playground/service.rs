@@ -118,6 +118,12 @@ impl Playgrounds {
         self.store.as_ref()
     }
 
+    /// A team's GPU usage as policies see it: its jobs (the dispatcher's ledger) and
+    /// its playgrounds.
+    pub fn team_usage(&self, team: &str) -> Vec<forge_policy_host::model::SeriesUsage> {
+        self.admission.team_usage(team)
+    }
+
     /// The cluster objects.
     pub fn objects(&self) -> &PlaygroundObjects {
         &self.objects
