@@ -1,7 +1,7 @@
 //! [`Playgrounds`]: the playground domain — create (validate, admit through the
 //! policy chain as workload kind `inference`, record, create the pod, its key Secret
 //! and NetworkPolicy), read (with the pod's phase; a pending playground whose pod is
-//! Ready becomes `ready`), list, delete (by the team, or reclaimed by an admin) and
+//! Ready and whose server lists the model on `/v1/models` becomes `ready`), list, delete (by the team, or reclaimed by an admin) and
 //! extend, and calls to its server (through the API server's pod proxy). Another
 //! team's playground is "not found", like a job.
 
@@ -264,7 +264,16 @@ impl Playgrounds {
             return Ok(PlaygroundView::of(pg, None));
         }
         let pod = self.objects.get_pod(&objects::pod_name(&pg.id)).await?;
-        let phase = pod_phase(pod.as_ref());
+        let mut phase = pod_phase(pod.as_ref());
+        if phase.phase == "ready"
+            && pg.state == PlaygroundState::Pending
+            && !self.lists_model(&pg).await
+        {
+            phase = PodPhase {
+                phase: "loading",
+                reason: Some("the server does not list the model yet".into()),
+            };
+        }
         if phase.phase == "ready"
             && pg.state == PlaygroundState::Pending
             && self
@@ -281,6 +290,53 @@ impl Playgrounds {
             pg.state = PlaygroundState::Ready;
         }
         Ok(PlaygroundView::of(pg, Some(phase)))
+    }
+
+    /// Whether `pg`'s server lists its model on `/v1/models` (ready means serving the
+    /// model, not just a live process).
+    async fn lists_model(&self, pg: &PlaygroundRecord) -> bool {
+        let Ok(Some(key)) = self
+            .objects
+            .secret_value(&objects::secret_name(&pg.id), objects::KEY_ENTRY)
+            .await
+        else {
+            return false;
+        };
+        let Ok(key) = http::HeaderValue::from_str(&key) else {
+            return false;
+        };
+        let mut headers = http::HeaderMap::new();
+        headers.insert(objects::KEY_HEADER, key);
+        let pod = objects::pod_name(&pg.id);
+        let Ok(resp) = self
+            .objects
+            .proxy(
+                &pod,
+                SERVER_PORT,
+                http::Method::GET,
+                "/v1/models",
+                headers,
+                bytes::Bytes::new(),
+            )
+            .await
+        else {
+            return false;
+        };
+        if !resp.status.is_success() {
+            return false;
+        }
+        let mut body = Vec::new();
+        let mut stream = resp.body;
+        while let Some(Ok(chunk)) = futures::StreamExt::next(&mut stream).await {
+            body.extend_from_slice(&chunk);
+            if body.len() > 1 << 20 {
+                return false;
+            }
+        }
+        serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["data"].as_array().cloned())
+            .is_some_and(|models| models.iter().any(|m| m["id"] == pg.model.as_str()))
     }
 
     /// The caller's team's playgrounds (admins: every team's), newest first.
