@@ -223,6 +223,7 @@ pub async fn build_state(
         admission.clone(),
         cluster.playgrounds.clone(),
         &instance,
+        metrics.clone(),
     );
     let jobs = Jobs::new(
         config.clone(),

@@ -276,6 +276,12 @@ async fn a_playground_serves_its_team_through_the_gateway_streamed_and_not() {
     };
     assert_eq!(strip(&gateway_body), strip(&direct_body), "same events");
     assert!(gateway_body.ends_with("data: [DONE]\n\n"), "{gateway_body}");
+    let metrics = gw.metrics().await;
+    assert!(
+        metrics
+            .contains("forge_playground_requests_total{api=\"chat/completions\",status=\"2xx\"} 3"),
+        "{metrics}"
+    );
 
     // Delete: ended with its reason, the pod (and what it owns) goes.
     let (s, ended) = json_of(call(
@@ -413,6 +419,11 @@ async fn the_ttl_controller_warns_then_reclaims_and_the_pod_goes() {
     )
     .await;
     assert_eq!(ended["reason"], "ttl-expired", "{ended:#}");
+    assert!(
+        gw.metrics()
+            .await
+            .contains("forge_playground_ends_total{reason=\"ttl-expired\"} 1")
+    );
     assert!(
         ended["warnedAtMs"].as_i64().is_some(),
         "warned before the reclaim: {ended:#}"

@@ -20,6 +20,7 @@ use crate::cluster::PlaygroundObjects;
 use crate::cluster::pod_proxy::ProxiedResponse;
 use crate::config::Config;
 use crate::domain::{EndReason, PlaygroundState};
+use crate::metrics::Metrics;
 use crate::store::{NewPlayground, PlaygroundRecord, PlaygroundStore, new_job_id, now_ms};
 
 /// Playgrounds listed at most.
@@ -83,6 +84,7 @@ pub struct Playgrounds {
     admission: Admission,
     objects: PlaygroundObjects,
     instance: String,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Playgrounds {
@@ -103,6 +105,7 @@ impl Playgrounds {
         admission: Admission,
         objects: PlaygroundObjects,
         instance: &str,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Playgrounds {
             config,
@@ -110,6 +113,7 @@ impl Playgrounds {
             admission,
             objects,
             instance: instance.to_string(),
+            metrics,
         }
     }
 
@@ -392,6 +396,7 @@ impl Playgrounds {
         // idempotent and an ended playground must not keep its GPUs.
         self.objects.delete_pod(&objects::pod_name(&pg.id)).await?;
         if moved {
+            self.metrics.playground_end(reason.as_str());
             tracing::info!(playground = %pg.id, team = %pg.team, %reason, "playground ended");
         }
         Ok(moved)
@@ -474,16 +479,19 @@ impl Playgrounds {
             .map_err(|_| PlaygroundError::NotReady(pg.id.clone()))?;
         headers.insert(objects::KEY_HEADER, key);
         self.store.touch_playground(&pg.id, now_ms()).await?;
-        Ok(self
+        let api = path
+            .trim_start_matches("/v1/")
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let pod = objects::pod_name(&pg.id);
+        let resp = self
             .objects
-            .proxy(
-                &objects::pod_name(&pg.id),
-                SERVER_PORT,
-                method,
-                path,
-                headers,
-                body,
-            )
-            .await?)
+            .proxy(&pod, SERVER_PORT, method, path, headers, body)
+            .await;
+        let status = resp.as_ref().map_or(502, |r| r.status.as_u16());
+        self.metrics.playground_request(&api, status);
+        Ok(resp?)
     }
 }
