@@ -82,6 +82,20 @@ async fn ready(gw: &TestGateway, id: &str) -> Value {
     .await
 }
 
+/// Waits until the object `name` of `api` no longer exists.
+async fn gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(&format!("{name} gone"), Duration::from_secs(30), || async {
+        match api.get_opt(name).await {
+            Ok(None) => Ok(()),
+            other => Err(not_yet(format!("{other:?}"))),
+        }
+    })
+    .await;
+}
+
 fn chat(stream: bool) -> Value {
     json!({"model": "team-a/m", "stream": stream,
         "messages": [{"role": "user", "content": "hello there"}]})
@@ -294,13 +308,7 @@ async fn a_playground_serves_its_team_through_the_gateway_streamed_and_not() {
     assert_eq!(s, 200, "{ended:#}");
     assert_eq!(ended["state"], "expired");
     assert_eq!(ended["reason"], "deleted");
-    eventually("the pod gone", Duration::from_secs(30), || async {
-        match pods.get_opt(&format!("forge-pg-{id}")).await {
-            Ok(None) => Ok(()),
-            other => Err(not_yet(format!("{other:?}"))),
-        }
-    })
-    .await;
+    gone(&pods, &format!("forge-pg-{id}")).await;
     let (s, v) = json_of(call(
         &gw,
         ALICE,
@@ -432,26 +440,10 @@ async fn the_ttl_controller_warns_then_reclaims_and_the_pod_goes() {
         gw.sim.client().expect("client"),
         &gw.state.config.k8s.namespace,
     );
-    eventually("the pod gone", Duration::from_secs(30), || async {
-        match pods.get_opt(&format!("forge-pg-{id}")).await {
-            Ok(None) => Ok(()),
-            other => Err(not_yet(format!("{other:?}"))),
-        }
-    })
-    .await;
+    gone(&pods, &format!("forge-pg-{id}")).await;
     let secrets: Api<Secret> = Api::namespaced(
         gw.sim.client().expect("client"),
         &gw.state.config.k8s.namespace,
     );
-    eventually(
-        "the key Secret collected with its pod",
-        Duration::from_secs(30),
-        || async {
-            match secrets.get_opt(&format!("forge-pg-{id}-key")).await {
-                Ok(None) => Ok(()),
-                other => Err(not_yet(format!("{other:?}"))),
-            }
-        },
-    )
-    .await;
+    gone(&secrets, &format!("forge-pg-{id}-key")).await;
 }
