@@ -447,3 +447,65 @@ async fn the_ttl_controller_warns_then_reclaims_and_the_pod_goes() {
     );
     gone(&secrets, &format!("forge-pg-{id}-key")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_starts_shows_extends_and_ends_a_playground() {
+    let (gw, _dir) = gateway().await;
+    let forge = forge_tests::cli::Forge::new(&gw);
+    let created = forge
+        .run(&[
+            "playground",
+            "create",
+            "--model",
+            "team-a/m",
+            "--gpus",
+            "1",
+            "--ttl",
+            "600",
+            "--series",
+            "h100",
+            "--arg=--max-model-len",
+            "--arg=4096",
+            "-o",
+            "json",
+        ])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(created["state"], "pending", "{created:#}");
+    assert_eq!(created["args"], json!(["--max-model-len", "4096"]));
+    let id = created["id"].as_str().expect("id").to_string();
+    let shown = forge.run(&["playground", "status", &id]).await.expect(0);
+    assert!(shown.stdout.starts_with(&id), "{}", shown.stdout);
+    assert!(
+        shown
+            .stdout
+            .contains(&format!("endpoint: /v1/playgrounds/{id}/v1")),
+        "{}",
+        shown.stdout
+    );
+    let list = forge.run(&["playground", "list"]).await.expect(0);
+    assert!(list.stdout.starts_with("ID"), "{}", list.stdout);
+    assert!(list.stdout.contains(&id), "{}", list.stdout);
+    let extended = forge
+        .run(&["playground", "extend", &id, "60", "-o", "json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(
+        extended["expiresAtMs"].as_i64(),
+        created["expiresAtMs"].as_i64().map(|e| e + 60_000)
+    );
+    let ended = forge
+        .run(&["playground", "delete", &id, "-o", "json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(
+        (ended["state"].clone(), ended["reason"].clone()),
+        (json!("expired"), json!("deleted"))
+    );
+    // A missing one is the usual one-line error with the not-found exit code.
+    let missing = forge.run(&["playground", "status", "nope"]).await;
+    assert_eq!(missing.code, 7, "{}", missing.stderr);
+}
