@@ -24,6 +24,7 @@ use crate::leader::{Leadership, Timings};
 use crate::live_tokens::LiveTokens;
 use crate::metrics::Metrics;
 use crate::objects::{LocalStore, ObjectStore};
+use crate::playground::Playgrounds;
 use crate::policy::{BootLink, PolicyManager, Registry, RegistryLimits};
 use crate::state::AppState;
 use crate::store::Database;
@@ -221,6 +222,14 @@ pub async fn build_state(
         },
     )
     .context("opening the upload sessions")?;
+    let playgrounds = Playgrounds::new(
+        config.clone(),
+        db.playgrounds.clone(),
+        admission.clone(),
+        cluster.playgrounds.clone(),
+        &instance,
+        metrics.clone(),
+    );
     let jobs = Jobs::new(
         config.clone(),
         db.jobs.clone(),
@@ -235,6 +244,7 @@ pub async fn build_state(
         config,
         tokens,
         jobs,
+        playgrounds,
         policies,
         metrics,
         uploads,

@@ -4,7 +4,8 @@
 //!   (other replicas' policy changes: notifications where the store has them, polling
 //!   always), and the foreign-RayJob scan ([`crate::jobs::orphans`]);
 //! - on **the leader only**, for exactly the length of its term: the dispatcher and the
-//!   lifecycle controller, on a [`Jobs`] bound to the term (fenced);
+//!   lifecycle controller, on a [`Jobs`] bound to the term (fenced), and the
+//!   playground TTL controller ([`crate::playground::reclaim`]);
 //! - on **followers**: the queue board refreshed from the store
 //!   ([`crate::jobs::follower`]), so queue standings and usage are right everywhere.
 //!
@@ -26,6 +27,7 @@ use tokio::sync::watch;
 
 use crate::jobs::{self, Jobs};
 use crate::leader::{Leadership, Role, elector};
+use crate::playground::{Playgrounds, reclaim};
 use crate::state::AppState;
 
 /// Tasks aborted when dropped.
@@ -93,7 +95,12 @@ impl Controllers {
 pub fn spawn_controllers(state: &AppState) -> Controllers {
     let sync = Duration::from_millis(state.config.gateway.policy_sync_ms);
     let (stop, stopping) = watch::channel(false);
-    let supervisor = supervise(state.jobs.clone(), state.leadership.clone(), stopping);
+    let supervisor = supervise(
+        state.jobs.clone(),
+        state.playgrounds.clone(),
+        state.leadership.clone(),
+        stopping,
+    );
     let mut tasks = vec![
         elector::spawn(state.leadership.clone()),
         state.policies.spawn_sync(sync),
@@ -114,6 +121,7 @@ pub fn spawn_controllers(state: &AppState) -> Controllers {
 /// the rest and returns.
 fn supervise(
     jobs: Jobs,
+    playgrounds: Playgrounds,
     leadership: Arc<Leadership>,
     mut stopping: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
@@ -139,12 +147,15 @@ fn supervise(
                             epoch,
                             "leading: dispatcher and lifecycle controller started"
                         );
-                        let fenced = jobs.for_term(term);
+                        let fenced = jobs.for_term(term.clone());
                         if let Some(old) = dispatcher.take() {
                             old.abort();
                         }
                         dispatcher = Some(jobs::dispatch::spawn(fenced.clone(), stopping.clone()));
-                        running.replace(vec![jobs::lifecycle::spawn(fenced)]);
+                        running.replace(vec![
+                            jobs::lifecycle::spawn(fenced),
+                            reclaim::spawn(playgrounds.clone(), term),
+                        ]);
                     }
                     _ => {
                         if matches!(now, Some(Role::Leader { .. })) {

@@ -125,6 +125,9 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     let mut controllers = ControllerConfig {
         failing_images: opts.failing_images.iter().cloned().collect(),
         pre_running_deadline: !opts.old_operator,
+        // Playground pods (`FORGE_IMAGE_VLLM`) run the emulator's OpenAI-compatible
+        // stand-in instead of vLLM.
+        inference_image: cfg.image_for("vllm").map(str::to_owned),
         ..ControllerConfig::default()
     };
     if opts.sim == SimMode::Timed {

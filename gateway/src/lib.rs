@@ -10,9 +10,10 @@
 //! - [`compose`], [`controllers`], [`dev`]: composition roots (build the state, start
 //!   the controllers and decide which run on this replica);
 //! - [`state`]: what the handlers share;
-//! - [`jobs`], [`admission`], [`policy`], [`uploads`], [`leader`]: the domain — a job's
-//!   life, how it meets the policy, which policy is active, resumable capsule uploads,
-//!   which replica acts (and the fencing that stops a deposed one);
+//! - [`jobs`], [`playground`], [`admission`], [`policy`], [`uploads`], [`leader`]: the
+//!   domain — a job's life, playgrounds (inference servers), how it meets the policy,
+//!   which policy is active, resumable capsule uploads, which replica acts (and the
+//!   fencing that stops a deposed one);
 //! - [`cluster`], [`store`], [`objects`], [`rayjob`]: adapters — the Kubernetes API,
 //!   the database, object storage, the RayJob builder;
 //! - [`config`], [`auth`], [`live_tokens`], [`jobspec`], [`domain`], [`metrics`]:
@@ -33,6 +34,7 @@ pub mod leader;
 pub mod live_tokens;
 pub mod metrics;
 pub mod objects;
+pub mod playground;
 pub mod policy;
 pub mod rayjob;
 pub mod shutdown;

@@ -30,6 +30,8 @@
 //! | `forge_fenced_total` | `action` (`dispatch`, `transition`, `create`, `delete`) | open | side effects refused because their term was over |
 //! | `forge_rayjob_writes_total` | `verb` (`create`, `delete`) | open | RayJob creates and deletes this process sent |
 //! | `forge_submissions_limited_total` | `limit` (`rate`, `queue`) | open | submissions refused with 429 for a team's rate or queue cap |
+//! | `forge_playground_requests_total` | `api` (`models`, `chat/completions`, `completions`, `other`), `status` (`2xx`, `4xx`, `5xx`) | open | calls to playground servers through the gateway |
+//! | `forge_playground_ends_total` | `reason` (`ttl-expired`, `idle`, `deleted`, `reclaimed-by-admin`, `pod-failed`) | open | playgrounds ended |
 //! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`) | open | managed RayJobs this installation did not create or does not know (reported, never deleted) |
 
 use std::time::Duration;
@@ -80,6 +82,8 @@ pub struct Metrics {
     rayjob_writes: Family<Labels, Counter>,
     limited: Family<Labels, Counter>,
     foreign: Family<Labels, Gauge>,
+    playground_requests: Family<Labels, Counter>,
+    playground_ends: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -226,8 +230,22 @@ impl Metrics {
             "Managed RayJobs not created by this installation or of no known job (never deleted)",
             foreign.clone(),
         );
+        let playground_requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_playground_requests",
+            "Calls to playground servers through the gateway, by API and status class",
+            playground_requests.clone(),
+        );
+        let playground_ends = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_playground_ends",
+            "Playgrounds ended, by reason",
+            playground_ends.clone(),
+        );
         Self {
             registry,
+            playground_requests,
+            playground_ends,
             leader,
             leader_epoch,
             fenced,
@@ -359,6 +377,27 @@ impl Metrics {
     pub fn upload_session(&self, outcome: &'static str) {
         self.upload_sessions
             .get_or_create(&vec![("outcome", outcome.to_string())])
+            .inc();
+    }
+
+    /// A call to a playground server (`api`: the OpenAI path, `status`: its answer).
+    pub fn playground_request(&self, api: &str, status: u16) {
+        let api = match api {
+            "models" | "chat/completions" | "completions" => api,
+            _ => "other",
+        };
+        self.playground_requests
+            .get_or_create(&vec![
+                ("api", api.to_string()),
+                ("status", format!("{}xx", status / 100)),
+            ])
+            .inc();
+    }
+
+    /// A playground ended.
+    pub fn playground_end(&self, reason: &'static str) {
+        self.playground_ends
+            .get_or_create(&vec![("reason", reason.to_string())])
             .inc();
     }
 

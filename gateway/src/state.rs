@@ -1,5 +1,5 @@
 //! [`AppState`]: what the HTTP handlers share — the configuration, the tokens, the job
-//! domain, the policy manager, the uploads, the metrics, the database and this
+//! domain, the playgrounds, the policy manager, the uploads, the metrics, the database and this
 //! replica's leadership. Cheap to clone (every part is behind an
 //! `Arc` or is itself a cheap handle). Built once by [`crate::compose`].
 
@@ -12,6 +12,7 @@ use crate::leader::Leadership;
 use crate::live_tokens::LiveTokens;
 use crate::metrics::Metrics;
 use crate::objects::LocalStore;
+use crate::playground::Playgrounds;
 use crate::policy::PolicyManager;
 use crate::shutdown::Shutdown;
 use crate::store::Database;
@@ -25,6 +26,8 @@ pub struct AppState {
     pub tokens: Arc<LiveTokens>,
     /// Jobs: store, queue, dispatcher, lifecycle, cluster adapter, object storage.
     pub jobs: Jobs,
+    /// Playgrounds: inference servers and their clocks.
+    pub playgrounds: Playgrounds,
     /// The active policy (global and team chains), its registry and its history.
     pub policies: Arc<PolicyManager>,
     pub metrics: Arc<Metrics>,

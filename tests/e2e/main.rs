@@ -19,6 +19,7 @@ mod isolation;
 mod jobs;
 mod latency;
 mod limits;
+mod playground;
 mod policy_admin;
 mod policy_swap;
 mod realism;

@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::cmd::{jobs, login, logs, plugin, policy, submit};
+use crate::cmd::{jobs, login, logs, playground, plugin, policy, submit};
 use crate::output::Format;
 
 const AFTER_HELP: &str = "\
@@ -13,6 +13,7 @@ Examples:
   forge jobs -w                                  # list and watch your team's jobs
   forge logs JOB -f --tail 100                   # stream a job's log
   forge plugin new my-policy                     # scaffold a policy plugin
+  forge playground create --model M --gpus 1 --ttl 3600   # an inference server
 
 Exit codes: 0 success (with --wait/--follow: the job succeeded), 1 error, 2 usage,
 3 job failed, 4 job cancelled, 5 job timed out, 6 rejected by policy, 7 not found,
@@ -81,6 +82,9 @@ pub enum Command {
     /// Dry-run admission: the decision and per-plugin trace for a job spec
     #[command(after_help = "Examples:\n  forge review -f job.yaml")]
     Review(jobs::ReviewArgs),
+    /// Playgrounds: inference servers for a model on your team's GPUs
+    #[command(subcommand)]
+    Playground(playground::PlaygroundCommand),
     /// Admission policy chains: show, set, history, rollback, diff, shadow, replay
     #[command(subcommand)]
     Policy(policy::PolicyCommand),

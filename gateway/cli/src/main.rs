@@ -85,6 +85,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Capacity => cmd::jobs::capacity(&client()?, format).await,
         Command::Review(args) => cmd::jobs::review(&client()?, args, format).await,
         Command::Policy(c) => cmd::policy::run(&client()?, c, format).await,
+        Command::Playground(c) => cmd::playground::run(&client()?, c, format).await,
         Command::Plugin(c) => cmd::plugin::run(c, client, format).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -96,6 +96,10 @@ pub enum ApiError {
     /// 401 Unauthorized: no bearer token, or not the server's.
     #[error("Unauthorized")]
     Unauthorized,
+    /// 503 ServiceUnavailable: a proxy could not reach its backend (the API server's
+    /// "error trying to reach service").
+    #[error("{0}")]
+    ServiceUnavailable(String),
 }
 
 fn summarize(causes: &[Cause]) -> String {
@@ -132,6 +136,7 @@ impl ApiError {
             Self::TooManyRequests { .. } => 429,
             Self::Forbidden(_) => 403,
             Self::Unauthorized => 401,
+            Self::ServiceUnavailable(_) => 503,
         }
     }
 
@@ -151,6 +156,7 @@ impl ApiError {
             Self::TooManyRequests { .. } => "TooManyRequests",
             Self::Forbidden(_) => "Forbidden",
             Self::Unauthorized => "Unauthorized",
+            Self::ServiceUnavailable(_) => "ServiceUnavailable",
         }
     }
 

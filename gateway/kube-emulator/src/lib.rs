@@ -4,13 +4,17 @@
 //! `store`), with CRD validation/defaulting from the real KubeRay CRDs (`schema`),
 //! discovery good enough for `kubectl`, fault injection (`faults`), plus a simulated
 //! KubeRay operator, scheduler and kubelet (in [`controllers`]) that talk to it only
-//! through `kube::Client`, like real controllers do. With the cargo feature `testing`,
+//! through `kube::Client`, like real controllers do; in process mode pods of the
+//! inference image run an OpenAI-compatible stand-in ([`inference`]) the pod proxy
+//! reaches through [`endpoints`]. With the cargo feature `testing`,
 //! `testing` has the emulator presets integration tests share.
 
 pub mod controllers;
 pub mod discovery;
+pub mod endpoints;
 pub mod error;
 pub mod faults;
+pub mod inference;
 pub mod logs;
 pub mod network;
 pub mod nodes;

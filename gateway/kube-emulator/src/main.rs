@@ -43,6 +43,10 @@ struct Args {
     /// kubeconfig carries it. Without it any request is accepted.
     #[arg(long, env = "KUBESIM_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Containers of this image run the OpenAI-compatible inference stand-in (process
+    /// mode) instead of vLLM, e.g. the value of the gateway's `FORGE_IMAGE_VLLM`.
+    #[arg(long, env = "KUBESIM_INFERENCE_IMAGE")]
+    inference_image: Option<String>,
 }
 
 #[tokio::main]
@@ -74,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
         "timed" => RunMode::Timed(TimedModel::default()),
         other => anyhow::bail!("unknown --mode {other:?} (process|timed)"),
     };
+    cfg.controllers.inference_image = args.inference_image.filter(|i| !i.is_empty());
     let sim = Sim::start(cfg).await?;
     sim.write_kubeconfig(&args.kubeconfig)
         .with_context(|| format!("writing {}", args.kubeconfig.display()))?;

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::controllers::{self, ControllerConfig};
+use crate::endpoints::PodEndpoints;
 use crate::faults::Faults;
 use crate::logs::LogStore;
 use crate::nodes::{LayoutError, NodeSpec};
@@ -125,6 +126,7 @@ pub struct Sim {
     store: Arc<Store>,
     faults: Arc<Faults>,
     logs: Arc<LogStore>,
+    endpoints: Arc<PodEndpoints>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
     /// The kubelet's scratch root when the simulator created it (removed on drop).
@@ -206,6 +208,15 @@ impl Sim {
             None => None,
         };
         let shutdown = CancellationToken::new();
+        let endpoints = Arc::new(PodEndpoints::default());
+        let proxy_client =
+            reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .map_err(|e| SimError::Seed {
+                    what: "pod proxy client".into(),
+                    message: e.to_string(),
+                })?;
         let state = AppState {
             store: store.clone(),
             faults: faults.clone(),
@@ -214,6 +225,8 @@ impl Sim {
             bookmark_interval: cfg.bookmark_interval,
             address: addr.to_string(),
             token: cfg.token.as_deref().map(Arc::from),
+            endpoints: endpoints.clone(),
+            proxy_client,
         };
         let app = router(state);
         let mut tasks = Vec::new();
@@ -249,6 +262,7 @@ impl Sim {
             store,
             faults,
             logs,
+            endpoints,
             shutdown,
             tasks,
             scratch: None,
@@ -259,10 +273,11 @@ impl Sim {
             sim.scratch = ScratchDir::claim(&cfg.controllers.scratch_root)?;
             let client = sim.client()?;
             let logs = sim.logs.clone();
+            let endpoints = sim.endpoints.clone();
             let stop = sim.shutdown.clone();
             let ccfg = cfg.controllers.clone();
             let handle = tokio::spawn(async move {
-                if let Err(e) = controllers::run(client, ccfg, logs, stop).await {
+                if let Err(e) = controllers::run(client, ccfg, logs, endpoints, stop).await {
                     tracing::error!(error = %e, "kubesim controllers stopped");
                 }
             });

@@ -1,5 +1,6 @@
 //! Admission: how a job meets the policy. Builds the policy's view of a job (with the
-//! live cluster snapshot and the team's usage, or the dispatcher's adjusted ones), asks
+//! live cluster snapshot and the team's usage — its jobs and its playgrounds — or the
+//! dispatcher's adjusted ones), asks
 //! the active chain, and turns the outcome into what is recorded and where the job
 //! queues. Submission, the dispatcher and the dry-run review all come through here, so
 //! they cannot disagree about what a policy sees.
@@ -49,6 +50,27 @@ impl Path {
             Path::Review => "review",
         }
     }
+}
+
+/// `usage` with the playground GPUs per series `(running, pending)` added.
+fn with_playgrounds(
+    mut usage: Vec<SeriesUsage>,
+    playgrounds: std::collections::BTreeMap<String, (u32, u32)>,
+) -> Vec<SeriesUsage> {
+    for (series, (running, pending)) in playgrounds {
+        match usage.iter_mut().find(|u| u.series == series) {
+            Some(u) => {
+                u.running = u.running.saturating_add(running);
+                u.queued = u.queued.saturating_add(pending);
+            }
+            None => usage.push(SeriesUsage {
+                series,
+                running,
+                queued: pending,
+            }),
+        }
+    }
+    usage
 }
 
 /// Admission's inputs: configuration, live capacity, the dispatcher's usage ledger and
@@ -123,7 +145,59 @@ impl Admission {
         Ok(PolicyRequest {
             job: self.job_view(job_id, team, spec),
             cluster: self.capacity.snapshot(),
-            usage: self.queue.usage(team),
+            usage: self.team_usage(team),
+        })
+    }
+
+    /// A team's usage as policies and users see it: the dispatcher's ledger (its
+    /// jobs) plus its playgrounds' GPUs (bound: running; unbound: queued).
+    pub fn team_usage(&self, team: &str) -> Vec<SeriesUsage> {
+        with_playgrounds(self.queue.usage(team), self.capacity.playground_gpus(team))
+    }
+
+    /// The policy's view of a playground (workload kind `inference`): one pool
+    /// `server` of one machine with `gpus` GPUs on `series` (if named), framework
+    /// `vllm`, priority 0.
+    pub fn inference_view(&self, id: &str, team: &str, gpus: u32, series: Option<&str>) -> JobView {
+        JobView {
+            id: id.to_string(),
+            team: team.to_string(),
+            name: format!("playground-{id}"),
+            framework: "vllm".into(),
+            kind: WorkloadKind::Inference,
+            priority: 0,
+            pools: vec![PoolView {
+                name: "server".into(),
+                nodes: 1,
+                gpus_per_node: gpus,
+                series: series.map(str::to_string),
+                cpu_millis: None,
+                memory_bytes: None,
+            }],
+            storage: if self.config.storage.shared {
+                StorageMode::Shared
+            } else {
+                StorageMode::ReadWriteOnce
+            },
+            labels: Default::default(),
+        }
+    }
+
+    /// [`Admission::live_request`] for a playground ([`Admission::inference_view`]).
+    pub async fn live_inference_request(
+        &self,
+        id: &str,
+        team: &str,
+        gpus: u32,
+        series: Option<&str>,
+    ) -> Result<PolicyRequest, NotReady> {
+        if !self.capacity.synced_within(SYNC_WAIT).await {
+            return Err(NotReady);
+        }
+        Ok(PolicyRequest {
+            job: self.inference_view(id, team, gpus, series),
+            cluster: self.capacity.snapshot(),
+            usage: self.team_usage(team),
         })
     }
 
@@ -140,7 +214,7 @@ impl Admission {
         PolicyRequest {
             job: self.job_view(job_id, team, spec),
             cluster,
-            usage,
+            usage: with_playgrounds(usage, self.capacity.playground_gpus(team)),
         }
     }
 

@@ -24,7 +24,7 @@ use kube::{Api, Client};
 
 use forge_policy_host::model::ClusterView;
 
-use super::labels::{LABEL_JOB_ID, RAY_GROUP};
+use super::labels::{ANNOTATION_GPUS, LABEL_JOB_ID, LABEL_PLAYGROUND_ID, LABEL_TEAM, RAY_GROUP};
 use super::nodes::{NodeConventions, NodeRoom, holds_resources};
 
 /// Reader side of the Node and Pod caches.
@@ -123,6 +123,43 @@ impl Capacity {
                 labels.and_then(|l| l.get(RAY_GROUP)),
             ) {
                 *out.entry((id.clone(), group.clone())).or_default() += 1;
+            }
+        }
+        out
+    }
+
+    /// GPUs of `team`'s playground pods per series, `(running, pending)`: a pod bound
+    /// to a node and not finished runs, an unbound one waits (from the same Pod cache
+    /// as the capacity, so every replica counts the same).
+    pub fn playground_gpus(&self, team: &str) -> BTreeMap<String, (u32, u32)> {
+        let mut out: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        for pod in self.pods.state() {
+            let labels = pod.metadata.labels.as_ref();
+            if labels.and_then(|l| l.get(LABEL_TEAM)).map(String::as_str) != Some(team)
+                || labels.and_then(|l| l.get(LABEL_PLAYGROUND_ID)).is_none()
+            {
+                continue;
+            }
+            let spec = pod.spec.as_ref();
+            let Some(series) = spec
+                .and_then(|s| s.node_selector.as_ref())
+                .and_then(|n| n.get(&self.conventions.gpu_label))
+            else {
+                continue;
+            };
+            let gpus = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_GPUS))
+                .and_then(|g| g.parse::<u32>().ok())
+                .unwrap_or(0);
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            let entry = out.entry(series.clone()).or_default();
+            if holds_resources(&pod) {
+                entry.0 = entry.0.saturating_add(gpus);
+            } else if !matches!(phase, Some("Succeeded" | "Failed")) {
+                entry.1 = entry.1.saturating_add(gpus);
             }
         }
         out

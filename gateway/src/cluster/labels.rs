@@ -15,6 +15,8 @@ pub const LABEL_TEAM: &str = "forge.dev/team";
 /// Label: the installation that created the object (its store's identity). A gateway
 /// reconciles and deletes only objects of its own installation.
 pub const LABEL_INSTANCE: &str = "forge.dev/instance";
+/// Label: the playground id (its pod, key Secret and NetworkPolicy).
+pub const LABEL_PLAYGROUND_ID: &str = "forge.dev/playground-id";
 /// Annotation: the capsule digest.
 pub const ANNOTATION_CAPSULE: &str = "forge.dev/capsule-sha256";
 /// Pod annotation: the GPUs a Forge pod stands for (its logical GPUs when the pod
@@ -45,6 +47,16 @@ pub fn job_labels(job_id: &str, team: &str, instance: &str) -> BTreeMap<String, 
     BTreeMap::from([
         (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
         (LABEL_JOB_ID.to_string(), job_id.to_string()),
+        (LABEL_TEAM.to_string(), team.to_string()),
+        (LABEL_INSTANCE.to_string(), instance.to_string()),
+    ])
+}
+
+/// The labels on every object Forge creates for a playground.
+pub fn playground_labels(id: &str, team: &str, instance: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+        (LABEL_PLAYGROUND_ID.to_string(), id.to_string()),
         (LABEL_TEAM.to_string(), team.to_string()),
         (LABEL_INSTANCE.to_string(), instance.to_string()),
     ])

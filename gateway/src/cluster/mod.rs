@@ -1,5 +1,7 @@
 //! The Kubernetes adapter: everything Forge reads from or writes to the API server —
 //! the typed RayJob and its API, each RayJob's NetworkPolicy, a job's pods and logs,
+//! playground pods (with their key Secrets and NetworkPolicies) and requests to them
+//! through the API server's pod proxy,
 //! events, the Node/Pod capacity caches, the labels that tie objects to jobs and
 //! installations, the leader Lease mirror, and how the client connects ([`connect`]).
 //! Domain modules call these instead of building requests, selectors or JSON paths
@@ -13,6 +15,8 @@ pub mod labels;
 pub mod lease;
 pub mod network_policies;
 pub mod nodes;
+pub mod playgrounds;
+pub mod pod_proxy;
 pub mod pods;
 pub mod rayjob;
 pub mod rayjobs;
@@ -20,6 +24,7 @@ pub mod rayjobs;
 pub use capacity::Capacity;
 pub use network_policies::{Applied, NetworkPolicies};
 pub use nodes::{NodeConventions, NodeRoom};
+pub use playgrounds::PlaygroundObjects;
 pub use pods::{LogSource, Pods};
 pub use rayjob::{RayJob, RayJobStatus};
 pub use rayjobs::{Created, RayJobs};
@@ -36,6 +41,8 @@ pub struct Cluster {
     /// One NetworkPolicy per RayJob.
     pub network_policies: NetworkPolicies,
     pub pods: Pods,
+    /// Playground pods, their key Secrets and NetworkPolicies.
+    pub playgrounds: PlaygroundObjects,
     pub capacity: Capacity,
 }
 
@@ -55,6 +62,7 @@ impl Cluster {
             rayjobs: RayJobs::new(client.clone(), namespace, instance),
             network_policies: NetworkPolicies::new(client.clone(), namespace, instance),
             pods: Pods::new(client.clone(), namespace),
+            playgrounds: PlaygroundObjects::new(client.clone(), namespace),
             namespace: namespace.to_string(),
             client,
             capacity,

@@ -1,11 +1,13 @@
 //! The gateway's domain vocabulary: the types every layer shares and none owns — a
-//! job's state machine, the content digest that names a capsule, and resource
+//! job's state machine, a playground's states and end reasons, the content digest that names a capsule, and resource
 //! quantities. They know nothing of HTTP, storage or the API server, so every other
 //! module may use them.
 
 pub mod digest;
 pub mod job_state;
+pub mod playground_state;
 pub mod quantity;
 
 pub use digest::{Digest, InvalidDigest};
 pub use job_state::{JobState, UnknownState};
+pub use playground_state::{EndReason, PlaygroundState, UnknownPlaygroundState};

@@ -1,5 +1,6 @@
 //! `GET /v1/capacity`: live per-series capacity (the same snapshot policies see) and the
-//! caller's team usage (the dispatcher's ledger, the same numbers policies see).
+//! caller's team usage (the dispatcher's ledger plus the team's playground GPUs, the
+//! same numbers policies see).
 
 use axum::Json;
 use axum::extract::State;
@@ -31,7 +32,7 @@ pub async fn capacity(State(state): State<AppState>, caller: Caller) -> Json<Cap
         gpu_node_label: view.gpu_node_label,
         series: view.series,
         team: TeamUsage {
-            usage: state.jobs.queue().usage(&caller.team),
+            usage: state.playgrounds.team_usage(&caller.team),
             name: caller.team,
         },
     })

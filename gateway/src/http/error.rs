@@ -17,6 +17,7 @@ use crate::auth::AuthError;
 use crate::jobs::JobError;
 use crate::jobs::limits::LimitError;
 use crate::jobspec::SpecErrors;
+use crate::playground::PlaygroundError;
 use crate::policy::{EvalError, Malformed, PolicyAdminError};
 use crate::uploads::UploadError;
 
@@ -39,6 +40,9 @@ pub enum ApiError {
     /// An upload operation failed.
     #[error(transparent)]
     Upload(#[from] UploadError),
+    /// A playground operation failed.
+    #[error(transparent)]
+    Playground(PlaygroundError),
     /// A policy-management operation failed.
     #[error(transparent)]
     PolicyAdmin(#[from] PolicyAdminError),
@@ -91,6 +95,15 @@ impl From<JobError> for ApiError {
             JobError::InvalidSpec(errors) => ApiError::InvalidSpec(errors),
             JobError::Policy(e) => ApiError::Policy(e),
             other => ApiError::Job(other),
+        }
+    }
+}
+
+impl From<PlaygroundError> for ApiError {
+    fn from(e: PlaygroundError) -> Self {
+        match e {
+            PlaygroundError::Policy(e) => ApiError::Policy(e),
+            other => ApiError::Playground(other),
         }
     }
 }
@@ -221,6 +234,49 @@ fn job_answer(e: JobError) -> Answer {
         | JobError::Kube(_)
         | JobError::Io(_)
         | JobError::Deposed(_)) => Answer::internal("job operation failed", &other),
+    }
+}
+
+fn playground_answer(e: PlaygroundError) -> Answer {
+    let message = e.to_string();
+    match e {
+        PlaygroundError::Invalid { field, .. } => Answer::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-playground",
+            message,
+        )
+        .details(json!({ "field": field })),
+        PlaygroundError::NotFound(_) => Answer::new(StatusCode::NOT_FOUND, "not-found", message),
+        PlaygroundError::Ended { state, .. } => {
+            Answer::new(StatusCode::CONFLICT, "playground-ended", message)
+                .details(json!({ "state": state }))
+        }
+        PlaygroundError::NotReady(_) => Answer::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "playground-not-ready",
+            message,
+        ),
+        PlaygroundError::Disabled => {
+            Answer::new(StatusCode::NOT_IMPLEMENTED, "playgrounds-disabled", message)
+        }
+        PlaygroundError::Rejected {
+            code,
+            message,
+            field,
+            plugin,
+        } => Answer::new(StatusCode::FORBIDDEN, "policy-rejected", message)
+            .details(json!({ "reason": code, "field": field, "plugin": plugin })),
+        PlaygroundError::NoRoom { code, message } => {
+            Answer::new(StatusCode::TOO_MANY_REQUESTS, "policy-queued", message)
+                .details(json!({ "reason": code }))
+        }
+        e @ PlaygroundError::ClusterNotReady(_) => {
+            Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", e.to_string())
+        }
+        PlaygroundError::Policy(_) => Answer::internal("unconverted playground error", &"policy"),
+        other @ (PlaygroundError::Store(_) | PlaygroundError::Kube(_)) => {
+            Answer::internal("playground operation failed", &other)
+        }
     }
 }
 
@@ -383,6 +439,7 @@ impl ApiError {
             }
             ApiError::Job(e) => job_answer(e),
             ApiError::Upload(e) => upload_answer(e),
+            ApiError::Playground(e) => playground_answer(e),
             ApiError::PolicyAdmin(e) => policy_admin_answer(e),
             ApiError::InvalidSpec(errors) => Answer::new(
                 StatusCode::UNPROCESSABLE_ENTITY,

@@ -21,6 +21,8 @@ pub mod error;
 pub mod health;
 pub mod jobs;
 pub mod openapi;
+pub mod playground_proxy;
+pub mod playgrounds;
 pub mod plugins;
 pub mod policy;
 pub mod review;
@@ -76,6 +78,13 @@ api_routes! {
     get "/v1/jobs/{id}/logs" => jobs::logs,
     get "/v1/jobs/{id}/events" => jobs::events,
     get "/v1/jobs/{id}/watch" => watch::watch,
+    post "/v1/playgrounds" => playgrounds::create,
+    get "/v1/playgrounds" => playgrounds::list,
+    get "/v1/playgrounds/{id}" => playgrounds::get,
+    delete "/v1/playgrounds/{id}" => playgrounds::delete,
+    post "/v1/playgrounds/{id}/extend" => playgrounds::extend,
+    get "/v1/playgrounds/{id}/v1/{*rest}" => playground_proxy::call,
+    post "/v1/playgrounds/{id}/v1/{*rest}" => playground_proxy::call,
     get "/v1/team-capsules/{digest}" => capsules::get,
     post "/v1/uploads" => uploads::start,
     get "/v1/uploads/{id}" => uploads::status,

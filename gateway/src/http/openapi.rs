@@ -215,12 +215,65 @@ pub fn document() -> Value {
                     "403": error_response("admins only")}}}
         }
     });
-    for more in [policy_paths(), client_paths()] {
+    for more in [policy_paths(), client_paths(), playground_paths()] {
         if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);
         }
     }
     doc
+}
+
+/// Playgrounds: inference servers a team starts (see `http/playgrounds.rs`).
+fn playground_paths() -> Value {
+    let id = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+    json!({
+            "/v1/playgrounds": {
+                "post": {"summary": "Start a playground: an inference server (vLLM) for a model on the team's GPUs, admitted as workload kind `inference`",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object",
+                        "required": ["model", "gpus", "ttlSeconds"], "additionalProperties": false, "properties": {
+                            "model": {"type": "string", "description": "model id or path on the team's storage"},
+                            "series": {"type": "string"}, "gpus": {"type": "integer", "minimum": 1, "maximum": 8},
+                            "ttlSeconds": {"type": "integer", "minimum": 60, "maximum": 86400},
+                            "idleSeconds": {"type": "integer", "minimum": 60},
+                            "args": {"type": "array", "items": {"type": "string"}, "maxItems": 32}}}}}},
+                    "responses": {"201": {"description": "the playground (pending)"},
+                        "400": error_response("invalid-body"),
+                        "403": error_response("policy-rejected"),
+                        "422": error_response("invalid-playground (the field)"),
+                        "429": error_response("policy-queued: no room now, retry later"),
+                        "501": error_response("playgrounds-disabled (no FORGE_IMAGE_VLLM)"),
+                        "503": error_response("policy or cluster view unavailable")}},
+                "get": {"summary": "The team's playgrounds (admins: every team's), newest first",
+                    "responses": {"200": {"description": "{items: [...]}"}}}
+            },
+            "/v1/playgrounds/{id}": {
+                "parameters": id.clone(),
+                "get": {"summary": "A playground: state, pod phase and pending reason, endpoint, next reclaim",
+                    "responses": {"200": {"description": "the playground"}, "404": error_response("not found (or another team's)")}},
+                "delete": {"summary": "End a playground (deleted; an admin ending another team's: reclaimed-by-admin)",
+                    "responses": {"200": {"description": "the ended playground"}, "404": error_response("not found")}}
+            },
+            "/v1/playgrounds/{id}/v1/{*rest}": {
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "rest", "in": "path", "required": true, "schema": {"type": "string"}, "description": "the OpenAI API path, e.g. chat/completions"}],
+                "get": {"summary": "The playground's OpenAI-compatible API (e.g. v1/models), through the gateway",
+                    "responses": {"200": {"description": "the server's answer, passed on as it arrives"},
+                        "404": error_response("not found (or another team's)"), "409": error_response("playground-ended"),
+                        "503": error_response("playground-not-ready")}},
+                "post": {"summary": "The playground's OpenAI-compatible API (chat/completions, completions; `stream: true` is relayed as SSE chunk by chunk with keep-alives, an idle timeout and an error event if the stream breaks)",
+                    "responses": {"200": {"description": "the server's answer (JSON or text/event-stream)"},
+                        "404": error_response("not found (or another team's)"), "409": error_response("playground-ended"),
+                        "503": error_response("playground-not-ready")}}
+            },
+            "/v1/playgrounds/{id}/extend": {
+                "parameters": id.clone(),
+                "post": {"summary": "Add seconds to the hard TTL (at most 24 h of life in all)",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object",
+                        "required": ["seconds"], "properties": {"seconds": {"type": "integer", "minimum": 1}}}}}},
+                    "responses": {"200": {"description": "the playground"}, "404": error_response("not found"),
+                        "409": error_response("playground-ended"), "422": error_response("invalid-playground")}}
+            }
+    })
 }
 
 /// Identity, capsule presence and resumable uploads (what `forge` uses besides jobs).

@@ -58,7 +58,7 @@
 pub mod network;
 mod pod;
 pub mod resources;
-mod scheduling;
+pub mod scheduling;
 pub mod security;
 mod submitter;
 

@@ -1,7 +1,8 @@
 //! Durable state: jobs (with their history, decisions and the queue), capsule
 //! ownership, policy state (plugin registry, versioned chains, shadow results) and
-//! coordination state (the leader lease, the installation identity), behind four traits
-//! — [`JobStore`], [`CapsuleStore`], [`PolicyStore`] and [`CoordStore`] — so the
+//! coordination state (the leader lease, the installation identity) and playgrounds,
+//! behind five traits — [`JobStore`], [`CapsuleStore`], [`PolicyStore`], [`CoordStore`]
+//! and [`PlaygroundStore`] — so the
 //! backends can differ while the semantics (compare-and-set transitions and versions,
 //! FIFO queue, keyset pages, per-team capsule owners, fenced writes) cannot. One
 //! conformance suite (`conformance/`, tests only) holds both backends to them.
@@ -25,6 +26,7 @@ pub mod coord;
 pub mod error;
 pub mod jobs;
 pub mod migration;
+pub mod playgrounds;
 pub mod policies;
 pub mod postgres;
 pub mod sqlite;
@@ -39,6 +41,7 @@ pub use jobs::{
     DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, MAX_PAGE, NewDecision,
     NewJob, Page, Transition, new_job_id, now_ms,
 };
+pub use playgrounds::{NewPlayground, PlaygroundRecord, PlaygroundStore};
 pub use policies::{
     LinkRef, NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
     ShadowResult,
@@ -74,6 +77,8 @@ pub struct Database {
     pub policies: Arc<dyn PolicyStore>,
     /// Leases, the installation identity, liveness.
     pub coord: Arc<dyn CoordStore>,
+    /// Playgrounds (inference servers) and their clocks.
+    pub playgrounds: Arc<dyn PlaygroundStore>,
     /// The backend.
     pub backend: Backend,
 }
@@ -94,6 +99,7 @@ impl Database {
             jobs: db.clone(),
             capsules: db.clone(),
             policies: db.clone(),
+            playgrounds: db.clone(),
             coord: db,
             backend: Backend::Sqlite,
         })
@@ -106,6 +112,7 @@ impl Database {
             jobs: db.clone(),
             capsules: db.clone(),
             policies: db.clone(),
+            playgrounds: db.clone(),
             coord: db,
             backend: Backend::Postgres,
         })

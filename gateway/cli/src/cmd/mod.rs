@@ -1,9 +1,11 @@
 //! The commands, one file per group: `login` (login, logout, whoami), `submit`,
-//! `jobs` (list, status, cancel, capacity, review), `logs`, `policy`, `plugin`.
+//! `jobs` (list, status, cancel, capacity, review), `logs`, `playground`, `policy`,
+//! `plugin`.
 
 pub mod jobs;
 pub mod login;
 pub mod logs;
+pub mod playground;
 pub mod plugin;
 pub mod policy;
 pub mod submit;

@@ -1,6 +1,6 @@
 //! Configuration of the simulated controllers: the kubelet's run mode (really run
 //! the jobs, or the timed model), failing images, the scratch root, simulated pull
-//! time, back-off base and reconcile concurrency.
+//! time, back-off base, reconcile concurrency and the inference stand-in's image.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -55,6 +55,10 @@ pub struct ControllerConfig {
     /// Process mode: where a runtime env's `pip` packages are installed (one directory
     /// per package list, reused; `pip_env.rs`). `None`: `pip` is accepted and ignored.
     pub pip_envs: Option<PathBuf>,
+    /// The image whose containers run the OpenAI-compatible inference stand-in
+    /// ([`crate::inference`]) in process mode, in place of vLLM (matched against the
+    /// image string as written in the pod spec). `None`: no stand-in.
+    pub inference_image: Option<String>,
 }
 
 impl Default for ControllerConfig {
@@ -69,6 +73,7 @@ impl Default for ControllerConfig {
             pre_running_deadline: true,
             image_path: Vec::new(),
             pip_envs: None,
+            inference_image: None,
         }
     }
 }

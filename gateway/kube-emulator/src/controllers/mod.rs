@@ -29,9 +29,11 @@
 //!   ports or volumes; NotReady nodes are treated as carrying the `not-ready`
 //!   NoSchedule taint the node lifecycle controller would add;
 //! - kubelet: no probes (containers are Ready once started), no resource
-//!   enforcement; emptyDir, ConfigMap, Secret and PVC volumes exist on the host (other
-//!   kinds are accepted, not materialised); non-Ray, non-submitter containers just
-//!   stay Running; in process mode the host's tools run the commands (no image
+//!   enforcement (a pod of the inference image is Ready once its stand-in server
+//!   listens); emptyDir, ConfigMap, Secret and PVC volumes exist on the host (other
+//!   kinds are accepted, not materialised); a container of the inference image runs
+//!   the [`inference`](crate::inference) stand-in in process mode; other non-Ray,
+//!   non-submitter containers just stay Running; in process mode the host's tools run the commands (no image
 //!   filesystem);
 //! - provisioner: one StorageClass (`standard`, immediate binding), no
 //!   PersistentVolume objects.
@@ -74,6 +76,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::endpoints::PodEndpoints;
 use crate::logs::LogStore;
 
 pub use config::{ControllerConfig, RunMode};
@@ -88,6 +91,7 @@ pub async fn run(
     client: kube::Client,
     cfg: ControllerConfig,
     logs: Arc<LogStore>,
+    endpoints: Arc<PodEndpoints>,
     shutdown: CancellationToken,
 ) -> Result<(), ControllerError> {
     // A child token: a failing controller stops its siblings, not the API server.
@@ -96,6 +100,7 @@ pub async fn run(
         client,
         cfg,
         logs,
+        endpoints,
         dashboard: Arc::new(Dashboard::default()),
         attachments: Arc::default(),
         ooms: memory_limit::OomKills::default(),

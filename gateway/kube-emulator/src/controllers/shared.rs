@@ -1,5 +1,5 @@
 //! What every simulated controller of one cluster shares: the API client, the
-//! configuration, pod logs, the simulated Ray dashboards, the volume attachments and
+//! configuration, pod logs, the pods' served endpoints, the simulated Ray dashboards, the volume attachments and
 //! the shutdown token; and the `ray.io/v1` API resources they address.
 
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use super::attach::Attachments;
 use super::config::ControllerConfig;
 use super::dashboard::Dashboard;
 use super::memory_limit::OomKills;
+use crate::endpoints::PodEndpoints;
 use crate::logs::LogStore;
 
 /// State shared by all controllers of one simulated cluster.
@@ -21,6 +22,8 @@ pub struct Shared {
     pub cfg: ControllerConfig,
     /// Pod logs written by the kubelet.
     pub logs: Arc<LogStore>,
+    /// What the pods serve (registered by the kubelet, read by the pod proxy).
+    pub endpoints: Arc<PodEndpoints>,
     /// The simulated Ray dashboards (job table per cluster).
     pub dashboard: Arc<Dashboard>,
     /// Which node each persistent volume is attached to (attach/detach controller).

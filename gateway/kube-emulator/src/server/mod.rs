@@ -10,6 +10,7 @@
 mod auth;
 mod dispatch;
 mod pod_log;
+mod pod_proxy;
 mod router;
 mod serve;
 mod state;

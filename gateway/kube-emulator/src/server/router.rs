@@ -1,6 +1,7 @@
 //! Paths to handlers: health and version endpoints, the OpenAPI stub, discovery
 //! (`/api`, `/apis`, `/apis/<group>`, resource lists), the `/_sim/faults` admin
-//! endpoint, and every resource path under `/api/v1` and `/apis/<group>/<version>`
+//! endpoint, the pod proxy (`pods/{name}/proxy/...`, [`pod_proxy`](super::pod_proxy)),
+//! and every resource path under `/api/v1` and `/apis/<group>/<version>`
 //! handed to [`dispatch`](super::dispatch); every route (and the fallback) behind the
 //! bearer-token check of [`auth`](super::auth).
 
@@ -14,6 +15,7 @@ use serde_json::json;
 
 use super::auth::authenticate;
 use super::dispatch::{dispatch, with_faults};
+use super::pod_proxy::{ProxyTarget, pod_proxy};
 use super::state::AppState;
 use super::target::not_found_path;
 use crate::discovery;
@@ -111,6 +113,28 @@ async fn core_api(
 ) -> Response {
     match segments(&uri, "/api/").as_slice() {
         ["v1"] => with_faults(&st, &uri, "get", async { resource_list("", "v1", &uri) }).await,
+        ["v1", "namespaces", ns, "pods", name_port, "proxy", ..] => {
+            let prefix = format!("/api/v1/namespaces/{ns}/pods/{name_port}/proxy");
+            let path = uri.path().strip_prefix(&prefix).unwrap_or("/");
+            let verb = if method == Method::GET {
+                "get"
+            } else {
+                "create"
+            };
+            let t = ProxyTarget {
+                ns,
+                name_port,
+                path,
+                query: uri.query(),
+            };
+            with_faults(
+                &st,
+                &uri,
+                verb,
+                pod_proxy(&st, t, method.clone(), &headers, body),
+            )
+            .await
+        }
         ["v1", rest @ ..] => {
             dispatch(st.clone(), "", "v1", rest, method, &uri, &headers, body).await
         }

@@ -1,12 +1,13 @@
 //! What the HTTP handlers share: the store, fault injection, pod logs, the shutdown
-//! token that ends streams, the bookmark interval, the advertised address and the
-//! bearer token requests must carry (if any).
+//! token that ends streams, the bookmark interval, the advertised address, the
+//! bearer token requests must carry (if any), and the pod proxy's backends and client.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::endpoints::PodEndpoints;
 use crate::faults::Faults;
 use crate::logs::LogStore;
 use crate::store::Store;
@@ -28,4 +29,8 @@ pub struct AppState {
     pub address: String,
     /// The bearer token every request must carry; `None` accepts any request.
     pub token: Option<Arc<str>>,
+    /// What the pods serve (the `pods/proxy` backends).
+    pub endpoints: Arc<PodEndpoints>,
+    /// The HTTP client of the pod proxy.
+    pub proxy_client: reqwest::Client,
 }

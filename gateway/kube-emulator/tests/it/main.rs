@@ -5,6 +5,7 @@
 
 mod api;
 mod auth;
+mod inference;
 mod kubectl;
 mod leases;
 mod network_policies;

@@ -9,6 +9,7 @@
 mod capsules;
 mod coord;
 mod jobs;
+mod playgrounds;
 mod policies;
 
 use async_trait::async_trait;
@@ -73,6 +74,7 @@ macro_rules! suite {
 }
 
 suite! {
+    playground_clocks_and_states => super::playgrounds::playground_clocks_and_states,
     restart_keeps_everything => super::jobs::restart_keeps_everything,
     compare_and_set_conflicts => super::jobs::compare_and_set_conflicts,
     keyset_pagination_by_team_and_state => super::jobs::keyset_pagination_by_team_and_state,

@@ -156,6 +156,31 @@ pub const MIGRATIONS: &[Migration] = &[
     );
     "#,
     },
+    Migration {
+        version: 7,
+        name: "playgrounds",
+        sql: r#"
+    CREATE TABLE playgrounds (
+        id                 TEXT    PRIMARY KEY,
+        team               TEXT    NOT NULL,
+        created_by         TEXT    NOT NULL,
+        model              TEXT    NOT NULL,
+        series             TEXT,
+        gpus               BIGINT  NOT NULL,
+        args               TEXT    NOT NULL,
+        state              TEXT    NOT NULL,
+        reason             TEXT,
+        created_at_ms      BIGINT  NOT NULL,
+        expires_at_ms      BIGINT  NOT NULL,
+        idle_seconds       BIGINT,
+        last_request_at_ms BIGINT  NOT NULL,
+        warned_at_ms       BIGINT,
+        ended_at_ms        BIGINT
+    );
+    CREATE INDEX playgrounds_by_team ON playgrounds (team, created_at_ms);
+    CREATE INDEX playgrounds_by_state ON playgrounds (state);
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

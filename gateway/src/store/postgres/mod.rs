@@ -20,6 +20,7 @@ mod coord;
 mod jobs;
 mod listen;
 pub mod migrations;
+mod playgrounds;
 mod policies;
 
 use std::time::Duration;

@@ -159,6 +159,34 @@ pub const MIGRATIONS: &[Migration] = &[
     );
     "#,
     },
+    Migration {
+        version: 7,
+        name: "playgrounds",
+        // Inference servers teams start (issue 18): what they serve, their clocks
+        // (absolute hard-TTL end, idle TTL from the last proxied request, the warning)
+        // and how they ended.
+        sql: r#"
+    CREATE TABLE playgrounds (
+        id                 TEXT    PRIMARY KEY,
+        team               TEXT    NOT NULL,
+        created_by         TEXT    NOT NULL,
+        model              TEXT    NOT NULL,
+        series             TEXT,
+        gpus               INTEGER NOT NULL,
+        args               TEXT    NOT NULL,
+        state              TEXT    NOT NULL,
+        reason             TEXT,
+        created_at_ms      INTEGER NOT NULL,
+        expires_at_ms      INTEGER NOT NULL,
+        idle_seconds       INTEGER,
+        last_request_at_ms INTEGER NOT NULL,
+        warned_at_ms       INTEGER,
+        ended_at_ms        INTEGER
+    );
+    CREATE INDEX playgrounds_by_team ON playgrounds (team, created_at_ms);
+    CREATE INDEX playgrounds_by_state ON playgrounds (state);
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

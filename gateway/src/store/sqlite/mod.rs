@@ -15,6 +15,7 @@ mod capsules;
 mod coord;
 mod jobs;
 pub mod migrations;
+mod playgrounds;
 mod policies;
 
 use std::path::Path;

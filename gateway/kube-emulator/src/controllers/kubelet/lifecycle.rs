@@ -6,8 +6,8 @@
 //! app containers started, Running and Ready, and then what the containers do: a KubeRay submitter
 //! pod runs [`Submitter`] until its Ray job is terminal; a Ray node writes its
 //! `ray start` lines and runs until the pod is deleted (restarted after an OOM kill of
-//! the driver it hosts, `lastState` `OOMKilled`); any other container just keeps
-//! Running.
+//! the driver it hosts, `lastState` `OOMKilled`); a container of the inference image
+//! serves the stand-in; any other container just keeps Running.
 
 use std::time::Duration;
 
@@ -229,6 +229,10 @@ impl Worker {
         {
             return false;
         }
+        if self.inference_container().is_some() {
+            // Ready once the stand-in listens (`run_containers`).
+            return true;
+        }
         for m in &mut st.main {
             m.ready = true;
         }
@@ -239,6 +243,10 @@ impl Worker {
 
     /// What the started containers do, until they end or the pod is deleted.
     async fn run_containers(&self, mut st: PodStatus) {
+        if let Some((i, c)) = self.inference_container() {
+            self.serve_inference(st, i, &c).await;
+            return;
+        }
         let first = st.main.first().map(|c| c.name.clone());
         if first.as_deref() == Some(SUBMITTER_CONTAINER) {
             let submitter = Submitter::new(self.shared.clone(), &self.pod, self.cancel.clone());

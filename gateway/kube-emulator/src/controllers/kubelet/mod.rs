@@ -11,13 +11,15 @@
 //! What the containers "do": a KubeRay submitter pod (container `ray-job-submitter`)
 //! submits its job to the simulated dashboard and follows it
 //! ([`Submitter`](crate::controllers::submitter::Submitter)); Ray node containers run
-//! until the pod is deleted (the head writes `ray start --head` lines); any other
+//! until the pod is deleted (the head writes `ray start --head` lines); a container
+//! of the inference image runs the inference stand-in (`inference`); any other
 //! container just keeps Running.
 //!
 //! Files: `worker` (one pod's worker and its tools), `lifecycle` (the steps of a
-//! pod's life), `volumes` (attach and mount), `pull` (image pulls), `pod_status` (the
+//! pod's life), `inference` (the stand-in's container), `volumes` (attach and mount), `pull` (image pulls), `pod_status` (the
 //! status it writes), `ray_node` (Ray's start-up lines).
 
+mod inference;
 mod lifecycle;
 mod pod_status;
 mod pull;
@@ -70,9 +72,9 @@ pub async fn run(shared: Arc<Shared>) -> Result<(), ControllerError> {
                     t.cancel();
                 }
                 shared.attachments.detach_pod(&uid);
-                shared
-                    .logs
-                    .remove_pod(&pod.namespace().unwrap_or_default(), &pod.name_any());
+                let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+                shared.endpoints.remove_pod(&ns, &name);
+                shared.logs.remove_pod(&ns, &name);
                 let dir = shared.cfg.scratch_root.join("pods").join(&uid);
                 if !uid.is_empty() && dir.exists() {
                     let _ = tokio::fs::remove_dir_all(dir).await;

@@ -1,0 +1,163 @@
+//! `POST /v1/playgrounds`: the request body and its validation — every problem names
+//! its field, and nothing is admitted or created for a request that fails here.
+//!
+//! Limits (decided here; the issue leaves them open): 1–8 GPUs (one server on one
+//! node: vLLM's tensor parallelism stays within a node), a TTL of 60 s to
+//! [`MAX_LIFETIME_SECS`] (24 h; `extend` cannot go past it either, and the pod's
+//! `activeDeadlineSeconds` backstop is that lifetime plus a grace period), an idle TTL
+//! of at least 60 s and at most the TTL, at most 32 extra arguments, none of the
+//! arguments the gateway sets itself (port, host, key, served name, tensor parallelism).
+
+use serde::Deserialize;
+
+use super::error::PlaygroundError;
+use crate::jobspec::names;
+
+/// The longest a playground may live, extensions included.
+pub const MAX_LIFETIME_SECS: u64 = 24 * 3600;
+/// The shortest TTL and idle TTL.
+pub const MIN_TTL_SECS: u64 = 60;
+/// GPUs of one playground, at most.
+pub const MAX_GPUS: u32 = 8;
+/// Extra arguments, at most.
+pub const MAX_ARGS: usize = 32;
+/// Arguments the gateway sets (the server's port, key and identity are its own).
+pub const RESERVED_ARGS: [&str; 6] = [
+    "--port",
+    "--host",
+    "--api-key",
+    "--served-model-name",
+    "--tensor-parallel-size",
+    "--model",
+];
+
+/// The request body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreatePlayground {
+    /// A model id (`org/name`) or a path on the team's storage.
+    pub model: String,
+    /// The GPU series (else the policy picks).
+    #[serde(default)]
+    pub series: Option<String>,
+    /// GPUs (the tensor-parallel size).
+    pub gpus: u32,
+    /// The hard TTL.
+    pub ttl_seconds: u64,
+    /// The idle TTL (none: only the hard TTL).
+    #[serde(default)]
+    pub idle_seconds: Option<u64>,
+    /// Extra server arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> PlaygroundError {
+    PlaygroundError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+impl CreatePlayground {
+    /// Checks every field; the first problem is the error.
+    pub fn validate(&self) -> Result<(), PlaygroundError> {
+        let m = &self.model;
+        if m.is_empty() || m.len() > 512 || m.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(invalid(
+                "model",
+                "a model id or storage path of 1-512 characters without whitespace",
+            ));
+        }
+        if m.split('/').any(|seg| seg == "..") {
+            return Err(invalid("model", "`..` is not allowed in a model path"));
+        }
+        if let Some(s) = &self.series
+            && !names::is_label_value(s)
+        {
+            return Err(invalid("series", format!("`{s}` is not a GPU series name")));
+        }
+        if self.gpus == 0 || self.gpus > MAX_GPUS {
+            return Err(invalid("gpus", format!("must be 1 to {MAX_GPUS}")));
+        }
+        if !(MIN_TTL_SECS..=MAX_LIFETIME_SECS).contains(&self.ttl_seconds) {
+            return Err(invalid(
+                "ttlSeconds",
+                format!("must be {MIN_TTL_SECS} to {MAX_LIFETIME_SECS}"),
+            ));
+        }
+        if let Some(idle) = self.idle_seconds
+            && !(MIN_TTL_SECS..=self.ttl_seconds).contains(&idle)
+        {
+            return Err(invalid(
+                "idleSeconds",
+                format!(
+                    "must be {MIN_TTL_SECS} to ttlSeconds ({})",
+                    self.ttl_seconds
+                ),
+            ));
+        }
+        if self.args.len() > MAX_ARGS {
+            return Err(invalid("args", format!("at most {MAX_ARGS} arguments")));
+        }
+        for a in &self.args {
+            if a.len() > 256 || a.chars().any(char::is_control) {
+                return Err(invalid(
+                    "args",
+                    "arguments are at most 256 printable characters",
+                ));
+            }
+            let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+            if RESERVED_ARGS.contains(&flag) {
+                return Err(invalid("args", format!("`{flag}` is set by the gateway")));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(v: serde_json::Value) -> CreatePlayground {
+        serde_json::from_value(v).expect("shape")
+    }
+
+    fn field(r: &CreatePlayground) -> &'static str {
+        match r.validate() {
+            Err(PlaygroundError::Invalid { field, .. }) => field,
+            other => panic!("expected invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_good_request_passes_and_every_bad_field_is_named() {
+        let ok = serde_json::json!({"model": "meta/llama-3-8b", "gpus": 2, "ttlSeconds": 3600,
+            "idleSeconds": 600, "series": "h100", "args": ["--max-model-len", "4096"]});
+        req(ok.clone()).validate().expect("valid");
+        let with = |k: &str, v: serde_json::Value| {
+            let mut b = ok.clone();
+            b[k] = v;
+            req(b)
+        };
+        assert_eq!(field(&with("model", "a b".into())), "model");
+        assert_eq!(field(&with("model", "../x".into())), "model");
+        assert_eq!(field(&with("series", "H 100".into())), "series");
+        assert_eq!(field(&with("gpus", 0.into())), "gpus");
+        assert_eq!(field(&with("gpus", 9.into())), "gpus");
+        assert_eq!(field(&with("ttlSeconds", 59.into())), "ttlSeconds");
+        assert_eq!(field(&with("ttlSeconds", 86_401.into())), "ttlSeconds");
+        assert_eq!(field(&with("idleSeconds", 3601.into())), "idleSeconds");
+        assert_eq!(
+            field(&with("args", serde_json::json!(["--port=9"]))),
+            "args"
+        );
+        assert_eq!(
+            field(&with("args", serde_json::json!(["--api-key", "x"]))),
+            "args"
+        );
+        let unknown = serde_json::json!({"model": "m", "gpus": 1, "ttlSeconds": 60, "image": "x"});
+        assert!(serde_json::from_value::<CreatePlayground>(unknown).is_err());
+    }
+}
