@@ -13,7 +13,7 @@ use axum::response::Response;
 
 use super::error::ApiError;
 use crate::auth::Caller;
-use crate::playground::relay::{RelayTimes, relay};
+use crate::playground::relay::{RelayTimes, ending_at, relay};
 use crate::state::AppState;
 
 /// Request headers passed on to the server (the caller's credentials never are).
@@ -62,10 +62,10 @@ pub async fn call(
     let resp = resp
         .header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))
         .header("x-accel-buffering", HeaderValue::from_static("no"))
-        .body(Body::from_stream(relay(
-            upstream.body,
+        .body(Body::from_stream(ending_at(
+            relay(upstream.body, sse, RelayTimes::default()),
+            state.shutdown.begun(),
             sse,
-            RelayTimes::default(),
         )))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(resp)

@@ -3,7 +3,9 @@
 //! its first token), an **idle** timeout (no chunk for that long ends the stream; a
 //! long generation that keeps producing is never cut), and an explicit SSE `error`
 //! event when the upstream stream breaks or idles out, so a client can tell a broken
-//! answer from a finished one.
+//! answer from a finished one. When the gateway begins to stop ([`ending_at`]) the
+//! relay ends too, with an error event, so the server can drain
+//! ([`crate::shutdown`]).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -102,6 +104,36 @@ pub fn relay<E: std::fmt::Display + Send + 'static>(
     })
 }
 
+/// `body` until `stop` resolves (the gateway is stopping); then, for SSE, an error
+/// event saying so (the client retries), and the end.
+pub fn ending_at<S>(
+    body: S,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+    sse: bool,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send
+where
+    S: Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+{
+    type Stop = Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+    let stop: Stop = Box::pin(stop);
+    futures::stream::unfold(
+        (Box::pin(body), stop, false),
+        move |(mut body, mut stop, done)| async move {
+            if done {
+                return None;
+            }
+            tokio::select! {
+                biased;
+                item = body.next() => item.map(|i| (i, (body, stop, false))),
+                () = &mut stop => sse.then(|| {
+                    let e = error_event("the gateway is restarting; send the request again");
+                    (Ok(e), (body, stop, true))
+                }),
+            }
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +198,24 @@ mod tests {
                 .await
                 .is_empty()
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopping_gateway_ends_the_relay_with_an_error_event() {
+        let chunks = futures::stream::iter([Ok::<_, Infallible>(Bytes::from("data: 1\n\n"))])
+            .chain(futures::stream::pending());
+        let stop = tokio::time::sleep(Duration::from_secs(1));
+        let out = collect(ending_at(chunks, stop, true)).await;
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0], "data: 1\n\n");
+        assert!(
+            out[1].starts_with("event: error\n") && out[1].contains("restarting"),
+            "{out:?}"
+        );
+        // Not SSE: the body just ends.
+        let chunks = futures::stream::iter([Ok::<_, Infallible>(Bytes::from("{}"))])
+            .chain(futures::stream::pending());
+        let stop = tokio::time::sleep(Duration::from_secs(1));
+        assert_eq!(collect(ending_at(chunks, stop, false)).await, ["{}"]);
     }
 }
