@@ -4,7 +4,9 @@
 //! server's pod proxy with the playground's key. Streamed answers pass chunk by chunk:
 //! with a stand-in that emits one chunk every 250 ms, the first chunk through the
 //! gateway arrives within 300 ms of the first chunk straight from the pod proxy.
-//! Another team gets 404; deleting ends it and removes its pod.
+//! Another team gets 404; deleting ends it and removes its pod. A restarted gateway
+//! process (the emulator running on as its own process) keeps the playground, its TTL
+//! and its proxy.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -508,4 +510,78 @@ async fn the_cli_starts_shows_extends_and_ends_a_playground() {
     // A missing one is the usual one-line error with the not-found exit code.
     let missing = forge.run(&["playground", "status", "nope"]).await;
     assert_eq!(missing.code, 7, "{}", missing.stderr);
+}
+
+/// A restart of the gateway process — as a rollout does — forgets nothing: the
+/// playground is still ready with the same clocks, and its proxy works with the key the
+/// new process reads back (the pod, run by the emulator as its own process, lives on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_restart_keeps_the_playground_its_ttl_and_its_proxy() {
+    use forge_tests::procs::{Emulator, Gateway, GatewayOptions, write_gateway_files};
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_gateway_files(dir.path());
+    let emulator = Emulator::start_with(
+        dir.path(),
+        "h100=1x8",
+        &[("KUBESIM_INFERENCE_IMAGE", IMAGE)],
+    )
+    .await;
+    let opts = GatewayOptions::new("gw", dir.path(), &emulator).env("FORGE_IMAGE_VLLM", IMAGE);
+    let mut gw = Gateway::start(&opts).await;
+    let client = gw.client();
+    let (status, created) = json_of(
+        client
+            .http
+            .post(format!("{}/v1/playgrounds", client.url))
+            .bearer_auth(&client.token)
+            .json(&json!({"model": "team-a/m", "series": "h100", "gpus": 1, "ttlSeconds": 3600})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created:#}");
+    let id = created["id"].as_str().expect("id").to_owned();
+    let chat_via = |url: String, token: String, id: String| async move {
+        json_of(
+            reqwest::Client::new()
+                .post(format!("{url}/v1/playgrounds/{id}/v1/chat/completions"))
+                .bearer_auth(token)
+                .json(&chat(false)),
+        )
+        .await
+    };
+    let ready_on = |url: String, token: String, id: String| async move {
+        eventually("the playground ready", Duration::from_secs(60), || {
+            let (url, token, id) = (url.clone(), token.clone(), id.clone());
+            async move {
+                let (_, v) = json_of(
+                    reqwest::Client::new()
+                        .get(format!("{url}/v1/playgrounds/{id}"))
+                        .bearer_auth(token),
+                )
+                .await;
+                if v["state"] == "ready" {
+                    Ok(v)
+                } else {
+                    Err(not_yet(v))
+                }
+            }
+        })
+        .await
+    };
+    let before = ready_on(client.url.clone(), client.token.clone(), id.clone()).await;
+    let (s, answer) = chat_via(client.url.clone(), client.token.clone(), id.clone()).await;
+    assert_eq!(s, 200, "{answer:#}");
+
+    let status = gw.terminate().await;
+    assert!(status.success(), "the gateway exited with {status}");
+    let gw = Gateway::start(&opts).await;
+    let client = gw.client();
+    let after = ready_on(client.url.clone(), client.token.clone(), id.clone()).await;
+    assert_eq!(after["expiresAtMs"], before["expiresAtMs"], "{after:#}");
+    assert_eq!(after["createdAtMs"], before["createdAtMs"], "{after:#}");
+    let (s, answer) = chat_via(client.url.clone(), client.token.clone(), id.clone()).await;
+    assert_eq!(s, 200, "the proxy works after the restart: {answer:#}");
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "Stand-in reply to: hello there"
+    );
 }

@@ -108,8 +108,14 @@ pub struct Emulator {
 impl Emulator {
     /// Starts `forge-kubesim` (process mode) with `nodes` and waits for its kubeconfig.
     pub async fn start(dir: &Path, nodes: &str) -> Emulator {
+        Emulator::start_with(dir, nodes, &[]).await
+    }
+
+    /// [`Emulator::start`] with extra environment (`KUBESIM_*` settings).
+    pub async fn start_with(dir: &Path, nodes: &str, env: &[(&str, &str)]) -> Emulator {
         let kubeconfig = dir.join("kubeconfig");
         let sim = Command::new(binary("forge-kubesim"))
+            .envs(env.iter().copied())
             .args([
                 "--nodes",
                 nodes,

@@ -428,7 +428,14 @@ async fn kubectl_apply_sample_rayjob_runs_to_complete_in_process_mode() {
         "head bound after uncordon: {bound}"
     );
 
-    let submitter = k
+    let log = sample_counted_to_five(&k).await;
+    assert!(log.contains("sample done"), "{log}");
+    sim.shutdown().await;
+}
+
+/// The submitter pod of `rayjob-sample` (`pod/<name>`).
+async fn submitter_of_sample(k: &Kubectl) -> String {
+    let out = k
         .ok(&[
             "get",
             "pods",
@@ -438,22 +445,22 @@ async fn kubectl_apply_sample_rayjob_runs_to_complete_in_process_mode() {
             "name",
         ])
         .await;
-    let submitter = submitter.trim();
-    assert!(submitter.starts_with("pod/rayjob-sample-"), "{submitter}");
-    let log = k.ok(&["logs", submitter]).await;
+    let pod = out.trim().to_owned();
+    assert!(pod.starts_with("pod/rayjob-sample-"), "{pod}");
+    pod
+}
+
+/// The sample's submitter log, which must show its counter going 1..=5 (in order,
+/// nothing else counted).
+async fn sample_counted_to_five(k: &Kubectl) -> String {
+    let log = k.ok(&["logs", submitter_of_sample(k).await.as_str()]).await;
     let counted: Vec<&str> = log
         .lines()
         .filter(|l| l.starts_with("test_counter got "))
         .collect();
-    assert_eq!(
-        counted,
-        (1..=5)
-            .map(|i| format!("test_counter got {i}"))
-            .collect::<Vec<_>>(),
-        "{log}"
-    );
-    assert!(log.contains("sample done"), "{log}");
-    sim.shutdown().await;
+    let expected: Vec<String> = (1..=5).map(|i| format!("test_counter got {i}")).collect();
+    assert_eq!(counted, expected, "{log}");
+    log
 }
 
 /// The Ray installation `tests/run.sh` provides (`FORGE_TEST_RAY_VENV`): its `bin`
@@ -520,28 +527,12 @@ async fn kuberay_sample_runs_with_real_ray_to_succeeded() {
             |o| o.starts_with("Complete/") || o.starts_with("Failed/"),
         )
         .await;
-    let submitter = k
-        .ok(&[
-            "get",
-            "pods",
-            "-l",
-            "batch.kubernetes.io/job-name=rayjob-sample",
-            "-o",
-            "name",
-        ])
-        .await;
-    let log = k.ok(&["logs", submitter.trim()]).await;
-    assert_eq!(done, "Complete/SUCCEEDED", "submitter log:\n{log}");
-    let counted: Vec<&str> = log
-        .lines()
-        .filter(|l| l.starts_with("test_counter got "))
-        .collect();
-    assert_eq!(
-        counted,
-        (1..=5)
-            .map(|i| format!("test_counter got {i}"))
-            .collect::<Vec<_>>(),
-        "{log}"
-    );
+    if done != "Complete/SUCCEEDED" {
+        let log = k
+            .ok(&["logs", submitter_of_sample(&k).await.as_str()])
+            .await;
+        panic!("the sample ended {done}; submitter log:\n{log}");
+    }
+    sample_counted_to_five(&k).await;
     sim.shutdown().await;
 }
