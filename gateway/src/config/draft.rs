@@ -116,6 +116,7 @@ impl Draft {
                 max_field_errors: 0,
                 submissions_per_minute: 0,
                 max_queued_per_team: 0,
+                body_idle_timeout_s: 0,
                 upload_max_sessions: 0,
                 upload_ttl_s: 0,
                 capsule_init_image: String::new(),

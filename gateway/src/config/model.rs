@@ -222,6 +222,8 @@ pub struct GatewayConfig {
     pub submissions_per_minute: u32,
     /// `FORGE_MAX_QUEUED_PER_TEAM` (0: unlimited).
     pub max_queued_per_team: u64,
+    /// `FORGE_BODY_IDLE_TIMEOUT_S`.
+    pub body_idle_timeout_s: u64,
     /// `FORGE_UPLOAD_MAX_SESSIONS`.
     pub upload_max_sessions: u64,
     /// `FORGE_UPLOAD_TTL_S`.

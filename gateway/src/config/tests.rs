@@ -153,6 +153,7 @@ fn defaults_apply() {
             max_field_errors: 20,
             submissions_per_minute: 600,
             max_queued_per_team: 1000,
+            body_idle_timeout_s: 60,
             upload_max_sessions: 4,
             upload_ttl_s: 86400,
             capsule_init_image: "busybox:1.36".into(),

@@ -413,6 +413,12 @@ pub static VARS: &[Var] = &[
         "jobs one team may have waiting in the queue (0: unlimited); a submission beyond it gets 429 `queue-full`",
     ),
     Var::new(
+        "FORGE_BODY_IDLE_TIMEOUT_S",
+        Fallback::Value("60"),
+        |d, _, v| put(&mut d.cfg.gateway.body_idle_timeout_s, int(v, 1, 3600)),
+        "longest pause allowed in the body of a code archive, upload chunk or plugin upload (seconds; those have no total deadline, other requests must be answered within 60 s)",
+    ),
+    Var::new(
         "FORGE_UPLOAD_MAX_SESSIONS",
         Fallback::Value("4"),
         |d, _, v| put(&mut d.cfg.gateway.upload_max_sessions, int(v, 1, 1024)),

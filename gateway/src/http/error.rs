@@ -67,6 +67,9 @@ pub enum ApiError {
         /// Why.
         message: String,
     },
+    /// The request took longer than its deadline.
+    #[error("the request took longer than {0:?}")]
+    Timeout(std::time::Duration),
     /// A bug or an unexpected dependency failure: logged, not echoed.
     #[error("internal error: {0}")]
     Internal(String),
@@ -506,6 +509,15 @@ impl ApiError {
                 Answer::new(StatusCode::PAYLOAD_TOO_LARGE, "body-too-large", message)
                     .details(json!({ "field": field }))
             }
+            ApiError::Timeout(limit) => Answer::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request-timeout",
+                format!(
+                    "the request was not answered within {} s; nothing was changed unless \
+                     the answer says so on retry",
+                    limit.as_secs()
+                ),
+            ),
             ApiError::Internal(detail) => Answer::internal("internal error", &detail),
         };
         (answer, challenge)

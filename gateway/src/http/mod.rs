@@ -17,6 +17,7 @@ pub mod body_limit;
 pub mod capacity;
 pub mod capsules;
 pub mod console;
+pub mod deadline;
 pub mod error;
 pub mod health;
 pub mod jobs;
@@ -36,9 +37,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
@@ -103,15 +102,13 @@ api_routes! {
     get "/v1/admin/orphans" => admin::orphans,
 }
 
-/// Longest a request may take (uploads included).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// The gateway's HTTP API.
 pub fn router(state: AppState) -> Router {
     let limits = body_limit::BodyLimits {
         document: state.config.gateway.max_document_bytes(),
         bulk: state.config.gateway.max_body_bytes(),
     };
+    let body_idle = Duration::from_secs(state.config.gateway.body_idle_timeout_s);
     let local = state.local_objects.clone();
     let console = console::routes(state.clone());
     let mut app = api_router().with_state(state).merge(console);
@@ -125,9 +122,9 @@ pub fn router(state: AppState) -> Router {
             limits,
             body_limit::limit_body,
         ))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            REQUEST_TIMEOUT,
+        .layer(axum::middleware::from_fn_with_state(
+            body_idle,
+            deadline::deadline,
         ))
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::x_request_id())

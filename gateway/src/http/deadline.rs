@@ -1,0 +1,154 @@
+//! How long a request may take, by route. A document request (a JobSpec to review, a
+//! policy, a listing) must be answered within [`DOCUMENT_DEADLINE`], or it gets 408
+//! `request-timeout`. Two kinds of route take as long as they need and are bounded by
+//! silence instead, since a total deadline would cut good requests:
+//!
+//! - the bulk routes (`body_limit::is_bulk_route`): a 256 MiB archive on a slow link
+//!   takes longer than any fixed deadline, so their body may pause at most
+//!   `FORGE_BODY_IDLE_TIMEOUT_S` between two pieces (a stalled or trickling client is
+//!   cut then, and nothing it sent is kept);
+//! - a playground's server (`/v1/playgrounds/{id}/v1/…`): a long generation answers
+//!   late, and the relay bounds silence itself (`playground::relay`).
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tower_http::timeout::TimeoutBody;
+
+use super::body_limit::is_bulk_route;
+use super::error::ApiError;
+
+/// Longest a document request may take.
+pub const DOCUMENT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Whether `path` is a call to a playground's own server.
+fn is_playground_call(path: &str) -> bool {
+    path.strip_prefix("/v1/playgrounds/")
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(_, tail)| tail == "v1" || tail.starts_with("v1/"))
+}
+
+/// The middleware; `idle` is the longest pause allowed in a bulk body.
+pub async fn deadline(State(idle): State<Duration>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if is_bulk_route(req.method(), path) {
+        return next
+            .run(req.map(|body| Body::new(TimeoutBody::new(idle, body))))
+            .await;
+    }
+    if is_playground_call(path) {
+        return next.run(req).await;
+    }
+    match tokio::time::timeout(DOCUMENT_DEADLINE, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout(DOCUMENT_DEADLINE).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::Router;
+    use axum::http::{Method, StatusCode};
+    use axum::routing::{get, post, put};
+    use futures::StreamExt;
+    use tower::ServiceExt;
+
+    fn app(idle: Duration) -> Router {
+        Router::new()
+            .route(
+                "/v1/slow",
+                get(|| async {
+                    tokio::time::sleep(DOCUMENT_DEADLINE * 2).await;
+                    "late"
+                }),
+            )
+            .route(
+                "/v1/playgrounds/{id}/v1/{*rest}",
+                post(|| async {
+                    tokio::time::sleep(DOCUMENT_DEADLINE * 2).await;
+                    "generated"
+                }),
+            )
+            .route(
+                "/v1/uploads/{id}",
+                put(|body: Body| async move {
+                    match axum::body::to_bytes(body, usize::MAX).await {
+                        Ok(b) => (StatusCode::OK, format!("{} bytes", b.len())),
+                        Err(_) => (StatusCode::BAD_REQUEST, "body interrupted".into()),
+                    }
+                }),
+            )
+            .layer(axum::middleware::from_fn_with_state(idle, deadline))
+    }
+
+    async fn status(app: Router, method: Method, uri: &str, body: Body) -> StatusCode {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(body)
+            .expect("request");
+        app.oneshot(req).await.expect("response").status()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn documents_have_a_deadline_and_playground_calls_do_not() {
+        let idle = Duration::from_secs(5);
+        assert_eq!(
+            status(app(idle), Method::GET, "/v1/slow", Body::empty()).await,
+            StatusCode::REQUEST_TIMEOUT
+        );
+        assert_eq!(
+            status(
+                app(idle),
+                Method::POST,
+                "/v1/playgrounds/p1/v1/chat/completions",
+                Body::empty()
+            )
+            .await,
+            StatusCode::OK
+        );
+        assert!(!is_playground_call("/v1/playgrounds/p1"));
+        assert!(!is_playground_call("/v1/playgrounds/p1/extend"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bulk_body_may_be_slow_but_not_silent() {
+        let idle = Duration::from_secs(5);
+        // A piece every 4 s for 100 s: longer than the document deadline, never idle.
+        let trickle =
+            futures::stream::unfold(0u32, |n| async move { (n < 25).then(|| (n, n + 1)) }).then(
+                |_| async {
+                    tokio::time::sleep(Duration::from_secs(4)).await;
+                    Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"x"))
+                },
+            );
+        assert_eq!(
+            status(
+                app(idle),
+                Method::PUT,
+                "/v1/uploads/u1",
+                Body::from_stream(trickle)
+            )
+            .await,
+            StatusCode::OK
+        );
+        // One piece, then silence: cut after the idle time.
+        let stalls =
+            futures::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"x"))])
+                .chain(futures::stream::pending());
+        assert_eq!(
+            status(
+                app(idle),
+                Method::PUT,
+                "/v1/uploads/u2",
+                Body::from_stream(stalls)
+            )
+            .await,
+            StatusCode::BAD_REQUEST
+        );
+    }
+}
