@@ -12,7 +12,7 @@ use super::admission::{check_body, crd_admit};
 use super::builtin::admit_builtin;
 use super::defaults::prepare_for_create;
 use super::event::EventKind;
-use super::meta::{is_deleting, meta_mut, now_rfc3339};
+use super::meta::{is_deleting, meta_mut, now_rfc3339, owner_uids};
 use super::state::{Inner, Store};
 use crate::error::{ApiError, Cause};
 use crate::resources::{NAMESPACES, ResId, Resource, res};
@@ -83,6 +83,13 @@ impl Store {
             crd_admit(r, &name, &mut obj)?;
         }
         let created = self.commit(inner, rid, EventKind::Added, obj, None);
+        // An object created with owners that are already gone (a controller acting on a
+        // stale cache while its owner was deleted) is the garbage collector's at once,
+        // as on a real cluster, where the GC's graph sees the new dependent.
+        let owners = owner_uids(&created);
+        if !owners.is_empty() && owners.iter().all(|(uid, _)| !inner.uids.contains_key(uid)) {
+            self.gc.notify_one();
+        }
         inner.created.push(super::state::Created {
             resource: r.plural,
             namespace: key.0,

@@ -772,6 +772,28 @@ async fn owned_chain(
 }
 
 #[tokio::test]
+async fn an_object_created_for_an_owner_already_gone_is_collected() {
+    let sim = start_bare().await;
+    let client = sim.client().expect("client");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    // A controller with a stale cache creates a pod for a RayCluster deleted meanwhile;
+    // nothing else is written afterwards.
+    let p = json!({
+        "metadata": {"name": "late-head", "ownerReferences": [{
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "gone",
+            "uid": "00000000-0000-0000-0000-00000000dead", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    });
+    pods.create(&PostParams::default(), &serde_json::from_value(p).expect("pod"))
+        .await
+        .expect("create");
+    eventually("the dangling dependent is collected", || async {
+        pods.get_opt("late-head").await.expect("get").is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn garbage_collection_background_foreground_orphan() {
     let sim = start_bare().await;
     let client = sim.client().expect("client");
