@@ -392,13 +392,15 @@ impl Playgrounds {
             .store
             .set_playground_state(&pg.id, pg.state, to, Some(reason), now_ms())
             .await?;
-        // Delete the pod even if another actor moved the state first: deleting is
-        // idempotent and an ended playground must not keep its GPUs.
-        self.objects.delete_pod(&objects::pod_name(&pg.id)).await?;
+        // Counted as soon as the end is stored (what readers of the state see), not
+        // after the pod's deletion, which can take a while.
         if moved {
             self.metrics.playground_end(reason.as_str());
             tracing::info!(playground = %pg.id, team = %pg.team, %reason, "playground ended");
         }
+        // Delete the pod even if another actor moved the state first: deleting is
+        // idempotent and an ended playground must not keep its GPUs.
+        self.objects.delete_pod(&objects::pod_name(&pg.id)).await?;
         Ok(moved)
     }
 
