@@ -52,6 +52,11 @@ pub fn policy_engine(cfg: &Config) -> anyhow::Result<PolicyEngine> {
                 .unwrap_or(usize::MAX),
             max_component_bytes: usize::try_from(cfg.gateway.plugin_max_kib << 10)
                 .unwrap_or(usize::MAX),
+            compile: forge_policy_host::CompileLimits {
+                workers: cfg.gateway.plugin_compile_workers,
+                timeout: Duration::from_secs(cfg.gateway.plugin_compile_timeout_s),
+                ..forge_policy_host::CompileLimits::default()
+            },
             isolation: cfg.gateway.policy_isolation,
             verify: forge_policy_host::Verify {
                 every: cfg.gateway.policy_verify_every,
@@ -182,6 +187,8 @@ pub async fn build_state(
             max_plugin_bytes: gw.plugin_max_kib << 10,
             team_max_count: gw.team_plugin_max_count,
             team_max_bytes: gw.team_plugin_max_mib << 20,
+            failed_uploads_per_hour: gw.plugin_failed_uploads_per_hour,
+            max_chain_links: gw.policy_max_chain_links,
         },
     );
     let policies = PolicyManager::start(

@@ -1,11 +1,15 @@
 //! Hostile input against the real gateway process (issue 14): `forge-gateway dev` runs
 //! as a child process and is sent the attacks the issue measured — a label bomb over
 //! and under the document limit, deep nesting, a YAML alias bomb, a spec part larger
-//! than a spec, a tar GNU long-name bomb and a zip whose end record declares fifty
-//! million entries. Each must get a small 4xx with a clear code; the process's peak
+//! than a spec, a tar GNU long-name bomb, a zip whose end record declares fifty
+//! million entries, and plugin uploads the host must refuse before compiling (a core
+//! module, a WASI import, another world, 300 000 functions, five memories) followed by
+//! a flood of failed uploads, which the team's failed-upload budget stops with 429.
+//! Each must get a small 4xx with a clear code; the process's peak
 //! RSS (`VmHWM` in `/proc/<pid>/status`, which only grows) may grow by at most
 //! 256 MiB over its warmed-up baseline; and a legitimate team keeps being served while
-//! the attacks run. The table (attack, answer, peak RSS growth, time) is printed.
+//! the attacks run; and nothing stored before the attacks (a job, a plugin) is lost.
+//! The table (attack, answer, peak RSS growth, time) is printed.
 //!
 //! The binary is taken from the target directory (build it first:
 //! `cargo build -p forge-gateway --bins`, as for the crash tests).
@@ -25,6 +29,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 const MAX_GROWTH_KIB: u64 = 256 * 1024;
 /// Largest error answer accepted as "small".
 const MAX_ANSWER_BYTES: usize = 16 * 1024;
+/// The dev gateway's failed-upload budget in this test.
+const FAILED_UPLOADS_PER_HOUR: u32 = 8;
 
 /// `forge-gateway dev` as a child process (killed on drop).
 struct DevGateway {
@@ -48,6 +54,7 @@ impl DevGateway {
             .env("FORGE_LISTEN", "127.0.0.1:0")
             .env("FORGE_DATA_DIR", dir.path().join("data"))
             .env("RUST_LOG", "warn")
+            .env("FORGE_PLUGIN_FAILED_UPLOADS_PER_HOUR", FAILED_UPLOADS_PER_HOUR.to_string())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.path().join("gateway.log")).expect("log"))
             .kill_on_drop(true)
@@ -152,6 +159,28 @@ fn long_name_tar_gz(size: usize) -> Vec<u8> {
     gz.finish().expect("gz")
 }
 
+/// A plugin upload of `component` as `name` version 1.0.0 (the caller's team).
+fn plugin_upload(name: &str, component: Vec<u8>) -> reqwest::multipart::Form {
+    reqwest::multipart::Form::new()
+        .text("name", name.to_string())
+        .text("version", "1.0.0")
+        .part(
+            "component",
+            reqwest::multipart::Part::bytes(component).file_name(format!("{name}.wasm")),
+        )
+}
+
+/// A component whose one core module defines `n` empty functions.
+fn many_functions(n: usize) -> Vec<u8> {
+    let mut text = String::with_capacity(n * 7 + 64);
+    text.push_str("(component (core module ");
+    for _ in 0..n {
+        text.push_str("(func)");
+    }
+    text.push_str("))");
+    wat::parse_str(&text).expect("wat")
+}
+
 fn submission(spec: String, code: Vec<u8>, file_name: &str) -> reqwest::multipart::Form {
     reqwest::multipart::Form::new()
         .part(
@@ -198,6 +227,29 @@ async fn hostile_requests_get_small_answers_and_bounded_memory() {
         let r = legit().send().await.expect("legit");
         assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
     }
+    // What is stored before the attacks, and must still be there after them.
+    let plugins_url = format!("{}/v1/plugins", gw.url);
+    let r = http
+        .post(&plugins_url)
+        .bearer_auth(&gw.token)
+        .multipart(plugin_upload("kept", plugins::component("rwo-guard")))
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
+    let r = http
+        .post(&jobs)
+        .bearer_auth(&gw.token)
+        .multipart(submission(
+            good_spec().to_string(),
+            forge_tests::jobs::zip_of(&[("job.py", "print('kept')")]),
+            "code.zip",
+        ))
+        .send()
+        .await
+        .expect("submit");
+    let kept: Value = r.json().await.expect("job");
+    let kept_job = kept["id"].as_str().expect("a job id").to_string();
 
     // A legitimate team, served throughout.
     let stop = Arc::new(AtomicBool::new(false));
@@ -214,6 +266,9 @@ async fn hostile_requests_get_small_answers_and_bounded_memory() {
     };
 
     let auth = |r: reqwest::RequestBuilder| r.bearer_auth(&gw.token);
+    let upload = |name: &str, component: Vec<u8>| {
+        auth(http.post(&plugins_url)).multipart(plugin_upload(name, component))
+    };
     let nested = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
     let mut yaml = String::from("a: &a [\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"]\n");
     for (i, prev) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().enumerate() {
@@ -297,6 +352,51 @@ async fn hostile_requests_get_small_answers_and_bounded_memory() {
             code: "capsule.too_many_files",
             check: |_| {},
         },
+        Attack {
+            name: "plugin: a core module, not a component",
+            request: upload("bad-a", plugins::wat_fixture("plugins/core-module.wat")),
+            status: 422,
+            code: "plugin.not-a-component",
+            check: |_| {},
+        },
+        Attack {
+            name: "plugin importing WASI",
+            request: upload("bad-b", plugins::wat_fixture("plugins/imports-wasi.wat")),
+            status: 422,
+            code: "plugin.forbidden-import",
+            check: |_| {},
+        },
+        Attack {
+            name: "plugin of another world",
+            request: upload("bad-c", plugins::wat_fixture("plugins/other-world.wat")),
+            status: 422,
+            code: "plugin.wrong-world",
+            check: |_| {},
+        },
+        Attack {
+            name: "plugin with 300 000 functions",
+            request: upload("bad-d", many_functions(300_000)),
+            status: 422,
+            code: "plugin.too-complex",
+            check: |b| {
+                let m = b["error"]["message"].as_str().unwrap_or("");
+                assert!(m.contains("functions"), "{b}");
+            },
+        },
+        Attack {
+            name: "plugin with 5 memories",
+            request: upload(
+                "bad-e",
+                wat::parse_str(
+                    "(component (core module (memory 1) (memory 1) (memory 1) (memory 1) \
+                     (memory 1)))",
+                )
+                .expect("wat"),
+            ),
+            status: 422,
+            code: "plugin.too-complex",
+            check: |_| {},
+        },
     ];
 
     let baseline = gw.peak_kib();
@@ -339,6 +439,58 @@ async fn hostile_requests_get_small_answers_and_bounded_memory() {
             attack.name
         );
     }
+
+    // A flood of failed uploads: the team's failure budget (8 per hour here, 5 used
+    // above) runs out, then its uploads are refused before they are read or compiled.
+    let started = Instant::now();
+    let mut answers = Vec::new();
+    for i in 0..6 {
+        let r = upload(&format!("flood-{i}"), b"\0asm\x0d\0\x01\0junk".to_vec())
+            .send()
+            .await
+            .expect("flood");
+        let retry_after = r.headers().get("retry-after").cloned();
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.expect("JSON");
+        answers.push((status, body, retry_after));
+    }
+    let growth = gw.peak_kib().saturating_sub(baseline);
+    let statuses: Vec<u16> = answers.iter().map(|a| a.0).collect();
+    assert_eq!(statuses, [422, 422, 422, 422, 429, 429], "{answers:?}");
+    let (_, refused, retry_after) = &answers[5];
+    assert_eq!(refused["error"]["code"], "rate-limited", "{refused}");
+    let retry: u64 = retry_after
+        .as_ref()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .expect("Retry-After");
+    assert!((1..=3600).contains(&retry), "Retry-After {retry}");
+    table.push(format!(
+        "| 6 failed plugin uploads after 5 (budget {FAILED_UPLOADS_PER_HOUR}/h) | 422 ×4, then 429 `rate-limited` (Retry-After {retry}) | {:.1} MiB | {:.2} s |",
+        growth as f64 / 1024.0,
+        started.elapsed().as_secs_f64()
+    ));
+    // Refused uploads left nothing in the precompile cache: only accepted plugins'
+    // compiled forms (the start-up chain's and the kept one, which is rwo-guard's
+    // bytes) are there.
+    let accepted: Vec<String> = ["pool-series", "team-quota", "rwo-guard"]
+        .iter()
+        .map(|p| forge_policy_host::digest_of(&plugins::component(p))[7..].to_string())
+        .collect();
+    let compiled: Vec<String> = std::fs::read_dir(gw._dir.path().join("data/plugin-cache"))
+        .expect("plugin cache")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".cwasm"))
+        .collect();
+    assert!(!compiled.is_empty(), "the accepted plugins are cached");
+    for name in &compiled {
+        assert!(
+            accepted.iter().any(|d| name.starts_with(d.as_str())),
+            "only accepted plugins are cached, found {name} in {compiled:?}"
+        );
+    }
+
     stop.store(true, Ordering::Relaxed);
     background
         .await
@@ -346,6 +498,20 @@ async fn hostile_requests_get_small_answers_and_bounded_memory() {
     assert!(served.load(Ordering::Relaxed) > 0);
     let r = legit().send().await.expect("legit after");
     assert_eq!(r.status(), 200);
+    // Nothing stored before the attacks was lost.
+    let r = auth(http.get(format!("{jobs}/{kept_job}"))).send().await.expect("job");
+    assert_eq!(r.status(), 200, "the job stored before the attacks is still there");
+    let listed: Value = auth(http.get(&plugins_url))
+        .send()
+        .await
+        .expect("plugins")
+        .json()
+        .await
+        .expect("JSON");
+    assert!(
+        listed.to_string().contains("\"kept\""),
+        "the plugin stored before the attacks is still listed: {listed}"
+    );
     eprintln!(
         "{}\nbaseline peak RSS {:.1} MiB; {} legitimate reviews served meanwhile",
         table.join("\n"),

@@ -1,6 +1,7 @@
-//! The shared wasmtime engine for policy plugins: configuration (pooling allocator,
-//! epoch interruption), the import linker, the epoch ticker thread and the limits every
-//! call runs under.
+//! The shared wasmtime engine for policy plugins: configuration (pooling allocator
+//! with per-component limits, epoch interruption), the import linker, the epoch ticker
+//! thread, the compile pool, the verified precompile cache and the limits every call
+//! runs under.
 //!
 //! One `PolicyEngine` serves every chain and every plugin version; it is cheap to clone.
 
@@ -12,6 +13,8 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::cache::PrecompileCache;
+use crate::compile::CompilePool;
 use crate::error::LoadError;
 use crate::isolation::Isolation;
 use crate::limits::EngineLimits;
@@ -29,10 +32,13 @@ struct Inner {
     engine: Engine,
     linker: Linker<HostState>,
     limits: EngineLimits,
-    cache_dir: Option<PathBuf>,
+    cache: Option<PrecompileCache>,
+    compiler: CompilePool,
     stop: Arc<AtomicBool>,
     /// Components compiled by this engine (precompile-cache misses).
     compilations: AtomicU64,
+    /// Precompiled files that failed verification.
+    cache_rejections: AtomicU64,
     /// Warm instances idle in all pools (each holds a slot of the instance pool).
     warm_idle: AtomicUsize,
     /// Calls served by reused instances, for sampling comparisons.
@@ -57,18 +63,23 @@ impl std::fmt::Debug for PolicyEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyEngine")
             .field("limits", &self.inner.limits)
-            .field("cache_dir", &self.inner.cache_dir)
+            .field("cache", &self.inner.cache)
             .finish()
     }
 }
 
 impl PolicyEngine {
     /// Build the engine. `cache_dir`, if given, holds precompiled components keyed by
-    /// content digest and engine compatibility, so restarts do not recompile.
+    /// content digest and engine compatibility, so restarts do not recompile; each is
+    /// verified before it is loaded (`crate::cache`).
     pub fn new(limits: EngineLimits, cache_dir: Option<PathBuf>) -> Result<Self, LoadError> {
         let mut pool = PoolingAllocationConfig::default();
         let instances = limits.max_instances.max(1);
+        let shape = limits.shape;
         pool.total_component_instances(instances)
+            .max_core_instances_per_component(shape.max_core_instances)
+            .max_memories_per_component(shape.max_memories)
+            .max_tables_per_component(shape.max_tables)
             .total_core_instances(instances.saturating_mul(4))
             .total_memories(instances.saturating_mul(2))
             .total_tables(instances.saturating_mul(4))
@@ -96,12 +107,8 @@ impl PolicyEngine {
         wit_v0_2_0::Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| LoadError::Compile(format!("linking 0.2.0 host imports: {e:#}")))?;
 
-        if let Some(dir) = &cache_dir {
-            std::fs::create_dir_all(dir).map_err(|e| LoadError::Cache {
-                path: dir.display().to_string(),
-                detail: e.to_string(),
-            })?;
-        }
+        let cache = cache_dir.as_deref().map(PrecompileCache::open).transpose()?;
+        let compiler = CompilePool::start(&engine, limits.compile)?;
 
         let stop = Arc::new(AtomicBool::new(false));
         spawn_ticker(engine.clone(), stop.clone());
@@ -110,9 +117,11 @@ impl PolicyEngine {
                 engine,
                 linker,
                 limits,
-                cache_dir,
+                cache,
+                compiler,
                 stop,
                 compilations: AtomicU64::new(0),
+                cache_rejections: AtomicU64::new(0),
                 warm_idle: AtomicUsize::new(0),
                 verify_seq: AtomicU64::new(0),
                 verify_mismatches: AtomicU64::new(0),
@@ -191,8 +200,21 @@ impl PolicyEngine {
         self.inner.compilations.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn cache_dir(&self) -> Option<&PathBuf> {
-        self.inner.cache_dir.as_ref()
+    pub(crate) fn cache(&self) -> Option<&PrecompileCache> {
+        self.inner.cache.as_ref()
+    }
+
+    pub(crate) fn compiler(&self) -> &CompilePool {
+        &self.inner.compiler
+    }
+
+    pub(crate) fn count_cache_rejection(&self) {
+        self.inner.cache_rejections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Precompiled files that failed verification and were compiled again.
+    pub fn cache_rejections(&self) -> u64 {
+        self.inner.cache_rejections.load(Ordering::Relaxed)
     }
 
     /// Epoch ticks that make up a per-call deadline.

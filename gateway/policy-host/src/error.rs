@@ -21,9 +21,27 @@ pub enum LoadError {
         supported: &'static str,
         detail: String,
     },
+    /// The component does not export a function every supported world exports.
+    #[error(
+        "component does not export {0}: build it against forge:policy/policy@0.2.0 \
+         (or @0.1.0)"
+    )]
+    MissingExports(String),
+    /// The component's shape is beyond the engine's limits (`crate::ShapeLimits`),
+    /// found before compiling.
+    #[error("component is too complex: {0}")]
+    TooComplex(String),
     /// Compilation failed or exceeded the engine's limits.
     #[error("component failed to compile: {0}")]
     Compile(String),
+    /// The compile did not finish within the engine's time limit (it is abandoned).
+    #[error("component did not compile within {seconds} s")]
+    CompileTimeout { seconds: u64 },
+    /// Every compile thread is busy and the queue is full; try again later.
+    #[error(
+        "the plugin compiler is busy ({running} compiling, {waiting} waiting); try again later"
+    )]
+    CompilerBusy { running: usize, waiting: usize },
     /// The plugin's limits are above the engine's maxima (or zero).
     #[error("plugin limits refused: {0}")]
     Limits(String),

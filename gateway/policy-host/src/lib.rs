@@ -8,7 +8,8 @@
 //! same checks and limits.
 //!
 //! - [`PolicyEngine`]: the shared wasmtime engine (pooling allocator, epoch deadline,
-//!   memory cap, precompile cache).
+//!   memory cap, the compile pool and the verified precompile cache).
+//! - [`precheck`]: what is refused before compiling (imports, exports, shape).
 //! - [`EngineLimits`], [`PluginLimits`]: the operator's defaults and maxima, and one
 //!   plugin's own deadline and memory cap.
 //! - [`Plugin`]: a checked, compiled component, instantiated into one store per
@@ -22,8 +23,10 @@
 //! - [`model`]: the host's version-independent request and decision types.
 //! - [`chain_file`]: chain files (ordered plugins and settings, YAML or JSON).
 
+mod cache;
 pub mod chain;
 pub mod chain_file;
+pub mod compile;
 mod contract_check;
 pub mod engine;
 pub mod error;
@@ -34,6 +37,7 @@ pub mod model;
 pub mod narrowing;
 mod narrowing_scheduling;
 pub mod plugin;
+pub mod precheck;
 pub mod runner;
 mod sandbox;
 pub mod scheduling;
@@ -46,6 +50,8 @@ pub use chain::{Chain, ChainLink, ChainOutcome, TraceEntry};
 pub use engine::PolicyEngine;
 pub use error::{ChainError, LoadError, PluginError};
 pub use isolation::{Isolation, UnknownIsolation, Verify};
+pub use compile::CompileLimits;
 pub use limits::{EngineLimits, PluginLimits};
-pub use plugin::{Plugin, digest_of};
+pub use plugin::{Plugin, Unsaved, digest_of};
+pub use precheck::{Shape, ShapeLimits};
 pub use runner::{PolicyRunner, RunError};

@@ -9,8 +9,10 @@
 
 use std::time::Duration;
 
+use crate::compile::CompileLimits;
 use crate::error::LoadError;
 use crate::isolation::{Isolation, Verify};
+use crate::precheck::ShapeLimits;
 
 /// Limits and tuning of the policy sandbox as a whole.
 #[derive(Debug, Clone)]
@@ -28,6 +30,11 @@ pub struct EngineLimits {
     pub max_instances: u32,
     /// Largest component accepted for compilation.
     pub max_component_bytes: usize,
+    /// Bounds on a component's shape, checked before compiling and by the pooling
+    /// allocator.
+    pub shape: ShapeLimits,
+    /// Compile threads, queue and time limit.
+    pub compile: CompileLimits,
     /// Fresh instance per call, or warm instances reused (FORGE_POLICY_ISOLATION).
     pub isolation: Isolation,
     /// Calls a warm instance serves before it is discarded.
@@ -46,6 +53,8 @@ impl Default for EngineLimits {
             max_memory_cap_bytes: 256 << 20,
             max_instances: 256,
             max_component_bytes: 64 << 20,
+            shape: ShapeLimits::default(),
+            compile: CompileLimits::default(),
             isolation: Isolation::Warm,
             warm_max_calls: 1_000,
             verify: Verify::OFF,

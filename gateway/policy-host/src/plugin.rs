@@ -7,18 +7,19 @@
 //! ([`Instance`]); whether a call gets a fresh one or a warm one is the chain's choice
 //! (`crate::warm`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
+use crate::cache::Lookup;
 use crate::engine::PolicyEngine;
 use crate::error::{LoadError, PluginError};
 use crate::instance::{Bindings, Instance};
 use crate::limits::PluginLimits;
 use crate::model;
+use crate::precheck::precheck;
 use crate::sandbox::HostState;
 use crate::{wit_v0_1_0, wit_v0_2_0};
 
@@ -32,6 +33,9 @@ const ALLOWED_IMPORTS: [&str; 4] = [
     wit_v0_1_0::HOST_IMPORT,
     wit_v0_1_0::TYPES_IMPORT,
 ];
+
+/// Functions every supported world exports.
+const REQUIRED_EXPORTS: [&str; 2] = ["evaluate", "validate-settings"];
 
 /// The contract version a plugin was built against, with its pre-instantiated form.
 enum Abi {
@@ -90,7 +94,8 @@ impl Plugin {
     }
 
     /// Like [`Plugin::load_as`], with the plugin's own deadline and memory cap
-    /// (refused, [`LoadError::Limits`], when above the engine's maxima).
+    /// (refused, [`LoadError::Limits`], when above the engine's maxima). A freshly
+    /// compiled component is written to the precompile cache once every check passed.
     pub fn load_with_limits(
         engine: &PolicyEngine,
         name: &str,
@@ -98,6 +103,22 @@ impl Plugin {
         bytes: &[u8],
         limits: PluginLimits,
     ) -> Result<Arc<Plugin>, LoadError> {
+        let (plugin, unsaved) = Self::load_unsaved(engine, name, version, bytes, limits)?;
+        unsaved.save()?;
+        Ok(plugin)
+    }
+
+    /// Like [`Plugin::load_with_limits`], but a freshly compiled artifact is handed
+    /// back instead of cached, so that a caller with checks of its own (an upload's
+    /// settings, storage) caches only what it accepts: a refused upload leaves nothing
+    /// on disk.
+    pub fn load_unsaved(
+        engine: &PolicyEngine,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+        limits: PluginLimits,
+    ) -> Result<(Arc<Plugin>, Unsaved), LoadError> {
         engine.limits().check(&limits)?;
         let max = engine.limits().max_component_bytes;
         if bytes.len() > max {
@@ -106,15 +127,15 @@ impl Plugin {
                 bytes.len()
             )));
         }
-        if !wasmparser_is_component(bytes) {
-            return Err(LoadError::NotAComponent(
-                "expected the component-model binary header (version 0x0d, layer 1); \
-                 build with `forge-plugin build` or `wasm-tools component new`"
-                    .into(),
-            ));
-        }
+        // Everything that can be refused without compiling is refused first.
+        precheck(
+            bytes,
+            &engine.limits().shape,
+            &ALLOWED_IMPORTS,
+            &REQUIRED_EXPORTS,
+        )?;
         let digest = digest_of(bytes);
-        let component = compile_cached(engine, &digest, bytes)?;
+        let (component, unsaved) = compile_cached(engine, &digest, bytes)?;
         check_imports(engine, &component)?;
 
         let instance_pre = engine
@@ -135,15 +156,21 @@ impl Plugin {
                 }
             },
         };
-        Ok(Arc::new(Plugin {
+        let plugin = Arc::new(Plugin {
             name: name.to_string(),
             version: version.to_string(),
-            digest,
+            digest: digest.clone(),
             world,
             limits,
             abi,
             engine: engine.clone(),
-        }))
+        });
+        let unsaved = Unsaved {
+            engine: engine.clone(),
+            digest,
+            artifact: unsaved,
+        };
+        Ok((plugin, unsaved))
     }
 
     /// Name given at load.
@@ -270,12 +297,6 @@ fn classify_instantiate(
     }
 }
 
-/// True if the bytes start with the component-model preamble (as opposed to a core
-/// module, whose layer field is 0).
-fn wasmparser_is_component(bytes: &[u8]) -> bool {
-    bytes.len() >= 8 && bytes[0..4] == *b"\0asm" && bytes[6..8] == [0x01, 0x00]
-}
-
 /// Refuse any import other than the policy host interface, naming it.
 fn check_imports(engine: &PolicyEngine, component: &Component) -> Result<(), LoadError> {
     let ty = component.component_type();
@@ -289,54 +310,64 @@ fn check_imports(engine: &PolicyEngine, component: &Component) -> Result<(), Loa
     Ok(())
 }
 
-/// Compile, or load the precompiled artifact for this digest and engine.
+/// A compiled artifact not yet in the precompile cache (empty when it came from the
+/// cache or the engine has none): [`Unsaved::save`] writes it.
+pub struct Unsaved {
+    engine: PolicyEngine,
+    digest: String,
+    artifact: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Unsaved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unsaved")
+            .field("digest", &self.digest)
+            .field("bytes", &self.artifact.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
+impl Unsaved {
+    /// Write the artifact to the engine's precompile cache (nothing to do if it came
+    /// from there).
+    pub fn save(self) -> Result<(), LoadError> {
+        match (self.engine.cache(), &self.artifact) {
+            (Some(cache), Some(artifact)) => {
+                cache.put(&self.digest, &self.engine.compatibility_key(), artifact)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The component for `digest`: its verified precompiled form, or compiled now on the
+/// engine's compile pool (then also returned, to be cached once the caller accepts it).
 fn compile_cached(
     engine: &PolicyEngine,
     digest: &str,
     bytes: &[u8],
-) -> Result<Component, LoadError> {
-    let compile = || {
-        engine.count_compilation();
-        Component::new(engine.engine(), bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))
-    };
-    let Some(dir) = engine.cache_dir() else {
-        return compile();
-    };
-    let file = cache_path(dir, digest, &engine.compatibility_key());
-    if file.exists() {
-        // SAFETY: the cache directory belongs to the gateway (not user-writable) and
-        // files are only ever written by `precompile_component` of an engine with the
-        // same compatibility key (it is part of the file name). wasmtime additionally
-        // checks the artifact header against this engine.
-        match unsafe { Component::deserialize_file(engine.engine(), &file) } {
-            Ok(c) => return Ok(c),
-            Err(e) => tracing::warn!(
-                path = %file.display(),
-                "ignoring unreadable precompiled plugin: {e:#}"
-            ),
+) -> Result<(Component, Option<Vec<u8>>), LoadError> {
+    let key = engine.compatibility_key();
+    if let Some(cache) = engine.cache() {
+        match cache.get(digest, &key) {
+            Lookup::Hit(artifact) => {
+                // SAFETY: the artifact carries this cache's HMAC over (engine key,
+                // digest, bytes): it is exactly what this installation's engine of the
+                // same compatibility wrote for this component (`crate::cache`).
+                // wasmtime additionally checks its header against this engine.
+                match unsafe { Component::deserialize(engine.engine(), &artifact) } {
+                    Ok(c) => return Ok((c, None)),
+                    Err(e) => tracing::warn!("ignoring an unloadable precompiled plugin: {e:#}"),
+                }
+            }
+            Lookup::Rejected => engine.count_cache_rejection(),
+            Lookup::Miss => {}
         }
     }
-    let cache_err = |e: std::io::Error| LoadError::Cache {
-        path: file.display().to_string(),
-        detail: e.to_string(),
-    };
     engine.count_compilation();
-    let compiled = engine
-        .engine()
-        .precompile_component(bytes)
+    let artifact = engine.compiler().compile(bytes)?;
+    // SAFETY: the bytes were just produced by this engine's compile pool.
+    let component = unsafe { Component::deserialize(engine.engine(), &artifact) }
         .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = file.with_extension(format!("tmp.{}.{seq}", std::process::id()));
-    std::fs::write(&tmp, &compiled).map_err(cache_err)?;
-    std::fs::rename(&tmp, &file).map_err(cache_err)?;
-    // SAFETY: as above; the bytes were just produced by this engine.
-    unsafe { Component::deserialize(engine.engine(), &compiled) }
-        .map_err(|e| LoadError::Compile(format!("{e:#}")))
-}
-
-/// Where the precompiled form of `digest` lives for an engine.
-pub fn cache_path(dir: &std::path::Path, digest: &str, engine_key: &str) -> PathBuf {
-    let hexd = digest.trim_start_matches("sha256:");
-    dir.join(format!("{hexd}-{engine_key}.cwasm"))
+    Ok((component, Some(artifact)))
 }

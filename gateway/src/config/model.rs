@@ -212,6 +212,14 @@ pub struct GatewayConfig {
     pub team_plugin_max_count: u64,
     /// `FORGE_TEAM_PLUGIN_MAX_MIB`.
     pub team_plugin_max_mib: u64,
+    /// `FORGE_PLUGIN_FAILED_UPLOADS_PER_HOUR` (0: unlimited).
+    pub plugin_failed_uploads_per_hour: u32,
+    /// `FORGE_PLUGIN_COMPILE_WORKERS`.
+    pub plugin_compile_workers: usize,
+    /// `FORGE_PLUGIN_COMPILE_TIMEOUT_S`.
+    pub plugin_compile_timeout_s: u64,
+    /// `FORGE_POLICY_MAX_CHAIN_LINKS`.
+    pub policy_max_chain_links: usize,
     /// `FORGE_MAX_BODY_MIB`.
     pub max_body_mib: u64,
     /// `FORGE_MAX_DOCUMENT_KIB`.

@@ -383,6 +383,30 @@ pub static VARS: &[Var] = &[
         "total plugin bytes one team may register (must hold one maximal plugin)",
     ),
     Var::new(
+        "FORGE_PLUGIN_FAILED_UPLOADS_PER_HOUR",
+        Fallback::Value("20"),
+        |d, _, v| put(&mut d.cfg.gateway.plugin_failed_uploads_per_hour, int(v, 0, 1_000_000)),
+        "failed plugin uploads one team may make per hour on each replica, with bursts up to that many (0: unlimited); beyond, its uploads get 429 `rate-limited` with `Retry-After` before anything is compiled",
+    ),
+    Var::new(
+        "FORGE_PLUGIN_COMPILE_WORKERS",
+        Fallback::Value("1"),
+        |d, _, v| put(&mut d.cfg.gateway.plugin_compile_workers, int(v, 1, 64)),
+        "threads that compile uploaded plugins; when all are busy and 4 more wait, uploads get 503 `plugin.compiler-busy` (1..=64)",
+    ),
+    Var::new(
+        "FORGE_PLUGIN_COMPILE_TIMEOUT_S",
+        Fallback::Value("120"),
+        |d, _, v| put(&mut d.cfg.gateway.plugin_compile_timeout_s, int(v, 1, 3600)),
+        "longest an upload waits for its plugin to compile, queueing included; beyond, 422 `plugin.compile-timeout` (1..=3600)",
+    ),
+    Var::new(
+        "FORGE_POLICY_MAX_CHAIN_LINKS",
+        Fallback::Value("16"),
+        |d, _, v| put(&mut d.cfg.gateway.policy_max_chain_links, int(v, 1, 256)),
+        "most plugins in one chain (the global chain, or a team's); a longer chain gets 422 `policy.chain-too-long` (1..=256)",
+    ),
+    Var::new(
         "FORGE_MAX_BODY_MIB",
         Fallback::Value("256"),
         |d, _, v| put(&mut d.cfg.gateway.max_body_mib, int(v, 1, 1_048_576)),

@@ -342,12 +342,17 @@ fn upload_answer(e: UploadError) -> Answer {
     }
 }
 
+/// How long a client should wait when every plugin compile thread is busy.
+const COMPILER_BUSY_RETRY_S: u64 = 10;
+
 fn component_code(e: &LoadError) -> &'static str {
     match e {
         LoadError::NotAComponent(_) => "plugin.not-a-component",
         LoadError::ForbiddenImport(_) => "plugin.forbidden-import",
-        LoadError::WrongWorld { .. } => "plugin.wrong-world",
+        LoadError::WrongWorld { .. } | LoadError::MissingExports(_) => "plugin.wrong-world",
         LoadError::Limits(_) => "plugin.limits",
+        LoadError::TooComplex(_) => "plugin.too-complex",
+        LoadError::CompileTimeout { .. } => "plugin.compile-timeout",
         _ => "plugin.compile-failed",
     }
 }
@@ -365,8 +370,25 @@ fn policy_admin_answer(e: PolicyAdminError) -> Answer {
             };
             Answer::new(StatusCode::BAD_REQUEST, code, message).details(json!({ "field": field }))
         }
+        P::Component(LoadError::CompilerBusy { .. }) => Answer::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "plugin.compiler-busy",
+            message,
+        )
+        .retry_after(COMPILER_BUSY_RETRY_S)
+        .details(json!({ "field": null })),
         P::Component(ref load) => Answer::new(unprocessable, component_code(load), message)
             .details(json!({ "field": "component" })),
+        P::FailedUploads { retry_after, .. } => {
+            let seconds = retry_after.as_secs().max(1);
+            Answer::new(StatusCode::TOO_MANY_REQUESTS, "rate-limited", message)
+                .retry_after(seconds)
+                .details(json!({ "field": null, "retryAfterSeconds": seconds }))
+        }
+        P::ChainTooLong { limit, .. } => {
+            Answer::new(unprocessable, "policy.chain-too-long", message)
+                .details(json!({ "field": "plugins", "limit": limit }))
+        }
         P::Settings { plugin, field, .. } => {
             Answer::new(unprocessable, "plugin.invalid-settings", message)
                 .details(json!({ "field": field, "plugin": plugin }))
@@ -646,6 +668,38 @@ mod tests {
                 PolicyAdminError::Storage("down".into()).into(),
                 StatusCode::SERVICE_UNAVAILABLE,
                 "storage-unavailable",
+            ),
+            (
+                PolicyAdminError::Component(forge_policy_host::LoadError::CompilerBusy {
+                    running: 1,
+                    waiting: 4,
+                })
+                .into(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "plugin.compiler-busy",
+            ),
+            (
+                PolicyAdminError::Component(forge_policy_host::LoadError::TooComplex(
+                    "x".into(),
+                ))
+                .into(),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "plugin.too-complex",
+            ),
+            (
+                PolicyAdminError::FailedUploads {
+                    team: "a".into(),
+                    per_hour: 1,
+                    retry_after: std::time::Duration::from_secs(5),
+                }
+                .into(),
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate-limited",
+            ),
+            (
+                PolicyAdminError::ChainTooLong { count: 3, limit: 2 }.into(),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "policy.chain-too-long",
             ),
             (
                 ApiError::bad("invalid-query", "state", "no"),

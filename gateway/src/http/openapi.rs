@@ -342,7 +342,9 @@ fn policy_paths() -> Value {
                     "403": error_response("global plugins are admin-only"),
                     "409": error_response("plugin.version-exists"),
                     "413": error_response("plugin.too-large"),
-                    "422": error_response("plugin.not-a-component | plugin.wrong-world | plugin.forbidden-import | plugin.compile-failed | plugin.invalid-settings | plugin.team-limit | plugin.limit-too-high")}},
+                    "422": error_response("plugin.not-a-component | plugin.wrong-world | plugin.forbidden-import | plugin.too-complex | plugin.compile-failed | plugin.compile-timeout | plugin.invalid-settings | plugin.team-limit | plugin.limit-too-high"),
+                    "429": error_response("rate-limited: the team's failed uploads are over FORGE_PLUGIN_FAILED_UPLOADS_PER_HOUR (Retry-After)"),
+                    "503": error_response("plugin.compiler-busy (Retry-After) | storage-unavailable")}},
             "get": {"summary": "Plugins the caller may use (global and the team's; admins: all)",
                 "parameters": [team.clone()], "responses": {"200": {"description": "{plugins[]}"}}}
         },
@@ -359,7 +361,7 @@ fn policy_paths() -> Value {
                 "responses": {"200": {"description": "{activated?, replay?, dryRun}"},
                     "403": error_response("the global chain is admin-only"),
                     "409": error_response("policy.version-conflict"),
-                    "422": error_response("policy.unknown-plugin | plugin.invalid-settings")}}
+                    "422": error_response("policy.unknown-plugin | policy.chain-too-long | plugin.invalid-settings")}}
         },
         "/v1/policy/rollback": {"post": {"summary": "Activate the previous (or a given) version's exact chain as a new version",
             "parameters": [team.clone()],

@@ -26,6 +26,11 @@ pub async fn upload(
     caller: Caller,
     mut multipart: Multipart,
 ) -> Result<(StatusCode, Json<PluginRecord>), ApiError> {
+    // A member whose uploads keep failing is refused before the body is read (an
+    // admin may upload globally, which is not braked: checked once the scope is known).
+    if caller.role != Role::Admin {
+        state.policies.registry().admit_upload(&caller.team)?;
+    }
     let limit = state.policies.registry().limits().max_plugin_bytes;
     let mut component: Option<Bytes> = None;
     let mut text = std::collections::BTreeMap::<String, String>::new();

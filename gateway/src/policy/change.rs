@@ -79,6 +79,13 @@ impl PolicyManager {
         scope: &Scope,
         inputs: Vec<LinkInput>,
     ) -> Result<Vec<LinkRef>, PolicyAdminError> {
+        let limit = self.registry.limits().max_chain_links;
+        if inputs.len() > limit {
+            return Err(PolicyAdminError::ChainTooLong {
+                count: inputs.len(),
+                limit,
+            });
+        }
         let owners: Vec<String> = match scope {
             Scope::Global => vec![GLOBAL.into()],
             Scope::Team(t) => vec![t.clone(), GLOBAL.into()],

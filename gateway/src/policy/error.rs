@@ -63,6 +63,21 @@ pub enum PolicyAdminError {
     /// The component is larger than the per-plugin limit.
     #[error("the component is {size} bytes; the limit is {limit} (FORGE_PLUGIN_MAX_KIB)")]
     TooLarge { size: u64, limit: u64 },
+    /// The team's uploads failed too often lately
+    /// (`FORGE_PLUGIN_FAILED_UPLOADS_PER_HOUR`); it may upload again after `retry_after`.
+    #[error(
+        "team `{team}` had too many failed plugin uploads (at most {per_hour} per hour); \
+         retry in {}s",
+        retry_after.as_secs().max(1)
+    )]
+    FailedUploads {
+        team: String,
+        per_hour: u32,
+        retry_after: std::time::Duration,
+    },
+    /// A chain has more links than `FORGE_POLICY_MAX_CHAIN_LINKS`.
+    #[error("a chain may have at most {limit} plugins; this one has {count}")]
+    ChainTooLong { count: usize, limit: usize },
     /// The team already has as many plugins, or bytes, as it may.
     #[error("team `{team}` {message}")]
     TeamLimit { team: String, message: String },

@@ -158,10 +158,11 @@ impl PolicyManager {
             });
         }
         let this = self.clone();
+        let scope = team.to_string();
         let team = team.to_string();
         let (result, selected) = self
             .runner
-            .run(move || {
+            .run_as(&scope, move || {
                 // Loaded with the permit held; kept until the evaluation ends (the
                 // activation drain waits for it).
                 let active = this.current.load_full();
@@ -214,7 +215,8 @@ impl PolicyManager {
         let (job_id, team) = (job_id.to_string(), team.to_string());
         tokio::spawn(async move {
             let chain = this.current().select_with_global(&team, &candidate.chain);
-            let shadow = match this.runner.run(move || chain.evaluate(&request)).await {
+            let scope = team.clone();
+            let shadow = match this.runner.run_as(&scope, move || chain.evaluate(&request)).await {
                 Ok(Ok(o)) => summary(&o.decision),
                 Ok(Err(e)) => format!("error:{}", e.source.cause()),
                 Err(e) => {

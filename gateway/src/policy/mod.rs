@@ -8,6 +8,7 @@ pub mod active;
 pub mod bootstrap;
 pub mod change;
 pub mod error;
+pub mod failed_uploads;
 pub mod manager;
 pub mod registry;
 pub mod replay;

@@ -8,8 +8,10 @@
 //! against `FORGE_PLUGIN_MAX_KIB`, the plugin's own limits (`memoryMib`, `deadlineMs`)
 //! against the operator's maxima, the team's count and byte limits, "is a component
 //! of a supported WIT version that imports only the host interface and compiles"
-//! (`Plugin::load`), and — when settings are given — the plugin's own
-//! `validate-settings`.
+//! (`Plugin::load`: imports, exports and shape are checked before compiling, and the
+//! compile runs on the engine's bounded pool), and — when settings are given — the
+//! plugin's own `validate-settings`. Only an accepted upload's compiled form is
+//! cached on disk. Teams whose uploads keep failing are braked (`failed_uploads`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +22,7 @@ use forge_policy_host::{
 };
 
 use super::error::{Malformed, PolicyAdminError};
+use super::failed_uploads::{FailedUploads, counts_as_failure};
 use crate::objects::{ObjectStore, plugin_key};
 use crate::store::{LinkRef, PluginRecord, PolicyStore, now_ms};
 
@@ -35,6 +38,11 @@ pub struct RegistryLimits {
     pub team_max_count: u64,
     /// Total component bytes one team may register (`FORGE_TEAM_PLUGIN_MAX_MIB`).
     pub team_max_bytes: u64,
+    /// Failed uploads one team may make per hour
+    /// (`FORGE_PLUGIN_FAILED_UPLOADS_PER_HOUR`, 0: unlimited).
+    pub failed_uploads_per_hour: u32,
+    /// Most links in one chain (`FORGE_POLICY_MAX_CHAIN_LINKS`).
+    pub max_chain_links: usize,
 }
 
 /// One upload.
@@ -61,6 +69,8 @@ pub struct Registry {
     blobs: Arc<dyn ObjectStore>,
     store: Arc<dyn PolicyStore>,
     limits: RegistryLimits,
+    /// The teams' failed-upload budgets.
+    failures: FailedUploads,
     /// Loaded plugins by (digest, display name, version).
     loaded: Mutex<HashMap<(String, String, String), Arc<Plugin>>>,
 }
@@ -123,6 +133,7 @@ impl Registry {
             blobs,
             store,
             limits,
+            failures: FailedUploads::new(limits.failed_uploads_per_hour),
             loaded: Mutex::new(HashMap::new()),
         }
     }
@@ -132,14 +143,34 @@ impl Registry {
         self.limits
     }
 
+    /// Whether `team` may upload now (its failed uploads are within budget).
+    pub fn admit_upload(&self, team: &str) -> Result<(), PolicyAdminError> {
+        self.failures.admit(team)
+    }
+
     /// The engine plugins are compiled with.
     pub fn engine(&self) -> &PolicyEngine {
         &self.engine
     }
 
     /// Check, store and register an upload. Returns the record and whether it is new
-    /// (an identical re-upload is not an error).
+    /// (an identical re-upload is not an error). A team whose uploads failed too often
+    /// lately is refused before anything is checked (`failed_uploads`).
     pub async fn upload(&self, u: Upload) -> Result<(PluginRecord, bool), PolicyAdminError> {
+        let team = (u.owner != GLOBAL).then(|| u.owner.clone());
+        if let Some(team) = &team {
+            self.failures.admit(team)?;
+        }
+        let out = self.check_and_store(u).await;
+        if let (Some(team), Err(e)) = (&team, &out)
+            && counts_as_failure(e)
+        {
+            self.failures.record(team);
+        }
+        out
+    }
+
+    async fn check_and_store(&self, u: Upload) -> Result<(PluginRecord, bool), PolicyAdminError> {
         if !valid_name(&u.name) {
             return Err(PolicyAdminError::malformed(
                 Malformed::Name,
@@ -200,14 +231,14 @@ impl Registry {
 
         // The host's checks, and the plugin's own settings check, off the async workers.
         let display = display_name(&u.owner, &u.name);
-        let plugin = {
+        let (plugin, unsaved) = {
             let engine = self.engine.clone();
             let (display, version, component) =
                 (display.clone(), u.version.clone(), u.component.clone());
             let settings = u.settings.as_ref().map(settings_text);
-            tokio::task::spawn_blocking(move || -> Result<Arc<Plugin>, PolicyAdminError> {
-                let plugin =
-                    Plugin::load_with_limits(&engine, &display, &version, &component, limits)
+            tokio::task::spawn_blocking(move || -> Result<_, PolicyAdminError> {
+                let (plugin, unsaved) =
+                    Plugin::load_unsaved(&engine, &display, &version, &component, limits)
                         .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
                 if let Some(settings) = settings {
                     match plugin.validate_settings(&settings) {
@@ -228,7 +259,7 @@ impl Registry {
                         }
                     }
                 }
-                Ok(plugin)
+                Ok((plugin, unsaved))
             })
             .await
             .map_err(|e| PolicyAdminError::Internal(e.to_string()))??
@@ -253,6 +284,12 @@ impl Registry {
             deadline_ms: u.deadline_ms,
         };
         let out = self.store.insert_plugin(record).await?;
+        // Accepted and stored: only now is its compiled form cached on disk.
+        match tokio::task::spawn_blocking(move || unsaved.save()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(plugin = %display, "precompile cache not written: {e}"),
+            Err(e) => tracing::warn!(plugin = %display, "precompile cache not written: {e}"),
+        }
         self.cache_insert(&digest, &display, &u.version, plugin);
         Ok(out)
     }
@@ -346,7 +383,8 @@ impl Registry {
                 return Err(PolicyAdminError::LimitTooHigh {
                     field: "memoryMib".into(),
                     message: format!(
-                        "memoryMib is {mib}; a plugin's memory cap is 1..={max_mib} MiB                          (FORGE_POLICY_MAX_MEMORY_MIB)"
+                        "memoryMib is {mib}; a plugin's memory cap is 1..={max_mib} MiB \
+                         (FORGE_POLICY_MAX_MEMORY_MIB)"
                     ),
                 });
             }

@@ -119,8 +119,28 @@ fn wasi_import_is_rejected_at_load() {
 #[test]
 fn component_of_another_world_is_rejected_at_load() {
     let e = engine();
+    // Without `validate-settings`: refused by its exports, before compiling.
     let bytes = plugins::wat_fixture("plugins/other-world.wat");
+    let compiled = e.compilations();
     let err = Plugin::load(&e, "other", &bytes).expect_err("must refuse another world");
+    assert!(
+        matches!(&err, LoadError::MissingExports(m) if m == "validate-settings"),
+        "{err}"
+    );
+    assert_eq!(e.compilations(), compiled, "refused before compiling");
+
+    // Both names exported, with other types: refused by the type check of every
+    // supported version.
+    let both = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "run") (result i32) i32.const 7))
+            (core instance $i (instantiate $m))
+            (func $run (result u32) (canon lift (core func $i "run")))
+            (export "evaluate" (func $run))
+            (export "validate-settings" (func $run)))"#,
+    )
+    .expect("wat");
+    let err = Plugin::load(&e, "other", &both).expect_err("must refuse another world");
     match &err {
         LoadError::WrongWorld { supported, detail } => {
             assert_eq!(
