@@ -221,7 +221,11 @@ fn job_answer(e: JobError) -> Answer {
         )
         .details(json!({ "state": state })),
         JobError::LogNotAvailable { ref log, .. } => {
-            let field = if log.starts_with("pod ") { "pod" } else { "name" };
+            let field = if log.starts_with("pod ") {
+                "pod"
+            } else {
+                "name"
+            };
             Answer::new(StatusCode::NOT_FOUND, "logs-not-archived", e.to_string())
                 .details(json!({ "field": field }))
         }

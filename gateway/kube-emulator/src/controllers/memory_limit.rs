@@ -145,7 +145,10 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
-        assert!(rss > 0, "a running process shows resident memory within 10 s");
+        assert!(
+            rss > 0,
+            "a running process shows resident memory within 10 s"
+        );
         // Over a limit below what it uses: seen at the first sample.
         assert!(exceeded(pgid, rss / 2).await > rss / 2);
         // Under a generous limit: not within a few samples.
