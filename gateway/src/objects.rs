@@ -3,6 +3,6 @@
 //! The gateway names the storage crate's types only through this module.
 
 pub use forge_object_store::{
-    LocalStore, ObjectStore, PutOutcome, S3Config, S3Store, StoreError as ObjectStoreError,
-    local_routes, log_key, plugin_key,
+    LocalStore, ObjectRange, ObjectStore, PutOutcome, S3Config, S3Store,
+    StoreError as ObjectStoreError, local_routes, log_index_key, log_key, plugin_key, pod_log_key,
 };

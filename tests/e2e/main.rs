@@ -20,6 +20,7 @@ mod jobs;
 mod latency;
 mod limits;
 mod playground;
+mod pod_logs;
 mod policy_admin;
 mod policy_swap;
 mod realism;

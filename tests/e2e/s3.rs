@@ -94,9 +94,19 @@ async fn jobs_run_from_s3_by_presigned_url_and_their_logs_are_archived_there() {
     assert!(text.contains("about to fail"), "{text}");
     let bucket = s3.root.path().join(&s3.bucket);
     for id in [&ok, &failing] {
+        // Every pod's log, and their list naming the driver's.
+        let logs = bucket.join("logs").join(id);
+        let index: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(logs.join("pods.json")).expect("the pod log list in the bucket"),
+        )
+        .expect("json");
+        let driver = index["driver"].as_str().expect("the driver's pod");
         assert!(
-            bucket.join("logs").join(id).join("driver.log").exists(),
-            "driver log of {id} not in the bucket"
+            logs.join("pods")
+                .join(driver)
+                .join("ray-job-submitter.log")
+                .exists(),
+            "driver log of {id} not in the bucket: {index:#}"
         );
     }
     let capsule = done[&ok]["capsuleSha256"].as_str().expect("capsule");

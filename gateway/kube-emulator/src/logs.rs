@@ -1,9 +1,12 @@
 //! Pod log storage: the simulated kubelet appends container output here and the API
 //! server's `pods/{name}/log` endpoint serves it (plain reads, `tailLines`, `follow`).
 //!
-//! Logs are keyed by `(namespace, pod, container)`. A stream is "open" until
-//! [`LogStore::close`] is called (the container exited); follow readers end then, or
-//! when the pod's logs are removed with [`LogStore::remove_pod`].
+//! Logs are keyed by `(namespace, pod, container)`, one per container *instance* as the
+//! kubelet keeps them: [`LogStore::restart`] (a container started again) keeps the
+//! instance that ended as the previous one and starts an empty log, so `previous=true`
+//! ([`LogStore::read_previous`]) reads the last terminated instance. A stream is
+//! "open" until [`LogStore::close`] is called (the container exited); follow readers
+//! end then, or when the pod's logs are removed with [`LogStore::remove_pod`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +23,14 @@ pub enum LogError {
     NotFound {
         /// Pod namespace.
         namespace: String,
+        /// Pod name.
+        pod: String,
+        /// Container name.
+        container: String,
+    },
+    /// The container has no terminated instance (it never restarted, or never ended).
+    #[error("previous terminated container \"{container}\" in pod \"{pod}\" not found")]
+    NoPrevious {
         /// Pod name.
         pod: String,
         /// Container name.
@@ -56,6 +67,8 @@ impl Entry {
 #[derive(Debug, Default)]
 pub struct LogStore {
     inner: Mutex<BTreeMap<Key, Arc<Mutex<Entry>>>>,
+    /// The instance before the current one, per container that restarted.
+    previous: Mutex<BTreeMap<Key, Arc<Mutex<Entry>>>>,
 }
 
 fn key(namespace: &str, pod: &str, container: &str) -> Key {
@@ -117,8 +130,71 @@ impl LogStore {
         e.bump();
     }
 
+    /// A container starts again: its log so far becomes the previous instance's (its
+    /// followers end, as a stream of an exited container does) and the new instance
+    /// writes to an empty log.
+    pub fn restart(&self, namespace: &str, pod: &str, container: &str) {
+        let k = key(namespace, pod, container);
+        let old = {
+            let mut map = self.inner.lock().expect("log store lock poisoned");
+            map.insert(k.clone(), Arc::new(Mutex::new(Entry::new())))
+        };
+        if let Some(old) = old {
+            {
+                let mut e = old.lock().expect("log entry lock poisoned");
+                e.closed = true;
+                e.bump();
+            }
+            self.previous
+                .lock()
+                .expect("log store lock poisoned")
+                .insert(k, old);
+        }
+    }
+
+    /// The log of the container's last terminated instance (`previous=true`): the
+    /// current log when the current instance has exited (it is waiting to restart),
+    /// else the instance before it. `last_terminated` is whether the pod status
+    /// reports one (`lastState.terminated`), as the kubelet requires.
+    pub fn read_previous(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        last_terminated: bool,
+        tail: Option<usize>,
+    ) -> Result<Vec<u8>, LogError> {
+        let not_found = || LogError::NoPrevious {
+            pod: pod.to_owned(),
+            container: container.to_owned(),
+        };
+        if !last_terminated {
+            return Err(not_found());
+        }
+        let current = self.existing(namespace, pod, container);
+        let ended = current
+            .as_ref()
+            .is_some_and(|e| e.lock().expect("log entry lock poisoned").closed);
+        let entry = if ended {
+            current
+        } else {
+            let map = self.previous.lock().expect("log store lock poisoned");
+            map.get(&key(namespace, pod, container)).cloned()
+        }
+        .ok_or_else(not_found)?;
+        let e = entry.lock().expect("log entry lock poisoned");
+        Ok(match tail {
+            Some(n) => tail_lines(&e.data, n).to_vec(),
+            None => e.data.clone(),
+        })
+    }
+
     /// Drops all logs of a pod (pod deleted); open followers end.
     pub fn remove_pod(&self, namespace: &str, pod: &str) {
+        self.previous
+            .lock()
+            .expect("log store lock poisoned")
+            .retain(|(ns, p, _), _| !(ns == namespace && p == pod));
         let removed: Vec<Arc<Mutex<Entry>>> = {
             let mut map = self.inner.lock().expect("log store lock poisoned");
             let keys: Vec<Key> = map
@@ -259,5 +335,47 @@ mod tests {
         }
         assert_eq!(rest, b"two\n");
         assert!(store.read("ns", "p", "x", None).is_err());
+    }
+
+    #[tokio::test]
+    async fn previous_reads_the_last_terminated_instance() {
+        let store = Arc::new(LogStore::new());
+        store.append("ns", "p", "c", b"first run\n");
+        // Running, never terminated: nothing previous.
+        let err = store
+            .read_previous("ns", "p", "c", false, None)
+            .expect_err("no previous");
+        assert_eq!(
+            err.to_string(),
+            "previous terminated container \"c\" in pod \"p\" not found"
+        );
+        store.close("ns", "p", "c");
+        // Exited, waiting to restart: the current log is the last terminated one.
+        assert_eq!(
+            store
+                .read_previous("ns", "p", "c", true, None)
+                .expect("prev"),
+            b"first run\n"
+        );
+        let mut follower = Box::pin(store.follow("ns", "p", "c", None));
+        store.restart("ns", "p", "c");
+        store.append("ns", "p", "c", b"second run\n");
+        assert_eq!(
+            store.read("ns", "p", "c", None).expect("current"),
+            b"second run\n"
+        );
+        assert_eq!(
+            store
+                .read_previous("ns", "p", "c", true, Some(1))
+                .expect("prev"),
+            b"first run\n"
+        );
+        let mut seen = Vec::new();
+        while let Some(b) = follower.next().await {
+            seen.extend_from_slice(&b);
+        }
+        assert_eq!(seen, b"first run\n", "a follower ends with its instance");
+        store.remove_pod("ns", "p");
+        assert!(store.read_previous("ns", "p", "c", true, None).is_err());
     }
 }

@@ -1,7 +1,9 @@
 //! The key scheme of everything Forge stores, one function each so every component
 //! agrees, and the checks that keep keys inside the store:
 //! - capsules: `capsules/<sha256 hex>.zip` ([`capsule_key`])
-//! - job logs: `logs/<job-id>/<name>.log` ([`log_key`])
+//! - job logs: `logs/<job-id>/<name>.log` ([`log_key`]), each pod's log
+//!   `logs/<job-id>/pods/<pod>/<container>.log` ([`pod_log_key`]) and their list
+//!   `logs/<job-id>/pods.json` ([`log_index_key`])
 //! - policy plugins: `plugins/<sha256 hex>.wasm` ([`plugin_key`])
 
 use crate::error::StoreError;
@@ -15,18 +17,37 @@ pub fn capsule_key(digest: &str) -> Result<String, StoreError> {
 /// `logs/<job-id>/<name>.log`; both parts must be `[A-Za-z0-9._-]+` and not
 /// start with a dot.
 pub fn log_key(job_id: &str, name: &str) -> Result<String, StoreError> {
-    for part in [job_id, name] {
+    check_parts(&[job_id, name], 128)?;
+    Ok(format!("logs/{job_id}/{name}.log"))
+}
+
+/// `logs/<job-id>/pods/<pod>/<container>.log`: the archived log of one container of
+/// one of the job's pods (names of up to 253 characters, as Kubernetes allows).
+pub fn pod_log_key(job_id: &str, pod: &str, container: &str) -> Result<String, StoreError> {
+    check_parts(&[job_id, pod, container], 253)?;
+    Ok(format!("logs/{job_id}/pods/{pod}/{container}.log"))
+}
+
+/// `logs/<job-id>/pods.json`: the list of a job's archived pod logs.
+pub fn log_index_key(job_id: &str) -> Result<String, StoreError> {
+    check_parts(&[job_id], 128)?;
+    Ok(format!("logs/{job_id}/pods.json"))
+}
+
+/// Each part non-empty, at most `max` bytes, `[A-Za-z0-9._-]+`, not starting with a dot.
+fn check_parts(parts: &[&str], max: usize) -> Result<(), StoreError> {
+    for part in parts {
         let ok = !part.is_empty()
-            && part.len() <= 128
+            && part.len() <= max
             && !part.starts_with('.')
             && part
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
         if !ok {
-            return Err(StoreError::InvalidKey(part.to_owned()));
+            return Err(StoreError::InvalidKey((*part).to_owned()));
         }
     }
-    Ok(format!("logs/{job_id}/{name}.log"))
+    Ok(())
 }
 
 /// Check a capsule digest: 64 lowercase hex characters.
@@ -83,6 +104,16 @@ mod tests {
         );
         assert!(log_key("../x", "head").is_err());
         assert!(log_key("j", "a/b").is_err());
+        assert_eq!(
+            pod_log_key("job-1", "rj-head-x", "ray-head").expect("valid"),
+            "logs/job-1/pods/rj-head-x/ray-head.log"
+        );
+        assert!(pod_log_key("job-1", "..", "ray-head").is_err());
+        assert!(pod_log_key("job-1", "p", "a/b").is_err());
+        assert_eq!(
+            log_index_key("job-1").expect("valid"),
+            "logs/job-1/pods.json"
+        );
         assert!(validate_key("logs/../x").is_err());
         assert!(validate_key("logs/j/x.log").is_ok());
     }

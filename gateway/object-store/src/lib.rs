@@ -21,6 +21,7 @@
 //! let url = store.get_url(&digest, ttl).await?;    // presigned (≤ 7 days) / signed
 //! store.put_object(&log_key(job_id, "driver")?, bytes).await?;
 //! store.get_object(&plugin_key(&digest)?).await?;
+//! store.get_object_range(&log_key(job_id, "driver")?, offset, None).await?; // streamed
 //! ```
 //!
 //! Errors: [`StoreError`], one enum callers branch on; nothing here knows HTTP
@@ -40,8 +41,10 @@ pub mod s3;
 pub mod store;
 
 pub use error::StoreError;
-pub use keys::{capsule_key, log_key, plugin_key, validate_digest, validate_key};
+pub use keys::{
+    capsule_key, log_index_key, log_key, plugin_key, pod_log_key, validate_digest, validate_key,
+};
 pub use local::{LocalStore, UrlError};
 pub use local_routes::local_routes;
 pub use s3::{MAX_PRESIGN_TTL, S3Config, S3Store};
-pub use store::{ObjectStore, PutOutcome, StoreStats};
+pub use store::{ObjectRange, ObjectStore, PutOutcome, StoreStats};

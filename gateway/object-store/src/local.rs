@@ -19,7 +19,7 @@ use url::Url;
 use crate::error::StoreError;
 use crate::file_digest::sha256_file;
 use crate::keys::{capsule_key, validate_digest, validate_key};
-use crate::store::{ObjectStore, PutOutcome, StoreStats};
+use crate::store::{ObjectRange, ObjectStore, PutOutcome, StoreStats};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -211,6 +211,41 @@ impl ObjectStore for LocalStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Err(StoreError::NotFound(key.to_owned()))
             }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn get_object_range(
+        &self,
+        key: &str,
+        start: u64,
+        end: Option<u64>,
+    ) -> Result<ObjectRange, StoreError> {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        validate_key(key)?;
+        let mut file = match tokio::fs::File::open(self.path_of(key)).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound(key.to_owned()));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let total = file.metadata().await?.len();
+        let end = end.unwrap_or(total).min(total);
+        let start = start.min(end);
+        file.seek(std::io::SeekFrom::Start(start)).await?;
+        let body = tokio_util::io::ReaderStream::new(file.take(end - start));
+        Ok(ObjectRange {
+            total,
+            body: Box::pin(body),
+        })
+    }
+
+    async fn object_len(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        validate_key(key)?;
+        match tokio::fs::metadata(self.path_of(key)).await {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
         }
     }

@@ -48,7 +48,7 @@ use url::Url;
 use crate::error::StoreError;
 use crate::file_digest::sha256_file;
 use crate::keys::{capsule_key, validate_digest, validate_key};
-use crate::store::{ObjectStore, PutOutcome, StoreStats};
+use crate::store::{ObjectRange, ObjectStore, PutOutcome, StoreStats};
 
 /// SigV4 presigned URLs cannot outlive 7 days.
 pub const MAX_PRESIGN_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -571,6 +571,67 @@ impl ObjectStore for S3Store {
             .await
             .map_err(|e| StoreError::Request(format!("{key}: {e}")))?;
         Ok(data.into_bytes())
+    }
+
+    async fn get_object_range(
+        &self,
+        key: &str,
+        start: u64,
+        end: Option<u64>,
+    ) -> Result<ObjectRange, StoreError> {
+        validate_key(key)?;
+        let total = self
+            .object_len(key)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(key.to_owned()))?;
+        let end = end.unwrap_or(total).min(total);
+        let start = start.min(end);
+        if start == end {
+            return Ok(ObjectRange {
+                total,
+                body: Box::pin(tokio_util::io::ReaderStream::new(tokio::io::empty())),
+            });
+        }
+        // An HTTP range is inclusive of its last byte.
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.cfg.bucket)
+            .key(key)
+            .range(format!("bytes={start}-{}", end - 1))
+            .send()
+            .await
+            .map_err(|e| classify(e, &self.cfg, key))?;
+        let reader = out.body.into_async_read();
+        Ok(ObjectRange {
+            total,
+            body: Box::pin(tokio_util::io::ReaderStream::new(reader)),
+        })
+    }
+
+    async fn object_len(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        validate_key(key)?;
+        let head = match self
+            .client
+            .head_object()
+            .bucket(&self.cfg.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(h) => h,
+            Err(e) => {
+                return match classify(e, &self.cfg, key) {
+                    StoreError::NotFound(_) | StoreError::BucketMissing(_) => Ok(None),
+                    other => Err(other),
+                };
+            }
+        };
+        Ok(Some(
+            head.content_length()
+                .and_then(|n| u64::try_from(n).ok())
+                .unwrap_or(0),
+        ))
     }
 
     fn stats(&self) -> Arc<StoreStats> {

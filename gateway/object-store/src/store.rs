@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_core::Stream;
 use url::Url;
 
 use crate::error::StoreError;
@@ -19,6 +20,22 @@ pub enum PutOutcome {
     Uploaded { parts: u32 },
     /// The object already existed (content-addressed): nothing was sent.
     AlreadyPresent,
+}
+
+/// A streamed byte range of an object (see [`ObjectStore::get_object_range`]).
+pub struct ObjectRange {
+    /// The object's whole length.
+    pub total: u64,
+    /// The bytes of the range, in chunks (never the whole object at once).
+    pub body: std::pin::Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>,
+}
+
+impl std::fmt::Debug for ObjectRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectRange")
+            .field("total", &self.total)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Counters of one store instance (for metrics and tests).
@@ -63,6 +80,17 @@ pub trait ObjectStore: Send + Sync {
     async fn put_object_file(&self, key: &str, path: &Path) -> Result<(), StoreError>;
     /// Fetch an object stored with `put_object*` or `put_file`.
     async fn get_object(&self, key: &str) -> Result<Bytes, StoreError>;
+    /// The bytes `start..end` of an object (`end` = its length when `None`; both
+    /// clamped to it), streamed in chunks, with the object's length: reading an
+    /// archived log does not hold it whole. `NotFound` when there is no object.
+    async fn get_object_range(
+        &self,
+        key: &str,
+        start: u64,
+        end: Option<u64>,
+    ) -> Result<ObjectRange, StoreError>;
+    /// The length of an object, `None` when there is none.
+    async fn object_len(&self, key: &str) -> Result<Option<u64>, StoreError>;
     /// Counters.
     fn stats(&self) -> Arc<StoreStats>;
 }

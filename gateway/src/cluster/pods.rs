@@ -96,32 +96,38 @@ impl Pods {
             .map(|p| (p, container)))
     }
 
-    /// A pod's log as it is written (`follow`): the stream ends when the container
-    /// exits (or the API server closes it).
-    pub async fn log_follow(
+    /// A pod's log as a byte stream: what it holds now, or (`follow`) as it is written
+    /// until the container exits (or the API server closes it). Read in chunks by the
+    /// caller, never whole.
+    pub async fn log_stream(
         &self,
         pod: &str,
         container: Option<&str>,
+        follow: bool,
     ) -> Result<std::pin::Pin<Box<dyn futures::AsyncBufRead + Send>>, kube::Error> {
         let params = LogParams {
             container: container.map(str::to_string),
-            follow: true,
+            follow,
             ..LogParams::default()
         };
         let reader = with_retry(|| self.api.log_stream(pod, &params)).await?;
         Ok(Box::pin(reader))
     }
 
-    /// A pod's log (its tail, at most `limit_bytes`).
-    pub async fn log(
+    /// The last `lines` lines (at most `limit_bytes`) of a container's *previous*
+    /// instance (`previous=true`: the last terminated one), for a crash loop's cause.
+    pub async fn previous_tail(
         &self,
         pod: &str,
-        container: Option<&str>,
-        limit_bytes: Option<i64>,
+        container: &str,
+        lines: i64,
+        limit_bytes: i64,
     ) -> Result<String, kube::Error> {
         let params = LogParams {
-            container: container.map(str::to_string),
-            limit_bytes,
+            container: Some(container.to_string()),
+            previous: true,
+            tail_lines: Some(lines),
+            limit_bytes: Some(limit_bytes),
             ..LogParams::default()
         };
         with_retry(|| self.api.logs(pod, &params)).await

@@ -121,6 +121,7 @@ impl Draft {
                 submissions_per_minute: 0,
                 max_queued_per_team: 0,
                 body_idle_timeout_s: 0,
+                log_archive_max_bytes_per_pod: 0,
                 upload_max_sessions: 0,
                 upload_ttl_s: 0,
                 capsule_init_image: String::new(),

@@ -232,6 +232,9 @@ pub struct GatewayConfig {
     pub max_queued_per_team: u64,
     /// `FORGE_BODY_IDLE_TIMEOUT_S`.
     pub body_idle_timeout_s: u64,
+    /// `FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD`: the most bytes of one pod's log archived
+    /// (its tail is kept) and held to answer a live `tail` read.
+    pub log_archive_max_bytes_per_pod: u64,
     /// `FORGE_UPLOAD_MAX_SESSIONS`.
     pub upload_max_sessions: u64,
     /// `FORGE_UPLOAD_TTL_S`.

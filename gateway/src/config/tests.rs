@@ -158,6 +158,7 @@ fn defaults_apply() {
             submissions_per_minute: 600,
             max_queued_per_team: 1000,
             body_idle_timeout_s: 60,
+            log_archive_max_bytes_per_pod: 16 << 20,
             upload_max_sessions: 4,
             upload_ttl_s: 86400,
             capsule_init_image: "busybox:1.36".into(),
@@ -540,6 +541,20 @@ fn rejects_zero_policy_limits_and_body() {
     ] {
         assert_eq!(only_error_var(&[(var, "0")]), var);
     }
+}
+
+#[test]
+fn rejects_a_log_archive_bound_out_of_range() {
+    for v in ["0", "1023", "1073741825", "lots"] {
+        assert_eq!(
+            only_error_var(&[("FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD", v)]),
+            "FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD",
+            "{v}"
+        );
+    }
+    let c = Config::from_env_map(with(&[("FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD", "1024")]))
+        .expect("the lowest bound");
+    assert_eq!(c.gateway.log_archive_max_bytes_per_pod, 1024);
 }
 
 #[test]

@@ -443,6 +443,17 @@ pub static VARS: &[Var] = &[
         "longest pause allowed in the body of a code archive, upload chunk or plugin upload (seconds; those have no total deadline, other requests must be answered within 60 s)",
     ),
     Var::new(
+        "FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD",
+        Fallback::Value("16777216"),
+        |d, _, v| {
+            put(
+                &mut d.cfg.gateway.log_archive_max_bytes_per_pod,
+                int(v, 1024, 1 << 30),
+            )
+        },
+        "most bytes of one container's log of one pod archived when a job ends (its tail is kept, after a marker line saying how much was cut) and held in memory to answer a live `tail=` log read (1024..=1073741824)",
+    ),
+    Var::new(
         "FORGE_UPLOAD_MAX_SESSIONS",
         Fallback::Value("4"),
         |d, _, v| put(&mut d.cfg.gateway.upload_max_sessions, int(v, 1, 1024)),

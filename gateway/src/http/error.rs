@@ -220,9 +220,14 @@ fn job_answer(e: JobError) -> Answer {
             format!("job {id} is {state} and cannot be cancelled"),
         )
         .details(json!({ "state": state })),
-        e @ JobError::LogNotAvailable { .. } => {
+        JobError::LogNotAvailable { ref log, .. } => {
+            let field = if log.starts_with("pod ") {
+                "pod"
+            } else {
+                "name"
+            };
             Answer::new(StatusCode::NOT_FOUND, "logs-not-archived", e.to_string())
-                .details(json!({ "field": "name" }))
+                .details(json!({ "field": field }))
         }
         JobError::ObjectStore(e) => Answer::storage_unavailable(&e, "stored"),
         e @ JobError::NotReady(_) => {

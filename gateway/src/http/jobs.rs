@@ -8,10 +8,13 @@
 //! - `GET /v1/jobs/{id}`: the job with its queue position and reason, history and
 //!   decisions, and while it starts or runs its Ray dashboard (address and
 //!   `kubectl port-forward` command). `DELETE /v1/jobs/{id}`: cancel.
-//! - `GET /v1/jobs/{id}/logs?name=driver|head&offset=N|tail=N&follow=true`: the
-//!   archived log once the job ended, live before; from a byte offset or the last
-//!   lines; with `follow`, live until the job ends and then the archived rest. The
-//!   `x-forge-log-offset` header is the offset of the body's first byte.
+//! - `GET /v1/jobs/{id}/logs?name=driver|head|pod=<pod>[&container=]&offset=N|tail=N&follow=true`:
+//!   the archived log once the job ended, live before (the driver's by default, or
+//!   one pod's); from a byte offset or the last lines; with `follow`, live until the
+//!   job ends and then the archived rest. The `x-forge-log-offset` header is the
+//!   offset of the body's first byte. Streamed, never held whole.
+//! - `GET /v1/jobs/{id}/logs/pods`: every pod's log of the job (pod, role, container,
+//!   bytes, truncated, archived).
 //! - `GET /v1/jobs/{id}/events`: deduplicated Kubernetes events of the job's objects and
 //!   the structured pending reason (also on `GET /v1/jobs/{id}` while it starts).
 
@@ -28,7 +31,7 @@ use crate::auth::{Caller, Role};
 use crate::cluster::LogSource;
 use crate::domain::JobState;
 use crate::jobs::dashboard::Dashboard;
-use crate::jobs::{Diagnosis, JobError, LogStart, PendingReason, QueueEntry};
+use crate::jobs::{Diagnosis, JobError, LogStart, LogTarget, PendingReason, PodLog, QueueEntry};
 use crate::state::AppState;
 use crate::store::{DecisionRecord, HistoryEntry, JobRecord, ListQuery, Page, StoreError};
 
@@ -231,6 +234,10 @@ pub async fn delete(
 #[serde(deny_unknown_fields)]
 pub struct LogQuery {
     name: Option<String>,
+    /// One pod of the job (`GET /v1/jobs/{id}/logs/pods` lists them).
+    pod: Option<String>,
+    /// With `pod`: its container (default: the Ray or submitter container).
+    container: Option<String>,
     /// Start at this byte of the log.
     offset: Option<u64>,
     /// Start at the last N lines.
@@ -251,10 +258,27 @@ pub async fn logs(
     Query(q): Query<LogQuery>,
 ) -> Result<Response, ApiError> {
     let job = state.jobs.visible(&caller, &id).await?;
-    let source = match q.name.as_deref() {
-        None => LogSource::Driver,
-        Some(name) => LogSource::parse(name)
-            .ok_or_else(|| ApiError::bad("invalid-query", "name", "`driver` or `head`"))?,
+    let target = match (q.name.as_deref(), q.pod, q.container) {
+        (Some(_), Some(_), _) => {
+            return Err(ApiError::bad(
+                "invalid-query",
+                "pod",
+                "give `name` or `pod`, not both",
+            ));
+        }
+        (_, None, Some(_)) => {
+            return Err(ApiError::bad(
+                "invalid-query",
+                "container",
+                "`container` goes with `pod`",
+            ));
+        }
+        (None, None, None) => LogTarget::Source(LogSource::Driver),
+        (Some(name), None, None) => LogTarget::Source(
+            LogSource::parse(name)
+                .ok_or_else(|| ApiError::bad("invalid-query", "name", "`driver` or `head`"))?,
+        ),
+        (None, Some(pod), container) => LogTarget::Pod { pod, container },
     };
     let start = match (q.offset, q.tail) {
         (Some(_), Some(_)) => {
@@ -268,7 +292,7 @@ pub async fn logs(
         (None, Some(n)) => LogStart::Tail(n),
         (None, None) => LogStart::Offset(0),
     };
-    let read = state.jobs.log_from(&job, source, start, q.follow).await?;
+    let read = state.jobs.log_from(&job, &target, start, q.follow).await?;
     Ok((
         [
             (
@@ -283,4 +307,15 @@ pub async fn logs(
         axum::body::Body::from_stream(read.body),
     )
         .into_response())
+}
+
+/// `GET /v1/jobs/{id}/logs/pods`: the job's pod logs (head, workers, submitters), as
+/// archived once the job ended (bytes, truncated) or its live pods before.
+pub async fn log_pods(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<PodLog>>, ApiError> {
+    let job = state.jobs.visible(&caller, &id).await?;
+    Ok(Json(state.jobs.pod_logs(&job).await?))
 }

@@ -75,6 +75,7 @@ api_routes! {
     get "/v1/jobs/{id}" => jobs::get,
     delete "/v1/jobs/{id}" => jobs::delete,
     get "/v1/jobs/{id}/logs" => jobs::logs,
+    get "/v1/jobs/{id}/logs/pods" => jobs::log_pods,
     get "/v1/jobs/{id}/events" => jobs::events,
     get "/v1/jobs/{id}/watch" => watch::watch,
     post "/v1/playgrounds" => playgrounds::create,

@@ -92,6 +92,19 @@ pub fn document() -> Value {
                     "ok": {"type": "boolean"}, "detail": {"type": "string"}}}}
             }
         },
+        "PodLog": {
+            "type": "object",
+            "required": ["pod", "role", "container", "bytes", "truncated", "cutBytes", "archived"],
+            "properties": {
+                "pod": {"type": "string"},
+                "role": {"type": "string", "enum": ["head", "worker", "submitter"]},
+                "container": {"type": "string"},
+                "bytes": {"type": ["integer", "null"], "minimum": 0, "description": "bytes of the archived log (its marker line included); null while live"},
+                "truncated": {"type": "boolean", "description": "the log was over FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD: its tail is archived after a marker line"},
+                "cutBytes": {"type": "integer", "minimum": 0, "description": "bytes cut from the log's start"},
+                "archived": {"type": "boolean", "description": "false: live (the job runs) or the container never started"}
+            }
+        },
         "OrphanReport": {
             "type": "object",
             "required": ["instance", "managed", "orphans"],
@@ -188,18 +201,27 @@ pub fn document() -> Value {
             "/v1/jobs/{id}/events": {
                 "parameters": id_param.clone(),
                 "get": {"summary": "Deduplicated Kubernetes events of the job's objects and the structured pending reason",
-                    "responses": {"200": {"description": "{pending?, events[]}"}, "404": error_response("not found")}}
+                    "responses": {"200": {"description": "{pending?, events[]}: pending is {code, message, object, count, container?, lastLines?}; a crash-looping container (CrashLoopBackOff) is named with its pod and container, its last exit code and lastLines, the last (at most 10, each at most 200 characters) lines of its previous instance's log"}, "404": error_response("not found")}}
             },
             "/v1/jobs/{id}/logs": {
                 "parameters": id_param.clone(),
-                "get": {"summary": "The driver (default) or head log: archived once the job ended, live before; from a byte offset or the last lines; with follow, live until the job ends, then the archived rest",
+                "get": {"summary": "The driver (default), head or one pod's log: archived once the job ended (each pod's tail, bounded by FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD), live before; from a byte offset or the last lines; with follow, live until the job ends, then the archived rest. Streamed, never held whole",
                     "parameters": [
-                        {"name": "name", "in": "query", "schema": {"type": "string", "enum": ["driver", "head"]}},
+                        {"name": "name", "in": "query", "schema": {"type": "string", "enum": ["driver", "head"]}, "description": "not with pod"},
+                        {"name": "pod", "in": "query", "schema": {"type": "string"}, "description": "one pod of the job, as GET /v1/jobs/{id}/logs/pods lists it (not with name)"},
+                        {"name": "container", "in": "query", "schema": {"type": "string"}, "description": "with pod: its container (default: the Ray or submitter container)"},
                         {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "start at this byte (a reconnecting follower passes the offset it reached)"},
                         {"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "start at the last N lines (not with offset)"},
                         {"name": "follow", "in": "query", "schema": {"type": "boolean"}}],
                     "responses": {"200": {"description": "text/plain; header x-forge-log-offset: the offset of the body's first byte"},
-                        "404": error_response("no log yet (logs-not-archived) or no such job")}}
+                        "400": error_response("invalid-query (name with pod, container without pod, offset with tail)"),
+                        "404": error_response("no log yet (logs-not-archived), no such pod of the job, or no such job (or another team's)")}}
+            },
+            "/v1/jobs/{id}/logs/pods": {
+                "parameters": id_param.clone(),
+                "get": {"summary": "Every pod's log of the job (head, workers, submitters): archived once the job ended (bytes, truncated), the live pods before",
+                    "responses": {"200": {"description": "the job's pod logs, head first", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/PodLog"}}}}},
+                        "404": error_response("not found (or another team's)")}}
             },
             "/v1/jobs/{id}/watch": {
                 "parameters": id_param,

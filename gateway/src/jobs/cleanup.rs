@@ -1,5 +1,7 @@
-//! Archive-then-delete, the one way a finished job's RayJob goes away: its logs (the
-//! driver's and the head's) are archived to object storage beside the capsule, then
+//! Archive-then-delete, the one way a finished job's RayJob goes away: its logs (every
+//! container of every pod: head, workers, submitters, each bounded to its tail by
+//! `FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD`) are archived to object storage beside the
+//! capsule, then
 //! the RayJob is deleted, then its NetworkPolicy — but both are kept (and with them
 //! the pods holding the logs) when archival failed, so the lifecycle controller's
 //! resync can try again. NetworkPolicies left without a RayJob (a crash between the
@@ -13,18 +15,18 @@
 //! at a time to keep each RayJob's transitions in order): at most one per RayJob and a
 //! bounded number at once ([`super::inflight::InFlight`]).
 
+use futures::AsyncReadExt;
 use kube::ResourceExt;
 
 use super::error::JobError;
+use super::log_tail::TailSpool;
+use super::pod_logs::{PodLog, PodLogIndex, PodRole, containers_of, role_rank};
 use super::service::Jobs;
 use crate::cluster::api_error::{Failure, classify};
 use crate::cluster::labels::LABEL_JOB_ID;
 use crate::cluster::{LogSource, RayJob};
-use crate::objects::log_key;
+use crate::objects::{log_index_key, log_key, pod_log_key};
 use crate::store::JobRecord;
-
-/// Most bytes of one archived log (the tail is kept).
-const MAX_LOG_BYTES: i64 = 64 * 1024 * 1024;
 
 impl Jobs {
     /// Archives `job`'s logs and deletes its RayJob in the background, unless a
@@ -80,61 +82,117 @@ impl Jobs {
         Ok(())
     }
 
-    /// Archives the driver and head logs of a job. A pod that does not exist (the job
-    /// never got that far) is not an error. Returns false when a log that exists could
-    /// not be archived (the API server or the storage kept failing).
+    /// Archives the log of every container of every pod of a job (head, workers,
+    /// submitters), each bounded to its tail ([`super::log_tail`]), then the list of
+    /// them ([`PodLogIndex`]), which marks the archive complete. A pod that is gone or
+    /// a container that never started is listed as not archived, not an error.
+    /// Returns false when a log that exists could not be archived (the API server or
+    /// the storage kept failing): the whole archive is tried again.
     async fn archive_logs(&self, job: &JobRecord, rayjob: &str) -> bool {
-        let mut complete = true;
-        for source in LogSource::ALL {
-            match self.archive_log(job, rayjob, source).await {
-                Ok(()) => {}
-                Err(e) => {
-                    tracing::warn!(job = %job.id, "archiving the {} log: {e}", source.as_str());
-                    complete = false;
-                }
+        match self.archive_pod_logs(job, rayjob).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(job = %job.id, "archiving the pod logs: {e}");
+                false
             }
         }
-        complete
     }
 
-    async fn archive_log(
-        &self,
-        job: &JobRecord,
-        rayjob: &str,
-        source: LogSource,
-    ) -> Result<(), JobError> {
-        let key = log_key(&job.id, source.as_str())?;
-        if self.objects.get_object(&key).await.is_ok() {
+    async fn archive_pod_logs(&self, job: &JobRecord, rayjob: &str) -> Result<(), JobError> {
+        let index_key = log_index_key(&job.id)?;
+        if self.objects.object_len(&index_key).await?.is_some()
+            || self
+                .objects
+                .object_len(&log_key(&job.id, "driver")?)
+                .await?
+                .is_some()
+        {
             return Ok(()); // archived before (e.g. by a previous run of the controller)
         }
-        let Some((pod, container)) = self.cluster.pods.log_pod(&job.id, rayjob, source).await?
-        else {
-            return Ok(());
+        let pods = &self.cluster.pods;
+        let mut all = pods.of_job(&job.id, rayjob).await?;
+        all.sort_by_key(|p| (role_rank(PodRole::of(p)), p.name_any()));
+        let newest = |source: LogSource| async move {
+            pods.log_pod(&job.id, rayjob, source)
+                .await
+                .map(|found| found.map(|(p, _)| p.name_any()))
         };
-        let pod_name = pod.name_any();
-        let text = match self
+        let mut index = PodLogIndex {
+            pods: Vec::new(),
+            driver: newest(LogSource::Driver).await?,
+            head: newest(LogSource::Head).await?,
+        };
+        for pod in &all {
+            let name = pod.name_any();
+            for container in containers_of(pod) {
+                let entry = self.archive_pod_log(job, &name, &container).await?;
+                index.pods.push(PodLog {
+                    pod: name.clone(),
+                    role: PodRole::of(pod),
+                    container,
+                    bytes: entry.map(|(bytes, _)| bytes),
+                    truncated: entry.is_some_and(|(_, cut)| cut > 0),
+                    cut_bytes: entry.map_or(0, |(_, cut)| cut),
+                    archived: entry.is_some(),
+                });
+            }
+        }
+        let body = serde_json::to_vec(&index).map_err(|e| JobError::Io(e.to_string()))?;
+        self.objects.put_object(&index_key, body.into()).await?;
+        Ok(())
+    }
+
+    /// Streams one container's log into storage, keeping its tail; returns the
+    /// archive's bytes and the bytes cut, or `None` when there is no log to archive.
+    async fn archive_pod_log(
+        &self,
+        job: &JobRecord,
+        pod: &str,
+        container: &str,
+    ) -> Result<Option<(u64, u64)>, JobError> {
+        let mut reader = match self
             .cluster
             .pods
-            .log(&pod_name, container, Some(MAX_LOG_BYTES))
+            .log_stream(pod, Some(container), false)
             .await
         {
-            Ok(t) => t,
+            Ok(r) => r,
             Err(e) => match classify(&e) {
                 // The pod is gone.
-                Failure::NotFound => return Ok(()),
+                Failure::NotFound => return Ok(None),
                 // The container never started ("is waiting to start"): there is no log
                 // to archive, and waiting will not make one appear.
                 Failure::Refused => {
-                    tracing::debug!(job = %job.id, pod = %pod_name, "no {} log: {e}", source.as_str());
-                    return Ok(());
+                    tracing::debug!(job = %job.id, pod, container, "no log: {e}");
+                    return Ok(None);
                 }
                 _ => return Err(e.into()),
             },
         };
-        self.objects
-            .put_object(&key, text.into_bytes().into())
-            .await?;
+        let dir = crate::spool::dir(&self.config.gateway.data_dir);
+        let mut spool = TailSpool::new(&dir, self.log_bound())
+            .map_err(|e| JobError::Io(format!("log spool: {e}")))?;
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = reader
+                .read(&mut buf)
+                .await
+                .map_err(|e| JobError::Io(format!("reading the log of {pod}/{container}: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            spool
+                .write(&buf[..n])
+                .await
+                .map_err(|e| JobError::Io(format!("log spool: {e}")))?;
+        }
+        let tail = spool
+            .finish()
+            .await
+            .map_err(|e| JobError::Io(format!("log spool: {e}")))?;
+        let key = pod_log_key(&job.id, pod, container)?;
+        self.objects.put_object_file(&key, tail.file.path()).await?;
         self.metrics.log_archived();
-        Ok(())
+        Ok(Some((tail.bytes, tail.cut)))
     }
 }

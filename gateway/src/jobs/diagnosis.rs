@@ -6,7 +6,10 @@
 //! The structured pending reason prefers the most specific signal: a container killed
 //! for exceeding its memory limit (`OOMKilled`, with the limit — also when it is now in
 //! `CrashLoopBackOff` because of it), a container waiting on an image pull
-//! (`ErrImagePull`, `ImagePullBackOff`) on any pod, a crash-looping container, a volume
+//! (`ErrImagePull`, `ImagePullBackOff`) on any pod, a crash-looping container (waiting in
+//! `CrashLoopBackOff`, or running again after a non-zero exit: named with its pod and
+//! container, its last exit code and the last lines of its previous instance's log,
+//! read with `previous=true`), a volume
 //! that cannot attach (`FailedAttachVolume`, e.g. a ReadWriteOnce claim's
 //! `Multi-Attach` error) or mount (`FailedMount`), then the scheduler's
 //! `FailedScheduling` message (`0/4 nodes are available: …`).
@@ -21,7 +24,7 @@ use crate::cluster::events::{ObjectEvent, events_of};
 use crate::store::JobRecord;
 
 /// Why a job is not running yet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingReason {
     /// `ErrImagePull`, `ImagePullBackOff`, `CrashLoopBackOff`, `FailedMount`,
@@ -32,7 +35,21 @@ pub struct PendingReason {
     pub object: String,
     /// How many times it was reported.
     pub count: i32,
+    /// The container it is about, when it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// A crash-looping container's last lines (of its previous instance), at most
+    /// [`LAST_LINES`], each at most [`LAST_LINE_CHARS`] characters.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub last_lines: Vec<String>,
 }
+
+/// Most lines of a crash-looping container's log quoted in its reason.
+pub const LAST_LINES: usize = 10;
+/// Most characters of each quoted line.
+pub const LAST_LINE_CHARS: usize = 200;
+/// Most bytes read of that log.
+const LAST_LINES_BYTES: i64 = 16 << 10;
 
 /// The job's events and pending reason.
 #[derive(Debug, Clone, Serialize)]
@@ -78,9 +95,61 @@ impl Jobs {
         }
         objects.extend(pods.iter().map(|p| ("Pod".to_string(), p.name_any())));
         let events = events_of(&self.cluster.client, &self.cluster.namespace, &objects).await?;
-        let pending = pending_reason(pods.iter(), &events);
+        let mut pending = pending_reason(pods.iter(), &events);
+        if let Some(p) = pending.as_mut()
+            && p.code == "CrashLoopBackOff"
+        {
+            self.quote_last_lines(p).await;
+        }
         Ok(Diagnosis { pending, events })
     }
+
+    /// Adds a crash-looping container's last lines (its previous instance's log,
+    /// `previous=true`) to its reason; best effort (a failed read only loses them).
+    async fn quote_last_lines(&self, p: &mut PendingReason) {
+        let (Some(pod), Some(container)) = (
+            p.object.strip_prefix("Pod/").map(str::to_string),
+            p.container.clone(),
+        ) else {
+            return;
+        };
+        let lines = i64::try_from(LAST_LINES).unwrap_or(10);
+        match self
+            .cluster
+            .pods
+            .previous_tail(&pod, &container, lines, LAST_LINES_BYTES)
+            .await
+        {
+            Ok(text) => {
+                p.last_lines = last_lines(&text);
+                if !p.last_lines.is_empty() {
+                    p.message = format!(
+                        "{}; its last lines: {}",
+                        p.message.trim_end_matches('.'),
+                        p.last_lines.join(" | ")
+                    );
+                }
+            }
+            Err(e) => tracing::debug!(%pod, %container, "previous log: {e}"),
+        }
+    }
+}
+
+/// The last [`LAST_LINES`] non-empty lines of `text`, each cut to
+/// [`LAST_LINE_CHARS`] characters (`…` marks a cut).
+pub fn last_lines(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(LAST_LINES)..]
+        .iter()
+        .map(|l| match l.char_indices().nth(LAST_LINE_CHARS) {
+            Some((at, _)) => format!("{}…", &l[..at]),
+            None => (*l).to_string(),
+        })
+        .collect()
 }
 
 /// The most specific reason a job's pods are not running (pure; unit-tested).
@@ -112,21 +181,47 @@ pub fn pending_reason<'a>(
                     message,
                     object: format!("Pod/{name}"),
                     count: c.restart_count.max(1),
+                    container: Some(c.name.clone()),
+                    ..PendingReason::default()
                 });
             }
             if let Some(w) = c.state.as_ref().and_then(|s| s.waiting.as_ref())
                 && let Some(reason) = w.reason.as_deref()
                 && STUCK_WAITING.contains(&reason)
             {
+                let mut message = format!(
+                    "container {}: {}",
+                    c.name,
+                    w.message.clone().unwrap_or_else(|| reason.to_string())
+                );
+                if let Some(exit) = last_failure(c) {
+                    message = format!("{message}; {exit}");
+                }
                 return Some(PendingReason {
                     code: reason.to_string(),
-                    message: format!(
-                        "container {}: {}",
-                        c.name,
-                        w.message.clone().unwrap_or_else(|| reason.to_string())
-                    ),
+                    message,
                     object: format!("Pod/{name}"),
                     count: count_of(&name, reason),
+                    container: Some(c.name.clone()),
+                    ..PendingReason::default()
+                });
+            }
+            // Restarted after a failure and running again: the same crash loop, caught
+            // between two back-offs.
+            if c.restart_count > 0
+                && c.state.as_ref().is_some_and(|s| s.running.is_some())
+                && let Some(exit) = last_failure(c)
+            {
+                return Some(PendingReason {
+                    code: "CrashLoopBackOff".into(),
+                    message: format!(
+                        "container {} restarted {} times; {exit}",
+                        c.name, c.restart_count
+                    ),
+                    object: format!("Pod/{name}"),
+                    count: c.restart_count,
+                    container: Some(c.name.clone()),
+                    ..PendingReason::default()
                 });
             }
         }
@@ -150,6 +245,7 @@ pub fn pending_reason<'a>(
             message: e.message.clone(),
             object: format!("{}/{}", e.kind, e.object),
             count: e.count,
+            ..PendingReason::default()
         });
     }
     let scheduling = events
@@ -164,6 +260,7 @@ pub fn pending_reason<'a>(
             message: e.message.clone(),
             object: format!("{}/{}", e.kind, e.object),
             count: e.count,
+            ..PendingReason::default()
         });
     }
     unschedulable.map(|pod| PendingReason {
@@ -171,6 +268,7 @@ pub fn pending_reason<'a>(
         message: "the pod cannot be scheduled".into(),
         object: format!("Pod/{pod}"),
         count: 1,
+        ..PendingReason::default()
     })
 }
 
@@ -188,6 +286,21 @@ pub fn first_oom_kill<'a>(pods: impl Iterator<Item = &'a Pod>) -> Option<String>
             .map(|m| format!("Pod/{}: {m}", pod.name_any()))
     })
     .next()
+}
+
+/// `the last run exited with code 1 (Error)` when the container's last instance
+/// ended with a non-zero exit code.
+fn last_failure(c: &ContainerStatus) -> Option<String> {
+    let t = c.last_state.as_ref()?.terminated.as_ref()?;
+    (t.exit_code != 0).then(|| {
+        format!(
+            "the last run exited with code {}{}",
+            t.exit_code,
+            t.reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!(" ({r})"))
+        )
+    })
 }
 
 /// `container <name> was OOMKilled (limit 8Gi)` when the container's current or last
@@ -272,6 +385,61 @@ mod tests {
         assert_eq!(r.code, "FailedScheduling");
         assert!(r.message.starts_with("0/2 nodes are available"));
         assert_eq!(r.count, 2);
+    }
+
+    #[test]
+    fn crash_loops_name_the_container_and_its_last_exit() {
+        let waiting = pod(
+            "head",
+            json!({"initContainerStatuses": [{"name": "forge-capsule-fetch", "image": "x",
+                "imageID": "", "ready": false, "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}),
+        );
+        let r = pending_reason(std::iter::once(&waiting), &[]).expect("reason");
+        assert_eq!(r.code, "CrashLoopBackOff");
+        assert_eq!(r.container.as_deref(), Some("forge-capsule-fetch"));
+        assert_eq!(r.object, "Pod/head");
+        assert_eq!(
+            r.message,
+            "container forge-capsule-fetch: back-off 40s; the last run exited with code 1 (Error)"
+        );
+        let running = pod(
+            "worker",
+            json!({"containerStatuses": [{"name": "ray-worker", "image": "x",
+                "imageID": "", "ready": true, "restartCount": 2,
+                "state": {"running": {}},
+                "lastState": {"terminated": {"exitCode": 2}}}]}),
+        );
+        let r = pending_reason(std::iter::once(&running), &[]).expect("reason");
+        assert_eq!(r.code, "CrashLoopBackOff");
+        assert_eq!(
+            r.message,
+            "container ray-worker restarted 2 times; the last run exited with code 2"
+        );
+        let clean = pod(
+            "worker",
+            json!({"containerStatuses": [{"name": "ray-worker", "image": "x",
+                "imageID": "", "ready": true, "restartCount": 1,
+                "state": {"running": {}},
+                "lastState": {"terminated": {"exitCode": 0}}}]}),
+        );
+        assert_eq!(pending_reason(std::iter::once(&clean), &[]), None);
+    }
+
+    #[test]
+    fn last_lines_are_few_and_short() {
+        let text: String = (0..30).map(|i| format!("line {i}\n")).collect();
+        let lines = last_lines(&text);
+        assert_eq!(lines.len(), LAST_LINES);
+        assert_eq!(lines.first().map(String::as_str), Some("line 20"));
+        assert_eq!(lines.last().map(String::as_str), Some("line 29"));
+        let long = format!("{}\n\n", "é".repeat(LAST_LINE_CHARS + 5));
+        let lines = last_lines(&long);
+        assert_eq!(lines.len(), 1, "blank lines are left out");
+        assert_eq!(lines[0].chars().count(), LAST_LINE_CHARS + 1);
+        assert!(lines[0].ends_with('…'));
+        assert!(last_lines("").is_empty());
     }
 
     #[test]

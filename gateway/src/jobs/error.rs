@@ -2,7 +2,6 @@
 //! dispatch — as variants callers branch on. The HTTP edge maps them to statuses and
 //! stable codes (`http::error`); nothing here knows HTTP.
 
-use crate::cluster::LogSource;
 use crate::domain::{Digest, JobState};
 use crate::jobspec::SpecErrors;
 use crate::objects::ObjectStoreError;
@@ -56,12 +55,12 @@ pub enum JobError {
         state: JobState,
     },
     /// A log that is neither archived nor readable from a live pod.
-    #[error("no {} log for job {id} (state {state}): not archived and no live pod", .source_.as_str())]
+    #[error("no {log} log for job {id} (state {state}): not archived and no live pod")]
     LogNotAvailable {
         /// The job.
         id: String,
-        /// Which log.
-        source_: LogSource,
+        /// Which log (`driver`, `head`, `pod <name>`).
+        log: String,
         /// The job's state.
         state: JobState,
     },

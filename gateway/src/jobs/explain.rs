@@ -132,6 +132,7 @@ mod tests {
             message: message.into(),
             object: "Pod/head".into(),
             count: 3,
+            ..PendingReason::default()
         };
         let s = pending_sentence(
             JobState::Dispatched,

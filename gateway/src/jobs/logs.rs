@@ -1,22 +1,30 @@
-//! Reading a job's logs: the archived copy once the job ended, the live pod's log
-//! before that — whole, from a byte offset, or its last lines — and following it:
-//! live while the pod runs, then the archived copy, on one response.
+//! Reading a job's logs — the driver's by default, the head's, or any pod's
+//! ([`LogTarget`]) — the archived copy once the job ended, the live pod's log before
+//! that, whole, from a byte offset, or its last lines, and following it: live while
+//! the pod runs, then the archived copy, on one response.
+//!
+//! Memory per read is bounded: an archived log is streamed from storage in chunks (a
+//! byte range from the offset; the start of its last lines is found by reading it
+//! backwards a window at a time), a live log is passed through from the API server's
+//! log stream, and a live `tail` read holds at most twice the per-pod bound
+//! (`FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD`) while it looks for the last lines.
 //!
 //! Offsets are bytes of the log. The archived copy is the pod's log read at the end,
 //! so live and archived bytes agree and a client that reconnects with the offset it
-//! reached (`forge logs -f`) gets neither a gap nor a repeated line.
+//! reached (`forge logs -f`) gets neither a gap nor a repeated line — unless the log
+//! was longer than the per-pod bound: then the archive is its tail after a marker line.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::AsyncReadExt;
 use futures::stream::BoxStream;
+use futures::{AsyncReadExt, StreamExt};
 use tokio::sync::mpsc;
 
 use super::error::JobError;
+use super::pod_logs::LogTarget;
 use super::service::Jobs;
 use crate::cluster::LogSource;
-use crate::objects::{ObjectStoreError, log_key};
 use crate::store::JobRecord;
 
 /// How long a follower waits for a change before looking again (a pod appearing is
@@ -24,6 +32,8 @@ use crate::store::JobRecord;
 const FOLLOW_RECHECK: Duration = Duration::from_secs(1);
 /// How long a follower waits, after the job ended, for its archived log.
 const ARCHIVE_GRACE: Duration = Duration::from_secs(30);
+/// Bytes read at a time from storage when looking for the start of the last lines.
+const TAIL_WINDOW: u64 = 64 << 10;
 
 /// Where a read starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,28 +56,101 @@ pub fn tail_offset(data: &[u8], n: usize) -> usize {
     data.len() - forge_kubesim::logs::tail_lines(data, n).len()
 }
 
-fn start_in(data: &[u8], start: LogStart) -> usize {
-    match start {
-        LogStart::Offset(n) => usize::try_from(n).unwrap_or(usize::MAX).min(data.len()),
-        LogStart::Tail(n) => tail_offset(data, n),
+/// Where the last `n` lines of a `total`-byte log start, reading it backwards a
+/// window at a time with `read(start, end)` — [`tail_offset`] without holding the log.
+pub async fn tail_offset_backwards<F, Fut>(
+    total: u64,
+    n: usize,
+    window: u64,
+    mut read: F,
+) -> Result<u64, JobError>
+where
+    F: FnMut(u64, u64) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<u8>, JobError>>,
+{
+    if n == 0 {
+        return Ok(total);
     }
+    let (mut end, mut seen, mut last) = (total, 0usize, true);
+    while end > 0 {
+        let start = end.saturating_sub(window.max(1));
+        let chunk = read(start, end).await?;
+        let mut slice = chunk.as_slice();
+        if last {
+            // A trailing newline does not start a line.
+            slice = slice.strip_suffix(b"\n").unwrap_or(slice);
+            last = false;
+        }
+        for (i, b) in slice.iter().enumerate().rev() {
+            if *b == b'\n' {
+                seen += 1;
+                if seen == n {
+                    return Ok(start + i as u64 + 1);
+                }
+            }
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// Reads an `AsyncBufRead` as a stream of chunks.
+fn chunks(
+    reader: std::pin::Pin<Box<dyn futures::AsyncBufRead + Send>>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    let buf = vec![0u8; 64 << 10];
+    futures::stream::unfold((reader, buf), |(mut r, mut buf)| async move {
+        match r.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                let chunk = Bytes::copy_from_slice(&buf[..n]);
+                Some((Ok(chunk), (r, buf)))
+            }
+            Err(e) => Some((Err(e), (r, buf))),
+        }
+    })
+}
+
+/// `body` without its first `skip` bytes.
+fn skip_bytes(
+    body: impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+    skip: u64,
+) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
+    Box::pin(
+        body.scan(skip, |left, item| {
+            let out = item.map(|mut chunk| {
+                let drop = usize::try_from(*left)
+                    .unwrap_or(usize::MAX)
+                    .min(chunk.len());
+                *left -= drop as u64;
+                chunk.split_off(drop)
+            });
+            async move { Some(out) }
+        })
+        .filter(|item| {
+            let keep = !matches!(item, Ok(c) if c.is_empty());
+            async move { keep }
+        }),
+    )
 }
 
 impl Jobs {
-    /// A job's `source` log: archived if it is, else live from the cluster while the
-    /// pod exists.
+    /// A job's log as one buffer (the console's page), at most the per-pod bound
+    /// plus the archive's marker line.
     pub async fn log(&self, job: &JobRecord, source: LogSource) -> Result<Bytes, JobError> {
-        if let Some(archived) = self.archived_log(job, source).await? {
-            return Ok(archived);
+        let mut read = self
+            .log_from(job, &LogTarget::Source(source), LogStart::Offset(0), false)
+            .await?;
+        let most = usize::try_from(self.log_bound()).unwrap_or(usize::MAX) + 1024;
+        let mut out = Vec::new();
+        while let Some(chunk) = read.body.next().await {
+            let chunk = chunk.map_err(|e| JobError::Io(format!("reading the log: {e}")))?;
+            out.extend_from_slice(&chunk[..chunk.len().min(most - out.len())]);
+            if out.len() >= most {
+                break;
+            }
         }
-        if let Some(live) = self.live_log(job, source).await {
-            return Ok(Bytes::from(live));
-        }
-        Err(JobError::LogNotAvailable {
-            id: job.id.clone(),
-            source_: source,
-            state: job.state,
-        })
+        Ok(Bytes::from(out))
     }
 
     /// A read of the log from `start`: what there is now, or (`follow`) everything
@@ -75,23 +158,17 @@ impl Jobs {
     pub async fn log_from(
         &self,
         job: &JobRecord,
-        source: LogSource,
+        target: &LogTarget,
         start: LogStart,
         follow: bool,
     ) -> Result<LogStream, JobError> {
         if !follow {
-            let text = self.log(job, source).await?;
-            let at = start_in(&text, start);
-            let body = text.slice(at..);
-            return Ok(LogStream {
-                offset: at as u64,
-                body: Box::pin(futures::stream::once(async move { Ok(body) })),
-            });
+            return self.read_now(job, target, start).await;
         }
         let offset = match start {
             LogStart::Offset(n) => n,
-            LogStart::Tail(_) => match self.log(job, source).await {
-                Ok(text) => start_in(&text, start) as u64,
+            LogStart::Tail(_) => match self.read_now(job, target, start).await {
+                Ok(read) => read.offset,
                 Err(JobError::LogNotAvailable { .. }) => 0,
                 Err(e) => return Err(e),
             },
@@ -99,8 +176,9 @@ impl Jobs {
         let (tx, rx) = mpsc::channel(16);
         let jobs = self.clone();
         let id = job.id.clone();
+        let target = target.clone();
         tokio::spawn(async move {
-            if let Err(e) = jobs.follow(&id, source, offset, &tx).await {
+            if let Err(e) = jobs.follow(&id, &target, offset, &tx).await {
                 tracing::warn!(job = %id, "following the log: {e}");
                 let _ = tx
                     .send(Err(std::io::Error::other("log follow failed")))
@@ -116,16 +194,93 @@ impl Jobs {
         })
     }
 
-    async fn archived_log(
+    /// What the log holds now from `start`: archived, else live.
+    async fn read_now(
         &self,
         job: &JobRecord,
-        source: LogSource,
-    ) -> Result<Option<Bytes>, JobError> {
-        let key = log_key(&job.id, source.as_str())?;
-        match self.objects.get_object(&key).await {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(ObjectStoreError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e.into()),
+        target: &LogTarget,
+        start: LogStart,
+    ) -> Result<LogStream, JobError> {
+        if let Some(key) = self.archived_key(job, target).await? {
+            return self.archived_from(&key, start).await;
+        }
+        if let Some(read) = self.live_from(job, target, start).await {
+            return Ok(read);
+        }
+        Err(JobError::LogNotAvailable {
+            id: job.id.clone(),
+            log: target.describe(),
+            state: job.state,
+        })
+    }
+
+    /// The archived log under `key` from `start`, streamed from storage.
+    async fn archived_from(&self, key: &str, start: LogStart) -> Result<LogStream, JobError> {
+        let offset = match start {
+            LogStart::Offset(n) => n,
+            LogStart::Tail(n) => {
+                let total = self.objects.object_len(key).await?.unwrap_or(0);
+                let objects = self.objects.clone();
+                tail_offset_backwards(total, n, TAIL_WINDOW, |a, b| {
+                    let objects = objects.clone();
+                    async move {
+                        let mut range = objects.get_object_range(key, a, Some(b)).await?;
+                        let mut out = Vec::new();
+                        while let Some(chunk) = range.body.next().await {
+                            out.extend_from_slice(&chunk.map_err(|e| JobError::Io(e.to_string()))?);
+                        }
+                        Ok::<_, JobError>(out)
+                    }
+                })
+                .await?
+            }
+        };
+        let range = self.objects.get_object_range(key, offset, None).await?;
+        Ok(LogStream {
+            offset: offset.min(range.total),
+            body: range.body,
+        })
+    }
+
+    /// The live log from `start`: passed through from the API server (an offset), or
+    /// its last lines found in a buffer of at most twice the per-pod bound.
+    async fn live_from(
+        &self,
+        job: &JobRecord,
+        target: &LogTarget,
+        start: LogStart,
+    ) -> Option<LogStream> {
+        let (pod, container) = self.live_pod(job, target).await?;
+        let reader = self
+            .cluster
+            .pods
+            .log_stream(&pod, container.as_deref(), false)
+            .await
+            .ok()?;
+        match start {
+            LogStart::Offset(n) => Some(LogStream {
+                offset: n,
+                body: skip_bytes(chunks(reader), n),
+            }),
+            LogStart::Tail(lines) => {
+                let bound = usize::try_from(self.log_bound()).unwrap_or(usize::MAX);
+                let mut body = Box::pin(chunks(reader));
+                let (mut held, mut dropped) = (Vec::new(), 0u64);
+                while let Some(chunk) = body.next().await {
+                    held.extend_from_slice(&chunk.ok()?);
+                    if held.len() > bound.saturating_mul(2) {
+                        let cut = held.len() - bound;
+                        held.drain(..cut);
+                        dropped += cut as u64;
+                    }
+                }
+                let at = tail_offset(&held, lines);
+                let tail = Bytes::from(held).slice(at..);
+                Some(LogStream {
+                    offset: dropped + at as u64,
+                    body: Box::pin(futures::stream::once(async move { Ok(tail) })),
+                })
+            }
         }
     }
 
@@ -134,7 +289,7 @@ impl Jobs {
     async fn follow(
         &self,
         id: &str,
-        source: LogSource,
+        target: &LogTarget,
         mut offset: u64,
         tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
     ) -> Result<(), JobError> {
@@ -144,16 +299,16 @@ impl Jobs {
             let Some(job) = self.store.get(id).await? else {
                 return Ok(());
             };
-            if let Some(archived) = self.archived_log(&job, source).await? {
-                let at = usize::try_from(offset)
-                    .unwrap_or(usize::MAX)
-                    .min(archived.len());
-                if at < archived.len() {
-                    let _ = tx.send(Ok(archived.slice(at..))).await;
+            if let Some(key) = self.archived_key(&job, target).await? {
+                let mut range = self.objects.get_object_range(&key, offset, None).await?;
+                while let Some(chunk) = range.body.next().await {
+                    if tx.send(chunk).await.is_err() {
+                        break;
+                    }
                 }
                 return Ok(());
             }
-            let Some(sent) = self.follow_live(&job, source, offset, tx).await? else {
+            let Some(sent) = self.follow_live(&job, target, offset, tx).await? else {
                 return Ok(()); // the receiver is gone
             };
             let progressed = sent > 0;
@@ -179,19 +334,15 @@ impl Jobs {
     async fn follow_live(
         &self,
         job: &JobRecord,
-        source: LogSource,
+        target: &LogTarget,
         offset: u64,
         tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
     ) -> Result<Option<u64>, JobError> {
-        let Some(rayjob) = job.rayjob_name.as_deref() else {
+        let Some((name, container)) = self.live_pod(job, target).await else {
             return Ok(Some(0));
         };
         let pods = &self.cluster.pods;
-        let Ok(Some((pod, container))) = pods.log_pod(&job.id, rayjob, source).await else {
-            return Ok(Some(0));
-        };
-        let name = kube::ResourceExt::name_any(&pod);
-        let Ok(mut reader) = pods.log_follow(&name, container).await else {
+        let Ok(mut reader) = pods.log_stream(&name, container.as_deref(), true).await else {
             return Ok(Some(0)); // not started yet
         };
         let mut buf = vec![0u8; 64 << 10];
@@ -218,15 +369,6 @@ impl Jobs {
         }
         Ok(Some(sent))
     }
-
-    /// The current log of a job's pod, if it can be read.
-    async fn live_log(&self, job: &JobRecord, source: LogSource) -> Option<String> {
-        let rayjob = job.rayjob_name.as_deref()?;
-        let pods = &self.cluster.pods;
-        let (pod, container) = pods.log_pod(&job.id, rayjob, source).await.ok()??;
-        let name = kube::ResourceExt::name_any(&pod);
-        pods.log(&name, container, None).await.ok()
-    }
 }
 
 #[cfg(test)]
@@ -246,6 +388,47 @@ mod tests {
             2,
             "an unterminated last line counts"
         );
-        assert_eq!(start_in(log, LogStart::Offset(99)), log.len());
+    }
+
+    #[tokio::test]
+    async fn reading_backwards_finds_the_tail_the_kubelet_would() {
+        let logs: [&[u8]; 6] = [
+            b"a\nb\nc\n",
+            b"a\nb",
+            b"",
+            b"\n\n\n",
+            b"no newline at all",
+            b"one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n",
+        ];
+        for log in logs {
+            for n in 0..12 {
+                for window in [1u64, 2, 3, 7, 64] {
+                    let got =
+                        tail_offset_backwards(log.len() as u64, n, window, |a, b| async move {
+                            Ok::<_, JobError>(log[a as usize..b as usize].to_vec())
+                        })
+                        .await
+                        .expect("read");
+                    assert_eq!(
+                        got as usize,
+                        tail_offset(log, n),
+                        "log {:?} n {n} window {window}",
+                        String::from_utf8_lossy(log)
+                    );
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn skipping_drops_the_first_bytes_across_chunks() {
+        let body = futures::stream::iter(
+            ["abc", "de", "fgh"].map(|s| Ok::<_, std::io::Error>(Bytes::from_static(s.as_bytes()))),
+        );
+        let out: Vec<Bytes> = skip_bytes(body, 4)
+            .map(|c| c.expect("chunk"))
+            .collect()
+            .await;
+        assert_eq!(out.concat(), b"efgh");
     }
 }

@@ -1,6 +1,8 @@
 //! `GET pods/{name}/log`: picks the container (required for multi-container pods),
-//! answers 400 while it has not started, honours `tailLines`, and with `follow`
-//! streams until the kubelet closes the log (or the server shuts down).
+//! answers 400 while it has not started, honours `tailLines` and `previous` (the last
+//! terminated instance, 400 `previous terminated container … not found` when the
+//! status has none, as the kubelet answers), and with `follow` streams until the
+//! kubelet closes the log (or the server shuts down).
 
 use std::convert::Infallible;
 
@@ -26,6 +28,19 @@ pub(super) async fn pod_log(
     let container = pick_container(&pod, name, q)?;
     let tail = q.get("tailLines").and_then(|t| t.parse::<usize>().ok());
     let follow = flag(q, "follow");
+    if flag(q, "previous") {
+        let data = st
+            .logs
+            .read_previous(
+                ns,
+                name,
+                &container,
+                last_terminated(&pod, &container),
+                tail,
+            )
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        return Ok(([(header::CONTENT_TYPE, "text/plain")], data).into_response());
+    }
     if st.logs.is_closed(ns, name, &container).is_none() {
         return Err(ApiError::BadRequest(format!(
             "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
@@ -72,4 +87,18 @@ fn pick_container(pod: &Value, name: &str, q: &Query) -> Result<String, ApiError
             containers.join(" ")
         ))),
     }
+}
+
+/// Whether the pod status reports a terminated instance of `container` before the
+/// current one (`lastState.terminated`).
+fn last_terminated(pod: &Value, container: &str) -> bool {
+    ["initContainerStatuses", "containerStatuses"]
+        .iter()
+        .filter_map(|list| pod.pointer(&format!("/status/{list}"))?.as_array())
+        .flatten()
+        .filter(|c| c["name"].as_str() == Some(container))
+        .any(|c| {
+            c.pointer("/lastState/terminated")
+                .is_some_and(Value::is_object)
+        })
 }

@@ -22,7 +22,7 @@ use super::session::Viewer;
 use super::{Console, PageError};
 use crate::cluster::LogSource;
 use crate::domain::JobState;
-use crate::jobs::{JobError, LogStart, pending_sentence};
+use crate::jobs::{JobError, LogStart, LogTarget, pending_sentence};
 use crate::store::JobRecord;
 
 /// Log lines shown per page.
@@ -241,7 +241,7 @@ pub async fn log(
     let read = jobs
         .log_from(
             &job,
-            LogSource::Driver,
+            &LogTarget::Source(LogSource::Driver),
             LogStart::Offset(q.offset),
             q.follow,
         )

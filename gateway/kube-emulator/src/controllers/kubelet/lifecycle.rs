@@ -6,7 +6,8 @@
 //! app containers started, Running and Ready, and then what the containers do: a KubeRay submitter
 //! pod runs [`Submitter`] until its Ray job is terminal; a Ray node writes its
 //! `ray start` lines and runs until the pod is deleted (restarted after an OOM kill of
-//! the driver it hosts, `lastState` `OOMKilled`); a container of the inference image
+//! the driver it hosts, `lastState` `OOMKilled`); a container started again logs to a
+//! fresh log, the one before kept for `previous=true`; a container of the inference image
 //! serves the stand-in; any other container just keeps Running.
 
 use std::time::Duration;
@@ -77,6 +78,10 @@ impl Worker {
             let Some(env) = self.container_env(st, Slot::Init(i), c, &field).await else {
                 return false;
             };
+            if attempt > 0 {
+                // A new instance: the one that failed becomes `previous=true`'s log.
+                self.shared.logs.restart(&self.ns(), &self.name(), &c.name);
+            }
             self.created_and_started(&field, &c.name).await;
             st.init[i].start();
             let started_at = st.init[i].started_at();
@@ -309,6 +314,16 @@ impl Worker {
         terminated["terminated"]["reason"] = json!("OOMKilled");
         s.last_state = terminated;
         s.restarts += 1;
+        // The new instance logs afresh (the killed one's log is `previous=true`'s) and
+        // a Ray node prints its `ray start` lines again.
+        self.shared.logs.restart(&self.ns(), &self.name(), name);
+        if self.pod.labels().get(IS_RAY_NODE).map(String::as_str) == Some("yes") && i == 0 {
+            let head = self.pod.labels().get(NODE_TYPE).map(String::as_str) == Some("head");
+            let log = ray_start_log(head, &st.pod_ip);
+            self.shared
+                .logs
+                .append(&self.ns(), &self.name(), name, log.as_bytes());
+        }
         self.created_and_started(&field, name).await;
         st.main[i].start();
         self.push(st).await;
