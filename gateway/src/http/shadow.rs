@@ -92,7 +92,7 @@ pub async fn put_shadow(
     body: Bytes,
 ) -> Result<Json<ShadowResponse>, ApiError> {
     caller.require_admin()?;
-    let put: PutShadow = serde_json::from_slice(&body).map_err(|e| {
+    let put: PutShadow = crate::domain::json_number::from_slice(&body).map_err(|e| {
         ApiError::bad(
             "invalid-policy",
             "body",
