@@ -13,7 +13,7 @@ for (the JobSpec's are listed in the schema's description, `UNSTATED_RULES`):
   can vouch for;
 - a plugin's `settings` part is JSON text;
 - a playground's idle TTL is at most its TTL;
-- a log is read without `follow` (it would stream until the job ends, and no job
+- a log is read from an `offset` or its `tail`, not both, and without `follow` (it would stream until the job ends, and no job
   ends in the fuzz run).
 """
 
@@ -77,15 +77,20 @@ def repair_spec(spec):
 
 @schemathesis.hook
 def map_case(context, case):
+    path, body, query = case.operation.path, case.body, case.query
+    if path == "/v1/jobs/{id}/logs" and isinstance(query, dict) and query.get("follow") is True:
+        # `follow` keeps the answer open until the job ends, and in the fuzz run
+        # (`--sim api-only`) no job ever ends: every case, positive or negative, reads
+        # the log without it (a negative case keeps its own violation).
+        query["follow"] = False
     meta = case.meta
     if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
         return case
-    path, body = case.operation.path, case.body
-    if path == "/v1/jobs/{id}/logs" and isinstance(case.query, dict) and case.query.get("follow") is True:
-        # `follow` keeps the answer open until the job ends, and in the fuzz run
-        # (`--sim api-only`) no job ever ends: the case reads the log without it.
-        case.query["follow"] = False
-    if path == "/v1/admission/review":
+    if path == "/v1/jobs/{id}/logs" and isinstance(query, dict):
+        # `offset` or `tail`, not both (parameters cannot exclude each other in OpenAPI).
+        if "offset" in query and "tail" in query:
+            del query["tail"]
+    elif path == "/v1/admission/review":
         case.body = repair_spec(body)
     elif path == "/v1/jobs" and case.method.upper() == "POST" and isinstance(body, dict):
         if "spec" in body:
@@ -100,6 +105,6 @@ def map_case(context, case):
             body["settings"] = "{}"
     elif path == "/v1/playgrounds" and case.method.upper() == "POST" and isinstance(body, dict):
         ttl, idle = body.get("ttlSeconds"), body.get("idleSeconds")
-        if isinstance(ttl, int) and isinstance(idle, int) and idle > ttl:
+        if isinstance(ttl, (int, float)) and isinstance(idle, (int, float)) and idle > ttl:
             body["idleSeconds"] = ttl
     return case

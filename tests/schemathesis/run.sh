@@ -69,6 +69,10 @@ status=0
 #   job does in this run (api-only): a request to them has no complete response;
 # - /v1/playgrounds/{id}/v1/{*rest} relays a playground's own (vLLM) OpenAI API, whose
 #   paths and bodies are that server's, not the gateway's.
+# One check is off: use_after_free expects a resource gone after its DELETE, while
+# DELETE ends a playground and cancels a job, whose record, history, events and logs
+# stay readable by design (README "HTTP API"); the check cannot be limited to those
+# operations (it runs on the read that follows).
 # Run from target/ so that schemathesis's own cache (`.schemathesis/`) stays there.
 mkdir -p "$root/target/schemathesis-work"
 (cd "$root/target/schemathesis-work" && SCHEMATHESIS_HOOKS="$root/tests/schemathesis/hooks.py" \
@@ -76,8 +80,8 @@ mkdir -p "$root/target/schemathesis-work"
   "$venv/bin/schemathesis" --config-file "$root/tests/schemathesis/schemathesis.toml" \
   run "$url/v1/openapi.json" \
   --header "Authorization: Bearer $token" \
-  --checks all \
-  --max-examples "$max_examples" \
+  --checks all --exclude-checks use_after_free \
+  --max-examples "$max_examples" ${FORGE_SCHEMATHESIS_EXTRA:-} \
   --workers 2 \
   --request-timeout 30 \
   --generation-database none \

@@ -55,11 +55,15 @@ mod tests {
 
     #[test]
     fn whole_numbers_become_integers_and_nothing_else_changes() {
-        let mut v: Value =
-            serde_json::from_str(r#"{"a": 5.0, "b": [1e3, -2.0, 2.5], "c": 7, "d": 1e300, "e": "5.0"}"#)
-                .expect("json");
+        let mut v: Value = serde_json::from_str(
+            r#"{"a": 5.0, "b": [1e3, -2.0, 2.5], "c": 7, "d": 1e300, "e": "5.0"}"#,
+        )
+        .expect("json");
         integral_numbers(&mut v);
-        assert_eq!(v, json!({"a": 5, "b": [1000, -2, 2.5], "c": 7, "d": 1e300, "e": "5.0"}));
+        assert_eq!(
+            v,
+            json!({"a": 5, "b": [1000, -2, 2.5], "c": 7, "d": 1e300, "e": "5.0"})
+        );
 
         #[derive(serde::Deserialize)]
         struct S {

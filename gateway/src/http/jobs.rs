@@ -184,9 +184,7 @@ pub async fn list(
 pub const CURSOR_PATTERN: &str = "^[1-9][0-9]{0,17}$";
 
 fn is_cursor(c: &str) -> bool {
-    (1..=18).contains(&c.len())
-        && c.bytes().all(|b| b.is_ascii_digit())
-        && !c.starts_with('0')
+    (1..=18).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_digit()) && !c.starts_with('0')
 }
 
 fn bad_cursor() -> ApiError {

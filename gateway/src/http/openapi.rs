@@ -269,8 +269,10 @@ fn playground_paths() -> Value {
             "createdAtMs": {"type": "integer"}, "expiresAtMs": {"type": "integer"},
             "idleSeconds": {"type": ["integer", "null"]}, "endpoint": {"type": "string"},
             "pod": {"type": "object"}, "reclaim": {"type": "object"}}});
-    let one = |description: &str| json!({"description": description,
-        "content": {"application/json": {"schema": playground.clone()}}});
+    let one = |description: &str| {
+        json!({"description": description,
+        "content": {"application/json": {"schema": playground.clone()}}})
+    };
     json!({
             "/v1/playgrounds": {
                 "post": {"summary": "Start a playground: an inference server (vLLM) for a model on the team's GPUs, admitted as workload kind `inference`",
@@ -278,9 +280,9 @@ fn playground_paths() -> Value {
                         "required": ["model", "gpus", "ttlSeconds"], "additionalProperties": false, "properties": {
                             "model": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": MODEL_PATTERN,
                                 "description": "model id or path on the team's storage: no blanks or control characters, no `..` segment (at most 512 bytes)"},
-                            "series": {"type": "string", "pattern": SERIES_PATTERN}, "gpus": {"type": "integer", "minimum": 1, "maximum": MAX_GPUS},
+                            "series": {"type": ["string", "null"], "pattern": SERIES_PATTERN}, "gpus": {"type": "integer", "minimum": 1, "maximum": MAX_GPUS},
                             "ttlSeconds": {"type": "integer", "minimum": MIN_TTL_SECS, "maximum": MAX_LIFETIME_SECS},
-                            "idleSeconds": {"type": "integer", "minimum": MIN_TTL_SECS, "maximum": MAX_LIFETIME_SECS, "description": "at most ttlSeconds"},
+                            "idleSeconds": {"type": ["integer", "null"], "minimum": MIN_TTL_SECS, "maximum": MAX_LIFETIME_SECS, "description": "at most ttlSeconds"},
                             "args": {"type": "array", "maxItems": MAX_ARGS, "items": {"type": "string", "maxLength": 256, "pattern": ARG_PATTERN,
                                 "description": "printable, at most 256 bytes; not a flag the gateway sets"}}}}}}},
                     "responses": {"201": one("the playground (pending)"),
@@ -359,7 +361,7 @@ fn client_paths() -> Value {
                     "size": {"type": "integer", "minimum": 1, "maximum": crate::uploads::max_upload_size()},
                     "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}}},
             "responses": {"201": session.clone(), "200": session.clone(),
-                "400": error_response("invalid-digest"), "413": error_response("upload.bad-size"),
+                "400": error_response("invalid-digest | upload.bad-size (size 0)"), "413": error_response("upload.bad-size (over the largest capsule)"),
                 "429": error_response("upload.too-many-sessions (details.open lists them)")}}},
         "/v1/uploads/{id}": {
             "parameters": id.clone(),
@@ -382,6 +384,7 @@ fn client_paths() -> Value {
                         "required": ["capsule", "size", "deduplicated"], "properties": {
                             "capsule": {"type": "string", "pattern": "^[0-9a-f]{64}$"}, "size": {"type": "integer"},
                             "deduplicated": {"type": "boolean"}}}}}},
+                    "404": error_response("upload.not-found"),
                     "409": error_response("upload.incomplete (details.missing)"),
                     "422": error_response("upload.digest-mismatch | upload.not-canonical"),
                     "400": error_response("capsule.* (hostile content)")}}}

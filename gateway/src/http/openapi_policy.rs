@@ -48,15 +48,16 @@ pub fn constrain(doc: &mut Value, cfg: &Config) {
             "settings": {}},
         "anyOf": [{"required": ["digest"]}, {"required": ["name", "version"]}]});
     for (path, method) in [("/v1/policy", "put"), ("/v1/policy/shadow", "put")] {
-        if let Some(body) = paths[path][method]
-            .pointer_mut("/requestBody/content/application~1json/schema")
+        if let Some(body) =
+            paths[path][method].pointer_mut("/requestBody/content/application~1json/schema")
         {
             body["additionalProperties"] = json!(false);
             body["properties"]["plugins"]["items"] = link.clone();
-            body["properties"]["comment"]["maxLength"] = json!(1024);
+            body["properties"]["comment"]["maxLength"] = json!(super::policy::MAX_COMMENT_CHARS);
             if path == "/v1/policy" {
                 body["properties"]["expectedVersion"]["minimum"] = json!(0);
                 body["properties"]["expectedVersion"]["maximum"] = json!(u64::MAX);
+                body["properties"]["replay"]["type"] = json!(["integer", "null"]);
                 body["properties"]["replay"]["minimum"] = json!(0);
                 body["properties"]["replay"]["maximum"] = json!(u32::MAX);
             }
@@ -75,10 +76,30 @@ pub fn constrain(doc: &mut Value, cfg: &Config) {
         ("/v1/policy", "get", "403", forbidden),
         ("/v1/policy/history", "get", "403", forbidden),
         ("/v1/policy/rollback", "post", "403", forbidden),
-        ("/v1/policy/rollback", "post", "404", "not-found: no such version to roll back to"),
-        ("/v1/policy/rollback", "post", "422", "a stored plugin of that version can no longer be loaded"),
-        ("/v1/policy/rollback", "post", "503", "storage-unavailable: nothing was changed"),
-        ("/v1/policy/shadow", "put", "422", "policy.unknown-plugin | plugin.invalid-settings"),
+        (
+            "/v1/policy/rollback",
+            "post",
+            "404",
+            "not-found: no such version to roll back to",
+        ),
+        (
+            "/v1/policy/rollback",
+            "post",
+            "422",
+            "a stored plugin of that version can no longer be loaded",
+        ),
+        (
+            "/v1/policy/rollback",
+            "post",
+            "503",
+            "storage-unavailable: nothing was changed",
+        ),
+        (
+            "/v1/policy/shadow",
+            "put",
+            "422",
+            "policy.unknown-plugin | plugin.invalid-settings",
+        ),
         ("/v1/policy/shadow", "delete", "403", "admin only"),
     ] {
         if let Some(responses) = paths[path][method]["responses"].as_object_mut() {
@@ -109,11 +130,35 @@ mod tests {
     #[test]
     fn patterns_agree_with_the_registry() {
         let long = "a".repeat(63);
-        for s in ["a", "team-quota", "9", "-a", "a-", "A", "a_b", "", long.as_str(), "a".repeat(64).as_str()] {
+        for s in [
+            "a",
+            "team-quota",
+            "9",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            "",
+            long.as_str(),
+            "a".repeat(64).as_str(),
+        ] {
             assert_eq!(matches(PLUGIN_NAME_PATTERN, s), valid_name(s), "name {s:?}");
         }
-        for s in ["1.0.0", "v1+build.2", "1_0", "", "1 0", "1/0", "1".repeat(64).as_str(), "1".repeat(65).as_str()] {
-            assert_eq!(matches(PLUGIN_VERSION_PATTERN, s), valid_version(s), "version {s:?}");
+        for s in [
+            "1.0.0",
+            "v1+build.2",
+            "1_0",
+            "",
+            "1 0",
+            "1/0",
+            "1".repeat(64).as_str(),
+            "1".repeat(65).as_str(),
+        ] {
+            assert_eq!(
+                matches(PLUGIN_VERSION_PATTERN, s),
+                valid_version(s),
+                "version {s:?}"
+            );
         }
     }
 }

@@ -70,10 +70,16 @@ pub fn complete(doc: &mut Value) {
                 add.push(("401", "unauthenticated: no bearer token, or an unknown one"));
             }
             if has_query(&item_copy, op) {
-                add.push(("400", "invalid-query: a query parameter is unknown or malformed"));
+                add.push((
+                    "400",
+                    "invalid-query: a query parameter is unknown or malformed",
+                ));
             }
             if op.get("requestBody").is_some() {
-                add.push(("400", "the body is malformed (not the documented media type or shape)"));
+                add.push((
+                    "400",
+                    "the body is malformed (not the documented media type or shape)",
+                ));
                 add.push(("413", "body-too-large: over FORGE_MAX_DOCUMENT_KIB (documents) or FORGE_MAX_BODY_MIB (archives, chunks, plugins)"));
             }
             if has_deadline(method, path) {
@@ -112,11 +118,17 @@ mod tests {
         assert!(p["/v1/things"]["get"]["responses"]["400"].is_object());
         assert!(p["/v1/things"]["get"]["responses"]["408"].is_object());
         assert!(p["/v1/things"]["get"]["responses"]["413"].is_null());
-        assert_eq!(p["/v1/things"]["post"]["responses"]["400"]["description"], "mine");
+        assert_eq!(
+            p["/v1/things"]["post"]["responses"]["400"]["description"],
+            "mine"
+        );
         assert!(p["/v1/things"]["post"]["responses"]["413"].is_object());
         assert!(p["/livez"]["get"]["responses"]["401"].is_null());
         assert!(p["/metrics"]["get"]["responses"]["401"].is_null());
-        assert!(p["/v1/plugins"]["post"]["responses"]["408"].is_null(), "bulk: no total deadline");
+        assert!(
+            p["/v1/plugins"]["post"]["responses"]["408"].is_null(),
+            "bulk: no total deadline"
+        );
         assert!(p["/v1/plugins"]["post"]["responses"]["413"].is_object());
     }
 }

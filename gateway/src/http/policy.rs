@@ -130,11 +130,11 @@ pub async fn put_policy(
             format!("not a policy document: {e}"),
         )
     })?;
-    if put.comment.len() > 1024 {
+    if put.comment.chars().count() > MAX_COMMENT_CHARS {
         return Err(ApiError::bad(
             "invalid-policy",
             "comment",
-            "at most 1024 bytes",
+            format!("at most {MAX_COMMENT_CHARS} characters"),
         ));
     }
     let m = &state.policies;
@@ -212,6 +212,9 @@ pub async fn rollback(
         .await?;
     Ok(Json(done))
 }
+
+/// Longest comment of a chain change (`PUT /v1/policy`, `PUT /v1/policy/shadow`).
+pub const MAX_COMMENT_CHARS: usize = 1024;
 
 /// Most versions `GET /v1/policy/history` returns at once (`?limit=`).
 pub const MAX_HISTORY: u32 = 1000;

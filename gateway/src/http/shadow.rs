@@ -99,6 +99,13 @@ pub async fn put_shadow(
             format!("not a policy document: {e}"),
         )
     })?;
+    if put.comment.chars().count() > super::policy::MAX_COMMENT_CHARS {
+        return Err(ApiError::bad(
+            "invalid-policy",
+            "comment",
+            format!("at most {} characters", super::policy::MAX_COMMENT_CHARS),
+        ));
+    }
     let m = &state.policies;
     let links = m.resolve(&Scope::Global, put.plugins).await?;
     let chain = m.build(&links).await?;

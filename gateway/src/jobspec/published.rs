@@ -24,7 +24,8 @@ const NAME_PART: &str = "([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]";
 /// non-zero digit, then a suffix or a decimal exponent.
 const QUANTITY: &str = r"^(?=[0-9.]*[1-9])([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$";
 /// What Rust's `str::trim` removes (Unicode `White_Space`), for "not only blanks".
-const NOT_BLANK: &str = r"[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+const NOT_BLANK: &str =
+    r"[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
 
 /// What the published schema cannot state; a request that breaks one of these is
 /// answered 422 `invalid-spec` although it follows the schema.
@@ -53,7 +54,10 @@ fn regex_escape(s: &str) -> String {
     s.chars()
         .flat_map(|c| {
             let special = "\\^$.|?*+()[]{}".contains(c);
-            special.then_some('\\').into_iter().chain(std::iter::once(c))
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
         })
         .collect()
 }
@@ -114,12 +118,20 @@ pub fn published_schema(cfg: &Config) -> Value {
         pool["memoryPerNode"]["pattern"] = json!(QUANTITY);
         pool["objectStoreMemory"]["pattern"] = json!(QUANTITY);
     }
+    if let Some(secret) = s.pointer_mut("/$defs/SecretRef") {
+        // Both are checked as required (defaulted only so every problem is reported).
+        secret["required"] = json!(["secret", "key"]);
+    }
     if let Some(secret) = s.pointer_mut("/$defs/SecretRef/properties") {
         secret["secret"]["pattern"] = json!(anchored(&subdomain()));
         secret["key"]["pattern"] = json!("^[-._a-zA-Z0-9]+$");
     }
     let description = s["description"].as_str().unwrap_or_default().to_string();
-    s["description"] = json!(format!("{description}\n\n{UNSTATED_RULES}").trim().to_string());
+    s["description"] = json!(
+        format!("{description}\n\n{UNSTATED_RULES}")
+            .trim()
+            .to_string()
+    );
     s
 }
 
@@ -141,13 +153,41 @@ mod tests {
         let label = anchored(DNS_LABEL);
         let long = "a".repeat(63);
         let too_long = "a".repeat(64);
-        for s in ["a", "a-b", "0", "ab9", long.as_str(), "", "-a", "a-", "A", "a_b", too_long.as_str(), "é"] {
-            assert_eq!(matches(&label, s), names::is_dns1123_label(s), "label {s:?}");
+        for s in [
+            "a",
+            "a-b",
+            "0",
+            "ab9",
+            long.as_str(),
+            "",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            too_long.as_str(),
+            "é",
+        ] {
+            assert_eq!(
+                matches(&label, s),
+                names::is_dns1123_label(s),
+                "label {s:?}"
+            );
         }
         let key = label_key();
         for s in [
-            "app", "team/app", "a.b.c/x_y-z.1", "forge.dev/x", "ray.io/x", "x/", "/x",
-            "A.B/x", "a/b/c", "-x", "x.", long.as_str(), too_long.as_str(),
+            "app",
+            "team/app",
+            "a.b.c/x_y-z.1",
+            "forge.dev/x",
+            "ray.io/x",
+            "x/",
+            "/x",
+            "A.B/x",
+            "a/b/c",
+            "-x",
+            "x.",
+            long.as_str(),
+            too_long.as_str(),
         ] {
             let expected = names::is_qualified_name(s)
                 && !RESERVED_LABEL_PREFIXES.iter().any(|r| s.starts_with(r));
@@ -155,23 +195,46 @@ mod tests {
         }
         let env = env_name();
         for s in [
-            "A", "_x", "a9", "FORGE_X", "RAY_ADDRESS", "CUDA_VISIBLE_DEVICES",
-            "CUDA_VISIBLE_DEVICES_2", "9a", "a-b", "", "FORGEX",
+            "A",
+            "_x",
+            "a9",
+            "FORGE_X",
+            "RAY_ADDRESS",
+            "CUDA_VISIBLE_DEVICES",
+            "CUDA_VISIBLE_DEVICES_2",
+            "9a",
+            "a-b",
+            "",
+            "FORGEX",
         ] {
             let expected = names::is_c_identifier(s)
                 && !RESERVED_ENV_PREFIXES.iter().any(|r| s.starts_with(r))
                 && !RESERVED_ENV_NAMES.contains(&s);
             assert_eq!(matches(&env, s), expected, "env name {s:?}");
         }
-        for s in ["64Gi", "1.5Gi", "1e9", "500M", ".5", "0", "0Gi", "00.0", "1x", "Gi", "", "1e", "1.2.3"] {
-            assert_eq!(matches(QUANTITY, s), names::is_positive_quantity(s), "quantity {s:?}");
+        for s in [
+            "64Gi", "1.5Gi", "1e9", "500M", ".5", "0", "0Gi", "00.0", "1x", "Gi", "", "1e", "1.2.3",
+        ] {
+            assert_eq!(
+                matches(QUANTITY, s),
+                names::is_positive_quantity(s),
+                "quantity {s:?}"
+            );
         }
         for s in ["python x.py", " x ", "\t", " \u{3000} ", "", "\u{1c}"] {
-            assert_eq!(matches(NOT_BLANK, s), !s.trim().is_empty(), "entrypoint {s:?}");
+            assert_eq!(
+                matches(NOT_BLANK, s),
+                !s.trim().is_empty(),
+                "entrypoint {s:?}"
+            );
         }
         let sub = anchored(&subdomain());
         for s in ["team-a.wandb", "a", "a..b", ".a", "A.b", "a.b-"] {
-            assert_eq!(matches(&sub, s), names::is_dns1123_subdomain(s), "secret {s:?}");
+            assert_eq!(
+                matches(&sub, s),
+                names::is_dns1123_subdomain(s),
+                "secret {s:?}"
+            );
         }
     }
 
