@@ -2,7 +2,7 @@
 # The project's test command (see README). Works on a fresh machine of this kind:
 # installs what the tests need (the WebAssembly toolchain for plugins, PostgreSQL's server
 # binaries, headless Chromium and chromedriver for the console's browser tests, a venv for
-# the manifest checks, the Python and TypeScript SDK toolchains, Ray) inside the clone or from
+# the manifest checks, the Python and TypeScript SDK toolchains, Ray, schemathesis) inside the clone or from
 # the distribution, then runs formatting and lint checks and every unit and integration
 # test. The S3-compatible test server
 # (s3s-fs) is a library the tests serve in-process (`forge-testkit`). Each step prints
@@ -88,6 +88,9 @@ cargo run --quiet -p forge-plugin-build --bin forge-plugin -- test \
 
 log "binaries (the crash tests run the gateway and the emulator as real processes)"
 cargo build --quiet --workspace --bins
+
+log "schemathesis 4 (venv in target/schemathesis) over every operation of the OpenAPI document, against a dev gateway: every check, bounded"
+bash tests/schemathesis/run.sh
 
 log "unit and integration tests"
 cargo test --workspace --no-fail-fast

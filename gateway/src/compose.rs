@@ -219,9 +219,7 @@ pub async fn build_state(
         UploadLimits {
             max_sessions_per_team: config.gateway.upload_max_sessions,
             ttl: Duration::from_secs(config.gateway.upload_ttl_s),
-            // A capsule of the largest code the packer accepts, with room for the
-            // zip's own structure.
-            max_size: forge_capsule::CapsuleLimits::default().max_total_bytes + (1 << 30),
+            max_size: crate::uploads::max_upload_size(),
             // Room for the request's own framing within the body limit.
             max_chunk: (config.gateway.max_body_bytes() as u64)
                 .saturating_sub(64 << 10)

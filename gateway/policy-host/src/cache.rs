@@ -176,7 +176,7 @@ fn read_key(path: &Path) -> std::io::Result<Option<[u8; 32]>> {
 /// into place, which fails if the name exists.
 fn create_key(dir: &Path, path: &Path) -> std::io::Result<[u8; 32]> {
     let mut key = [0u8; 32];
-    getrandom::fill(&mut key).map_err(std::io::Error::other)?;
+    getrandom::fill(&mut key).map_err(|e| std::io::Error::other(e.to_string()))?;
     let tmp = temp_beside(&dir.join("cache.key"));
     {
         let mut options = std::fs::OpenOptions::new();

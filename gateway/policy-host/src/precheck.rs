@@ -11,7 +11,7 @@
 //! shared instance pool one instantiation can take. The pooling allocator checks the
 //! exact per-component counts again when the compiled component is loaded.
 
-use wasmparser::{ComponentExternalKind, Parser, Payload};
+use wasmparser::{ComponentExternalKind, ComponentTypeRef, Parser, Payload};
 
 use crate::error::LoadError;
 
@@ -56,7 +56,7 @@ pub struct Shape {
     pub functions: u32,
     /// The largest function body, in bytes.
     pub max_function_bytes: u32,
-    /// Top-level imports, by name.
+    /// Top-level interface imports, by name (type imports are not listed).
     pub imports: Vec<String>,
     /// Top-level exports, by name.
     pub exports: Vec<(String, ComponentExternalKind)>,
@@ -132,8 +132,14 @@ pub fn precheck(
             Payload::ComponentImportSection(r) if depth == 1 => {
                 for import in r {
                     let import = import.map_err(|e| LoadError::NotAComponent(format!("{e}")))?;
+                    // A type import (the WIT types of the exports' signatures) grants
+                    // nothing; every other import must be an allowed host interface.
+                    if matches!(import.ty, ComponentTypeRef::Type(_)) {
+                        continue;
+                    }
                     let name = import.name.name;
-                    if !allowed_imports.contains(&name) {
+                    let instance = matches!(import.ty, ComponentTypeRef::Instance(_));
+                    if !instance || !allowed_imports.contains(&name) {
                         return Err(LoadError::ForbiddenImport(name.to_string()));
                     }
                     shape.imports.push(name.to_string());
@@ -231,6 +237,12 @@ mod tests {
             matches!(&err, LoadError::ForbiddenImport(n) if n == "wasi:filesystem/types@0.2.0"),
             "{err:?}"
         );
+        let func = r#"(component (import "forge:policy/host@0.2.0" (func)))"#;
+        let err = check(func, &ShapeLimits::default()).expect_err("not an instance");
+        assert!(matches!(err, LoadError::ForbiddenImport(_)), "{err:?}");
+        let typed = r#"(component (import "request" (type (sub resource))))"#;
+        let err = check(typed, &ShapeLimits::default()).expect_err("no exports");
+        assert!(matches!(err, LoadError::MissingExports(_)), "a type import passes: {err:?}");
         let ok = r#"(component (import "forge:policy/host@0.2.0" (instance)))"#;
         let err = check(ok, &ShapeLimits::default()).expect_err("no exports");
         assert!(

@@ -301,9 +301,14 @@ fn upload_answer(e: UploadError) -> Answer {
         UploadError::InvalidDigest => {
             Answer::new(bad, "invalid-digest", message).details(json!({ "field": "digest" }))
         }
-        UploadError::BadSize { .. } => {
-            Answer::new(StatusCode::PAYLOAD_TOO_LARGE, "upload.bad-size", message)
-                .details(json!({ "field": "size" }))
+        UploadError::BadSize { size, .. } => {
+            // Nothing to upload is a malformed request, not a large one.
+            let status = if size == 0 {
+                bad
+            } else {
+                StatusCode::PAYLOAD_TOO_LARGE
+            };
+            Answer::new(status, "upload.bad-size", message).details(json!({ "field": "size" }))
         }
         UploadError::TooManySessions { ref open, .. } => Answer::new(
             StatusCode::TOO_MANY_REQUESTS,

@@ -19,13 +19,14 @@
 //!   the structured pending reason (also on `GET /v1/jobs/{id}` while it starts).
 
 use axum::Json;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use forge_policy_host::ChainOutcome;
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
+use super::query::Query;
 use super::submission;
 use crate::auth::{Caller, Role};
 use crate::cluster::LogSource;
@@ -33,7 +34,9 @@ use crate::domain::JobState;
 use crate::jobs::dashboard::Dashboard;
 use crate::jobs::{Diagnosis, JobError, LogStart, LogTarget, PendingReason, PodLog, QueueEntry};
 use crate::state::AppState;
-use crate::store::{DecisionRecord, HistoryEntry, JobRecord, ListQuery, Page, StoreError};
+use crate::store::{
+    DecisionRecord, HistoryEntry, JobRecord, ListQuery, MAX_PAGE, Page, StoreError,
+};
 
 /// A job as the API shows it.
 #[derive(Debug, Serialize)]
@@ -149,11 +152,27 @@ pub async fn list(
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(|e| ApiError::bad("invalid-query", "state", e.to_string()))?;
+    let limit = match q.limit {
+        None => 0,
+        Some(n @ 1..=MAX_PAGE) => n,
+        Some(_) => {
+            return Err(ApiError::bad(
+                "invalid-query",
+                "limit",
+                format!("a page holds 1..={MAX_PAGE} jobs"),
+            ));
+        }
+    };
+    if let Some(c) = &q.cursor
+        && !is_cursor(c)
+    {
+        return Err(bad_cursor());
+    }
     let team = team_filter(&caller, q.team)?;
     let query = ListQuery {
         team,
         state: job_state,
-        limit: q.limit.unwrap_or(0),
+        limit,
         after: q.cursor,
     };
     let page = list_page(&state, query).await?;
@@ -163,15 +182,27 @@ pub async fn list(
     }))
 }
 
+/// The shape of the cursors the gateway issues (a job's sequence number, as the
+/// OpenAPI document states it): anything else is refused before the store is asked.
+pub const CURSOR_PATTERN: &str = "^[1-9][0-9]{0,17}$";
+
+fn is_cursor(c: &str) -> bool {
+    (1..=18).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_digit()) && !c.starts_with('0')
+}
+
+fn bad_cursor() -> ApiError {
+    ApiError::bad(
+        "invalid-query",
+        "cursor",
+        "not a cursor this gateway issued",
+    )
+}
+
 /// A page of a listing (already filtered to what the caller may see; the console's
 /// jobs page reads the same).
 pub async fn list_page(state: &AppState, query: ListQuery) -> Result<Page, ApiError> {
     state.jobs.store().list(query).await.map_err(|e| match e {
-        StoreError::BadCursor => ApiError::bad(
-            "invalid-query",
-            "cursor",
-            "not a cursor this gateway issued",
-        ),
+        StoreError::BadCursor => bad_cursor(),
         other => JobError::from(other).into(),
     })
 }

@@ -1,21 +1,38 @@
 //! The OpenAPI 3.1 document served at `/v1/openapi.json`, and the JobSpec schema at
 //! `/v1/schemas/jobspec`. Schemas of the request bodies come from the code (`schemars`
-//! for the JobSpec), so the document cannot drift from what the gateway validates; a
-//! test holds the document against the router's route table in both directions.
+//! for the JobSpec, with the semantic rules a schema can state: `jobspec::published`),
+//! so the document cannot drift from what the gateway validates; a test holds the
+//! document against the router's route table in both directions. The answers every
+//! operation shares (401, 400 invalid-query, 413, 408) are added by
+//! [`super::openapi_shared`], the policy operations' constraints by
+//! [`super::openapi_policy`]; `tests/schemathesis/run.sh` holds a running gateway to
+//! the document.
 
 use axum::Json;
+use axum::extract::State;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
+use crate::config::Config;
+use crate::state::AppState;
+
+/// A playground's model: no blanks or control characters, no `..` segment
+/// (`playground::request`).
+const MODEL_PATTERN: &str = r"^(?!(.*/)?\.\.(/|$))[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$";
+/// A playground's GPU series: a label value.
+const SERIES_PATTERN: &str = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$";
+/// A vLLM argument: printable, not one the gateway sets (`RESERVED_ARGS`).
+const ARG_PATTERN: &str = r"^(?!(--port|--host|--api-key|--served-model-name|--tensor-parallel-size|--model)(=|$))[^\u0000-\u001f\u007f-\u009f]*$";
 
 /// `GET /v1/openapi.json`.
-pub async fn serve(_caller: Caller) -> Json<Value> {
-    Json(document())
+pub async fn serve(State(state): State<AppState>, _caller: Caller) -> Json<Value> {
+    Json(document(&state.config))
 }
 
-/// `GET /v1/schemas/jobspec`.
-pub async fn jobspec_schema(_caller: Caller) -> Json<Value> {
-    Json(crate::jobspec::json_schema())
+/// `GET /v1/schemas/jobspec`: the schema as published (this gateway's frameworks and
+/// storage).
+pub async fn jobspec_schema(State(state): State<AppState>, _caller: Caller) -> Json<Value> {
+    Json(crate::jobspec::published_schema(&state.config))
 }
 
 fn error_response(description: &str) -> Value {
@@ -32,9 +49,9 @@ fn job_response(description: &str) -> Value {
     })
 }
 
-/// The document.
-pub fn document() -> Value {
-    let mut jobspec = crate::jobspec::json_schema();
+/// The document (the JobSpec as this gateway's configuration accepts it).
+pub fn document(cfg: &Config) -> Value {
+    let mut jobspec = crate::jobspec::published_schema(cfg);
     let defs = jobspec
         .as_object_mut()
         .and_then(|o| o.remove("$defs"))
@@ -54,7 +71,7 @@ pub fn document() -> Value {
                 "properties": {
                     "code": {"type": "string", "description": "Stable, machine-readable code"},
                     "message": {"type": "string"},
-                    "details": {"description": "Code-specific details, e.g. for invalid-spec `fields` (the first FORGE_MAX_FIELD_ERRORS problems), `total` and `omitted`"}
+                    "details": {"type": "object", "description": "Code-specific details: the request `field`; for invalid-spec `fields` (the first FORGE_MAX_FIELD_ERRORS problems), `total` and `omitted`"}
                 }
             }}
         },
@@ -76,6 +93,14 @@ pub fn document() -> Value {
                 "admission": {"type": "object", "description": "Decision and per-plugin trace (on submission)"},
                 "history": {"type": "array", "items": {"type": "object"}},
                 "decisions": {"type": "array", "items": {"type": "object"}}
+            }
+        },
+        "JobPage": {
+            "type": "object",
+            "required": ["jobs"],
+            "properties": {
+                "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+                "next": {"type": "string", "description": "cursor of the next page (absent on the last)"}
             }
         },
         "Readiness": {
@@ -136,6 +161,10 @@ pub fn document() -> Value {
     }
     let id_param =
         json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+    let job_states: Vec<&str> = crate::domain::JobState::ALL
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
     let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
@@ -171,7 +200,7 @@ pub fn document() -> Value {
             "/v1/jobs": {
                 "post": {"summary": "Submit a job",
                     "requestBody": {"required": true, "content": {
-                        "multipart/form-data": {"schema": {"type": "object", "required": ["spec", "code"], "properties": {
+                        "multipart/form-data": {"schema": {"type": "object", "required": ["spec", "code"], "additionalProperties": false, "properties": {
                             "spec": {"$ref": "#/components/schemas/JobSpec"},
                             "code": {"type": "string", "format": "binary", "description": ".zip or .tar.gz"}}}},
                         "application/json": {"schema": {"$ref": "#/components/schemas/JsonSubmission"}}}},
@@ -185,11 +214,12 @@ pub fn document() -> Value {
                         "503": error_response("policy or storage unavailable")}},
                 "get": {"summary": "List jobs (newest first)",
                     "parameters": [
-                        {"name": "state", "in": "query", "schema": {"type": "string"}},
-                        {"name": "team", "in": "query", "schema": {"type": "string"}, "description": "admins only"},
-                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
-                        {"name": "cursor", "in": "query", "schema": {"type": "string"}}],
-                    "responses": {"200": {"description": "a page of jobs and the next cursor"}}}
+                        {"name": "state", "in": "query", "schema": {"type": "string", "enum": job_states}},
+                        {"name": "team", "in": "query", "schema": {"type": "string"}, "description": "admins only (members: their own team)"},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": crate::store::MAX_PAGE}, "description": "page size (default 50)"},
+                        {"name": "cursor", "in": "query", "schema": {"type": "string", "pattern": crate::http::jobs::CURSOR_PATTERN}, "description": "`next` of the previous page"}],
+                    "responses": {"200": {"description": "a page of jobs and the next cursor", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobPage"}}}},
+                        "403": error_response("forbidden-team: members list their own team only")}}
             },
             "/v1/jobs/{id}": {
                 "parameters": id_param.clone(),
@@ -210,8 +240,8 @@ pub fn document() -> Value {
                         {"name": "name", "in": "query", "schema": {"type": "string", "enum": ["driver", "head"]}, "description": "not with pod"},
                         {"name": "pod", "in": "query", "schema": {"type": "string"}, "description": "one pod of the job, as GET /v1/jobs/{id}/logs/pods lists it (not with name)"},
                         {"name": "container", "in": "query", "schema": {"type": "string"}, "description": "with pod: its container (default: the Ray or submitter container)"},
-                        {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "start at this byte (a reconnecting follower passes the offset it reached)"},
-                        {"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "start at the last N lines (not with offset)"},
+                        {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}, "description": "start at this byte (a reconnecting follower passes the offset it reached)"},
+                        {"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}, "description": "start at the last N lines (not with offset: both is 400 invalid-query)"},
                         {"name": "follow", "in": "query", "schema": {"type": "boolean"}}],
                     "responses": {"200": {"description": "text/plain; header x-forge-log-offset: the offset of the body's first byte"},
                         "400": error_response("invalid-query (name with pod, container without pod, offset with tail)"),
@@ -242,23 +272,42 @@ pub fn document() -> Value {
             paths.extend(more);
         }
     }
+    super::openapi_policy::constrain(&mut doc, cfg);
+    super::openapi_shared::complete(&mut doc);
     doc
 }
 
 /// Playgrounds: inference servers a team starts (see `http/playgrounds.rs`).
 fn playground_paths() -> Value {
+    use crate::playground::request::{MAX_ARGS, MAX_GPUS, MAX_LIFETIME_SECS, MIN_TTL_SECS};
     let id = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+    let playground = json!({"type": "object",
+        "required": ["id", "team", "model", "gpus", "state", "endpoint", "createdAtMs", "expiresAtMs"],
+        "properties": {
+            "id": {"type": "string"}, "team": {"type": "string"}, "createdBy": {"type": "string"},
+            "model": {"type": "string"}, "series": {"type": ["string", "null"]},
+            "gpus": {"type": "integer"}, "args": {"type": "array", "items": {"type": "string"}},
+            "state": {"type": "string"}, "reason": {"type": ["string", "null"]},
+            "createdAtMs": {"type": "integer"}, "expiresAtMs": {"type": "integer"},
+            "idleSeconds": {"type": ["integer", "null"]}, "endpoint": {"type": "string"},
+            "pod": {"type": "object"}, "reclaim": {"type": "object"}}});
+    let one = |description: &str| {
+        json!({"description": description,
+        "content": {"application/json": {"schema": playground.clone()}}})
+    };
     json!({
             "/v1/playgrounds": {
                 "post": {"summary": "Start a playground: an inference server (vLLM) for a model on the team's GPUs, admitted as workload kind `inference`",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object",
                         "required": ["model", "gpus", "ttlSeconds"], "additionalProperties": false, "properties": {
-                            "model": {"type": "string", "description": "model id or path on the team's storage"},
-                            "series": {"type": "string"}, "gpus": {"type": "integer", "minimum": 1, "maximum": 8},
-                            "ttlSeconds": {"type": "integer", "minimum": 60, "maximum": 86400},
-                            "idleSeconds": {"type": "integer", "minimum": 60},
-                            "args": {"type": "array", "items": {"type": "string"}, "maxItems": 32}}}}}},
-                    "responses": {"201": {"description": "the playground (pending)"},
+                            "model": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": MODEL_PATTERN,
+                                "description": "model id or path on the team's storage: no blanks or control characters, no `..` segment (at most 512 bytes)"},
+                            "series": {"type": ["string", "null"], "pattern": SERIES_PATTERN}, "gpus": {"type": "integer", "minimum": 1, "maximum": MAX_GPUS},
+                            "ttlSeconds": {"type": "integer", "minimum": MIN_TTL_SECS, "maximum": MAX_LIFETIME_SECS},
+                            "idleSeconds": {"type": ["integer", "null"], "minimum": MIN_TTL_SECS, "maximum": MAX_LIFETIME_SECS, "description": "at most ttlSeconds"},
+                            "args": {"type": "array", "maxItems": MAX_ARGS, "items": {"type": "string", "maxLength": 256, "pattern": ARG_PATTERN,
+                                "description": "printable, at most 256 bytes; not a flag the gateway sets"}}}}}}},
+                    "responses": {"201": one("the playground (pending)"),
                         "400": error_response("invalid-body"),
                         "403": error_response("policy-rejected"),
                         "422": error_response("invalid-playground (the field)"),
@@ -266,14 +315,15 @@ fn playground_paths() -> Value {
                         "501": error_response("playgrounds-disabled (no FORGE_IMAGE_VLLM)"),
                         "503": error_response("policy or cluster view unavailable")}},
                 "get": {"summary": "The team's playgrounds (admins: every team's), newest first",
-                    "responses": {"200": {"description": "{items: [...]}"}}}
+                    "responses": {"200": {"description": "the playgrounds", "content": {"application/json": {"schema": {
+                        "type": "object", "required": ["items"], "properties": {"items": {"type": "array", "items": playground.clone()}}}}}}}}
             },
             "/v1/playgrounds/{id}": {
                 "parameters": id.clone(),
                 "get": {"summary": "A playground: state, pod phase and pending reason, endpoint, next reclaim",
-                    "responses": {"200": {"description": "the playground"}, "404": error_response("not found (or another team's)")}},
+                    "responses": {"200": one("the playground"), "404": error_response("not found (or another team's)")}},
                 "delete": {"summary": "End a playground (deleted; an admin ending another team's: reclaimed-by-admin)",
-                    "responses": {"200": {"description": "the ended playground"}, "404": error_response("not found")}}
+                    "responses": {"200": one("the ended playground"), "404": error_response("not found")}}
             },
             "/v1/playgrounds/{id}/v1/{*rest}": {
                 "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
@@ -291,8 +341,9 @@ fn playground_paths() -> Value {
                 "parameters": id.clone(),
                 "post": {"summary": "Add seconds to the hard TTL (at most 24 h of life in all)",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object",
-                        "required": ["seconds"], "properties": {"seconds": {"type": "integer", "minimum": 1}}}}}},
-                    "responses": {"200": {"description": "the playground"}, "404": error_response("not found"),
+                        "required": ["seconds"], "additionalProperties": false,
+                        "properties": {"seconds": {"type": "integer", "minimum": 1, "maximum": MAX_LIFETIME_SECS}}}}}},
+                    "responses": {"200": one("the playground"), "404": error_response("not found"),
                         "409": error_response("playground-ended"), "422": error_response("invalid-playground")}}
             }
     })
@@ -301,29 +352,47 @@ fn playground_paths() -> Value {
 /// Identity, capsule presence and resumable uploads (what `forge` uses besides jobs).
 fn client_paths() -> Value {
     let id = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
-    let session = json!({"description": "the session: id, digest, size, received / missing byte ranges ([start, end)), receivedBytes, maxChunkBytes, expiresAtMs, resumed"});
+    let range = json!({"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2});
+    let session = json!({"description": "the session: received / missing byte ranges are [start, end)",
+        "content": {"application/json": {"schema": {"type": "object",
+            "required": ["id", "digest", "size", "received", "receivedBytes", "missing", "maxChunkBytes", "expiresAtMs", "resumed"],
+            "properties": {
+                "id": {"type": "string"}, "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                "size": {"type": "integer", "minimum": 1},
+                "received": {"type": "array", "items": range.clone()}, "receivedBytes": {"type": "integer", "minimum": 0},
+                "missing": {"type": "array", "items": range}, "maxChunkBytes": {"type": "integer", "minimum": 1},
+                "expiresAtMs": {"type": "integer"}, "resumed": {"type": "boolean"}}}}}});
     json!({
         "/v1/jobs/watch": {"get": {"summary": "Every change of the caller's team's jobs (admins: all, or ?team=) as server-sent events: state, standing, resync",
             "parameters": [{"name": "team", "in": "query", "schema": {"type": "string"}, "description": "admins only"}],
             "responses": {"200": {"description": "text/event-stream"}, "403": error_response("forbidden-team")}}},
         "/v1/whoami": {"get": {"summary": "The caller's team, role and token name",
-            "responses": {"200": {"description": "{team, role, name}"}}}},
+            "responses": {"200": {"description": "who the token is", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["team", "role"], "properties": {
+                    "team": {"type": "string"}, "role": {"type": "string", "enum": ["member", "admin"]},
+                    "name": {"type": ["string", "null"]}}}}}}}}},
         "/v1/team-capsules/{digest}": {
             "parameters": [{"name": "digest", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}],
             "get": {"summary": "Whether the caller's team may name this capsule in a submission (HEAD works too)",
-                "responses": {"200": {"description": "{digest}"}, "400": error_response("invalid-capsule"), "404": error_response("unknown-capsule")}}},
+                "responses": {"200": {"description": "present", "content": {"application/json": {"schema": {"type": "object",
+                        "required": ["digest"], "properties": {"digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}}},
+                    "400": error_response("invalid-capsule"), "404": error_response("unknown-capsule")}}},
         "/v1/uploads": {"post": {"summary": "Start (or resume: same digest and size) a resumable upload of a client-built capsule",
             "requestBody": {"required": true, "content": {"application/json": {"schema": {
                 "type": "object", "required": ["size", "digest"], "additionalProperties": false, "properties": {
-                    "size": {"type": "integer", "minimum": 1}, "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}}},
+                    "size": {"type": "integer", "minimum": 1, "maximum": crate::uploads::max_upload_size()},
+                    "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}}},
             "responses": {"201": session.clone(), "200": session.clone(),
-                "400": error_response("invalid-digest"), "413": error_response("upload.bad-size"),
+                "400": error_response("invalid-digest | upload.bad-size (size 0)"), "413": error_response("upload.bad-size (over the largest capsule)"),
                 "429": error_response("upload.too-many-sessions (details.open lists them)")}}},
         "/v1/uploads/{id}": {
             "parameters": id.clone(),
             "get": {"summary": "Which byte ranges are present and missing (where to resume)",
                 "responses": {"200": session.clone(), "404": error_response("upload.not-found")}},
             "put": {"summary": "One chunk at its offset (Content-Range: bytes first-last/size); idempotent, any order",
+                "parameters": [{"name": "Content-Range", "in": "header", "required": true,
+                    "schema": {"type": "string", "pattern": "^bytes [0-9]{1,19}-[0-9]{1,19}/([0-9]{1,19}|\\*)$"},
+                    "description": "the chunk's bytes: first-last (inclusive, first <= last) of the capsule's size"}],
                 "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
                 "responses": {"200": session,
                     "400": error_response("upload.bad-range | upload.body-length | upload.interrupted"),
@@ -333,7 +402,11 @@ fn client_paths() -> Value {
         "/v1/uploads/{id}/complete": {
             "parameters": id,
             "post": {"summary": "Verify (every byte present, SHA-256, a canonical capsule) and store it; name it in POST /v1/jobs as `capsule`",
-                "responses": {"200": {"description": "{capsule, size, deduplicated}"},
+                "responses": {"200": {"description": "stored", "content": {"application/json": {"schema": {"type": "object",
+                        "required": ["capsule", "size", "deduplicated"], "properties": {
+                            "capsule": {"type": "string", "pattern": "^[0-9a-f]{64}$"}, "size": {"type": "integer"},
+                            "deduplicated": {"type": "boolean"}}}}}},
+                    "404": error_response("upload.not-found"),
                     "409": error_response("upload.incomplete (details.missing)"),
                     "422": error_response("upload.digest-mismatch | upload.not-canonical"),
                     "400": error_response("capsule.* (hostile content)")}}}
@@ -429,9 +502,16 @@ fn rewrite_refs(v: Value) -> Value {
 mod tests {
     use super::*;
 
+    fn test_config() -> Config {
+        let mut env = crate::config::dev_defaults();
+        env.insert("FORGE_DATA_DIR".into(), "/tmp/forge-openapi-test".into());
+        env.insert("FORGE_IMAGE_NEMO_RL".into(), "rayproject/ray:2.55.1".into());
+        Config::from_env_map(env).expect("config")
+    }
+
     #[test]
     fn documents_exactly_the_routes_and_resolves_refs() {
-        let doc = document();
+        let doc = document(&test_config());
         for (method, path) in crate::http::ROUTES {
             assert!(
                 doc["paths"][path][method].is_object(),

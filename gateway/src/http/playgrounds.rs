@@ -23,7 +23,8 @@ use crate::playground::{CreatePlayground, PlaygroundView};
 use crate::state::AppState;
 
 fn body<T: serde::de::DeserializeOwned>(raw: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(raw).map_err(|e| ApiError::bad("invalid-body", "body", e.to_string()))
+    crate::domain::json_number::from_slice(raw)
+        .map_err(|e| ApiError::bad("invalid-body", "body", e.to_string()))
 }
 
 /// `POST /v1/playgrounds`.

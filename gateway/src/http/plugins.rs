@@ -8,12 +8,13 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Multipart, Query, State};
+use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::StatusCode;
 use serde::Serialize;
 
 use super::error::ApiError;
 use super::policy::{ScopeQuery, who};
+use super::query::Query;
 use crate::auth::{Caller, Role};
 use crate::policy::PolicyAdminError;
 use crate::policy::registry::{GLOBAL, Upload};
@@ -24,13 +25,17 @@ use crate::store::PluginRecord;
 pub async fn upload(
     State(state): State<AppState>,
     caller: Caller,
-    mut multipart: Multipart,
+    request: Request,
 ) -> Result<(StatusCode, Json<PluginRecord>), ApiError> {
     // A member whose uploads keep failing is refused before the body is read (an
     // admin may upload globally, which is not braked: checked once the scope is known).
     if caller.role != Role::Admin {
         state.policies.registry().admit_upload(&caller.team)?;
     }
+    // A body that is not multipart is the API's JSON 400, not axum's plain-text one.
+    let mut multipart = Multipart::from_request(request, &state)
+        .await
+        .map_err(|e| ApiError::bad("invalid-multipart", "body", e.body_text()))?;
     let limit = state.policies.registry().limits().max_plugin_bytes;
     let mut component: Option<Bytes> = None;
     let mut text = std::collections::BTreeMap::<String, String>::new();
@@ -123,7 +128,11 @@ pub async fn upload(
     let whole = |k: &str| -> Result<Option<u64>, ApiError> {
         text.get(k)
             .map(|v| {
-                v.trim().parse::<u64>().map_err(|_| {
+                // A whole number as JSON writes it (`5`, `5.0`, `5e0`).
+                let mut n = serde_json::from_str::<serde_json::Value>(v.trim())
+                    .unwrap_or(serde_json::Value::Null);
+                crate::domain::json_number::integral_numbers(&mut n);
+                n.as_u64().ok_or_else(|| {
                     ApiError::bad(
                         "invalid-part",
                         k,

@@ -9,10 +9,11 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
+use super::query::Query;
 use crate::auth::{Caller, Role};
 use crate::policy::active::ScopeView;
 use crate::policy::{Activation, Change, LinkInput, PolicyAdminError, ReplayReport, Scope};
@@ -122,18 +123,18 @@ pub async fn put_policy(
     body: Bytes,
 ) -> Result<Json<PutResponse>, ApiError> {
     let scope = scope_of(&caller, &q, true)?;
-    let put: PutPolicy = serde_json::from_slice(&body).map_err(|e| {
+    let put: PutPolicy = crate::domain::json_number::from_slice(&body).map_err(|e| {
         ApiError::bad(
             "invalid-policy",
             "body",
             format!("not a policy document: {e}"),
         )
     })?;
-    if put.comment.len() > 1024 {
+    if put.comment.chars().count() > MAX_COMMENT_CHARS {
         return Err(ApiError::bad(
             "invalid-policy",
             "comment",
-            "at most 1024 bytes",
+            format!("at most {MAX_COMMENT_CHARS} characters"),
         ));
     }
     let m = &state.policies;
@@ -191,7 +192,7 @@ pub async fn rollback(
     let r: Rollback = if body.is_empty() {
         Rollback::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| {
+        crate::domain::json_number::from_slice(&body).map_err(|e| {
             ApiError::bad(
                 "invalid-policy",
                 "body",
@@ -212,6 +213,12 @@ pub async fn rollback(
     Ok(Json(done))
 }
 
+/// Longest comment of a chain change (`PUT /v1/policy`, `PUT /v1/policy/shadow`).
+pub const MAX_COMMENT_CHARS: usize = 1024;
+
+/// Most versions `GET /v1/policy/history` returns at once (`?limit=`).
+pub const MAX_HISTORY: u32 = 1000;
+
 #[derive(Serialize)]
 pub struct HistoryResponse {
     scope: String,
@@ -224,12 +231,19 @@ pub async fn history(
     caller: Caller,
     Query(q): Query<ScopeQuery>,
 ) -> Result<Json<HistoryResponse>, ApiError> {
+    let limit = match q.limit {
+        None => 100,
+        Some(n @ 1..=MAX_HISTORY) => n,
+        Some(_) => {
+            return Err(ApiError::bad(
+                "invalid-query",
+                "limit",
+                format!("1..={MAX_HISTORY} versions"),
+            ));
+        }
+    };
     let scope = scope_of(&caller, &q, false)?;
-    let versions = state
-        .policies
-        .store()
-        .history(&scope.key(), q.limit.unwrap_or(100).clamp(1, 1000))
-        .await?;
+    let versions = state.policies.store().history(&scope.key(), limit).await?;
     Ok(Json(HistoryResponse {
         scope: scope.key(),
         versions,

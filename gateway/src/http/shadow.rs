@@ -92,13 +92,20 @@ pub async fn put_shadow(
     body: Bytes,
 ) -> Result<Json<ShadowResponse>, ApiError> {
     caller.require_admin()?;
-    let put: PutShadow = serde_json::from_slice(&body).map_err(|e| {
+    let put: PutShadow = crate::domain::json_number::from_slice(&body).map_err(|e| {
         ApiError::bad(
             "invalid-policy",
             "body",
             format!("not a policy document: {e}"),
         )
     })?;
+    if put.comment.chars().count() > super::policy::MAX_COMMENT_CHARS {
+        return Err(ApiError::bad(
+            "invalid-policy",
+            "comment",
+            format!("at most {} characters", super::policy::MAX_COMMENT_CHARS),
+        ));
+    }
     let m = &state.policies;
     let links = m.resolve(&Scope::Global, put.plugins).await?;
     let chain = m.build(&links).await?;

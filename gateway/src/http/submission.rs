@@ -7,6 +7,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::{StatusCode, header};
+use futures::StreamExt;
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
@@ -35,9 +36,20 @@ pub async fn read(
         read_multipart(state, team, multipart).await
     } else {
         let limit = state.config.gateway.max_document_bytes();
-        let body = axum::body::to_bytes(request.into_body(), limit)
-            .await
-            .map_err(|_| too_large("body", limit, "FORGE_MAX_DOCUMENT_KIB"))?;
+        // Past the document limit the rest is read and dropped (bounded by the body
+        // limit), so the client gets the answer rather than a reset connection.
+        let mut stream = request.into_body().into_data_stream();
+        let (mut body, mut size) = (Vec::new(), 0usize);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|_| too_large("body", limit, "FORGE_MAX_DOCUMENT_KIB"))?;
+            size = size.saturating_add(chunk.len());
+            if size <= limit {
+                body.extend_from_slice(&chunk);
+            }
+        }
+        if size > limit {
+            return Err(too_large("body", limit, "FORGE_MAX_DOCUMENT_KIB"));
+        }
         read_json(state, team, &body)
     }
 }

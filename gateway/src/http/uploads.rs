@@ -36,7 +36,7 @@ pub async fn start(
     caller: Caller,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<SessionView>), ApiError> {
-    let req: StartUpload = serde_json::from_slice(&body).map_err(|e| {
+    let req: StartUpload = crate::domain::json_number::from_slice(&body).map_err(|e| {
         ApiError::bad(
             "invalid-body",
             "body",
@@ -92,7 +92,14 @@ pub async fn put_chunk(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<SessionView>, ApiError> {
-    let range = chunk_range(&headers)?;
+    let range = match chunk_range(&headers) {
+        Ok(range) => range,
+        Err(e) => {
+            // An unknown session is 404 whatever its range says.
+            state.uploads.status(&caller.team, &id).await?;
+            return Err(e);
+        }
+    };
     let view = state
         .uploads
         .put_chunk(&caller.team, &id, range, body.into_data_stream())

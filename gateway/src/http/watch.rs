@@ -11,12 +11,13 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
 
 use super::error::ApiError;
+use super::query::Query;
 use crate::auth::Caller;
 use crate::jobs::WatchEvent;
 use crate::state::AppState;

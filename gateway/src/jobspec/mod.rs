@@ -18,6 +18,7 @@
 
 pub mod names;
 mod parse;
+mod published;
 mod schema;
 mod validate;
 
@@ -28,6 +29,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use parse::{from_value_and_validate, parse_and_validate};
+pub use published::{UNSTATED_RULES, published_schema};
 pub use schema::json_schema;
 
 /// The spec's bytes as a capsule carries them (`capsule/.forge/jobspec.json`): the

@@ -34,10 +34,12 @@ pub fn parse_and_validate(
 
 /// Validates an already-parsed document (e.g. the `spec` member of a JSON request).
 pub fn from_value_and_validate(
-    doc: serde_json::Value,
+    mut doc: serde_json::Value,
     cfg: &Config,
     team: &str,
 ) -> Result<JobSpec, SpecErrors> {
+    // `5.0` is an integer to the schema, so it is one to the spec too.
+    crate::domain::json_number::integral_numbers(&mut doc);
     let mut errors = structural_errors(&doc);
     let typed = serde_json::from_value::<JobSpec>(doc);
     if let Ok(spec) = &typed {

@@ -285,10 +285,13 @@ impl Registry {
         };
         let out = self.store.insert_plugin(record).await?;
         // Accepted and stored: only now is its compiled form cached on disk.
-        match tokio::task::spawn_blocking(move || unsaved.save()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(plugin = %display, "precompile cache not written: {e}"),
-            Err(e) => tracing::warn!(plugin = %display, "precompile cache not written: {e}"),
+        let saved = tokio::task::spawn_blocking(move || unsaved.save())
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        if let Err(e) = saved {
+            let plugin = display.as_str();
+            tracing::warn!(plugin, "precompile cache not written: {e}");
         }
         self.cache_insert(&digest, &display, &u.version, plugin);
         Ok(out)

@@ -39,5 +39,5 @@ mod tests;
 pub use error::UploadError;
 pub use finish::Completed;
 pub use ranges::RangeSet;
-pub use service::{ChunkRange, MAX_CHUNK_BYTES, UploadLimits, Uploads};
+pub use service::{ChunkRange, MAX_CHUNK_BYTES, UploadLimits, Uploads, max_upload_size};
 pub use session::{Session, SessionView};

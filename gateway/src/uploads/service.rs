@@ -19,6 +19,12 @@ use crate::metrics::Metrics;
 use crate::objects::ObjectStore;
 use crate::store::CapsuleStore;
 
+/// Largest capsule a resumable upload may declare: one of the largest code the packer
+/// accepts, with room for the zip's own structure.
+pub fn max_upload_size() -> u64 {
+    forge_capsule::CapsuleLimits::default().max_total_bytes + (1 << 30)
+}
+
 /// Largest chunk one PUT may carry (lower when the request body limit is lower).
 pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
 
