@@ -54,7 +54,10 @@ impl DevGateway {
             .env("FORGE_LISTEN", "127.0.0.1:0")
             .env("FORGE_DATA_DIR", dir.path().join("data"))
             .env("RUST_LOG", "warn")
-            .env("FORGE_PLUGIN_FAILED_UPLOADS_PER_HOUR", FAILED_UPLOADS_PER_HOUR.to_string())
+            .env(
+                "FORGE_PLUGIN_FAILED_UPLOADS_PER_HOUR",
+                FAILED_UPLOADS_PER_HOUR.to_string(),
+            )
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.path().join("gateway.log")).expect("log"))
             .kill_on_drop(true)
@@ -499,8 +502,15 @@ async fn hostile_requests_get_small_answers_and_bounded_memory() {
     let r = legit().send().await.expect("legit after");
     assert_eq!(r.status(), 200);
     // Nothing stored before the attacks was lost.
-    let r = auth(http.get(format!("{jobs}/{kept_job}"))).send().await.expect("job");
-    assert_eq!(r.status(), 200, "the job stored before the attacks is still there");
+    let r = auth(http.get(format!("{jobs}/{kept_job}")))
+        .send()
+        .await
+        .expect("job");
+    assert_eq!(
+        r.status(),
+        200,
+        "the job stored before the attacks is still there"
+    );
     let listed: Value = auth(http.get(&plugins_url))
         .send()
         .await

@@ -126,7 +126,10 @@ impl PrecompileCache {
         artifact: &[u8],
     ) -> Result<(), LoadError> {
         let path = self.path(digest, engine_key);
-        let tag = self.tag(digest, engine_key, artifact).finalize().into_bytes();
+        let tag = self
+            .tag(digest, engine_key, artifact)
+            .finalize()
+            .into_bytes();
         let tmp = temp_beside(&path);
         let written = std::fs::File::create(&tmp).and_then(|mut f| {
             f.write_all(artifact)?;

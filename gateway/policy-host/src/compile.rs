@@ -181,7 +181,13 @@ mod tests {
         // That job still holds the queue's one place: the next is refused at once.
         let err = pool.compile(&empty_component()).expect_err("busy");
         assert!(
-            matches!(err, LoadError::CompilerBusy { running: 1, waiting: 1 }),
+            matches!(
+                err,
+                LoadError::CompilerBusy {
+                    running: 1,
+                    waiting: 1
+                }
+            ),
             "{err:?}"
         );
         // Once the worker is free again, compiles succeed.

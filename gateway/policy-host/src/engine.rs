@@ -107,7 +107,10 @@ impl PolicyEngine {
         wit_v0_2_0::Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| LoadError::Compile(format!("linking 0.2.0 host imports: {e:#}")))?;
 
-        let cache = cache_dir.as_deref().map(PrecompileCache::open).transpose()?;
+        let cache = cache_dir
+            .as_deref()
+            .map(PrecompileCache::open)
+            .transpose()?;
         let compiler = CompilePool::start(&engine, limits.compile)?;
 
         let stop = Arc::new(AtomicBool::new(false));

@@ -47,10 +47,10 @@ mod wit_v0_1_0;
 mod wit_v0_2_0;
 
 pub use chain::{Chain, ChainLink, ChainOutcome, TraceEntry};
+pub use compile::CompileLimits;
 pub use engine::PolicyEngine;
 pub use error::{ChainError, LoadError, PluginError};
 pub use isolation::{Isolation, UnknownIsolation, Verify};
-pub use compile::CompileLimits;
 pub use limits::{EngineLimits, PluginLimits};
 pub use plugin::{Plugin, Unsaved, digest_of};
 pub use precheck::{Shape, ShapeLimits};

@@ -242,7 +242,10 @@ mod tests {
         assert!(matches!(err, LoadError::ForbiddenImport(_)), "{err:?}");
         let typed = r#"(component (import "request" (type (sub resource))))"#;
         let err = check(typed, &ShapeLimits::default()).expect_err("no exports");
-        assert!(matches!(err, LoadError::MissingExports(_)), "a type import passes: {err:?}");
+        assert!(
+            matches!(err, LoadError::MissingExports(_)),
+            "a type import passes: {err:?}"
+        );
         let ok = r#"(component (import "forge:policy/host@0.2.0" (instance)))"#;
         let err = check(ok, &ShapeLimits::default()).expect_err("no exports");
         assert!(
@@ -262,11 +265,17 @@ mod tests {
         };
         let two_memories = component("(memory 1) (memory 1)");
         let err = check(&two_memories, &tight).expect_err("memories");
-        assert!(matches!(&err, LoadError::TooComplex(m) if m.contains("2 memories")), "{err:?}");
+        assert!(
+            matches!(&err, LoadError::TooComplex(m) if m.contains("2 memories")),
+            "{err:?}"
+        );
 
         let three_funcs = component("(func)");
         let err = check(&three_funcs, &tight).expect_err("functions");
-        assert!(matches!(&err, LoadError::TooComplex(m) if m.contains("functions")), "{err:?}");
+        assert!(
+            matches!(&err, LoadError::TooComplex(m) if m.contains("functions")),
+            "{err:?}"
+        );
 
         let big_body = component(&format!("(func {})", "i32.const 1 drop ".repeat(40)));
         let roomy = ShapeLimits {
@@ -274,11 +283,17 @@ mod tests {
             ..tight
         };
         let err = check(&big_body, &roomy).expect_err("body");
-        assert!(matches!(&err, LoadError::TooComplex(m) if m.contains("function body")), "{err:?}");
+        assert!(
+            matches!(&err, LoadError::TooComplex(m) if m.contains("function body")),
+            "{err:?}"
+        );
 
         let two_modules = r#"(component (core module) (core module))"#;
         let err = check(two_modules, &tight).expect_err("modules");
-        assert!(matches!(&err, LoadError::TooComplex(m) if m.contains("core modules")), "{err:?}");
+        assert!(
+            matches!(&err, LoadError::TooComplex(m) if m.contains("core modules")),
+            "{err:?}"
+        );
 
         assert!(check(&component(""), &roomy).is_ok(), "within every limit");
     }

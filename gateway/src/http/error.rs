@@ -689,10 +689,8 @@ mod tests {
                 "plugin.compiler-busy",
             ),
             (
-                PolicyAdminError::Component(forge_policy_host::LoadError::TooComplex(
-                    "x".into(),
-                ))
-                .into(),
+                PolicyAdminError::Component(forge_policy_host::LoadError::TooComplex("x".into()))
+                    .into(),
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "plugin.too-complex",
             ),

@@ -143,6 +143,8 @@ mod tests {
                 waiting: 1
             }
         )));
-        assert!(!counts_as_failure(&PolicyAdminError::Storage("down".into())));
+        assert!(!counts_as_failure(&PolicyAdminError::Storage(
+            "down".into()
+        )));
     }
 }

@@ -216,7 +216,11 @@ impl PolicyManager {
         tokio::spawn(async move {
             let chain = this.current().select_with_global(&team, &candidate.chain);
             let scope = team.clone();
-            let shadow = match this.runner.run_as(&scope, move || chain.evaluate(&request)).await {
+            let shadow = match this
+                .runner
+                .run_as(&scope, move || chain.evaluate(&request))
+                .await
+            {
                 Ok(Ok(o)) => summary(&o.decision),
                 Ok(Err(e)) => format!("error:{}", e.source.cause()),
                 Err(e) => {

@@ -784,9 +784,12 @@ async fn an_object_created_for_an_owner_already_gone_is_collected() {
             "uid": "00000000-0000-0000-0000-00000000dead", "controller": true}]},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]}
     });
-    pods.create(&PostParams::default(), &serde_json::from_value(p).expect("pod"))
-        .await
-        .expect("create");
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(p).expect("pod"),
+    )
+    .await
+    .expect("create");
     eventually("the dangling dependent is collected", || async {
         pods.get_opt("late-head").await.expect("get").is_none()
     })

@@ -68,8 +68,7 @@ fn refused_and_unsaved_components_leave_nothing_in_the_cache() {
     // `save`.
     let bytes = component("team-quota");
     let limits = engine.limits().plugin_defaults();
-    let (_plugin, unsaved) =
-        Plugin::load_unsaved(&engine, "q", "1", &bytes, limits).expect("load");
+    let (_plugin, unsaved) = Plugin::load_unsaved(&engine, "q", "1", &bytes, limits).expect("load");
     assert_eq!(engine.compilations(), 1);
     assert!(cwasm_files(dir.path()).is_empty(), "not cached before save");
     unsaved.save().expect("save");
@@ -87,7 +86,10 @@ fn shapes_beyond_the_limits_are_refused_before_compiling() {
     text.push_str("))");
     let many = wat::parse_str(&text).expect("wat");
     let err = Plugin::load(&engine, "many", &many).expect_err("too many functions");
-    assert!(matches!(&err, LoadError::TooComplex(m) if m.contains("functions")), "{err}");
+    assert!(
+        matches!(&err, LoadError::TooComplex(m) if m.contains("functions")),
+        "{err}"
+    );
     assert_eq!(engine.compilations(), before, "nothing compiled");
 }
 
@@ -102,7 +104,14 @@ fn every_shipped_plugin_fits_the_default_shape() {
         "forge:policy/host@0.1.0",
         "forge:policy/types@0.1.0",
     ];
-    for name in ["pool-series", "team-quota", "rwo-guard", "scratch-guard", "scratch-guard-py", "scratch-guard-ts"] {
+    for name in [
+        "pool-series",
+        "team-quota",
+        "rwo-guard",
+        "scratch-guard",
+        "scratch-guard-py",
+        "scratch-guard-ts",
+    ] {
         let shape = forge_policy_host::precheck::precheck(
             &component(name),
             &limits,
@@ -114,7 +123,13 @@ fn every_shipped_plugin_fits_the_default_shape() {
             "{name}: {} modules, {} functions, largest body {} bytes",
             shape.modules, shape.functions, shape.max_function_bytes
         );
-        assert!(shape.functions * 2 <= limits.max_functions, "{name}: {shape:?}");
-        assert!(shape.max_function_bytes * 2 <= limits.max_function_bytes, "{name}: {shape:?}");
+        assert!(
+            shape.functions * 2 <= limits.max_functions,
+            "{name}: {shape:?}"
+        );
+        assert!(
+            shape.max_function_bytes * 2 <= limits.max_function_bytes,
+            "{name}: {shape:?}"
+        );
     }
 }
