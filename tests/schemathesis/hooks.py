@@ -13,8 +13,9 @@ for (the JobSpec's are listed in the schema's description, `UNSTATED_RULES`):
   can vouch for;
 - a plugin's `settings` part is JSON text;
 - a playground's idle TTL is at most its TTL;
-- a log is read from an `offset` or its `tail`, not both, and without `follow` (it would stream until the job ends, and no job
-  ends in the fuzz run).
+- a log is read from an `offset` or its `tail`, not both, of the driver/head (`name`) or
+  one `pod`, not both (`container` only with `pod`), and without `follow` (it would
+  stream until the job ends, and no job ends in the fuzz run).
 """
 
 import io
@@ -87,9 +88,14 @@ def map_case(context, case):
     if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
         return case
     if path == "/v1/jobs/{id}/logs" and isinstance(query, dict):
-        # `offset` or `tail`, not both (parameters cannot exclude each other in OpenAPI).
+        # `offset` or `tail`, not both; `name` or `pod`, not both; `container` only with
+        # `pod` (parameters cannot exclude or require each other in OpenAPI).
         if "offset" in query and "tail" in query:
             del query["tail"]
+        if "name" in query and "pod" in query:
+            del query["name"]
+        if "container" in query and "pod" not in query:
+            del query["container"]
     elif path == "/v1/admission/review":
         case.body = repair_spec(body)
     elif path == "/v1/jobs" and case.method.upper() == "POST" and isinstance(body, dict):
