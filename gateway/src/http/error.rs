@@ -695,6 +695,14 @@ mod tests {
                 "plugin.too-complex",
             ),
             (
+                PolicyAdminError::Component(forge_policy_host::LoadError::CompileTimeout {
+                    seconds: 120,
+                })
+                .into(),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "plugin.compile-timeout",
+            ),
+            (
                 PolicyAdminError::FailedUploads {
                     team: "a".into(),
                     per_hour: 1,
