@@ -227,7 +227,7 @@ pub async fn run_init_container(
     c: &Container,
     env: &[(String, String)],
     cancel: &CancellationToken,
-) -> std::io::Result<Option<i32>> {
+) -> std::io::Result<Exit> {
     let ns = pod.namespace().unwrap_or_default();
     let name = pod.name_any();
     let mounts = c.volume_mounts.clone().unwrap_or_default();
@@ -267,8 +267,9 @@ pub async fn run_init_container(
     for (k, v) in env {
         cmd.env(k, rw(v));
     }
-    let exit = run_logged(cmd, logs, (&ns, &name, &c.name), cancel, None, None).await?;
-    Ok(exit.code())
+    // Held to its `limits.memory` as a node's cgroup would (OOMKilled, exit 137).
+    let limit = super::memory_limit::MemoryLimit::of(c).map(|l| l.bytes);
+    run_logged(cmd, logs, (&ns, &name, &c.name), cancel, None, limit).await
 }
 
 /// Fetches `working_dir` bytes: `http(s)://` over the network, `file://` through the

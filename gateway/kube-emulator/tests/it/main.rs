@@ -6,6 +6,7 @@
 mod api;
 mod auth;
 mod inference;
+mod init_memory;
 mod kubectl;
 mod leases;
 mod network_policies;

@@ -1,7 +1,7 @@
 //! A pod's life on its node: volumes attached and mounted (`volumes`), init containers
-//! in order (really run in process mode; a failure gives `Init:Error` /
-//! `Init:CrashLoopBackOff` with back-off, or a Failed pod under `restartPolicy:
-//! Never`), image pulls, each container's environment built before it is created (a
+//! in order (really run in process mode, held to their `limits.memory`; a failure gives
+//! `Init:Error` / `Init:CrashLoopBackOff` with back-off — `OOMKilled` when over the
+//! limit — or a Failed pod under `restartPolicy: Never`), image pulls, each container's environment built before it is created (a
 //! missing ConfigMap/Secret or key: `CreateContainerConfigError` until it appears), the
 //! app containers started, Running and Ready, and then what the containers do: a KubeRay submitter
 //! pod runs [`Submitter`] until its Ray job is terminal; a Ray node writes its
@@ -24,7 +24,7 @@ use crate::controllers::config::RunMode;
 use crate::controllers::container_env::{self, PodNetwork};
 use crate::controllers::events::Kind;
 use crate::controllers::names::{IS_RAY_NODE, NODE_TYPE, SUBMITTER_CONTAINER};
-use crate::controllers::runner::run_init_container;
+use crate::controllers::runner::{Exit, run_init_container};
 use crate::controllers::submitter::Submitter;
 
 impl Worker {
@@ -86,10 +86,15 @@ impl Worker {
             st.init[i].start();
             let started_at = st.init[i].started_at();
             self.push(st).await;
-            let code = self.exec_init(c, &env).await;
+            let exit = self.exec_init(c, &env).await;
             self.shared.logs.close(&self.ns(), &self.name(), &c.name);
-            let Some(code) = code else { return false };
-            let terminated = st.init[i].terminated(code, &started_at);
+            let Some(code) = exit.code() else {
+                return false;
+            };
+            let mut terminated = st.init[i].terminated(code, &started_at);
+            if matches!(exit, Exit::OomKilled { .. }) {
+                terminated["terminated"]["reason"] = json!("OOMKilled");
+            }
             st.init[i].started = false;
             if code == 0 {
                 st.init[i].state = terminated;
@@ -163,10 +168,10 @@ impl Worker {
         }
     }
 
-    /// The exit code of one run of init container `c` with `env` (`None`: cancelled).
-    async fn exec_init(&self, c: &Container, env: &[(String, String)]) -> Option<i32> {
+    /// How one run of init container `c` with `env` ended.
+    async fn exec_init(&self, c: &Container, env: &[(String, String)]) -> Exit {
         match &self.shared.cfg.mode {
-            RunMode::Timed(_) => Some(0),
+            RunMode::Timed(_) => Exit::Code(0),
             RunMode::Process => {
                 let cfg = &self.shared.cfg;
                 run_init_container(
@@ -184,7 +189,7 @@ impl Worker {
                     self.shared
                         .logs
                         .append(&ns, &name, &c.name, line.as_bytes());
-                    Some(127)
+                    Exit::Code(127)
                 })
             }
         }
