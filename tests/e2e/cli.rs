@@ -171,6 +171,46 @@ async fn submit_wait_dedupe_and_the_job_commands() {
     let last_two: Vec<&str> = logs.stdout.lines().rev().take(2).collect();
     assert_eq!(tail.stdout, format!("{}\n{}\n", last_two[1], last_two[0]));
 
+    // Every pod's log: listed, then one picked by name (the head's Ray container).
+    let pods = forge
+        .run(&["logs", &id, "--pods", "-o", "json"])
+        .await
+        .expect(0)
+        .json();
+    let head = pods
+        .as_array()
+        .and_then(|l| l.iter().find(|p| p["role"] == "head"))
+        .unwrap_or_else(|| panic!("a head pod in {pods:#}"));
+    let (pod, container) = (
+        head["pod"].as_str().expect("pod"),
+        head["container"].as_str().expect("container"),
+    );
+    let table = forge.run(&["logs", &id, "--pods"]).await.expect(0);
+    assert!(
+        table.stdout.starts_with("POD") && table.stdout.contains(pod),
+        "{}",
+        table.stdout
+    );
+    let by_name = forge
+        .run(&["logs", &id, "--pod", pod, "--container", container])
+        .await
+        .expect(0);
+    let head_log = forge.run(&["logs", &id, "--pod", "head"]).await.expect(0);
+    assert_eq!(
+        by_name.stdout, head_log.stdout,
+        "the head pod by name is the head's log"
+    );
+    let refused = forge
+        .run(&["logs", &id, "--pod", "head", "--container", "ray-head"])
+        .await
+        .expect(2);
+    assert!(refused.stderr.contains("--container"), "{}", refused.stderr);
+    let bad = forge
+        .run(&["logs", &id, "--pod", "Bad_Name"])
+        .await
+        .expect(2);
+    assert!(bad.stderr.contains("--pod"), "{}", bad.stderr);
+
     // Status, jobs, capacity as JSON; the table by default.
     let status = forge
         .run(&["status", &id, "-o", "json"])

@@ -100,3 +100,31 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    #[test]
+    fn limits_are_refused_outside_what_the_gateway_serves() {
+        for (args, ok) in [
+            (&["forge", "jobs", "--limit", "500"][..], true),
+            (&["forge", "jobs", "--limit", "501"][..], false),
+            (&["forge", "jobs", "--limit", "0"][..], false),
+            (&["forge", "policy", "history", "--limit", "1000"][..], true),
+            (
+                &["forge", "policy", "history", "--limit", "1001"][..],
+                false,
+            ),
+        ] {
+            let parsed = Cli::try_parse_from(args);
+            assert_eq!(parsed.is_ok(), ok, "{args:?}: {parsed:?}");
+            if let Err(e) = parsed {
+                assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{e}");
+                assert!(e.to_string().contains("--limit"), "{e}");
+            }
+        }
+    }
+}

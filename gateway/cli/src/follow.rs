@@ -178,7 +178,7 @@ pub enum Start {
 async fn read_once(
     api: &Api,
     id: &str,
-    pod: &str,
+    which: &str,
     from: Start,
     follow: bool,
     out: &mut impl Write,
@@ -189,7 +189,7 @@ async fn read_once(
     };
     let req = api.request(
         Method::GET,
-        &format!("/v1/jobs/{id}/logs?name={pod}&{query}&follow={follow}"),
+        &format!("/v1/jobs/{id}/logs?{which}&{query}&follow={follow}"),
     );
     let resp = req.send().await.map_err(|e| CliError::Unreachable {
         url: api.base().to_string(),
@@ -224,25 +224,25 @@ async fn read_once(
     Ok((offset, clean))
 }
 
-/// Prints the log of job `id` (`pod`: `driver` or `head`) from `from`; with
+/// Prints the log of job `id` (`which`: the query selecting it, `name=driver`, `pod=…`) from `from`; with
 /// `follow`, until the job has ended, reconnecting from the last byte received.
 /// Returns the job's state at the end (followed) or `None`.
 pub async fn logs(
     api: &Api,
     id: &str,
-    pod: &str,
+    which: &str,
     from: Start,
     follow: bool,
 ) -> Result<Option<Ended>, CliError> {
     let mut out = std::io::stdout();
     if !follow {
-        read_once(api, id, pod, from, false, &mut out).await?;
+        read_once(api, id, which, from, false, &mut out).await?;
         return Ok(None);
     }
     let mut from = from;
     let mut retries = 0;
     loop {
-        match read_once(api, id, pod, from, true, &mut out).await {
+        match read_once(api, id, which, from, true, &mut out).await {
             Ok((offset, _)) => {
                 if let Start::Offset(before) = from
                     && offset > before
@@ -261,7 +261,7 @@ pub async fn logs(
         if terminal(&state) {
             // Whatever the job wrote last (archived by now, or still on the pod).
             if let Start::Offset(n) = from {
-                match read_once(api, id, pod, Start::Offset(n), false, &mut out).await {
+                match read_once(api, id, which, Start::Offset(n), false, &mut out).await {
                     Ok(_) | Err(CliError::Api { status: 404, .. }) => {}
                     Err(e) => return Err(e),
                 }

@@ -80,7 +80,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Submit(args) => cmd::submit::submit(&client()?, args, format).await,
         Command::Jobs(args) => cmd::jobs::list(&client()?, args, format).await,
         Command::Status(args) => cmd::jobs::status(&client()?, args, format).await,
-        Command::Logs(args) => cmd::logs::logs(&client()?, args).await,
+        Command::Logs(args) => cmd::logs::logs(&client()?, args, format).await,
         Command::Cancel(args) => cmd::jobs::cancel(&client()?, args, format).await,
         Command::Capacity => cmd::jobs::capacity(&client()?, format).await,
         Command::Review(args) => cmd::jobs::review(&client()?, args, format).await,

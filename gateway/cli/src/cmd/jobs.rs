@@ -23,8 +23,8 @@ pub struct ListArgs {
     /// Another team's jobs (admins)
     #[arg(long)]
     pub team: Option<String>,
-    /// At most this many
-    #[arg(long, default_value_t = 50)]
+    /// At most this many (1..=500, the gateway's page)
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=500))]
     pub limit: u32,
     /// Keep watching: print each change as it happens (Ctrl-C stops)
     #[arg(short = 'w', long)]

@@ -54,8 +54,8 @@ pub enum PolicyCommand {
     History {
         #[command(flatten)]
         scope: ScopeArg,
-        /// At most this many (newest first)
-        #[arg(long, default_value_t = 50)]
+        /// At most this many, newest first (1..=1000)
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
     },
     /// Activate the previous (or a given) version's chain as a new version

@@ -150,7 +150,7 @@ pub async fn submit(api: &Api, args: SubmitArgs, format: Format) -> Result<u8, C
             return Ok(watched);
         }
         // Running, or already over (a quick job): its log either way.
-        let logged = follow::logs(api, &id, "driver", follow::Start::Offset(0), true).await?;
+        let logged = follow::logs(api, &id, "name=driver", follow::Start::Offset(0), true).await?;
         Ok(logged.unwrap_or(watched))
     })
     .await?;
