@@ -304,7 +304,7 @@ async fn ray_pods_request_cpu_and_memory_equal_to_their_limits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requirements_txt_and_spec_packages_become_the_runtime_env() {
+async fn requirements_txt_pyproject_and_spec_packages_become_the_runtime_env() {
     let gw = forge_tests::gateway::TestGateway::start("h100=1x8", &[]).await;
     let client = gw.client(&gw.token);
     let mut spec = sample("deps", 8);
@@ -324,6 +324,32 @@ async fn requirements_txt_and_spec_packages_become_the_runtime_env() {
         forge_capsule::runtime_env::parse(rj["spec"]["runtimeEnvYAML"].as_str().expect("yaml"))
             .expect("runtime env parses");
     assert_eq!(json!(env.pip), expected);
+
+    // No requirements.txt: pyproject.toml's dependencies, pinned from uv.lock.
+    let pyproject = "[project]\nname = \"trainer\"\nversion = \"0.1.0\"\n\
+        dependencies = [\"einops>=0.7\", \"Numpy ; python_version >= '3.10'\"]\n";
+    let lock = "version = 1\n[[package]]\nname = \"trainer\"\nversion = \"0.1.0\"\n\
+        source = { editable = \".\" }\n[[package]]\nname = \"einops\"\nversion = \"0.8.0\"\n\
+        source = { registry = \"https://pypi.org/simple\" }\n[[package]]\nname = \"numpy\"\n\
+        version = \"2.1.0\"\nsource = { registry = \"https://pypi.org/simple\" }\n";
+    let project = zip_of(&[
+        ("train.py", SAMPLE_PY),
+        ("pyproject.toml", pyproject),
+        ("uv.lock", lock),
+    ]);
+    let id = client.submit_ok(&sample("uv-project", 8), project).await;
+    let job = dispatched(&client, &id).await;
+    let expected = json!(["einops==0.8.0", "Numpy==2.1.0 ; python_version >= '3.10'"]);
+    assert_eq!(job["spec"]["pip"], expected, "{job:#}");
+    let rj = rayjob_of(&gw, &job).await;
+    let env =
+        forge_capsule::runtime_env::parse(rj["spec"]["runtimeEnvYAML"].as_str().expect("yaml"))
+            .expect("runtime env parses");
+    assert_eq!(json!(env.pip), expected);
+    let broken = zip_of(&[("train.py", SAMPLE_PY), ("pyproject.toml", "[project\n")]);
+    let (status, body) = client.submit(&sample("broken-project", 8), broken).await;
+    assert_eq!(status, 400, "{body:#}");
+    assert_eq!(body["error"]["code"], "capsule.python_project", "{body:#}");
 
     // Credentials in the file refuse the upload, naming the line; nothing is queued.
     let before = client.list_ids().await;

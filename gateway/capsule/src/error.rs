@@ -69,6 +69,9 @@ pub enum CapsuleError {
     /// (`line` is 1-based; 0 for the file as a whole).
     #[error("requirements.txt line {line}: {reason}")]
     Requirements { line: usize, reason: String },
+    /// `pyproject.toml` or `uv.lock` cannot become a runtime env.
+    #[error("{file} {reason}")]
+    PythonProject { file: &'static str, reason: String },
     /// Server-side I/O failure (disk full, permissions): not the user's fault.
     #[error("i/o error at {path}: {source}")]
     Io {
@@ -116,6 +119,7 @@ impl CapsuleError {
             Self::InvalidArchive(_) => "capsule.invalid_archive",
             Self::Empty => "capsule.empty",
             Self::Requirements { .. } => "capsule.requirements",
+            Self::PythonProject { .. } => "capsule.python_project",
             Self::Io { .. } => "capsule.io",
         }
     }
@@ -145,7 +149,8 @@ impl CapsuleError {
             | Self::HeaderTooLarge { .. }
             | Self::InvalidArchive(_)
             | Self::Empty
-            | Self::Requirements { .. } => CapsuleErrorKind::Rejected,
+            | Self::Requirements { .. }
+            | Self::PythonProject { .. } => CapsuleErrorKind::Rejected,
         }
     }
 

@@ -26,7 +26,7 @@
 //! //   HTTP-only mode:  let init = init_container(&url, &cap.digest, image)?;
 //! //                    init.apply_to_pod_spec(&mut head_and_worker_pod_specs);
 //! //                    working_dir = init.working_dir  (file:///forge/capsule/<sha>.zip)
-//! let pip = read_requirements(&cap.path)?;  // the code root's requirements.txt
+//! let pip = read_requirements(&cap.path)?;  // requirements.txt, else pyproject.toml (+ uv.lock)
 //! let yaml = runtime_env_yaml(&working_dir, &env_vars)?;  // RayJob spec.runtimeEnvYAML
 //! // (runtime_env_yaml_of(&RuntimeEnv { pip, .. }) with packages)
 //! // annotation forge.dev/capsule-sha256 = cap.digest
@@ -61,6 +61,7 @@ pub mod init_container;
 pub mod limits;
 pub mod manifest;
 pub mod path;
+pub mod pyproject;
 pub mod repack;
 pub mod requirements;
 pub mod runtime_env;
