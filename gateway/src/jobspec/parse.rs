@@ -6,14 +6,22 @@ use super::schema::structural_errors;
 use super::{FieldCode, FieldError, JobSpec, SpecErrors, SpecFormat};
 use crate::config::Config;
 
-/// Parses a JSON or YAML document into a generic value.
+/// Parses a JSON or YAML document into a generic value. YAML is read as YAML 1.2
+/// (its core schema, which JSON is a subset of): only `true`/`false` are booleans, so a
+/// pool named `n`, `no` or `on` stays the string it is in JSON, and as the published
+/// schema (and any YAML 1.2 writer) has it. serde-saphyr's default budget bounds
+/// depth, nodes and aliases.
 fn parse_document(body: &[u8], format: SpecFormat) -> Result<serde_json::Value, FieldError> {
     let syntax = |e: String| FieldError::new("", FieldCode::Syntax, e);
     match format {
         SpecFormat::Json => serde_json::from_slice(body).map_err(|e| syntax(e.to_string())),
         SpecFormat::Yaml => std::str::from_utf8(body)
             .map_err(|e| syntax(e.to_string()))
-            .and_then(|text| serde_saphyr::from_str(text).map_err(|e| syntax(e.to_string()))),
+            .and_then(|text| {
+                let options = serde_saphyr::options! { strict_booleans: true };
+                serde_saphyr::from_str_with_options(text, options)
+                    .map_err(|e| syntax(e.to_string()))
+            }),
     }
 }
 

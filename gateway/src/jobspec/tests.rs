@@ -69,6 +69,25 @@ fn accepts_a_good_spec_in_json_and_yaml() {
 }
 
 #[test]
+fn yaml_is_read_as_yaml_1_2_so_no_and_on_stay_strings() {
+    // YAML 1.1 made `n`, `no`, `on`, `y` booleans (the "Norway problem"); a pool named
+    // that, written plain by any YAML 1.2 tool, must stay its name.
+    for name in ["n", "no", "on", "y", "off"] {
+        let yaml = format!(
+            "name: grpo-7b\nframework: nemo-rl\nentrypoint: python train.py\npools:\n  - name: {name}\n    nodes: 1\n    gpusPerNode: 8\n"
+        );
+        let spec = parse_and_validate(yaml.as_bytes(), SpecFormat::Yaml, &cfg(), "team-a")
+            .unwrap_or_else(|e| panic!("pool `{name}`: {e:?}"));
+        assert_eq!(spec.pools[0].name, name);
+    }
+    // `true` is still a boolean: a string field given one is a type error.
+    let yaml = "name: grpo-7b\nframework: nemo-rl\nentrypoint: python train.py\npools:\n  - name: true\n    nodes: 1\n    gpusPerNode: 8\n";
+    let e = parse_and_validate(yaml.as_bytes(), SpecFormat::Yaml, &cfg(), "team-a")
+        .expect_err("a boolean name");
+    assert!(has(&e.errors, "pools[0].name", FieldCode::Type), "{e:?}");
+}
+
+#[test]
 fn team_in_body_is_an_unknown_field() {
     let e = errors_of(&patched(|v| v["team"] = "other-team".into()));
     assert_eq!(e.len(), 1, "{e:?}");
