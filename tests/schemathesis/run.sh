@@ -9,13 +9,24 @@
 #
 # Usage: tests/schemathesis/run.sh (from tests/run.sh, after the binaries and the
 # reference plugins are built). FORGE_SCHEMATHESIS_MAX_EXAMPLES bounds the cases per
-# operation (default 30, which keeps the step within about two minutes on two cores).
+# operation (default 30, which keeps the step within about two minutes on two cores);
+# FORGE_SCHEMATHESIS_SEED fixes the generator's seed (fixed under CI, see below).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 target="${CARGO_TARGET_DIR:-$root/target}"
 gateway="${FORGE_GATEWAY_BIN:-$target/debug/forge-gateway}"
 max_examples="${FORGE_SCHEMATHESIS_MAX_EXAMPLES:-30}"
+# The generator's seed: fixed under CI (CI=true), so a run is reproducible and a red CI
+# is never a coin toss; otherwise random. Either way it is printed, and
+# FORGE_SCHEMATHESIS_SEED=N replays a run.
+if [ -n "${FORGE_SCHEMATHESIS_SEED:-}" ]; then
+  seed="$FORGE_SCHEMATHESIS_SEED"
+elif [ "${CI:-}" = "true" ]; then
+  seed=20261201
+else
+  seed=$((RANDOM * 32768 + RANDOM))
+fi
 
 venv="$root/target/schemathesis"
 if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q '4\.32\.5'; then
@@ -55,7 +66,7 @@ if [ -z "$url" ] || [ -z "$token" ]; then
   cat "$work/stdout" "$work/gateway.log" >&2
   exit 1
 fi
-echo "gateway at $url"
+echo "gateway at $url; seed $seed (FORGE_SCHEMATHESIS_SEED=$seed replays this run)"
 
 # A stored capsule for the JSON submissions the hooks complete: one small job with
 # code is submitted first, and its capsule's digest is named by the others.
@@ -81,7 +92,7 @@ mkdir -p "$root/target/schemathesis-work"
   run "$url/v1/openapi.json" \
   --header "Authorization: Bearer $token" \
   --checks all --exclude-checks use_after_free \
-  --max-examples "$max_examples" ${FORGE_SCHEMATHESIS_EXTRA:-} \
+  --max-examples "$max_examples" --seed "$seed" ${FORGE_SCHEMATHESIS_EXTRA:-} \
   --workers 2 \
   --request-timeout 30 \
   --generation-database none \

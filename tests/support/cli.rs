@@ -93,9 +93,18 @@ impl Forge {
     }
 }
 
-/// Runs a command to the end and captures its output.
+/// Longest one `forge` run may take in a test: a command that waits on a job that never
+/// ends fails the test, naming the command, instead of hanging the suite.
+pub const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs a command to the end (at most [`RUN_LIMIT`]; the process is killed after it)
+/// and captures its output.
 pub async fn output(mut cmd: tokio::process::Command) -> Run {
-    let out = cmd.output().await.expect("running forge");
+    let shown = format!("{:?}", cmd.as_std());
+    let out = tokio::time::timeout(RUN_LIMIT, cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("{shown} did not end within {RUN_LIMIT:?}"))
+        .expect("running forge");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
