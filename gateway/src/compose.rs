@@ -19,6 +19,7 @@ use crate::admission::Admission;
 use crate::cluster::lease::LeaseMirror;
 use crate::cluster::{Capacity, Cluster, NodeConventions};
 use crate::config::Config;
+use crate::jobs::capsule_links;
 use crate::jobs::{Jobs, QueueBoard};
 use crate::leader::{Leadership, Timings};
 use crate::live_tokens::LiveTokens;
@@ -166,6 +167,12 @@ pub async fn build_state(
         pods: config.pods.clone(),
     };
     let capacity = Capacity::start(client.clone(), conventions);
+    // The URL pods reach the gateway at: capsule links go under it.
+    let link_base = match (&config.gateway.public_url, &capsules) {
+        (Some(url), _) => Some(Url::parse(url).context("FORGE_PUBLIC_URL")?),
+        (None, CapsuleBackend::Local { base_url }) => Some(base_url.clone()),
+        (None, CapsuleBackend::S3(_)) => None,
+    };
     let (objects, local_objects): (Arc<dyn ObjectStore>, _) = match capsules {
         CapsuleBackend::S3(s3) => (Arc::new(s3), None),
         CapsuleBackend::Local { base_url } => {
@@ -235,7 +242,7 @@ pub async fn build_state(
         &instance,
         metrics.clone(),
     );
-    let jobs = Jobs::new(
+    let mut jobs = Jobs::new(
         config.clone(),
         db.jobs.clone(),
         db.capsules.clone(),
@@ -245,6 +252,15 @@ pub async fn build_state(
         cluster,
         objects,
     );
+    if let Some(base) = link_base {
+        let key = db
+            .coord
+            .shared_value(capsule_links::KEY_NAME, capsule_links::generate_key())
+            .await
+            .context("the capsule link key")?;
+        let key = hex::decode(key).context("the stored capsule link key is not hex")?;
+        jobs = jobs.with_capsule_links(capsule_links::CapsuleLinks::new(&key, base));
+    }
     Ok(AppState {
         config,
         tokens,

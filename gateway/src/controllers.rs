@@ -4,8 +4,9 @@
 //!   (other replicas' policy changes: notifications where the store has them, polling
 //!   always), and the foreign-RayJob scan ([`crate::jobs::orphans`]);
 //! - on **the leader only**, for exactly the length of its term: the dispatcher and the
-//!   lifecycle controller, on a [`Jobs`] bound to the term (fenced), and the
-//!   playground TTL controller ([`crate::playground::reclaim`]);
+//!   lifecycle controller, on a [`Jobs`] bound to the term (fenced), the
+//!   playground TTL controller ([`crate::playground::reclaim`]) and the retention
+//!   sweeper ([`crate::retention`]);
 //! - on **followers**: the queue board refreshed from the store
 //!   ([`crate::jobs::follower`]), so queue standings and usage are right everywhere.
 //!
@@ -28,6 +29,7 @@ use tokio::sync::watch;
 use crate::jobs::{self, Jobs};
 use crate::leader::{Leadership, Role, elector};
 use crate::playground::{Playgrounds, reclaim};
+use crate::retention::{self, Periods, Retention};
 use crate::state::AppState;
 
 /// Tasks aborted when dropped.
@@ -95,9 +97,16 @@ impl Controllers {
 pub fn spawn_controllers(state: &AppState) -> Controllers {
     let sync = Duration::from_millis(state.config.gateway.policy_sync_ms);
     let (stop, stopping) = watch::channel(false);
+    let retention = Retention::new(
+        Periods::from_config(&state.config.gateway),
+        state.database.retention.clone(),
+        state.jobs.objects.clone(),
+        state.metrics.clone(),
+    );
     let supervisor = supervise(
         state.jobs.clone(),
         state.playgrounds.clone(),
+        retention,
         state.leadership.clone(),
         stopping,
     );
@@ -122,6 +131,7 @@ pub fn spawn_controllers(state: &AppState) -> Controllers {
 fn supervise(
     jobs: Jobs,
     playgrounds: Playgrounds,
+    retention: Retention,
     leadership: Arc<Leadership>,
     mut stopping: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
@@ -154,7 +164,8 @@ fn supervise(
                         dispatcher = Some(jobs::dispatch::spawn(fenced.clone(), stopping.clone()));
                         running.replace(vec![
                             jobs::lifecycle::spawn(fenced),
-                            reclaim::spawn(playgrounds.clone(), term),
+                            reclaim::spawn(playgrounds.clone(), term.clone()),
+                            retention::spawn(retention.clone(), term),
                         ]);
                     }
                     _ => {

@@ -10,10 +10,10 @@
 //! - [`compose`], [`controllers`], [`dev`]: composition roots (build the state, start
 //!   the controllers and decide which run on this replica);
 //! - [`state`]: what the handlers share;
-//! - [`jobs`], [`playground`], [`admission`], [`policy`], [`uploads`], [`leader`]: the
-//!   domain — a job's life, playgrounds (inference servers), how it meets the policy,
-//!   which policy is active, resumable capsule uploads, which replica acts (and the
-//!   fencing that stops a deposed one);
+//! - [`jobs`], [`playground`], [`admission`], [`policy`], [`uploads`], [`leader`],
+//!   [`retention`]: the domain — a job's life, playgrounds (inference servers), how it
+//!   meets the policy, which policy is active, resumable capsule uploads, which replica
+//!   acts (and the fencing that stops a deposed one), what is kept and for how long;
 //! - [`cluster`], [`store`], [`objects`], [`rayjob`]: adapters — the Kubernetes API,
 //!   the database, object storage, the RayJob builder;
 //! - [`config`], [`auth`], [`live_tokens`], [`jobspec`], [`domain`], [`metrics`]:
@@ -37,6 +37,7 @@ pub mod objects;
 pub mod playground;
 pub mod policy;
 pub mod rayjob;
+pub mod retention;
 pub mod shutdown;
 pub mod spool;
 pub mod state;

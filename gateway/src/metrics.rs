@@ -32,6 +32,10 @@
 //! | `forge_submissions_limited_total` | `limit` (`rate`, `queue`) | open | submissions refused with 429 for a team's rate or queue cap |
 //! | `forge_playground_requests_total` | `api` (`models`, `chat/completions`, `completions`, `other`), `status` (`2xx`, `4xx`, `5xx`) | open | calls to playground servers through the gateway |
 //! | `forge_playground_ends_total` | `reason` (`ttl-expired`, `idle`, `deleted`, `reclaimed-by-admin`, `pod-failed`) | open | playgrounds ended |
+//! | `forge_storage_bytes` | `kind` (`capsules`, `logs`, `plugins`) | open | bytes object storage holds, measured by the leader's last retention sweep |
+//! | `forge_storage_objects` | `kind` | open | objects object storage holds, as above |
+//! | `forge_retention_deleted_total` | `kind` (`rejected-jobs`, `job-logs`, `capsule-owners`, `capsules`) | open | what retention deleted (a job's logs count once for all its pods) |
+//! | `forge_retention_sweeps_total` | | open | retention sweeps finished (alert if the leader's stop increasing) |
 //! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`) | open | managed RayJobs this installation did not create or does not know (reported, never deleted) |
 
 use std::time::Duration;
@@ -84,6 +88,10 @@ pub struct Metrics {
     foreign: Family<Labels, Gauge>,
     playground_requests: Family<Labels, Counter>,
     playground_ends: Family<Labels, Counter>,
+    storage_bytes: Family<Labels, Gauge>,
+    storage_objects: Family<Labels, Gauge>,
+    retention_deleted: Family<Labels, Counter>,
+    retention_sweeps: Counter,
 }
 
 impl Default for Metrics {
@@ -242,8 +250,36 @@ impl Metrics {
             "Playgrounds ended, by reason",
             playground_ends.clone(),
         );
+        let storage_bytes = Family::<Labels, Gauge>::default();
+        registry.register(
+            "forge_storage_bytes",
+            "Bytes object storage holds, by kind (the leader's last retention sweep)",
+            storage_bytes.clone(),
+        );
+        let storage_objects = Family::<Labels, Gauge>::default();
+        registry.register(
+            "forge_storage_objects",
+            "Objects object storage holds, by kind (the leader's last retention sweep)",
+            storage_objects.clone(),
+        );
+        let retention_deleted = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_retention_deleted",
+            "What retention deleted, by kind",
+            retention_deleted.clone(),
+        );
+        let retention_sweeps = Counter::default();
+        registry.register(
+            "forge_retention_sweeps",
+            "Retention sweeps finished",
+            retention_sweeps.clone(),
+        );
         Self {
             registry,
+            retention_sweeps,
+            storage_bytes,
+            storage_objects,
+            retention_deleted,
             playground_requests,
             playground_ends,
             leader,
@@ -404,6 +440,31 @@ impl Metrics {
     /// A log archived.
     pub fn log_archived(&self) {
         self.logs.inc();
+    }
+
+    /// What object storage holds of `kind`, as a sweep measured it.
+    pub fn storage_held(&self, kind: &str, objects: u64, bytes: u64) {
+        let labels = vec![("kind", kind.to_string())];
+        self.storage_objects
+            .get_or_create(&labels)
+            .set(i64::try_from(objects).unwrap_or(i64::MAX));
+        self.storage_bytes
+            .get_or_create(&labels)
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// A retention sweep finished.
+    pub fn retention_swept(&self) {
+        self.retention_sweeps.inc();
+    }
+
+    /// `n` of `kind` deleted by retention.
+    pub fn retention_deleted(&self, kind: &'static str, n: u64) {
+        if n > 0 {
+            self.retention_deleted
+                .get_or_create(&vec![("kind", kind.to_string())])
+                .inc_by(n);
+        }
     }
 
     /// This replica's role: leading in `epoch`, or following.

@@ -5,6 +5,7 @@
 //! library (`tests/support/`).
 
 mod api;
+mod capsule_links;
 mod capsule_rayjob;
 mod cli;
 mod cli_plugins;
@@ -25,6 +26,7 @@ mod policy_admin;
 mod policy_swap;
 mod realism;
 mod replicas;
+mod retention;
 mod routes;
 mod s3;
 mod sdk_plugins;

@@ -6,10 +6,13 @@
 //! Conventions (shared with the gateway and the emulator): init container
 //! `forge-capsule-fetch`, volume `forge-capsule` mounted at `/forge/capsule`
 //! in the init container and the Ray container, env `FORGE_CAPSULE_URL`,
-//! `FORGE_CAPSULE_SHA256`, `FORGE_CAPSULE_PATH`. The script is POSIX `sh`
-//! using only `curl`/`wget`, `sha256sum`, `mv` and `echo`; on a mismatch it
-//! exits 1 printing `capsule sha256 mismatch: expected X got Y`. The URL (a
-//! presigned credential) is never echoed.
+//! `FORGE_CAPSULE_SHA256`, `FORGE_CAPSULE_PATH`, and optionally
+//! `FORGE_CAPSULE_FALLBACK_URL` ([`CapsuleInit::with_fallback`]): fetched when the
+//! first URL fails (a presigned URL that expired while a long job's pod was
+//! recreated), never after a checksum mismatch. The script is POSIX `sh`
+//! using only `curl`/`wget` (both following redirects: a capsule link answers
+//! 302), `sha256sum`, `mv` and `echo`; on a mismatch it exits 1 printing `capsule sha256
+//! mismatch: expected X got Y`. The URL (a presigned credential) is never echoed.
 //!
 //! The default image `busybox:1.36` has `wget` + `sha256sum`; for `https`
 //! endpoints configure an image with `curl` (busybox's TLS support varies).
@@ -25,6 +28,8 @@ pub const INIT_CONTAINER_NAME: &str = "forge-capsule-fetch";
 pub const VOLUME_NAME: &str = "forge-capsule";
 /// Mount path in the init container and the Ray containers.
 pub const MOUNT_PATH: &str = "/forge/capsule";
+/// The variable naming the URL fetched when the first one fails.
+pub const FALLBACK_ENV: &str = "FORGE_CAPSULE_FALLBACK_URL";
 /// Default init container image.
 pub const DEFAULT_IMAGE: &str = "busybox:1.36";
 
@@ -35,10 +40,19 @@ if [ -f "$FORGE_CAPSULE_PATH" ]; then
   echo "capsule $FORGE_CAPSULE_SHA256 already present"
   exit 0
 fi
-if command -v curl >/dev/null 2>&1; then
-  curl -fsS --retry 5 --retry-delay 2 -o "$tmp" "$FORGE_CAPSULE_URL" || { echo "capsule download failed (curl exit $?)"; exit 1; }
-else
-  wget -q -O "$tmp" "$FORGE_CAPSULE_URL" || { echo "capsule download failed (wget exit $?)"; exit 1; }
+fetch() {
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsSL --retry 5 --retry-delay 2 -o "$tmp" "$1" || { echo "capsule download failed (curl exit $?)"; return 1; }
+  else
+    wget -q -O "$tmp" "$1" || { echo "capsule download failed (wget exit $?)"; return 1; }
+  fi
+}
+if ! fetch "$FORGE_CAPSULE_URL"; then
+  if [ -z "${FORGE_CAPSULE_FALLBACK_URL:-}" ]; then
+    exit 1
+  fi
+  echo "trying the capsule link instead"
+  fetch "$FORGE_CAPSULE_FALLBACK_URL" || exit 1
 fi
 got=$(sha256sum "$tmp")
 got=${got%% *}
@@ -100,6 +114,16 @@ pub fn init_container(
 }
 
 impl CapsuleInit {
+    /// The same init container, fetching `url` when its first URL fails to download
+    /// (`FORGE_CAPSULE_FALLBACK_URL`; set once, a second call replaces it).
+    pub fn with_fallback(mut self, url: &Url) -> Self {
+        if let Some(env) = self.init_container["env"].as_array_mut() {
+            env.retain(|e| e["name"] != FALLBACK_ENV);
+            env.push(json!({ "name": FALLBACK_ENV, "value": url.as_str() }));
+        }
+        self
+    }
+
     /// Add the init container and volume to a pod spec (`spec` of a pod
     /// template) and mount the volume in every container. Idempotent.
     pub fn apply_to_pod_spec(&self, pod_spec: &mut Value) {

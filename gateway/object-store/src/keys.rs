@@ -8,6 +8,25 @@
 
 use crate::error::StoreError;
 
+/// The folder of every capsule.
+pub const CAPSULES: &str = "capsules/";
+/// The folder of every archived job log.
+pub const LOGS: &str = "logs/";
+/// The folder of every policy plugin component.
+pub const PLUGINS: &str = "plugins/";
+
+/// `logs/<job-id>/`: the folder of everything archived for one job.
+pub fn job_logs_prefix(job_id: &str) -> Result<String, StoreError> {
+    check_parts(&[job_id], 128)?;
+    Ok(format!("{LOGS}{job_id}/"))
+}
+
+/// The digest of a capsule's key (`capsules/<sha256>.zip`), `None` for any other key.
+pub fn digest_of_capsule_key(key: &str) -> Option<&str> {
+    let digest = key.strip_prefix(CAPSULES)?.strip_suffix(".zip")?;
+    validate_digest(digest).ok().map(|()| digest)
+}
+
 /// `capsules/<sha256>.zip`; errors unless `digest` is 64 lowercase hex chars.
 pub fn capsule_key(digest: &str) -> Result<String, StoreError> {
     validate_digest(digest)?;
@@ -114,6 +133,14 @@ mod tests {
             log_index_key("job-1").expect("valid"),
             "logs/job-1/pods.json"
         );
+        assert_eq!(
+            digest_of_capsule_key(&format!("capsules/{d}.zip")),
+            Some(d.as_str())
+        );
+        assert_eq!(digest_of_capsule_key("capsules/abc.zip"), None);
+        assert_eq!(digest_of_capsule_key(&format!("logs/{d}.zip")), None);
+        assert_eq!(job_logs_prefix("job-1").expect("valid"), "logs/job-1/");
+        assert!(job_logs_prefix("..").is_err());
         assert!(validate_key("logs/../x").is_err());
         assert!(validate_key("logs/j/x.log").is_ok());
     }

@@ -22,6 +22,8 @@
 //! store.put_object(&log_key(job_id, "driver")?, bytes).await?;
 //! store.get_object(&plugin_key(&digest)?).await?;
 //! store.get_object_range(&log_key(job_id, "driver")?, offset, None).await?; // streamed
+//! store.list_page(CAPSULES, None, MAX_LIST_PAGE).await?;  // key order, with sizes
+//! store.delete_object(&capsule_key(&digest)?).await?;     // absent is fine
 //! ```
 //!
 //! Errors: [`StoreError`], one enum callers branch on; nothing here knows HTTP
@@ -42,9 +44,10 @@ pub mod store;
 
 pub use error::StoreError;
 pub use keys::{
-    capsule_key, log_index_key, log_key, plugin_key, pod_log_key, validate_digest, validate_key,
+    CAPSULES, LOGS, PLUGINS, capsule_key, digest_of_capsule_key, job_logs_prefix, log_index_key,
+    log_key, plugin_key, pod_log_key, validate_digest, validate_key,
 };
 pub use local::{LocalStore, UrlError};
 pub use local_routes::local_routes;
 pub use s3::{MAX_PRESIGN_TTL, S3Config, S3Store};
-pub use store::{ObjectRange, ObjectStore, PutOutcome, StoreStats};
+pub use store::{MAX_LIST_PAGE, ObjectInfo, ObjectRange, ObjectStore, PutOutcome, StoreStats};

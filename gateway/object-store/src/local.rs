@@ -19,7 +19,7 @@ use url::Url;
 use crate::error::StoreError;
 use crate::file_digest::sha256_file;
 use crate::keys::{capsule_key, validate_digest, validate_key};
-use crate::store::{ObjectRange, ObjectStore, PutOutcome, StoreStats};
+use crate::store::{MAX_LIST_PAGE, ObjectInfo, ObjectRange, ObjectStore, PutOutcome, StoreStats};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -250,7 +250,95 @@ impl ObjectStore for LocalStore {
         }
     }
 
+    async fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: u32,
+    ) -> Result<Vec<ObjectInfo>, StoreError> {
+        let (dir, prefix) = (self.dir.clone(), prefix.to_owned());
+        let start_after = start_after.map(str::to_owned);
+        let max = usize::try_from(max.min(MAX_LIST_PAGE)).unwrap_or(usize::MAX);
+        tokio::task::spawn_blocking(move || list_dir(&dir, &prefix, start_after.as_deref(), max))
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?
+    }
+
+    async fn delete_object(&self, key: &str) -> Result<(), StoreError> {
+        validate_key(key)?;
+        let path = self.path_of(key);
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        // Empty folders left behind (a job's log folder) go too, up to the store's root.
+        let mut dir = path.parent().map(Path::to_path_buf);
+        while let Some(d) = dir {
+            if d == self.dir || d.parent() == Some(self.dir.as_path()) {
+                break;
+            }
+            if tokio::fs::remove_dir(&d).await.is_err() {
+                break;
+            }
+            dir = d.parent().map(Path::to_path_buf);
+        }
+        Ok(())
+    }
+
     fn stats(&self) -> Arc<StoreStats> {
         self.stats.clone()
     }
+}
+
+/// The objects under `root` whose keys start with `prefix`, after `start_after`, in key
+/// order, at most `max`. Files whose names start with a dot are a write in progress
+/// (`install`'s temporary files) and are not objects.
+fn list_dir(
+    root: &Path,
+    prefix: &str,
+    start_after: Option<&str>,
+    max: usize,
+) -> Result<Vec<ObjectInfo>, StoreError> {
+    // Walk the deepest folder the prefix names (`logs/job-1/` → `<root>/logs/job-1`).
+    let folder = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+    let base = root.join(folder);
+    if !base.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for entry in walkdir::WalkDir::new(&base).sort_by_file_name() {
+        let entry = entry.map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        if !entry.file_type().is_file() || entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let key = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        if !key.starts_with(prefix) || start_after.is_some_and(|s| key.as_str() <= s) {
+            continue;
+        }
+        let meta = entry
+            .metadata()
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        let modified_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        found.push(ObjectInfo {
+            key,
+            size: meta.len(),
+            modified_ms,
+        });
+    }
+    // Walk order is per folder; keys sort as strings (`a/b` vs `a.b`).
+    found.sort_by(|a, b| a.key.cmp(&b.key));
+    found.truncate(max);
+    Ok(found)
 }

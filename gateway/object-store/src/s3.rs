@@ -48,7 +48,7 @@ use url::Url;
 use crate::error::StoreError;
 use crate::file_digest::sha256_file;
 use crate::keys::{capsule_key, validate_digest, validate_key};
-use crate::store::{ObjectRange, ObjectStore, PutOutcome, StoreStats};
+use crate::store::{MAX_LIST_PAGE, ObjectInfo, ObjectRange, ObjectStore, PutOutcome, StoreStats};
 
 /// SigV4 presigned URLs cannot outlive 7 days.
 pub const MAX_PRESIGN_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -632,6 +632,52 @@ impl ObjectStore for S3Store {
                 .and_then(|n| u64::try_from(n).ok())
                 .unwrap_or(0),
         ))
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: u32,
+    ) -> Result<Vec<ObjectInfo>, StoreError> {
+        let max = i32::try_from(max.clamp(1, MAX_LIST_PAGE)).unwrap_or(1000);
+        let out = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.cfg.bucket)
+            .prefix(prefix)
+            .set_start_after(start_after.map(str::to_owned))
+            .max_keys(max)
+            .send()
+            .await
+            .map_err(|e| classify(e, &self.cfg, ""))?;
+        Ok(out
+            .contents()
+            .iter()
+            .filter_map(|o| {
+                Some(ObjectInfo {
+                    key: o.key()?.to_owned(),
+                    size: o.size().and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+                    modified_ms: o
+                        .last_modified()
+                        .and_then(|t| t.to_millis().ok())
+                        .unwrap_or(0),
+                })
+            })
+            .collect())
+    }
+
+    async fn delete_object(&self, key: &str) -> Result<(), StoreError> {
+        validate_key(key)?;
+        // S3 answers 204 for a key that is not there: deleting is idempotent.
+        self.client
+            .delete_object()
+            .bucket(&self.cfg.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| classify(e, &self.cfg, key))?;
+        Ok(())
     }
 
     fn stats(&self) -> Arc<StoreStats> {

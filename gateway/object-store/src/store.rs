@@ -38,6 +38,20 @@ impl std::fmt::Debug for ObjectRange {
     }
 }
 
+/// One stored object, as a listing gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Its key.
+    pub key: String,
+    /// Its length in bytes.
+    pub size: u64,
+    /// When it was last written (Unix ms; 0 when the store does not say).
+    pub modified_ms: i64,
+}
+
+/// Most objects one [`ObjectStore::list_page`] returns (S3's own page size).
+pub const MAX_LIST_PAGE: u32 = 1000;
+
 /// Counters of one store instance (for metrics and tests).
 #[derive(Debug, Default)]
 pub struct StoreStats {
@@ -91,6 +105,17 @@ pub trait ObjectStore: Send + Sync {
     ) -> Result<ObjectRange, StoreError>;
     /// The length of an object, `None` when there is none.
     async fn object_len(&self, key: &str) -> Result<Option<u64>, StoreError>;
+    /// Up to `max` (at most [`MAX_LIST_PAGE`]) objects whose keys start with
+    /// `prefix` and sort after `start_after`, in key order: page through a folder by
+    /// passing the last key of one page as the next page's `start_after`.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        max: u32,
+    ) -> Result<Vec<ObjectInfo>, StoreError>;
+    /// Deletes the object `key`; deleting one that is not there is not an error.
+    async fn delete_object(&self, key: &str) -> Result<(), StoreError>;
     /// Counters.
     fn stats(&self) -> Arc<StoreStats>;
 }

@@ -235,6 +235,14 @@ pub struct GatewayConfig {
     /// `FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD`: the most bytes of one pod's log archived
     /// (its tail is kept) and held to answer a live `tail` read.
     pub log_archive_max_bytes_per_pod: u64,
+    /// `FORGE_RETENTION_REJECTED_S` (0: forever).
+    pub retention_rejected_s: u64,
+    /// `FORGE_RETENTION_LOGS_S` (0: forever).
+    pub retention_logs_s: u64,
+    /// `FORGE_RETENTION_CAPSULES_S` (0: forever).
+    pub retention_capsules_s: u64,
+    /// `FORGE_RETENTION_SWEEP_S`.
+    pub retention_sweep_s: u64,
     /// `FORGE_UPLOAD_MAX_SESSIONS`.
     pub upload_max_sessions: u64,
     /// `FORGE_UPLOAD_TTL_S`.

@@ -159,6 +159,10 @@ fn defaults_apply() {
             max_queued_per_team: 1000,
             body_idle_timeout_s: 60,
             log_archive_max_bytes_per_pod: 16 << 20,
+            retention_rejected_s: 2_592_000,
+            retention_logs_s: 2_592_000,
+            retention_capsules_s: 1_209_600,
+            retention_sweep_s: 3600,
             upload_max_sessions: 4,
             upload_ttl_s: 86400,
             capsule_init_image: "busybox:1.36".into(),
@@ -540,6 +544,42 @@ fn rejects_zero_policy_limits_and_body() {
         "FORGE_MAX_FIELD_ERRORS",
     ] {
         assert_eq!(only_error_var(&[(var, "0")]), var);
+    }
+}
+
+#[test]
+fn rejects_a_sweep_slower_than_a_retention() {
+    for var in [
+        "FORGE_RETENTION_REJECTED_S",
+        "FORGE_RETENTION_LOGS_S",
+        "FORGE_RETENTION_CAPSULES_S",
+    ] {
+        let e = errors(&[(var, "60"), ("FORGE_RETENTION_SWEEP_S", "61")]);
+        assert!(
+            matches!(&e[..], [ConfigError::Requires { var: v, requires, .. }]
+            if v == "FORGE_RETENTION_SWEEP_S" && requires == var),
+            "{var}: {e:?}"
+        );
+        // Kept forever (0) needs no sweep at all; a sweep as often as the period is fine.
+        assert!(
+            Config::from_env_map(with(&[(var, "0"), ("FORGE_RETENTION_SWEEP_S", "86400")])).is_ok()
+        );
+        assert!(
+            Config::from_env_map(with(&[(var, "60"), ("FORGE_RETENTION_SWEEP_S", "60")])).is_ok()
+        );
+    }
+}
+
+#[test]
+fn rejects_retention_settings_out_of_range() {
+    for (var, bad) in [
+        ("FORGE_RETENTION_REJECTED_S", "-1"),
+        ("FORGE_RETENTION_LOGS_S", "315360001"),
+        ("FORGE_RETENTION_CAPSULES_S", "14d"),
+        ("FORGE_RETENTION_SWEEP_S", "0"),
+        ("FORGE_RETENTION_SWEEP_S", "86401"),
+    ] {
+        assert_eq!(only_error_var(&[(var, bad)]), var, "{var}={bad}");
     }
 }
 

@@ -67,6 +67,22 @@ impl Config {
                 ));
             }
         }
+        for (var, keep) in [
+            ("FORGE_RETENTION_REJECTED_S", gw.retention_rejected_s),
+            ("FORGE_RETENTION_LOGS_S", gw.retention_logs_s),
+            ("FORGE_RETENTION_CAPSULES_S", gw.retention_capsules_s),
+        ] {
+            if keep > 0 && gw.retention_sweep_s > keep {
+                errors.push(requires(
+                    "FORGE_RETENTION_SWEEP_S",
+                    var,
+                    format!(
+                        "a sweep every {} s cannot keep a retention of {keep} s",
+                        gw.retention_sweep_s
+                    ),
+                ));
+            }
+        }
         let l = &self.leader;
         if l.renew_deadline_ms >= l.lease_ms {
             errors.push(requires(

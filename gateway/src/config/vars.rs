@@ -454,6 +454,30 @@ pub static VARS: &[Var] = &[
         "most bytes of one container's log of one pod archived when a job ends (its tail is kept, after a marker line saying how much was cut) and held in memory to answer a live `tail=` log read (1024..=1073741824)",
     ),
     Var::new(
+        "FORGE_RETENTION_REJECTED_S",
+        Fallback::Value("2592000"),
+        |d, _, v| put(&mut d.cfg.gateway.retention_rejected_s, int(v, 0, 315_360_000)),
+        "how long a rejected submission (its record, history and decision) is kept (seconds; 0: forever; default 30 days)",
+    ),
+    Var::new(
+        "FORGE_RETENTION_LOGS_S",
+        Fallback::Value("2592000"),
+        |d, _, v| put(&mut d.cfg.gateway.retention_logs_s, int(v, 0, 315_360_000)),
+        "how long a job's archived logs are kept after it ended; the job stays, its log routes then answer 410 `logs-expired` (seconds; 0: forever; default 30 days)",
+    ),
+    Var::new(
+        "FORGE_RETENTION_CAPSULES_S",
+        Fallback::Value("1209600"),
+        |d, _, v| put(&mut d.cfg.gateway.retention_capsules_s, int(v, 0, 315_360_000)),
+        "how long a team keeps the right to name a capsule after its last upload or use of it; bytes no team has a right to (and no job that has not ended uses) are deleted (seconds; 0: forever; default 14 days)",
+    ),
+    Var::new(
+        "FORGE_RETENTION_SWEEP_S",
+        Fallback::Value("3600"),
+        |d, _, v| put(&mut d.cfg.gateway.retention_sweep_s, int(v, 1, 86_400)),
+        "how often the leader deletes what is past its retention and measures what object storage holds (`forge_storage_bytes`); at most the shortest retention set (seconds, 1..=86400)",
+    ),
+    Var::new(
         "FORGE_UPLOAD_MAX_SESSIONS",
         Fallback::Value("4"),
         |d, _, v| put(&mut d.cfg.gateway.upload_max_sessions, int(v, 1, 1024)),

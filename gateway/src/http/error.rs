@@ -229,6 +229,18 @@ fn job_answer(e: JobError) -> Answer {
             Answer::new(StatusCode::NOT_FOUND, "logs-not-archived", e.to_string())
                 .details(json!({ "field": field }))
         }
+        JobError::BadCapsuleLink => {
+            Answer::new(StatusCode::FORBIDDEN, "bad-signature", e.to_string())
+                .details(json!({ "field": "sig" }))
+        }
+        JobError::CapsuleLinkEnded { state, .. } => {
+            Answer::new(StatusCode::GONE, "job-ended", e.to_string())
+                .details(json!({ "state": state }))
+        }
+        JobError::LogsExpired { deleted_at_ms, .. } => {
+            Answer::new(StatusCode::GONE, "logs-expired", e.to_string())
+                .details(json!({ "deletedAtMs": deleted_at_ms }))
+        }
         JobError::ObjectStore(e) => Answer::storage_unavailable(&e, "stored"),
         e @ JobError::NotReady(_) => {
             Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", e.to_string())

@@ -289,6 +289,7 @@ pub async fn logs(
     Query(q): Query<LogQuery>,
 ) -> Result<Response, ApiError> {
     let job = state.jobs.visible(&caller, &id).await?;
+    logs_kept(&state, &job).await?;
     let target = match (q.name.as_deref(), q.pod, q.container) {
         (Some(_), Some(_), _) => {
             return Err(ApiError::bad(
@@ -348,5 +349,21 @@ pub async fn log_pods(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<PodLog>>, ApiError> {
     let job = state.jobs.visible(&caller, &id).await?;
+    logs_kept(&state, &job).await?;
     Ok(Json(state.jobs.pod_logs(&job).await?))
+}
+
+/// `410 logs-expired` for an ended job whose archived logs retention deleted.
+async fn logs_kept(state: &AppState, job: &JobRecord) -> Result<(), ApiError> {
+    if !job.state.is_terminal() {
+        return Ok(());
+    }
+    match state.database.retention.logs_deleted_at(&job.id).await? {
+        Some(deleted_at_ms) => Err(JobError::LogsExpired {
+            id: job.id.clone(),
+            deleted_at_ms,
+        }
+        .into()),
+        None => Ok(()),
+    }
 }

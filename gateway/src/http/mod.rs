@@ -5,7 +5,9 @@
 //! Every `/v1` endpoint is authenticated (bearer tokens, see [`crate::auth`]);
 //! `/livez` (alias `/healthz`), `/readyz` and `/metrics` are open for probes and
 //! scrapers and reveal no job data; `/v1/capsules/{sha}.zip` (local object store only) is authorized by its
-//! HMAC-signed, expiring URL instead of a token, so Ray pods can fetch it.
+//! HMAC-signed, expiring URL instead of a token, so Ray pods can fetch it, and so is a
+//! job's capsule link `/v1/job-capsules/{job}/{sha}.zip` (by its signature, while the
+//! job has not ended: [`capsule_links`]).
 //! The web console (`/`, `/login`, `/console/…`, see [`console`]) is served by the same
 //! router, authenticated by its session cookie.
 //! Middleware: request ids (`x-request-id`, generated when absent and echoed back),
@@ -15,6 +17,7 @@ pub mod admin;
 mod auth;
 pub mod body_limit;
 pub mod capacity;
+pub mod capsule_links;
 pub mod capsules;
 pub mod console;
 pub mod deadline;
@@ -115,7 +118,15 @@ pub fn router(state: AppState) -> Router {
     let body_idle = Duration::from_secs(state.config.gateway.body_idle_timeout_s);
     let local = state.local_objects.clone();
     let console = console::routes(state.clone());
+    let links = state
+        .jobs
+        .links
+        .is_some()
+        .then(|| capsule_links::routes(state.clone()));
     let mut app = api_router().with_state(state).merge(console);
+    if let Some(links) = links {
+        app = app.merge(links);
+    }
     if let Some(local) = local {
         app = app.merge(crate::objects::local_routes(local));
     }

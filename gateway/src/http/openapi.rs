@@ -245,13 +245,15 @@ pub fn document(cfg: &Config) -> Value {
                         {"name": "follow", "in": "query", "schema": {"type": "boolean"}}],
                     "responses": {"200": {"description": "text/plain; header x-forge-log-offset: the offset of the body's first byte"},
                         "400": error_response("invalid-query (name with pod, container without pod, offset with tail)"),
-                        "404": error_response("no log yet (logs-not-archived), no such pod of the job, or no such job (or another team's)")}}
+                        "404": error_response("no log yet (logs-not-archived), no such pod of the job, or no such job (or another team's)"),
+                        "410": error_response("logs-expired: the job's archived logs were deleted after FORGE_RETENTION_LOGS_S (details.deletedAtMs)")}}
             },
             "/v1/jobs/{id}/logs/pods": {
                 "parameters": id_param.clone(),
                 "get": {"summary": "Every pod's log of the job (head, workers, submitters): archived once the job ended (bytes, truncated), the live pods before",
                     "responses": {"200": {"description": "the job's pod logs, head first", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/PodLog"}}}}},
-                        "404": error_response("not found (or another team's)")}}
+                        "404": error_response("not found (or another team's)"),
+                        "410": error_response("logs-expired: the job's archived logs were deleted after FORGE_RETENTION_LOGS_S (details.deletedAtMs)")}}
             },
             "/v1/jobs/{id}/watch": {
                 "parameters": id_param,

@@ -369,8 +369,19 @@ impl Jobs {
         Ok(dispatched)
     }
 
-    /// The capsule as the RayJob references it: a URL valid past the job's deadlines,
-    /// and for plain-HTTP storage the init container that fetches and verifies it.
+    /// The capsule as the RayJob references it.
+    ///
+    /// Pods fetch straight from the object store whenever that URL outlives the job,
+    /// so a pod that starts while the gateway is down still gets its code:
+    /// - plain-HTTP storage (the init container fetches and verifies): the store's URL
+    ///   first, and the job's capsule link as the fallback when that fails — a pod
+    ///   recreated after the presigned URL expired (at most 7 days) gets a fresh one
+    ///   from the gateway;
+    /// - `https` storage, which Ray fetches itself from one URL: the store's URL when
+    ///   the job's deadlines end before it expires, else the capsule link (valid until
+    ///   the job ends, however long; it needs an `https` gateway URL, since Ray
+    ///   fetches only `https`). Without a link (no URL pods reach the gateway at, or
+    ///   an `http` one) such a job's URL expires after 7 days.
     async fn capsule_ref(&self, job: &JobRecord) -> Result<CapsuleRef, JobError> {
         let digest = job
             .capsule_sha256
@@ -378,25 +389,42 @@ impl Jobs {
             .ok_or_else(|| JobError::Io(format!("job {} has no capsule", job.id)))?;
         let cfg = &self.config;
         let pre = super::pre_running::deadline_s(&job.spec, cfg);
-        let active = job.spec.deadlines.active_seconds.unwrap_or(24 * 3600);
-        let secs = u64::try_from(pre.saturating_add(active).saturating_add(3600)).unwrap_or(0);
-        let ttl = Duration::from_secs(secs).min(MAX_URL_TTL);
-        let url = self.objects.get_url(digest.as_str(), ttl).await?;
-        let init = if url.scheme() == "http" {
+        let active = job.spec.deadlines.active_seconds;
+        let lifetime = pre
+            .saturating_add(active.unwrap_or(24 * 3600))
+            .saturating_add(3600);
+        let lifetime = Duration::from_secs(u64::try_from(lifetime).unwrap_or(0));
+        let direct = self
+            .objects
+            .get_url(digest.as_str(), lifetime.min(MAX_URL_TTL))
+            .await?;
+        let link = self.links.as_ref().map(|l| l.link(&job.id, &digest));
+        if direct.scheme() == "http" {
             let init = forge_capsule::init_container(
-                &url,
+                &direct,
                 digest.as_str(),
                 Some(&cfg.gateway.capsule_init_image),
             )
             .map_err(|e| JobError::Io(format!("capsule init container: {e}")))?;
-            Some(init)
-        } else {
-            None
+            let init = match &link {
+                Some(link) => init.with_fallback(link),
+                None => init,
+            };
+            return Ok(CapsuleRef {
+                digest,
+                working_dir_url: direct.to_string(),
+                init: Some(init),
+            });
+        }
+        let outlives = active.is_some() && lifetime <= MAX_URL_TTL;
+        let url = match link {
+            Some(link) if !outlives && link.scheme() == "https" => link,
+            _ => direct,
         };
         Ok(CapsuleRef {
             digest,
             working_dir_url: url.to_string(),
-            init,
+            init: None,
         })
     }
 

@@ -54,6 +54,25 @@ pub enum JobError {
         /// Its state.
         state: JobState,
     },
+    /// A capsule link whose signature does not verify (or names no job's capsule).
+    #[error("the capsule link's signature does not verify")]
+    BadCapsuleLink,
+    /// A capsule link of a job that has ended: it authorizes nothing any more.
+    #[error("job {id} is {state}: its capsule link has expired with it")]
+    CapsuleLinkEnded {
+        /// The job.
+        id: String,
+        /// Its (terminal) state.
+        state: JobState,
+    },
+    /// The job's archived logs were deleted by retention (`FORGE_RETENTION_LOGS_S`).
+    #[error("the logs of job {id} were deleted when their retention ended")]
+    LogsExpired {
+        /// The job.
+        id: String,
+        /// When (Unix ms).
+        deleted_at_ms: i64,
+    },
     /// A log that is neither archived nor readable from a live pod.
     #[error("no {log} log for job {id} (state {state}): not archived and no live pod")]
     LogNotAvailable {

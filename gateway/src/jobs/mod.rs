@@ -5,6 +5,7 @@
 //! handlers in `http::jobs` call these.
 
 pub mod cancel;
+pub mod capsule_links;
 pub mod cleanup;
 pub mod dashboard;
 pub mod diagnosis;

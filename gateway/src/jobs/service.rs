@@ -55,6 +55,9 @@ pub struct Jobs {
     pub(crate) reported_orphans: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
     /// Per-team submission rate and queue cap (`limits.rs`).
     pub(crate) limits: Arc<SubmissionLimits>,
+    /// Capsule links for `working_dir` (`capsule_links.rs`), when the gateway knows
+    /// the URL pods reach it at; otherwise pods get the object store's URL.
+    pub(crate) links: Option<Arc<super::capsule_links::CapsuleLinks>>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -94,6 +97,15 @@ impl Jobs {
             feed: JobFeed::default(),
             term: None,
             reported_orphans: Arc::default(),
+            links: None,
+        }
+    }
+
+    /// The same, handing pods capsule links under `links` (see `capsule_links.rs`).
+    pub fn with_capsule_links(self, links: super::capsule_links::CapsuleLinks) -> Jobs {
+        Jobs {
+            links: Some(Arc::new(links)),
+            ..self
         }
     }
 

@@ -122,10 +122,7 @@ impl Jobs {
                 let digest = Digest::parse(&digest).map_err(|_| JobError::InvalidCapsuleRef)?;
                 // Only a team that uploaded these bytes may run them; to anyone else the
                 // capsule does not exist (the same answer, so digests cannot be probed).
-                if !self
-                    .capsules
-                    .capsule_owned_by(&digest, &caller.team)
-                    .await?
+                if !self.capsules.use_capsule(&digest, &caller.team).await?
                     || !self.objects.exists(digest.as_str()).await?
                 {
                     return Err(JobError::UnknownCapsule(digest));
@@ -193,17 +190,34 @@ impl Jobs {
         .await
         .map_err(|e| JobError::Io(format!("capsule task: {e}")))?;
         let (capsule, requirements) = capsule?;
-        let stored = self.objects.put_file(&capsule.digest, &capsule.path).await;
+        let stored = self
+            .store_capsule(team, &capsule.digest, &capsule.path)
+            .await;
         if let Err(e) = tokio::fs::remove_file(&capsule.path).await {
             tracing::warn!(path = %capsule.path.display(), "removing the packed capsule: {e}");
         }
-        let outcome = stored?;
+        Ok((stored?, requirements))
+    }
+
+    /// Stores the capsule file at `path` (skipped when the bytes are there) and records
+    /// `team` as an owner; when retention was deleting these bytes meanwhile, waits for
+    /// that to finish and stores them again (`crate::retention::deletion_over`).
+    async fn store_capsule(
+        &self,
+        team: &str,
+        digest: &str,
+        path: &std::path::Path,
+    ) -> Result<Digest, JobError> {
+        let outcome = self.objects.put_file(digest, path).await?;
         self.metrics
             .capsule(matches!(outcome, PutOutcome::AlreadyPresent));
-        let digest = Digest::parse(&capsule.digest)
-            .map_err(|e| JobError::Io(format!("the capsule digest: {e}")))?;
-        self.capsules.grant_capsule(&digest, team).await?;
-        Ok((digest, requirements))
+        let digest =
+            Digest::parse(digest).map_err(|e| JobError::Io(format!("the capsule digest: {e}")))?;
+        let seen = self.capsules.grant_capsule(&digest, team).await?;
+        if crate::retention::deletion_over(self.capsules.as_ref(), &digest, seen).await? {
+            self.objects.put_file(digest.as_str(), path).await?;
+        }
+        Ok(digest)
     }
 }
 

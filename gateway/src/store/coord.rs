@@ -57,6 +57,9 @@ pub const INSTANCE_KEY: &str = "instance";
 pub trait CoordStore: Send + Sync {
     /// A round trip to the database (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
+    /// A value every replica shares: `candidate` is recorded under `key` by the first
+    /// call (of any replica); every call returns the recorded value.
+    async fn shared_value(&self, key: &str, candidate: String) -> Result<String, StoreError>;
     /// The installation identity: recorded on first call (`wanted`, else `generated`);
     /// later calls return the recorded one. A `wanted` identity that differs from the
     /// recorded one is [`StoreError::InstanceMismatch`].
@@ -64,7 +67,15 @@ pub trait CoordStore: Send + Sync {
         &self,
         wanted: Option<String>,
         generated: String,
-    ) -> Result<String, StoreError>;
+    ) -> Result<String, StoreError> {
+        let stored = self
+            .shared_value(INSTANCE_KEY, wanted.clone().unwrap_or(generated))
+            .await?;
+        match wanted {
+            Some(w) if w != stored => Err(StoreError::InstanceMismatch { stored, wanted: w }),
+            _ => Ok(stored),
+        }
+    }
     /// Takes lease `name` for `holder` for `ttl` if it is free or expired (a new epoch);
     /// otherwise reports who holds it.
     async fn acquire(&self, name: &str, holder: &str, ttl: Duration)

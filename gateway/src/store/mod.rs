@@ -1,8 +1,8 @@
 //! Durable state: jobs (with their history, decisions and the queue), capsule
 //! ownership, policy state (plugin registry, versioned chains, shadow results) and
-//! coordination state (the leader lease, the installation identity) and playgrounds,
-//! behind five traits — [`JobStore`], [`CapsuleStore`], [`PolicyStore`], [`CoordStore`]
-//! and [`PlaygroundStore`] — so the
+//! coordination state (the leader lease, the installation identity), playgrounds and
+//! retention, behind six traits — [`JobStore`], [`CapsuleStore`], [`PolicyStore`],
+//! [`CoordStore`], [`PlaygroundStore`] and [`RetentionStore`] — so the
 //! backends can differ while the semantics (compare-and-set transitions and versions,
 //! FIFO queue, keyset pages, per-team capsule owners, fenced writes) cannot. One
 //! conformance suite (`conformance/`, tests only) holds both backends to them.
@@ -29,12 +29,13 @@ pub mod migration;
 pub mod playgrounds;
 pub mod policies;
 pub mod postgres;
+pub mod retention;
 pub mod sqlite;
 
 use std::path::Path;
 use std::sync::Arc;
 
-pub use capsules::CapsuleStore;
+pub use capsules::{CapsuleStore, Deletion};
 pub use coord::{Acquire, CoordStore, Lease};
 pub use error::StoreError;
 pub use jobs::{
@@ -46,6 +47,7 @@ pub use policies::{
     LinkRef, NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
     ShadowResult,
 };
+pub use retention::RetentionStore;
 
 /// Which backend a [`Database`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +81,8 @@ pub struct Database {
     pub coord: Arc<dyn CoordStore>,
     /// Playgrounds (inference servers) and their clocks.
     pub playgrounds: Arc<dyn PlaygroundStore>,
+    /// What retention deletes and when.
+    pub retention: Arc<dyn RetentionStore>,
     /// The backend.
     pub backend: Backend,
 }
@@ -100,6 +104,7 @@ impl Database {
             capsules: db.clone(),
             policies: db.clone(),
             playgrounds: db.clone(),
+            retention: db.clone(),
             coord: db,
             backend: Backend::Sqlite,
         })
@@ -113,6 +118,7 @@ impl Database {
             capsules: db.clone(),
             policies: db.clone(),
             playgrounds: db.clone(),
+            retention: db.clone(),
             coord: db,
             backend: Backend::Postgres,
         })

@@ -98,25 +98,38 @@ impl Uploads {
                 .objects
                 .put_file(&c.digest, &c.path)
                 .await
+                .map(|outcome| (outcome, c.path))
                 .map_err(UploadError::from),
+        };
+        let granted = match result {
+            // The uploading team owns the capsule from now on (also when the bytes were
+            // already stored: it proved it has them); a deletion by retention racing
+            // this is waited for and the bytes stored again.
+            Ok((outcome, path)) => self.grant(s, &path).await.map(|()| outcome),
+            Err(e) => Err(e),
         };
         if let Err(e) = tokio::fs::remove_dir_all(&out_dir).await
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(dir = %out_dir.display(), "removing the repack directory: {e}");
         }
-        let deduplicated = matches!(result?, PutOutcome::AlreadyPresent);
-        // The uploading team owns the capsule from now on (also when the bytes were
-        // already stored: it proved it has them).
-        self.inner
-            .capsules
-            .grant_capsule(&s.digest, &s.team)
-            .await?;
+        let deduplicated = matches!(granted?, PutOutcome::AlreadyPresent);
         self.inner.metrics.capsule(deduplicated);
         Ok(Completed {
             capsule: s.digest.clone(),
             size: s.size,
             deduplicated,
         })
+    }
+
+    /// Records the session's team as an owner of its capsule, and stores the capsule at
+    /// `path` again when retention was deleting these bytes meanwhile.
+    async fn grant(&self, s: &Session, path: &std::path::Path) -> Result<(), UploadError> {
+        let capsules = self.inner.capsules.as_ref();
+        let seen = capsules.grant_capsule(&s.digest, &s.team).await?;
+        if crate::retention::deletion_over(capsules, &s.digest, seen).await? {
+            self.inner.objects.put_file(s.digest.as_str(), path).await?;
+        }
+        Ok(())
     }
 }

@@ -161,9 +161,9 @@ impl Uploads {
 
     /// Whether the capsule `digest` may be referenced by `team`'s submissions: the team
     /// uploaded its bytes (it owns it) and they are stored. Another team's capsule is
-    /// absent, like an unknown one.
+    /// absent, like an unknown one. Asking counts as a use (retention keeps it).
     pub async fn has_capsule(&self, team: &str, digest: &Digest) -> Result<bool, UploadError> {
-        let present = self.inner.capsules.capsule_owned_by(digest, team).await?
+        let present = self.inner.capsules.use_capsule(digest, team).await?
             && self.inner.objects.exists(digest.as_str()).await?;
         self.inner.metrics.capsule_lookup(present);
         Ok(present)

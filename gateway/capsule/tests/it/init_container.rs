@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::get;
-use forge_capsule::init_container::{INIT_CONTAINER_NAME, MOUNT_PATH, VOLUME_NAME};
+use forge_capsule::init_container::{FALLBACK_ENV, INIT_CONTAINER_NAME, MOUNT_PATH, VOLUME_NAME};
 use forge_capsule::runtime_env::RuntimeEnv;
 use forge_capsule::{init_container, runtime_env_yaml};
 use sha2::{Digest, Sha256};
@@ -112,6 +112,73 @@ async fn script_accepts_good_bytes_and_fails_clearly_on_corruption() {
     );
     assert!(!ok);
     assert!(log.contains("capsule download failed"), "{log}");
+    srv_good.abort();
+    srv_bad.abort();
+}
+
+// A long job's pod recreated after its presigned URL expired: the first URL answers
+// 403, the fallback (the gateway's capsule link) serves the bytes. A corrupt first
+// download is a mismatch and never falls back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_falls_back_when_the_first_url_fails_but_not_on_a_mismatch() {
+    let good = b"PK\x03\x04 capsule for the fallback".repeat(500);
+    let digest = hex::encode(Sha256::digest(&good));
+    let (srv_good, good_port) = http_server(good.clone()).await;
+    let link = url::Url::parse(&format!("http://127.0.0.1:{good_port}/c.zip")).expect("url");
+    let expired =
+        url::Url::parse(&format!("http://127.0.0.1:{good_port}/expired.zip")).expect("url");
+    let init = init_container(&expired, &digest, None)
+        .expect("init")
+        .with_fallback(&link);
+    let names: Vec<_> = init.init_container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| e["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| *n == FALLBACK_ENV).count(),
+        1,
+        "{names:?}"
+    );
+    let dir = tempfile::tempdir().expect("tmp");
+    let (ok, log) = run_script(&init.init_container, dir.path());
+    assert!(ok, "{log}");
+    assert!(log.contains("trying the capsule link instead"), "{log}");
+    assert!(log.contains("verified"), "{log}");
+    assert_eq!(
+        std::fs::read(dir.path().join(format!("{digest}.zip"))).expect("placed"),
+        good
+    );
+    assert!(!log.contains(link.as_str()), "no URL is logged: {log}");
+
+    // Both failing: one failure line each, then the container fails.
+    let gone = url::Url::parse(&format!("http://127.0.0.1:{good_port}/gone.zip")).expect("url");
+    let init = init_container(&expired, &digest, None)
+        .expect("init")
+        .with_fallback(&gone);
+    let (ok, log) = run_script(
+        &init.init_container,
+        tempfile::tempdir().expect("tmp").path(),
+    );
+    assert!(!ok, "{log}");
+    assert_eq!(log.matches("capsule download failed").count(), 2, "{log}");
+
+    // A corrupt first download is refused; the fallback is not tried.
+    let mut bad = good.clone();
+    bad[7] ^= 0x01;
+    let (srv_bad, bad_port) = http_server(bad).await;
+    let corrupt = url::Url::parse(&format!("http://127.0.0.1:{bad_port}/c.zip")).expect("url");
+    let init = init_container(&corrupt, &digest, None)
+        .expect("init")
+        .with_fallback(&link);
+    let (ok, log) = run_script(
+        &init.init_container,
+        tempfile::tempdir().expect("tmp").path(),
+    );
+    assert!(!ok, "{log}");
+    assert!(log.contains("capsule sha256 mismatch"), "{log}");
+    assert!(!log.contains("trying the capsule link"), "{log}");
     srv_good.abort();
     srv_bad.abort();
 }

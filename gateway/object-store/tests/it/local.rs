@@ -145,3 +145,14 @@ async fn local_store_refuses_wrong_digest_and_bad_keys() {
     );
     server.abort();
 }
+
+#[tokio::test]
+async fn objects_are_listed_in_pages_and_deleted() {
+    let data = tempfile::tempdir().expect("tmp");
+    let base = url::Url::parse("http://127.0.0.1:1/").expect("url");
+    let store = LocalStore::new(data.path(), vec![7u8; 32], base).expect("store");
+    crate::support::listing_pages_and_deletes(&store).await;
+    // The emptied job folder went with its last object; the store's folders stay.
+    assert!(!data.path().join("logs/job-1").exists());
+    assert!(data.path().join("logs/job-2").is_dir());
+}

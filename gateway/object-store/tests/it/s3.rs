@@ -7,7 +7,9 @@ use std::time::Duration;
 use forge_object_store::{ObjectStore, PutOutcome, S3Store, StoreError, capsule_key, log_key};
 use sha2::{Digest, Sha256};
 
-use crate::support::{S3Server, blob, incompressible_blob, s3_config, small_capsule};
+use crate::support::{
+    S3Server, blob, incompressible_blob, listing_pages_and_deletes, s3_config, small_capsule,
+};
 
 async fn store(srv: &S3Server) -> S3Store {
     let s = S3Store::connect(s3_config(srv)).await.expect("connect");
@@ -261,4 +263,11 @@ async fn log_objects_round_trip() {
         s.put_object("../x", bytes::Bytes::new()).await,
         Err(StoreError::InvalidKey(_))
     ));
+}
+
+#[tokio::test]
+async fn objects_are_listed_in_pages_and_deleted() {
+    let srv = S3Server::start();
+    let s = store(&srv).await;
+    listing_pages_and_deletes(&s).await;
 }

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use forge_object_store::S3Config;
+use forge_object_store::{LOGS, MAX_LIST_PAGE, ObjectStore, S3Config, StoreError, job_logs_prefix};
 use sha2::{Digest, Sha256};
 
 pub use forge_testkit::s3::S3Server;
@@ -67,4 +67,96 @@ pub fn small_capsule(dir: &Path) -> Blob {
         "capsule.zip",
         b"PK\x03\x04 capsule/train.py print('hi')\n",
     )
+}
+
+/// The listing and delete contract both stores keep: a folder is listed in key order
+/// with each object's size and write time, in pages continued after the last key; a
+/// prefix lists only its folder; deleting removes the object, and deleting it again (or
+/// any absent key) is not an error; keys outside the scheme are refused.
+pub async fn listing_pages_and_deletes(store: &dyn ObjectStore) {
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis();
+    let keys = [
+        "logs/job-1/pods.json",
+        "logs/job-1/pods/p-head/ray-head.log",
+        "logs/job-1/pods/p-worker/ray-worker.log",
+        "logs/job-2/driver.log",
+        "plugins/x.wasm",
+    ];
+    for (i, key) in keys.iter().enumerate() {
+        store
+            .put_object(key, bytes::Bytes::from(vec![b'x'; i + 1]))
+            .await
+            .expect("put");
+    }
+    let all = store
+        .list_page(LOGS, None, MAX_LIST_PAGE)
+        .await
+        .expect("list");
+    let listed: Vec<(&str, u64)> = all.iter().map(|o| (o.key.as_str(), o.size)).collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("logs/job-1/pods.json", 1),
+            ("logs/job-1/pods/p-head/ray-head.log", 2),
+            ("logs/job-1/pods/p-worker/ray-worker.log", 3),
+            ("logs/job-2/driver.log", 4),
+        ]
+    );
+    let before = i64::try_from(before).expect("ms") - 5_000;
+    assert!(all.iter().all(|o| o.modified_ms >= before), "{all:?}");
+    // Pages of two, continued after the last key.
+    let first = store.list_page(LOGS, None, 2).await.expect("page 1");
+    assert_eq!(first.len(), 2);
+    let rest = store
+        .list_page(LOGS, Some(&first[1].key), 2)
+        .await
+        .expect("page 2");
+    assert_eq!(
+        rest.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
+        vec![
+            "logs/job-1/pods/p-worker/ray-worker.log",
+            "logs/job-2/driver.log"
+        ]
+    );
+    // One job's folder.
+    let job1 = job_logs_prefix("job-1").expect("prefix");
+    let mine = store
+        .list_page(&job1, None, MAX_LIST_PAGE)
+        .await
+        .expect("job-1");
+    assert_eq!(mine.len(), 3, "{mine:?}");
+    for o in &mine {
+        store.delete_object(&o.key).await.expect("delete");
+    }
+    store
+        .delete_object("logs/job-1/pods.json")
+        .await
+        .expect("deleting an absent object is not an error");
+    assert!(
+        store
+            .list_page(&job1, None, MAX_LIST_PAGE)
+            .await
+            .expect("job-1 again")
+            .is_empty()
+    );
+    assert!(matches!(
+        store.get_object("logs/job-1/pods.json").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(
+        store
+            .list_page(LOGS, None, MAX_LIST_PAGE)
+            .await
+            .expect("logs")
+            .len(),
+        1,
+        "the other job's log stays"
+    );
+    assert!(matches!(
+        store.delete_object("../x").await,
+        Err(StoreError::InvalidKey(_))
+    ));
 }

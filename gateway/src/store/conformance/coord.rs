@@ -193,6 +193,21 @@ pub async fn installation_identity_is_recorded_once(h: &dyn Harness) {
         }
         other => panic!("{other:?}"),
     }
+    // Other shared values are kept apart from the identity, each recorded once.
+    assert_eq!(
+        a.coord
+            .shared_value("capsule-link-key", "k1".into())
+            .await
+            .expect("shared"),
+        "k1"
+    );
+    assert_eq!(
+        b.coord
+            .shared_value("capsule-link-key", "k2".into())
+            .await
+            .expect("shared"),
+        "k1"
+    );
     let c = h.open().await;
     assert_eq!(
         c.coord.instance(None, "z".into()).await.expect("instance"),

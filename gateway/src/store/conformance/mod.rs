@@ -11,6 +11,7 @@ mod coord;
 mod jobs;
 mod playgrounds;
 mod policies;
+mod retention;
 
 use async_trait::async_trait;
 
@@ -87,6 +88,8 @@ suite! {
     decisions_replay_and_shadow_results => super::policies::decisions_replay_and_shadow_results,
     appends_are_announced_to_replicas => super::policies::appends_are_announced_to_replicas,
     owners_are_per_team_and_idempotent => super::capsules::owners_are_per_team_and_idempotent,
+    rejected_records_and_ended_logs_are_due => super::retention::rejected_records_and_ended_logs_are_due,
+    capsules_are_claimed_only_when_unowned_and_unused => super::retention::capsules_are_claimed_only_when_unowned_and_unused,
     lease_terms_and_renewals => super::coord::lease_terms_and_renewals,
     fenced_writes_stop_at_a_newer_epoch => super::coord::fenced_writes_stop_at_a_newer_epoch,
     installation_identity_is_recorded_once => super::coord::installation_identity_is_recorded_once,

@@ -10,7 +10,7 @@ use tokio_postgres::Row;
 
 use super::{NOW_MS, PgDatabase};
 use crate::store::codec::{to_i64, to_u64};
-use crate::store::coord::{INSTANCE_KEY, ttl_ms};
+use crate::store::coord::ttl_ms;
 use crate::store::{Acquire, CoordStore, Lease, StoreError};
 
 const RETURNING: &str =
@@ -47,27 +47,18 @@ impl CoordStore for PgDatabase {
         Ok(())
     }
 
-    async fn instance(
-        &self,
-        wanted: Option<String>,
-        generated: String,
-    ) -> Result<String, StoreError> {
+    async fn shared_value(&self, key: &str, candidate: String) -> Result<String, StoreError> {
         let client = self.client().await?;
-        let candidate = wanted.clone().unwrap_or(generated);
         client
             .execute(
                 "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
-                &[&INSTANCE_KEY, &candidate],
+                &[&key, &candidate],
             )
             .await?;
-        let stored: String = client
-            .query_one("SELECT value FROM meta WHERE key = $1", &[&INSTANCE_KEY])
+        Ok(client
+            .query_one("SELECT value FROM meta WHERE key = $1", &[&key])
             .await?
-            .try_get(0)?;
-        match wanted {
-            Some(w) if w != stored => Err(StoreError::InstanceMismatch { stored, wanted: w }),
-            _ => Ok(stored),
-        }
+            .try_get(0)?)
     }
 
     async fn acquire(

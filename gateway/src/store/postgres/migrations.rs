@@ -181,6 +181,20 @@ pub const MIGRATIONS: &[Migration] = &[
     CREATE INDEX playgrounds_by_state ON playgrounds (state);
     "#,
     },
+    Migration {
+        version: 8,
+        name: "retention",
+        sql: r#"
+    ALTER TABLE capsule_owners ADD COLUMN last_used_ms BIGINT;
+    CREATE TABLE capsule_deletions (
+        digest TEXT    PRIMARY KEY,
+        state  TEXT    NOT NULL,
+        at_ms  BIGINT  NOT NULL
+    );
+    ALTER TABLE jobs ADD COLUMN logs_deleted_at_ms BIGINT;
+    CREATE INDEX jobs_state_updated ON jobs (state, updated_at_ms);
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

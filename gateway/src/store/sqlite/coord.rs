@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::SqliteDatabase;
 use crate::store::codec::{to_i64, to_u64};
-use crate::store::coord::{INSTANCE_KEY, ttl_ms};
+use crate::store::coord::ttl_ms;
 use crate::store::{Acquire, CoordStore, Lease, StoreError, now_ms};
 
 const LEASE_COLUMNS: &str =
@@ -44,28 +44,20 @@ impl CoordStore for SqliteDatabase {
             .await
     }
 
-    async fn instance(
-        &self,
-        wanted: Option<String>,
-        generated: String,
-    ) -> Result<String, StoreError> {
+    async fn shared_value(&self, key: &str, candidate: String) -> Result<String, StoreError> {
+        let key = key.to_string();
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let candidate = wanted.clone().unwrap_or(generated);
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
-                params![INSTANCE_KEY, candidate],
+                params![key, candidate],
             )?;
-            let stored: String = tx.query_row(
-                "SELECT value FROM meta WHERE key = ?1",
-                [INSTANCE_KEY],
-                |r| r.get(0),
-            )?;
+            let stored: String =
+                tx.query_row("SELECT value FROM meta WHERE key = ?1", [&key], |r| {
+                    r.get(0)
+                })?;
             tx.commit()?;
-            match wanted {
-                Some(w) if w != stored => Err(StoreError::InstanceMismatch { stored, wanted: w }),
-                _ => Ok(stored),
-            }
+            Ok(stored)
         })
         .await
     }

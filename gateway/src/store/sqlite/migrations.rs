@@ -187,6 +187,24 @@ pub const MIGRATIONS: &[Migration] = &[
     CREATE INDEX playgrounds_by_state ON playgrounds (state);
     "#,
     },
+    Migration {
+        version: 8,
+        name: "retention",
+        // When each team last used each capsule (upload or submission; NULL: at its
+        // grant), the capsules whose bytes retention is deleting or has deleted (an
+        // upload racing a deletion stores the bytes again), when a job's archived logs
+        // were deleted, and the index the sweeps of ended jobs read.
+        sql: r#"
+    ALTER TABLE capsule_owners ADD COLUMN last_used_ms INTEGER;
+    CREATE TABLE capsule_deletions (
+        digest TEXT    PRIMARY KEY,
+        state  TEXT    NOT NULL,
+        at_ms  INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    ALTER TABLE jobs ADD COLUMN logs_deleted_at_ms INTEGER;
+    CREATE INDEX jobs_state_updated ON jobs (state, updated_at_ms);
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

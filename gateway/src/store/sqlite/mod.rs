@@ -17,6 +17,7 @@ mod jobs;
 pub mod migrations;
 mod playgrounds;
 mod policies;
+mod retention;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
