@@ -31,6 +31,7 @@
 //! | `forge_rayjob_writes_total` | `verb` (`create`, `delete`) | open | RayJob creates and deletes this process sent |
 //! | `forge_submissions_limited_total` | `limit` (`rate`, `queue`) | open | submissions refused with 429 for a team's rate or queue cap |
 //! | `forge_playground_requests_total` | `api` (`models`, `chat/completions`, `completions`, `other`), `status` (`2xx`, `4xx`, `5xx`) | open | calls to playground servers through the gateway |
+//! | `forge_playground_tokens_total` | `kind` (`prompt`, `completion`) | open | tokens playground servers reported in their answers' `usage` (streamed answers report it when asked with `stream_options.include_usage`) |
 //! | `forge_playground_ends_total` | `reason` (`ttl-expired`, `idle`, `deleted`, `reclaimed-by-admin`, `pod-failed`) | open | playgrounds ended |
 //! | `forge_storage_bytes` | `kind` (`capsules`, `logs`, `plugins`) | open | bytes object storage holds, measured by the leader's last retention sweep |
 //! | `forge_storage_objects` | `kind` | open | objects object storage holds, as above |
@@ -88,6 +89,7 @@ pub struct Metrics {
     foreign: Family<Labels, Gauge>,
     playground_requests: Family<Labels, Counter>,
     playground_ends: Family<Labels, Counter>,
+    playground_tokens: Family<Labels, Counter>,
     storage_bytes: Family<Labels, Gauge>,
     storage_objects: Family<Labels, Gauge>,
     retention_deleted: Family<Labels, Counter>,
@@ -250,6 +252,12 @@ impl Metrics {
             "Playgrounds ended, by reason",
             playground_ends.clone(),
         );
+        let playground_tokens = Family::<Labels, Counter>::default();
+        registry.register(
+            "forge_playground_tokens",
+            "Tokens playground servers reported in their answers' usage, by kind",
+            playground_tokens.clone(),
+        );
         let storage_bytes = Family::<Labels, Gauge>::default();
         registry.register(
             "forge_storage_bytes",
@@ -282,6 +290,7 @@ impl Metrics {
             retention_deleted,
             playground_requests,
             playground_ends,
+            playground_tokens,
             leader,
             leader_epoch,
             fenced,
@@ -428,6 +437,15 @@ impl Metrics {
                 ("status", format!("{}xx", status / 100)),
             ])
             .inc();
+    }
+
+    /// Tokens a playground server reported for one answer.
+    pub fn playground_tokens(&self, prompt: u64, completion: u64) {
+        for (kind, n) in [("prompt", prompt), ("completion", completion)] {
+            self.playground_tokens
+                .get_or_create(&vec![("kind", kind.to_string())])
+                .inc_by(n);
+        }
     }
 
     /// A playground ended.

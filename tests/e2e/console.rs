@@ -510,3 +510,105 @@ async fn the_job_feed_resumes_with_last_event_id() {
     let (name, _, _) = next_event(&mut stale, &mut String::new()).await;
     assert_eq!(name, "resync");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_playground_in_a_real_browser() {
+    let dir = tempfile::tempdir().expect("tempdir").keep();
+    let tokens = dir.join("tokens.yaml");
+    std::fs::write(
+        &tokens,
+        format!(
+            "tokens:\n  - name: bob\n    team: team-b\n    role: member\n    token_sha256: {}\n",
+            forge_gateway::auth::hash_token(TEAM_B_TOKEN),
+        ),
+    )
+    .expect("tokens file");
+    let tokens = tokens.display().to_string();
+    let gw = TestGateway::start(
+        "h100=1x8",
+        &[
+            ("FORGE_TOKENS_FILE", tokens.as_str()),
+            ("FORGE_IMAGE_VLLM", "vllm/vllm-openai:v0.11.0"),
+        ],
+    )
+    .await;
+    let b = Browser::start("playground").await;
+    let url = &gw.url;
+    log_in(&b, &gw, &gw.token).await;
+
+    // Start one from the form; its page follows it to ready without a reload.
+    b.goto(&format!("{url}/console/playgrounds")).await;
+    b.fill("#model", "team-a/tiny").await;
+    b.fill("#gpus", "1").await;
+    b.fill("#ttl", "3600").await;
+    b.fill("#idle", "600").await;
+    b.click("#start").await;
+    let id = eventually("the playground's page", WITHIN, || async {
+        match b.path().await.strip_prefix("/console/playgrounds/") {
+            Some(id) if !id.is_empty() => Ok(id.to_string()),
+            _ => Err(not_yet(b.path().await)),
+        }
+    })
+    .await;
+    b.client
+        .execute("window.forgeNoReload = 7; return null;", vec![])
+        .await
+        .expect("mark the page");
+    b.wait_text("#pg-state", "ready", WITHIN).await;
+    let marker = b
+        .client
+        .execute("return window.forgeNoReload;", vec![])
+        .await
+        .expect("read the mark");
+    assert_eq!(marker, json!(7), "the page reloaded");
+    b.wait_text("#pg-endpoint", &format!("/v1/playgrounds/{id}/v1"), WITHIN)
+        .await;
+    b.wait_text("#pg-reclaim", "idle", WITHIN).await;
+    b.screenshot("playground-ready").await;
+
+    // Talk to it.
+    b.fill("#message", "hello from the console").await;
+    b.click("#send").await;
+    b.wait_text(
+        "#answer",
+        "Stand-in reply to: hello from the console",
+        WITHIN,
+    )
+    .await;
+    b.screenshot("playground-chat").await;
+
+    // Extend it: the reclaim moves to the hard TTL's new end (the idle TTL is sooner).
+    let before = b.text("#pg-expires").await.unwrap_or_default();
+    b.fill("#extend-seconds", "600").await;
+    b.click("#extend").await;
+    b.wait_text("#pg-state", "ready", WITHIN).await;
+    let (_, api) = gw
+        .client(&gw.token)
+        .call(reqwest::Method::GET, &format!("/v1/playgrounds/{id}"))
+        .await;
+    let created = api["createdAtMs"].as_i64().expect("created");
+    assert_eq!(
+        api["expiresAtMs"].as_i64(),
+        Some(created + 4_200_000),
+        "{api:#} (was {before})"
+    );
+
+    // Listed for its team; another team's member gets 404 on its page.
+    b.goto(&format!("{url}/console/playgrounds")).await;
+    b.wait_text(&format!("#pg-{id}"), "ready", WITHIN).await;
+    b.screenshot("playgrounds").await;
+
+    // End it (confirmed): the state says so.
+    b.goto(&format!("{url}/console/playgrounds/{id}")).await;
+    b.click("#end-form input[name=confirm]").await;
+    b.click("#end").await;
+    b.wait_text("#pg-state", "expired", WITHIN).await;
+    b.wait_text("#pg-reason", "deleted", WITHIN).await;
+    b.screenshot("playground-ended").await;
+    log_out(&b, &gw).await;
+    log_in(&b, &gw, TEAM_B_TOKEN).await;
+    b.goto(&format!("{url}/console/playgrounds/{id}")).await;
+    b.wait_text("h1", "404", WITHIN).await;
+    b.goto(&format!("{url}/console/playgrounds")).await;
+    b.wait_text("main", "No playgrounds.", WITHIN).await;
+}

@@ -34,18 +34,21 @@ fn write_tokens(path: &Path) {
 }
 
 async fn gateway() -> (TestGateway, tempfile::TempDir) {
+    gateway_with("h100=1x8", &[]).await
+}
+
+/// A gateway on `nodes` with playgrounds enabled, ALICE and CAROL, and `extra`.
+async fn gateway_with(nodes: &str, extra: &[(&str, &str)]) -> (TestGateway, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let tokens = dir.path().join("tokens.yaml");
     write_tokens(&tokens);
     let path = tokens.display().to_string();
-    let gw = TestGateway::start(
-        "h100=1x8",
-        &[
-            ("FORGE_TOKENS_FILE", path.as_str()),
-            ("FORGE_IMAGE_VLLM", IMAGE),
-        ],
-    )
-    .await;
+    let mut env = vec![
+        ("FORGE_TOKENS_FILE", path.as_str()),
+        ("FORGE_IMAGE_VLLM", IMAGE),
+    ];
+    env.extend_from_slice(extra);
+    let gw = TestGateway::start(nodes, &env).await;
     (gw, dir)
 }
 
@@ -583,5 +586,337 @@ async fn a_gateway_restart_keeps_the_playground_its_ttl_and_its_proxy() {
     assert_eq!(
         answer["choices"][0]["message"]["content"],
         "Stand-in reply to: hello there"
+    );
+}
+
+/// A playground `body` created by ALICE (201), its id.
+async fn create(gw: &TestGateway, token: &str, body: Value) -> String {
+    let (status, created) =
+        json_of(call(gw, token, reqwest::Method::POST, "/v1/playgrounds").json(&body)).await;
+    assert_eq!(status, 201, "{created:#}");
+    created["id"].as_str().expect("id").to_string()
+}
+
+/// The playground as `token` sees it.
+async fn get(gw: &TestGateway, token: &str, id: &str) -> Value {
+    json_of(call(
+        gw,
+        token,
+        reqwest::Method::GET,
+        &format!("/v1/playgrounds/{id}"),
+    ))
+    .await
+    .1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_playground_is_reclaimed_and_an_open_answer_keeps_it_busy() {
+    // The operator allows short idle TTLs (the default shortest is 60 s).
+    let (gw, _dir) = gateway_with("h100=1x8", &[("FORGE_PLAYGROUND_MIN_TTL_S", "2")]).await;
+    let id = create(
+        &gw,
+        ALICE,
+        json!({"model": "team-a/m", "gpus": 1, "ttlSeconds": 600, "idleSeconds": 4,
+            "args": ["--kubesim-chunk-delay-ms", "400"]}),
+    )
+    .await;
+    let v = ready(&gw, &id).await;
+    assert_eq!(v["reclaim"]["reason"], "idle", "{v:#}");
+    let endpoint = format!("/v1/playgrounds/{id}/v1/chat/completions");
+
+    // A streamed answer of ~26 chunks at 400 ms (~10 s, longer than the idle TTL):
+    // while it streams the playground is busy, and the stream carries the reclaim
+    // warning (idle: 4 s away, within the warning lead) as a comment between events.
+    let words = "one two three four five six seven eight nine ten eleven twelve \
+        thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty \
+        twenty-one twenty-two twenty-three";
+    let body = json!({"model": "team-a/m", "stream": true,
+        "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": words}]});
+    let started = Instant::now();
+    let (_, streamed) =
+        first_chunk(call(&gw, ALICE, reqwest::Method::POST, &endpoint).json(&body)).await;
+    let took = started.elapsed();
+    assert!(
+        took > Duration::from_secs(6),
+        "the stream outlived the idle TTL: {took:?}"
+    );
+    assert!(streamed.ends_with("data: [DONE]\n\n"), "{streamed}");
+    let warning = streamed
+        .split("\n\n")
+        .find(|e| e.starts_with(": forge-warning "))
+        .unwrap_or_else(|| panic!("no reclaim warning in {streamed}"));
+    let notice: Value =
+        serde_json::from_str(&warning[": forge-warning ".len()..]).expect("warning JSON");
+    assert_eq!(notice["reason"], "idle", "{notice:#}");
+    assert_eq!(notice["playground"], id.as_str());
+    assert!(
+        streamed
+            .split("\n\n")
+            .all(|e| e.is_empty() || e.starts_with("data: ") || e.starts_with(": ")),
+        "every event whole: {streamed}"
+    );
+    let after_stream = Instant::now();
+    let v = get(&gw, ALICE, &id).await;
+    assert_eq!(v["state"], "ready", "busy while it streamed: {v:#}");
+    // The tokens the server reported (include_usage) are counted.
+    let metrics = gw.metrics().await;
+    let tokens = forge_tests::cli::metric(
+        &metrics,
+        "forge_playground_tokens_total{kind=\"completion\"}",
+    );
+    assert!(tokens >= 20.0, "completion tokens counted: {metrics}");
+
+    // Then nothing: reclaimed for idleness, 4 s (and a controller tick) after.
+    let ended = eventually(
+        "the idle playground reclaimed",
+        Duration::from_secs(30),
+        || async {
+            let v = get(&gw, ALICE, &id).await;
+            if v["state"] == "expired" {
+                Ok(v)
+            } else {
+                Err(not_yet(v))
+            }
+        },
+    )
+    .await;
+    let idle_for = after_stream.elapsed();
+    assert_eq!(ended["reason"], "idle", "{ended:#}");
+    assert!(
+        idle_for >= Duration::from_secs(3),
+        "reclaimed only after its idle TTL: {idle_for:?}"
+    );
+    assert!(
+        gw.metrics()
+            .await
+            .contains("forge_playground_ends_total{reason=\"idle\"} 1")
+    );
+    let pods: Api<Pod> = Api::namespaced(
+        gw.sim.client().expect("client"),
+        &gw.state.config.k8s.namespace,
+    );
+    gone(&pods, &format!("forge-pg-{id}")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_teams_quota_a_playground_is_rejected_or_told_to_wait() {
+    let (gw, _dir) = gateway_with("h100=2x8", &[]).await;
+    // team-a may hold 4 GPUs.
+    let admin = forge_tests::policy::PolicyClient::new(&gw, &gw.token);
+    let links = admin
+        .global_links_with(
+            "team-quota",
+            json!({"limits": {"team-a": {"*": 4}}, "default": {"*": 16}}),
+        )
+        .await;
+    let (s, v) = admin
+        .put_policy(
+            None,
+            &json!({"expectedVersion": admin.global_version().await,
+                "plugins": links, "comment": "team-a: 4 GPUs"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v:#}");
+
+    // More than the limit alone: rejected with the plugin's code.
+    let (s, v) = json_of(
+        call(&gw, ALICE, reqwest::Method::POST, "/v1/playgrounds")
+            .json(&json!({"model": "m", "gpus": 6, "ttlSeconds": 600})),
+    )
+    .await;
+    assert_eq!(s, 403, "{v:#}");
+    assert_eq!(v["error"]["code"], "policy-rejected");
+    assert_eq!(
+        v["error"]["details"]["reason"], "quota.job-exceeds-limit",
+        "{v:#}"
+    );
+    assert_eq!(v["error"]["details"]["plugin"], "team-quota", "{v:#}");
+
+    // Within it: created, and counted in the team's usage.
+    let id = create(
+        &gw,
+        ALICE,
+        json!({"model": "m", "gpus": 4, "ttlSeconds": 600}),
+    )
+    .await;
+    ready(&gw, &id).await;
+    // One more GPU would take the team past its limit: told to wait (playgrounds do
+    // not queue), with when to try again; nothing is created.
+    let resp = call(&gw, ALICE, reqwest::Method::POST, "/v1/playgrounds")
+        .json(&json!({"model": "m", "gpus": 1, "ttlSeconds": 600}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 429);
+    assert!(resp.headers().get("retry-after").is_some(), "{resp:?}");
+    let v: Value = resp.json().await.expect("json");
+    assert_eq!(v["error"]["code"], "policy-queued");
+    assert_eq!(v["error"]["details"]["reason"], "quota.exceeded", "{v:#}");
+    let (_, list) = json_of(call(&gw, ALICE, reqwest::Method::GET, "/v1/playgrounds")).await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list:#}");
+    // Another team is not held by team-a's quota.
+    let other = create(
+        &gw,
+        CAROL,
+        json!({"model": "m", "gpus": 1, "ttlSeconds": 600}),
+    )
+    .await;
+    assert_eq!(get(&gw, CAROL, &other).await["team"], "team-c");
+    // A training job of team-a waits on the same quota.
+    let job = forge_tests::jobs::JobClient::new(&gw.url, ALICE)
+        .submit_ok(
+            &forge_tests::jobs::one_gpu_spec("after-playground", "python3 -c 'print(1)'"),
+            forge_tests::jobs::zip_of(&[("x.py", "print(1)\n")]),
+        )
+        .await;
+    let waiting = eventually(
+        "the job waits on quota",
+        Duration::from_secs(30),
+        || async {
+            let (_, v) = json_of(call(
+                &gw,
+                ALICE,
+                reqwest::Method::GET,
+                &format!("/v1/jobs/{job}"),
+            ))
+            .await;
+            if v["queue"]["code"] == "quota.exceeded" {
+                Ok(v)
+            } else {
+                Err(not_yet(v))
+            }
+        },
+    )
+    .await;
+    assert_eq!(waiting["state"], "queued", "{waiting:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_a_job_saved_is_served_from_the_teams_own_storage() {
+    let (gw, _dir) = gateway_with(
+        "h100=1x8",
+        &[
+            ("FORGE_K8S_STORAGE_PVC", "forge-storage"),
+            ("FORGE_K8S_STORAGE_MOUNT", "/starforge"),
+        ],
+    )
+    .await;
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "forge-storage"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+        gw.sim.client().expect("client"),
+        gw.sim.namespace(),
+    )
+    .create(&kube::api::PostParams::default(), &claim)
+    .await
+    .expect("the storage claim");
+
+    // team-a's training job saves a checkpoint on its storage.
+    let jobs = forge_tests::jobs::JobClient::new(&gw.url, ALICE);
+    let mut spec =
+        forge_tests::jobs::one_gpu_spec("save-checkpoint", "python3 save.py /starforge/ckpt/run-1");
+    spec["sharedStorage"] = json!(true);
+    let save = "import json, os, sys\nos.makedirs(sys.argv[1], exist_ok=True)\n\
+        json.dump({'architectures': ['LlamaForCausalLM']}, open(os.path.join(sys.argv[1], 'config.json'), 'w'))\n\
+        print('saved', flush=True)\n";
+    let job = jobs
+        .submit_ok(&spec, forge_tests::jobs::zip_of(&[("save.py", save)]))
+        .await;
+    jobs.wait_terminal(std::slice::from_ref(&job), Duration::from_secs(90))
+        .await;
+    let (_, v) = json_of(call(
+        &gw,
+        ALICE,
+        reqwest::Method::GET,
+        &format!("/v1/jobs/{job}"),
+    ))
+    .await;
+    assert_eq!(v["state"], "succeeded", "{v:#}");
+
+    // Served from there: the pod mounts the team's directory read-only.
+    let model = "/starforge/ckpt/run-1";
+    let id = create(
+        &gw,
+        ALICE,
+        json!({"model": model, "gpus": 1, "ttlSeconds": 600}),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(
+        gw.sim.client().expect("client"),
+        &gw.state.config.k8s.namespace,
+    );
+    let pod = pods.get(&format!("forge-pg-{id}")).await.expect("pod");
+    let c = &pod.spec.as_ref().expect("spec").containers[0];
+    let m = &c.volume_mounts.as_ref().expect("mounts")[0];
+    assert_eq!(
+        (m.mount_path.as_str(), m.sub_path.as_deref(), m.read_only),
+        ("/starforge", Some("teams/team-a"), Some(true))
+    );
+    ready(&gw, &id).await;
+    let (s, answer) = json_of(
+        call(
+            &gw,
+            ALICE,
+            reqwest::Method::POST,
+            &format!("/v1/playgrounds/{id}/v1/chat/completions"),
+        )
+        .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}]})),
+    )
+    .await;
+    assert_eq!(s, 200, "{answer:#}");
+    assert!(
+        answer["choices"][0]["message"]["content"]
+            .as_str()
+            .is_some_and(|t| t.contains("Stand-in reply to: hi")),
+        "{answer:#}"
+    );
+
+    // team-c names the same path: its own (empty) directory, so its server cannot
+    // start, and says why.
+    let theirs = create(
+        &gw,
+        CAROL,
+        json!({"model": model, "gpus": 1, "ttlSeconds": 600}),
+    )
+    .await;
+    let failing = eventually(
+        "team-c's server failing, with its reason",
+        Duration::from_secs(60),
+        || async {
+            let v = get(&gw, CAROL, &theirs).await;
+            let reason = v["pod"]["reason"].as_str().unwrap_or_default().to_string();
+            if v["pod"]["phase"] == "failing" && reason.contains("config.json") {
+                Ok(v)
+            } else {
+                Err(not_yet(v))
+            }
+        },
+    )
+    .await;
+    assert_eq!(failing["state"], "pending", "{failing:#}");
+    assert_eq!(
+        failing["pod"]["pending"]["code"], "CrashLoopBackOff",
+        "{failing:#}"
+    );
+    assert!(
+        failing["pod"]["pending"]["lastLines"][0]
+            .as_str()
+            .is_some_and(|l| l.contains("does not appear to have a file named config.json")),
+        "{failing:#}"
+    );
+    // A path outside the storage is refused before anything is created.
+    let (s, v) = json_of(
+        call(&gw, ALICE, reqwest::Method::POST, "/v1/playgrounds")
+            .json(&json!({"model": "/etc/models/x", "gpus": 1, "ttlSeconds": 600})),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["details"]["field"].clone()),
+        (422, json!("model")),
+        "{v:#}"
     );
 }

@@ -110,6 +110,24 @@ impl PlaygroundObjects {
         .await
     }
 
+    /// The pods of the namespace (their logs: a crash-looping server's last lines).
+    pub fn pods(&self) -> super::Pods {
+        super::Pods::new(self.client.clone(), &self.namespace)
+    }
+
+    /// The events about pod `name`.
+    pub async fn events_of_pod(
+        &self,
+        name: &str,
+    ) -> Result<Vec<super::events::ObjectEvent>, kube::Error> {
+        super::events::events_of(
+            &self.client,
+            &self.namespace,
+            &[("Pod".to_string(), name.to_string())],
+        )
+        .await
+    }
+
     /// The pod `name`, if it exists.
     pub async fn get_pod(&self, name: &str) -> Result<Option<Pod>, kube::Error> {
         with_retry(|| self.pods.get_opt(name)).await

@@ -126,6 +126,8 @@ impl Draft {
                 retention_logs_s: 0,
                 retention_capsules_s: 0,
                 retention_sweep_s: 0,
+                playground_min_ttl_s: 0,
+                playground_startup_s: 0,
                 upload_max_sessions: 0,
                 upload_ttl_s: 0,
                 capsule_init_image: String::new(),

@@ -243,6 +243,11 @@ pub struct GatewayConfig {
     pub retention_capsules_s: u64,
     /// `FORGE_RETENTION_SWEEP_S`.
     pub retention_sweep_s: u64,
+    /// `FORGE_PLAYGROUND_MIN_TTL_S`: the shortest TTL and idle TTL a playground may ask.
+    pub playground_min_ttl_s: u64,
+    /// `FORGE_PLAYGROUND_STARTUP_S`: how long a playground's server may take to load
+    /// its model before the kubelet restarts it (its startup probe).
+    pub playground_startup_s: u64,
     /// `FORGE_UPLOAD_MAX_SESSIONS`.
     pub upload_max_sessions: u64,
     /// `FORGE_UPLOAD_TTL_S`.

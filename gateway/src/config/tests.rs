@@ -163,6 +163,8 @@ fn defaults_apply() {
             retention_logs_s: 2_592_000,
             retention_capsules_s: 1_209_600,
             retention_sweep_s: 3600,
+            playground_min_ttl_s: 60,
+            playground_startup_s: 1800,
             upload_max_sessions: 4,
             upload_ttl_s: 86400,
             capsule_init_image: "busybox:1.36".into(),
@@ -567,6 +569,19 @@ fn rejects_a_sweep_slower_than_a_retention() {
         assert!(
             Config::from_env_map(with(&[(var, "60"), ("FORGE_RETENTION_SWEEP_S", "60")])).is_ok()
         );
+    }
+}
+
+#[test]
+fn rejects_playground_settings_out_of_range() {
+    for (var, bad) in [
+        ("FORGE_PLAYGROUND_MIN_TTL_S", "0"),
+        ("FORGE_PLAYGROUND_MIN_TTL_S", "3601"),
+        ("FORGE_PLAYGROUND_STARTUP_S", "59"),
+        ("FORGE_PLAYGROUND_STARTUP_S", "14401"),
+        ("FORGE_PLAYGROUND_STARTUP_S", "30m"),
+    ] {
+        assert_eq!(only_error_var(&[(var, bad)]), var, "{var}={bad}");
     }
 }
 

@@ -478,6 +478,18 @@ pub static VARS: &[Var] = &[
         "how often the leader deletes what is past its retention and measures what object storage holds (`forge_storage_bytes`); at most the shortest retention set (seconds, 1..=86400)",
     ),
     Var::new(
+        "FORGE_PLAYGROUND_MIN_TTL_S",
+        Fallback::Value("60"),
+        |d, _, v| put(&mut d.cfg.gateway.playground_min_ttl_s, int(v, 1, 3600)),
+        "the shortest `ttlSeconds` and `idleSeconds` a playground may ask for (seconds, 1..=3600)",
+    ),
+    Var::new(
+        "FORGE_PLAYGROUND_STARTUP_S",
+        Fallback::Value("1800"),
+        |d, _, v| put(&mut d.cfg.gateway.playground_startup_s, int(v, 60, 14_400)),
+        "how long a playground's server may take to load its model (its startup probe) before the kubelet restarts it; the state shows `loading` meanwhile (seconds, 60..=14400)",
+    ),
+    Var::new(
         "FORGE_UPLOAD_MAX_SESSIONS",
         Fallback::Value("4"),
         |d, _, v| put(&mut d.cfg.gateway.upload_max_sessions, int(v, 1, 1024)),

@@ -172,6 +172,9 @@ fn capsule_answer(e: &CapsuleError) -> Answer {
     Answer::new(status, e.code(), e.to_string()).details(json!({ "field": "code" }))
 }
 
+/// `Retry-After` of a playground the policy would queue.
+const PLAYGROUND_RETRY_S: u64 = 30;
+
 fn job_answer(e: JobError) -> Answer {
     match e {
         JobError::NotFound(id) => Answer::new(
@@ -286,9 +289,12 @@ fn playground_answer(e: PlaygroundError) -> Answer {
             plugin,
         } => Answer::new(StatusCode::FORBIDDEN, "policy-rejected", message)
             .details(json!({ "reason": code, "field": field, "plugin": plugin })),
+        // Playgrounds do not wait in the training queue: try again once the team's
+        // GPUs (or the cluster's) are free.
         PlaygroundError::NoRoom { code, message } => {
             Answer::new(StatusCode::TOO_MANY_REQUESTS, "policy-queued", message)
                 .details(json!({ "reason": code }))
+                .retry_after(PLAYGROUND_RETRY_S)
         }
         e @ PlaygroundError::ClusterNotReady(_) => {
             Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", e.to_string())

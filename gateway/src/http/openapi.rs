@@ -16,9 +16,34 @@ use crate::auth::Caller;
 use crate::config::Config;
 use crate::state::AppState;
 
-/// A playground's model: no blanks or control characters, no `..` segment
-/// (`playground::request`).
-const MODEL_PATTERN: &str = r"^(?!(.*/)?\.\.(/|$))[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$";
+/// What a playground's model may not contain: blanks and control characters.
+const MODEL_CHAR: &str =
+    r"[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+
+/// A playground's model as `playground::request` and `playground::model_source` take
+/// it: no blanks or control characters, no `.` or `..` segment, and either a model id
+/// (not starting with `/`) or a path under the storage mount (when storage is
+/// configured; only under its `corpus/` with only the corpus claim).
+pub fn model_pattern(cfg: &Config) -> String {
+    let st = &cfg.storage;
+    let escape = |s: &str| {
+        s.chars().fold(String::new(), |mut out, c| {
+            if "\\.^$*+?()[]{}|".contains(c) {
+                out.push('\\');
+            }
+            out.push(c);
+            out
+        })
+    };
+    let base = if st.pvc.is_some() {
+        Some(st.mount_path().trim_end_matches('/').to_string())
+    } else {
+        st.corpus_pvc.as_ref().map(|_| st.corpus_mount_path())
+    };
+    let path = base.map_or(String::new(), |b| format!("|{}/{MODEL_CHAR}+", escape(&b)));
+    format!(r"^(?!(.*/)?\.\.?(/|$))(?:(?!/){MODEL_CHAR}+{path})$")
+}
+
 /// A playground's GPU series: a label value.
 const SERIES_PATTERN: &str = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$";
 /// A vLLM argument: printable, not one the gateway sets (`RESERVED_ARGS`).
@@ -269,7 +294,7 @@ pub fn document(cfg: &Config) -> Value {
                     "403": error_response("admins only")}}}
         }
     });
-    for more in [policy_paths(), client_paths(), playground_paths()] {
+    for more in [policy_paths(), client_paths(), playground_paths(cfg)] {
         if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);
         }
@@ -280,8 +305,9 @@ pub fn document(cfg: &Config) -> Value {
 }
 
 /// Playgrounds: inference servers a team starts (see `http/playgrounds.rs`).
-fn playground_paths() -> Value {
-    use crate::playground::request::{MAX_ARGS, MAX_GPUS, MAX_LIFETIME_SECS, MIN_TTL_SECS};
+fn playground_paths(cfg: &Config) -> Value {
+    use crate::playground::request::{MAX_ARGS, MAX_GPUS, MAX_LIFETIME_SECS};
+    let min_ttl = cfg.gateway.playground_min_ttl_s;
     let id = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
     let playground = json!({"type": "object",
         "required": ["id", "team", "model", "gpus", "state", "endpoint", "createdAtMs", "expiresAtMs"],
@@ -302,11 +328,11 @@ fn playground_paths() -> Value {
                 "post": {"summary": "Start a playground: an inference server (vLLM) for a model on the team's GPUs, admitted as workload kind `inference`",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object",
                         "required": ["model", "gpus", "ttlSeconds"], "additionalProperties": false, "properties": {
-                            "model": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": MODEL_PATTERN,
-                                "description": "model id or path on the team's storage: no blanks or control characters, no `..` segment (at most 512 bytes)"},
+                            "model": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": model_pattern(cfg),
+                                "description": "a model id (`org/name`), or a directory on the team's storage as its jobs see it (under the storage mount): no blanks or control characters, no `.` or `..` segment (at most 512 bytes)"},
                             "series": {"type": ["string", "null"], "pattern": SERIES_PATTERN}, "gpus": {"type": "integer", "minimum": 1, "maximum": MAX_GPUS},
-                            "ttlSeconds": {"type": "integer", "minimum": MIN_TTL_SECS, "maximum": MAX_LIFETIME_SECS},
-                            "idleSeconds": {"type": ["integer", "null"], "minimum": MIN_TTL_SECS, "maximum": MAX_LIFETIME_SECS, "description": "at most ttlSeconds"},
+                            "ttlSeconds": {"type": "integer", "minimum": min_ttl, "maximum": MAX_LIFETIME_SECS},
+                            "idleSeconds": {"type": ["integer", "null"], "minimum": min_ttl, "maximum": MAX_LIFETIME_SECS, "description": "at most ttlSeconds"},
                             "args": {"type": "array", "maxItems": MAX_ARGS, "items": {"type": "string", "maxLength": 256, "pattern": ARG_PATTERN,
                                 "description": "printable, at most 256 bytes; not a flag the gateway sets"}}}}}}},
                     "responses": {"201": one("the playground (pending)"),
@@ -538,6 +564,45 @@ mod tests {
                 doc["components"]["schemas"][name].is_object(),
                 "dangling $ref {name}"
             );
+        }
+    }
+
+    #[test]
+    fn the_model_pattern_is_the_playground_check() {
+        for storage in [false, true] {
+            let mut env = crate::config::dev_defaults();
+            env.insert("FORGE_IMAGE_NEMO_RL".into(), "rayproject/ray:2.55.1".into());
+            if storage {
+                env.insert("FORGE_K8S_STORAGE_PVC".into(), "forge-storage".into());
+                env.insert("FORGE_K8S_STORAGE_MOUNT".into(), "/star.forge".into());
+            }
+            let cfg = Config::from_env_map(env).expect("config");
+            let schema = json!({"type": "string", "pattern": model_pattern(&cfg)});
+            let validator = jsonschema::validator_for(&schema).expect("a valid pattern");
+            for model in [
+                "meta/llama-3-8b",
+                "m",
+                "org/./x",
+                "../x",
+                "a/..",
+                "a b",
+                "/star.forge/ckpt/run-7",
+                "/starXforge/ckpt",
+                "/star.forge",
+                "/star.forge/",
+                "/etc/passwd",
+                "/star.forge/../x",
+                "/star.forge/ckpt/.",
+            ] {
+                let body = json!({"model": model, "gpus": 1, "ttlSeconds": 600});
+                let req: crate::playground::CreatePlayground =
+                    serde_json::from_value(body).expect("shape");
+                assert_eq!(
+                    validator.is_valid(&json!(model)),
+                    req.validate(&cfg).is_ok(),
+                    "storage {storage}: {model}"
+                );
+            }
         }
     }
 }

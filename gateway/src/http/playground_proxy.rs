@@ -4,7 +4,9 @@
 //! server's pod proxy. The answer is passed on as it arrives ([`relay`]): never
 //! buffered, `Cache-Control: no-cache` and `X-Accel-Buffering: no` so no proxy in
 //! front buffers it either, SSE keep-alives while the model is silent, an idle
-//! timeout, and an `error` event if the upstream stream breaks.
+//! timeout, an `error` event if the upstream stream breaks, and the reclaim warning as
+//! a comment; an open answer keeps the playground from idling out; the tokens the
+//! server reports are counted (`forge_playground_tokens_total`).
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
@@ -14,6 +16,7 @@ use axum::response::Response;
 use super::error::ApiError;
 use crate::auth::Caller;
 use crate::playground::relay::{RelayTimes, ending_at, relay};
+use crate::playground::usage::metered;
 use crate::state::AppState;
 
 /// Request headers passed on to the server (the caller's credentials never are).
@@ -53,6 +56,7 @@ pub async fn call(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
+    let metrics = state.metrics.clone();
     let mut resp = Response::builder().status(upstream.status);
     for h in [header::CONTENT_TYPE, header::CONTENT_ENCODING] {
         if let Some(v) = upstream.headers.get(&h) {
@@ -62,10 +66,19 @@ pub async fn call(
     let resp = resp
         .header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"))
         .header("x-accel-buffering", HeaderValue::from_static("no"))
-        .body(Body::from_stream(ending_at(
-            relay(upstream.body, sse, RelayTimes::default()),
-            state.shutdown.begun(),
+        .body(Body::from_stream(metered(
+            ending_at(
+                relay(
+                    upstream.body,
+                    sse,
+                    RelayTimes::default(),
+                    Some(state.playgrounds.stream_notices(&id)),
+                ),
+                state.shutdown.begun(),
+                sse,
+            ),
             sse,
+            move |u| metrics.playground_tokens(u.prompt, u.completion),
         )))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(resp)

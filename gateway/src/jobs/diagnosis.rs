@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::error::JobError;
 use super::service::Jobs;
+use crate::cluster::Pods;
 use crate::cluster::events::{ObjectEvent, events_of};
 use crate::store::JobRecord;
 
@@ -96,42 +97,42 @@ impl Jobs {
         objects.extend(pods.iter().map(|p| ("Pod".to_string(), p.name_any())));
         let events = events_of(&self.cluster.client, &self.cluster.namespace, &objects).await?;
         let mut pending = pending_reason(pods.iter(), &events);
-        if let Some(p) = pending.as_mut()
-            && p.code == "CrashLoopBackOff"
-        {
-            self.quote_last_lines(p).await;
+        if let Some(p) = pending.as_mut() {
+            quote_last_lines(&self.cluster.pods, p).await;
         }
         Ok(Diagnosis { pending, events })
     }
+}
 
-    /// Adds a crash-looping container's last lines (its previous instance's log,
-    /// `previous=true`) to its reason; best effort (a failed read only loses them).
-    async fn quote_last_lines(&self, p: &mut PendingReason) {
-        let (Some(pod), Some(container)) = (
-            p.object.strip_prefix("Pod/").map(str::to_string),
-            p.container.clone(),
-        ) else {
-            return;
-        };
-        let lines = i64::try_from(LAST_LINES).unwrap_or(10);
-        match self
-            .cluster
-            .pods
-            .previous_tail(&pod, &container, lines, LAST_LINES_BYTES)
-            .await
-        {
-            Ok(text) => {
-                p.last_lines = last_lines(&text);
-                if !p.last_lines.is_empty() {
-                    p.message = format!(
-                        "{}; its last lines: {}",
-                        p.message.trim_end_matches('.'),
-                        p.last_lines.join(" | ")
-                    );
-                }
+/// Adds a crash-looping container's last lines (its previous instance's log,
+/// `previous=true`) to its reason (other reasons are left as they are); best effort
+/// (a failed read only loses them).
+pub async fn quote_last_lines(pods: &Pods, p: &mut PendingReason) {
+    if p.code != "CrashLoopBackOff" {
+        return;
+    }
+    let (Some(pod), Some(container)) = (
+        p.object.strip_prefix("Pod/").map(str::to_string),
+        p.container.clone(),
+    ) else {
+        return;
+    };
+    let lines = i64::try_from(LAST_LINES).unwrap_or(10);
+    match pods
+        .previous_tail(&pod, &container, lines, LAST_LINES_BYTES)
+        .await
+    {
+        Ok(text) => {
+            p.last_lines = last_lines(&text);
+            if !p.last_lines.is_empty() {
+                p.message = format!(
+                    "{}; its last lines: {}",
+                    p.message.trim_end_matches('.'),
+                    p.last_lines.join(" | ")
+                );
             }
-            Err(e) => tracing::debug!(%pod, %container, "previous log: {e}"),
         }
+        Err(e) => tracing::debug!(%pod, %container, "previous log: {e}"),
     }
 }
 

@@ -8,8 +8,9 @@
 //!   tolerations and affinity as for training pods (the policy's placement, the
 //!   configured GPU tolerations), CPU and memory a GPU's share (1/8) of the series'
 //!   machine per GPU; the restricted security settings of Ray pods
-//!   ([`crate::rayjob::security`]); a startup probe on `/health` allowing
-//!   [`STARTUP_SECS`] for the model to load, then a readiness probe; and
+//!   ([`crate::rayjob::security`]); a model on the team's storage mounted read-only
+//!   ([`super::model_source`]); a startup probe on `/health` allowing
+//!   `FORGE_PLAYGROUND_STARTUP_S` for the model to load, then a readiness probe; and
 //!   `activeDeadlineSeconds` = the longest lifetime plus [`BACKSTOP_GRACE_SECS`], the
 //!   Kubernetes-level backstop should the gateway not reclaim it (the field can only
 //!   be lowered on a running pod, so it covers every extension).
@@ -33,6 +34,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::model_source::ModelSource;
 use super::request::MAX_LIFETIME_SECS;
 use crate::cluster::labels::{
     ANNOTATION_GPUS, GPU_RESOURCE, LABEL_PLAYGROUND_ID, playground_labels,
@@ -44,8 +46,9 @@ use crate::store::PlaygroundRecord;
 
 /// The server's container port.
 pub const SERVER_PORT: u16 = 8000;
-/// How long the model may take to load before the kubelet restarts the server.
-pub const STARTUP_SECS: u32 = 30 * 60;
+/// How often the server's probes run; the startup probe allows
+/// `FORGE_PLAYGROUND_STARTUP_S` of them in all for the model to load.
+pub const PROBE_PERIOD_SECS: u64 = 10;
 /// The backstop's slack past the longest lifetime.
 pub const BACKSTOP_GRACE_SECS: i64 = 600;
 /// The Secret key holding the API key.
@@ -78,15 +81,31 @@ fn meta(name: String, pg: &PlaygroundRecord, instance: &str, cfg: &Config) -> Ob
     }
 }
 
-/// The server pod of `pg` on `series` with the policy's `placement`.
+/// Where and how a playground's server runs.
+pub struct Target<'a> {
+    /// The GPU series.
+    pub series: &'a str,
+    /// The policy's placement.
+    pub placement: &'a PoolPlacement,
+    /// The inference image.
+    pub image: &'a str,
+    /// Where the model is (a storage path is mounted read-only).
+    pub source: &'a ModelSource,
+}
+
+/// The server pod of `pg` at `target`.
 pub fn pod(
     pg: &PlaygroundRecord,
-    series: &str,
-    placement: &PoolPlacement,
-    image: &str,
+    target: &Target<'_>,
     instance: &str,
     cfg: &Config,
 ) -> Result<Pod, BuildError> {
+    let Target {
+        series,
+        placement,
+        image,
+        source,
+    } = *target;
     let mut metadata = meta(pod_name(&pg.id), pg, instance, cfg);
     let mut labels = placement.labels.clone();
     labels.extend(metadata.labels.take().unwrap_or_default());
@@ -118,6 +137,7 @@ pub fn pod(
     if cfg.k8s.gpu_passthrough {
         amounts.insert(GPU_RESOURCE.to_string(), Quantity(pg.gpus.to_string()));
     }
+    let (volumes, mounts) = source.volumes(&pg.team, &cfg.storage);
     let mut args = vec![
         pg.model.clone(),
         "--tensor-parallel-size".into(),
@@ -134,7 +154,7 @@ pub fn pod(
             port: IntOrString::Int(i32::from(SERVER_PORT)),
             ..HTTPGetAction::default()
         }),
-        period_seconds: Some(10),
+        period_seconds: Some(i32::try_from(PROBE_PERIOD_SECS).unwrap_or(10)),
         failure_threshold: Some(failure_threshold),
         ..Probe::default()
     };
@@ -165,7 +185,10 @@ pub fn pod(
             requests: Some(amounts),
             ..ResourceRequirements::default()
         }),
-        startup_probe: Some(probe(i32::try_from(STARTUP_SECS / 10).unwrap_or(i32::MAX))),
+        startup_probe: Some(probe(
+            i32::try_from(cfg.gateway.playground_startup_s / PROBE_PERIOD_SECS).unwrap_or(i32::MAX),
+        )),
+        volume_mounts: (!mounts.is_empty()).then_some(mounts),
         readiness_probe: Some(probe(3)),
         security_context: Some(security::container(cfg)),
         ..Container::default()
@@ -181,6 +204,7 @@ pub fn pod(
                 tolerations,
                 affinity,
                 restart_policy: Some("Always".into()),
+                volumes: (!volumes.is_empty()).then_some(volumes),
                 active_deadline_seconds: Some(lifetime + BACKSTOP_GRACE_SECS),
                 ..PodSpec::default()
             },
@@ -286,6 +310,17 @@ mod tests {
         }
     }
 
+    fn target(source: &ModelSource) -> Target<'_> {
+        static PLACEMENT: std::sync::LazyLock<PoolPlacement> =
+            std::sync::LazyLock::new(PoolPlacement::default);
+        Target {
+            series: "h100",
+            placement: &PLACEMENT,
+            image: "vllm/vllm-openai:v0.11.0",
+            source,
+        }
+    }
+
     fn cfg() -> Config {
         Config::from_env_map(HashMap::from([(
             "FORGE_KUBERAY_RAY_VERSION".to_string(),
@@ -297,15 +332,7 @@ mod tests {
     #[test]
     fn the_pod_runs_vllm_restricted_with_its_key_from_the_secret() {
         let cfg = cfg();
-        let pod = pod(
-            &record(),
-            "h100",
-            &PoolPlacement::default(),
-            "vllm/vllm-openai:v0.11.0",
-            "inst",
-            &cfg,
-        )
-        .expect("pod");
+        let pod = pod(&record(), &target(&ModelSource::Id), "inst", &cfg).expect("pod");
         let v = serde_json::to_value(&pod).expect("json");
         assert_eq!(v["metadata"]["name"], "forge-pg-0193ab45cd67ef0123456789");
         assert_eq!(
@@ -343,6 +370,45 @@ mod tests {
         assert_eq!(c["startupProbe"]["failureThreshold"], 180);
         assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/health");
         assert!(!v.to_string().contains("api-key\":"), "no key in the pod");
+        assert!(spec["volumes"].is_null(), "a model id mounts nothing");
+    }
+
+    #[test]
+    fn a_checkpoint_on_the_teams_storage_is_mounted_read_only() {
+        let cfg = Config::from_env_map(HashMap::from([
+            (
+                "FORGE_KUBERAY_RAY_VERSION".to_string(),
+                "2.55.1".to_string(),
+            ),
+            (
+                "FORGE_K8S_STORAGE_PVC".to_string(),
+                "forge-storage".to_string(),
+            ),
+            (
+                "FORGE_K8S_STORAGE_MOUNT".to_string(),
+                "/starforge".to_string(),
+            ),
+            ("FORGE_PLAYGROUND_STARTUP_S".to_string(), "600".to_string()),
+        ]))
+        .expect("config");
+        let mut pg = record();
+        pg.model = "/starforge/ckpt/run-7".into();
+        let pod = pod(&pg, &target(&ModelSource::TeamStorage), "inst", &cfg).expect("pod");
+        let v = serde_json::to_value(&pod).expect("json");
+        let spec = &v["spec"];
+        assert_eq!(
+            spec["volumes"],
+            json!([{"name": "forge-storage",
+                "persistentVolumeClaim": {"claimName": "forge-storage", "readOnly": true}}])
+        );
+        let c = &spec["containers"][0];
+        assert_eq!(
+            c["volumeMounts"],
+            json!([{"name": "forge-storage", "mountPath": "/starforge",
+                "subPath": "teams/team-a", "readOnly": true}])
+        );
+        assert_eq!(c["args"][0], "/starforge/ckpt/run-7");
+        assert_eq!(c["startupProbe"]["failureThreshold"], 60);
     }
 
     #[test]

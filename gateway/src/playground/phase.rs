@@ -1,20 +1,80 @@
 //! Where a pending playground's pod is, as users want to see it: `scheduling` (not
 //! bound to a node yet, with the scheduler's reason), `pulling` (the image), `loading`
-//! (the server runs but is not ready: the model loads), `ready`, or `failed` — read
-//! from the pod's status like a job's pending reason.
+//! (the server runs but is not ready: the model loads), `failing` (the server cannot
+//! start: it crash-loops, or its container cannot be created), `ready`, or `failed` —
+//! read from the pod's status, with the same structured pending reason as a job's
+//! ([`crate::jobs::diagnosis`]: the scheduler's message, an image pull error, a volume
+//! that cannot attach, a crash loop with the server's last lines).
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use serde::Serialize;
+
+use crate::cluster::PlaygroundObjects;
+use crate::jobs::diagnosis::{PendingReason, pending_reason, quote_last_lines};
+
+/// Restarts after which a server that keeps failing is given up (its playground ends
+/// `pod-failed`, so a broken server does not hold GPUs until its TTL).
+pub const MAX_SERVER_RESTARTS: i32 = 5;
 
 /// The pod's phase and why it waits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodPhase {
-    /// `scheduling`, `pulling`, `loading`, `ready` or `failed`.
+    /// `scheduling`, `pulling`, `loading`, `failing`, `ready` or `failed`.
     pub phase: &'static str,
     /// Why it waits (the scheduler's or the kubelet's message), if it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The structured reason, as for jobs (`code`, `message`, `object`, `container`,
+    /// `lastLines`), when Kubernetes says why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingReason>,
+}
+
+/// Waiting reasons that mean the server cannot start.
+const FAILING: &[&str] = &[
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// `phase` with the diagnosis of `pod` (its events and container states; a crash
+/// loop's last lines), for a pod that is not ready. Best effort: a failed read of the
+/// events or the log only loses the detail.
+pub async fn diagnosed(objects: &PlaygroundObjects, pod: &Pod, mut phase: PodPhase) -> PodPhase {
+    if phase.phase == "ready" {
+        return phase;
+    }
+    let events = objects
+        .events_of_pod(&pod.name_any())
+        .await
+        .unwrap_or_else(|e| {
+            tracing::debug!(pod = %pod.name_any(), "playground pod events: {e}");
+            Vec::new()
+        });
+    if let Some(mut p) = pending_reason(std::iter::once(pod), &events) {
+        quote_last_lines(&objects.pods(), &mut p).await;
+        if FAILING.contains(&p.code.as_str()) || p.code == "OOMKilled" {
+            phase.phase = "failing";
+        }
+        phase.reason = Some(format!("{}: {}", p.code, p.message));
+        phase.pending = Some(p);
+    }
+    phase
+}
+
+/// How many times the server container has restarted.
+pub fn server_restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| c.restart_count)
+        .max()
+        .unwrap_or(0)
 }
 
 /// The phase of `pod` (`None`: no pod — it is being created).
@@ -23,6 +83,7 @@ pub fn pod_phase(pod: Option<&Pod>) -> PodPhase {
         return PodPhase {
             phase: "scheduling",
             reason: Some("the pod is being created".into()),
+            pending: None,
         };
     };
     let conditions = status.conditions.as_deref().unwrap_or_default();
@@ -31,12 +92,14 @@ pub fn pod_phase(pod: Option<&Pod>) -> PodPhase {
         return PodPhase {
             phase: "failed",
             reason: status.message.clone().or_else(|| status.reason.clone()),
+            pending: None,
         };
     }
     if cond("Ready").is_some_and(|c| c.status == "True") {
         return PodPhase {
             phase: "ready",
             reason: None,
+            pending: None,
         };
     }
     let scheduled = cond("PodScheduled");
@@ -44,6 +107,7 @@ pub fn pod_phase(pod: Option<&Pod>) -> PodPhase {
         return PodPhase {
             phase: "scheduling",
             reason: scheduled.and_then(|c| c.message.clone()),
+            pending: None,
         };
     }
     let waiting = status
@@ -54,19 +118,26 @@ pub fn pod_phase(pod: Option<&Pod>) -> PodPhase {
         .find_map(|c| c.state.as_ref()?.waiting.clone());
     match waiting {
         Some(w) => PodPhase {
-            phase: "pulling",
+            phase: if w.reason.as_deref().is_some_and(|r| FAILING.contains(&r)) {
+                "failing"
+            } else {
+                "pulling"
+            },
             reason: w.reason.map(|r| match w.message {
                 Some(m) => format!("{r}: {m}"),
                 None => r,
             }),
+            pending: None,
         },
         None if status.phase.as_deref() == Some("Running") => PodPhase {
             phase: "loading",
             reason: Some("the server is loading the model".into()),
+            pending: None,
         },
         None => PodPhase {
             phase: "pulling",
             reason: None,
+            pending: None,
         },
     }
 }
@@ -108,9 +179,17 @@ mod tests {
             pod_phase(Some(&ready)),
             PodPhase {
                 phase: "ready",
-                reason: None
+                reason: None,
+                pending: None,
             }
         );
+        let crashing = pod(
+            json!({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [{"name": "vllm", "image": "i", "imageID": "", "ready": false,
+                "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}),
+        );
+        assert_eq!(pod_phase(Some(&crashing)).phase, "failing");
+        assert_eq!(server_restarts(&crashing), 3);
         let failed = pod(json!({"phase": "Failed", "reason": "DeadlineExceeded"}));
         assert_eq!(pod_phase(Some(&failed)).phase, "failed");
     }

@@ -8,14 +8,17 @@
 //!   the last proxied request) has passed: state `expired` with the reason, the pod
 //!   deleted (its key Secret and NetworkPolicy go with it);
 //! - advances a pending one whose pod is Ready, and fails one whose pod failed or
-//!   vanished (`pod-failed`), so its GPUs are never held by a dead server.
+//!   vanished, or whose server restarted [`MAX_SERVER_RESTARTS`] times without
+//!   becoming ready (`pod-failed`), so its GPUs are never held by a dead server.
 //!
 //! Each reclaim is checked against the term first: a deposed leader stops at once.
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
+
 use super::objects::pod_name;
-use super::phase::pod_phase;
+use super::phase::{MAX_SERVER_RESTARTS, pod_phase, server_restarts};
 use super::service::Playgrounds;
 use crate::domain::{EndReason, PlaygroundState};
 use crate::leader::Term;
@@ -55,6 +58,17 @@ pub fn due(pg: &PlaygroundRecord, now_ms: i64) -> Due {
     }
 }
 
+/// Whether `pg`'s server is dead at `now`: its pod failed, vanished (a pending one's
+/// only after the creation grace: the row is written before the pod), or restarted
+/// [`MAX_SERVER_RESTARTS`] times without being ready.
+pub fn server_failed(pg: &PlaygroundRecord, pod: Option<&Pod>, now_ms: i64) -> bool {
+    let Some(pod) = pod else {
+        return pg.state == PlaygroundState::Ready || now_ms - pg.created_at_ms > CREATE_GRACE_MS;
+    };
+    let phase = pod_phase(Some(pod)).phase;
+    phase == "failed" || (phase != "ready" && server_restarts(pod) >= MAX_SERVER_RESTARTS)
+}
+
 /// Starts the controller for `term`.
 pub fn spawn(playgrounds: Playgrounds, term: Term) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -92,9 +106,7 @@ pub async fn pass(playgrounds: &Playgrounds, term: &Term) -> Result<(), super::P
         }
         let pod = playgrounds.objects().get_pod(&pod_name(&pg.id)).await?;
         let phase = pod_phase(pod.as_ref());
-        let gone = pod.is_none()
-            && (pg.state == PlaygroundState::Ready || now - pg.created_at_ms > CREATE_GRACE_MS);
-        if phase.phase == "failed" || gone {
+        if server_failed(&pg, pod.as_ref(), now) {
             term.check("fail a playground")
                 .map_err(|_| super::PlaygroundError::NotReady(pg.id.clone()))?;
             playgrounds.end(&pg, EndReason::PodFailed).await?;
@@ -149,5 +161,54 @@ mod tests {
         let mut ended = pg(0, None, 0);
         ended.state = PlaygroundState::Expired;
         assert_eq!(due(&ended, 10), Due::Nothing);
+        // Still loading its model: the idle clock does not run, the hard TTL does.
+        let mut loading = pg(3_600_000, Some(600), 0);
+        loading.state = PlaygroundState::Pending;
+        assert_eq!(due(&loading, 1_000_000), Due::Nothing);
+        assert_eq!(
+            due(&loading, 3_600_000),
+            Due::Reclaim(EndReason::TtlExpired)
+        );
+    }
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "status": status}))
+            .expect("pod")
+    }
+
+    #[test]
+    fn a_dead_server_is_told_from_a_slow_one() {
+        let mut pending = pg(3_600_000, None, 0);
+        pending.state = PlaygroundState::Pending;
+        // No pod yet: a pending one gets the creation grace, a ready one none.
+        assert!(!server_failed(&pending, None, 1_000));
+        assert!(server_failed(&pending, None, CREATE_GRACE_MS + 1));
+        assert!(server_failed(&pg(3_600_000, None, 0), None, 1_000));
+        let crashing = |restarts: i32| {
+            pod(serde_json::json!({"phase": "Running",
+                "conditions": [{"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [{"name": "vllm", "image": "i", "imageID": "", "ready": false,
+                    "restartCount": restarts, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}))
+        };
+        assert!(!server_failed(
+            &pending,
+            Some(&crashing(MAX_SERVER_RESTARTS - 1)),
+            1_000
+        ));
+        assert!(server_failed(
+            &pending,
+            Some(&crashing(MAX_SERVER_RESTARTS)),
+            1_000
+        ));
+        let ready = pod(serde_json::json!({"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "vllm", "image": "i", "imageID": "", "ready": true,
+                "restartCount": 7, "state": {"running": {}}}]}));
+        assert!(
+            !server_failed(&pg(3_600_000, None, 0), Some(&ready), 1_000),
+            "restarted, but serving"
+        );
+        let failed = pod(serde_json::json!({"phase": "Failed", "reason": "DeadlineExceeded"}));
+        assert!(server_failed(&pending, Some(&failed), 1_000));
     }
 }

@@ -4,19 +4,21 @@
 //! Limits (decided here; the issue leaves them open): 1–8 GPUs (one server on one
 //! node: vLLM's tensor parallelism stays within a node), a TTL of 60 s to
 //! [`MAX_LIFETIME_SECS`] (24 h; `extend` cannot go past it either, and the pod's
-//! `activeDeadlineSeconds` backstop is that lifetime plus a grace period), an idle TTL
-//! of at least 60 s and at most the TTL, at most 32 extra arguments, none of the
-//! arguments the gateway sets itself (port, host, key, served name, tensor parallelism).
+//! `activeDeadlineSeconds` backstop is that lifetime plus a grace period) — the
+//! shortest TTL is `FORGE_PLAYGROUND_MIN_TTL_S` (default 60 s) —, an idle TTL of at
+//! least that and at most the TTL, a model id or a path on the team's storage
+//! ([`super::model_source`]), at most 32 extra arguments, none of the arguments the
+//! gateway sets itself (port, host, key, served name, tensor parallelism).
 
 use serde::Deserialize;
 
 use super::error::PlaygroundError;
+use super::model_source::ModelSource;
+use crate::config::Config;
 use crate::jobspec::names;
 
 /// The longest a playground may live, extensions included.
 pub const MAX_LIFETIME_SECS: u64 = 24 * 3600;
-/// The shortest TTL and idle TTL.
-pub const MIN_TTL_SECS: u64 = 60;
 /// GPUs of one playground, at most.
 pub const MAX_GPUS: u32 = 8;
 /// Extra arguments, at most.
@@ -60,8 +62,10 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> PlaygroundError {
 }
 
 impl CreatePlayground {
-    /// Checks every field; the first problem is the error.
-    pub fn validate(&self) -> Result<(), PlaygroundError> {
+    /// Checks every field against the configuration; the first problem is the error.
+    /// Returns where the model is.
+    pub fn validate(&self, cfg: &Config) -> Result<ModelSource, PlaygroundError> {
+        let min_ttl = cfg.gateway.playground_min_ttl_s;
         let m = &self.model;
         if m.is_empty() || m.len() > 512 || m.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(invalid(
@@ -69,9 +73,13 @@ impl CreatePlayground {
                 "a model id or storage path of 1-512 characters without whitespace",
             ));
         }
-        if m.split('/').any(|seg| seg == "..") {
-            return Err(invalid("model", "`..` is not allowed in a model path"));
+        if m.split('/').any(|seg| seg == ".." || seg == ".") {
+            return Err(invalid(
+                "model",
+                "`..` and `.` are not allowed in a model path",
+            ));
         }
+        let source = ModelSource::of(m, cfg).map_err(|reason| invalid("model", reason))?;
         if let Some(s) = &self.series
             && !names::is_label_value(s)
         {
@@ -80,21 +88,18 @@ impl CreatePlayground {
         if self.gpus == 0 || self.gpus > MAX_GPUS {
             return Err(invalid("gpus", format!("must be 1 to {MAX_GPUS}")));
         }
-        if !(MIN_TTL_SECS..=MAX_LIFETIME_SECS).contains(&self.ttl_seconds) {
+        if !(min_ttl..=MAX_LIFETIME_SECS).contains(&self.ttl_seconds) {
             return Err(invalid(
                 "ttlSeconds",
-                format!("must be {MIN_TTL_SECS} to {MAX_LIFETIME_SECS}"),
+                format!("must be {min_ttl} to {MAX_LIFETIME_SECS}"),
             ));
         }
         if let Some(idle) = self.idle_seconds
-            && !(MIN_TTL_SECS..=self.ttl_seconds).contains(&idle)
+            && !(min_ttl..=self.ttl_seconds).contains(&idle)
         {
             return Err(invalid(
                 "idleSeconds",
-                format!(
-                    "must be {MIN_TTL_SECS} to ttlSeconds ({})",
-                    self.ttl_seconds
-                ),
+                format!("must be {min_ttl} to ttlSeconds ({})", self.ttl_seconds),
             ));
         }
         if self.args.len() > MAX_ARGS {
@@ -112,7 +117,7 @@ impl CreatePlayground {
                 return Err(invalid("args", format!("`{flag}` is set by the gateway")));
             }
         }
-        Ok(())
+        Ok(source)
     }
 }
 
@@ -124,8 +129,21 @@ mod tests {
         serde_json::from_value(v).expect("shape")
     }
 
+    fn cfg() -> Config {
+        let env = [
+            ("FORGE_IMAGE_NEMO_RL", "rayproject/ray:2.41.0"),
+            ("FORGE_KUBERAY_RAY_VERSION", "2.41.0"),
+            ("FORGE_K8S_STORAGE_PVC", "forge-storage"),
+            ("FORGE_K8S_STORAGE_MOUNT", "/starforge"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        Config::from_env_map(env).expect("config")
+    }
+
     fn field(r: &CreatePlayground) -> &'static str {
-        match r.validate() {
+        match r.validate(&cfg()) {
             Err(PlaygroundError::Invalid { field, .. }) => field,
             other => panic!("expected invalid, got {other:?}"),
         }
@@ -135,7 +153,10 @@ mod tests {
     fn a_good_request_passes_and_every_bad_field_is_named() {
         let ok = serde_json::json!({"model": "meta/llama-3-8b", "gpus": 2, "ttlSeconds": 3600,
             "idleSeconds": 600, "series": "h100", "args": ["--max-model-len", "4096"]});
-        req(ok.clone()).validate().expect("valid");
+        assert!(matches!(
+            req(ok.clone()).validate(&cfg()),
+            Ok(ModelSource::Id)
+        ));
         let with = |k: &str, v: serde_json::Value| {
             let mut b = ok.clone();
             b[k] = v;
@@ -143,6 +164,12 @@ mod tests {
         };
         assert_eq!(field(&with("model", "a b".into())), "model");
         assert_eq!(field(&with("model", "../x".into())), "model");
+        assert_eq!(field(&with("model", "/starforge/./x".into())), "model");
+        assert_eq!(field(&with("model", "/etc/models/x".into())), "model");
+        assert!(matches!(
+            with("model", "/starforge/ckpt/run-7".into()).validate(&cfg()),
+            Ok(ModelSource::TeamStorage)
+        ));
         assert_eq!(field(&with("series", "H 100".into())), "series");
         assert_eq!(field(&with("gpus", 0.into())), "gpus");
         assert_eq!(field(&with("gpus", 9.into())), "gpus");
@@ -159,5 +186,37 @@ mod tests {
         );
         let unknown = serde_json::json!({"model": "m", "gpus": 1, "ttlSeconds": 60, "image": "x"});
         assert!(serde_json::from_value::<CreatePlayground>(unknown).is_err());
+    }
+
+    #[test]
+    fn the_shortest_ttl_is_the_operators() {
+        let mut env: std::collections::HashMap<String, String> = [
+            ("FORGE_IMAGE_NEMO_RL", "rayproject/ray:2.41.0"),
+            ("FORGE_KUBERAY_RAY_VERSION", "2.41.0"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let short = serde_json::json!({"model": "m", "gpus": 1, "ttlSeconds": 5, "idleSeconds": 2});
+        let default = Config::from_env_map(env.clone()).expect("config");
+        assert!(matches!(
+            req(short.clone()).validate(&default),
+            Err(PlaygroundError::Invalid {
+                field: "ttlSeconds",
+                ..
+            })
+        ));
+        env.insert("FORGE_PLAYGROUND_MIN_TTL_S".into(), "2".into());
+        let lowered = Config::from_env_map(env).expect("config");
+        assert!(req(short.clone()).validate(&lowered).is_ok());
+        let mut shorter = short;
+        shorter["idleSeconds"] = 1.into();
+        assert!(matches!(
+            req(shorter).validate(&lowered),
+            Err(PlaygroundError::Invalid {
+                field: "idleSeconds",
+                ..
+            })
+        ));
     }
 }

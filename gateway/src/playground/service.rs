@@ -11,8 +11,11 @@ use forge_policy_host::model::{Decision, PoolPlacement};
 use serde::Serialize;
 
 use super::error::PlaygroundError;
+use super::model_source::ModelSource;
 use super::objects::{self, SERVER_PORT};
-use super::phase::{PodPhase, pod_phase};
+use super::phase::{PodPhase, diagnosed, pod_phase};
+use super::reclaim::WARN_LEAD_SECS;
+use super::relay;
 use super::request::{CreatePlayground, MAX_LIFETIME_SECS};
 use crate::admission::{self, Admission, Path};
 use crate::auth::{Caller, Role};
@@ -25,6 +28,11 @@ use crate::store::{NewPlayground, PlaygroundRecord, PlaygroundStore, new_job_id,
 
 /// Playgrounds listed at most.
 pub const LIST_LIMIT: u32 = 200;
+/// How often an open answer restarts its playground's idle clock and checks whether
+/// the reclaim warning is due.
+pub const STREAM_TOUCH: std::time::Duration = std::time::Duration::from_secs(5);
+/// The shortest such interval (for very short idle TTLs).
+const MIN_STREAM_TOUCH: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A playground as the API shows it: the record, the pod's phase while it is live,
 /// and where to call it.
@@ -139,7 +147,7 @@ impl Playgrounds {
         caller: &Caller,
         req: CreatePlayground,
     ) -> Result<PlaygroundView, PlaygroundError> {
-        req.validate()?;
+        let source = req.validate(&self.config)?;
         let image = self
             .config
             .image_for("vllm")
@@ -197,7 +205,7 @@ impl Playgrounds {
         };
         let record = self.store.insert_playground(&new).await?;
         if let Err(e) = self
-            .create_objects(&record, &series, &placement, &image)
+            .create_objects(&record, &series, &placement, &image, &source)
             .await
         {
             tracing::error!(playground = %id, error = %e, "creating the playground's objects");
@@ -222,12 +230,20 @@ impl Playgrounds {
         series: &str,
         placement: &PoolPlacement,
         image: &str,
+        source: &ModelSource,
     ) -> Result<(), PlaygroundError> {
-        let pod = objects::pod(pg, series, placement, image, &self.instance, &self.config)
-            .map_err(|e| PlaygroundError::Invalid {
+        let target = objects::Target {
+            series,
+            placement,
+            image,
+            source,
+        };
+        let pod = objects::pod(pg, &target, &self.instance, &self.config).map_err(|e| {
+            PlaygroundError::Invalid {
                 field: "series",
                 reason: e.to_string(),
-            })?;
+            }
+        })?;
         let created = self.objects.create_pod(&pod).await?;
         let name = objects::pod_name(&pg.id);
         let uid = created.metadata.uid.clone().unwrap_or_default();
@@ -276,7 +292,11 @@ impl Playgrounds {
             phase = PodPhase {
                 phase: "loading",
                 reason: Some("the server does not list the model yet".into()),
+                pending: None,
             };
+        }
+        if let Some(pod) = &pod {
+            phase = diagnosed(&self.objects, pod, phase).await;
         }
         if phase.phase == "ready"
             && pg.state == PlaygroundState::Pending
@@ -291,7 +311,12 @@ impl Playgrounds {
                 )
                 .await?
         {
+            // The idle clock starts now: the time spent loading was not idleness.
+            let now = now_ms();
+            self.store.touch_playground(&pg.id, now).await?;
             pg.state = PlaygroundState::Ready;
+            pg.last_request_at_ms = pg.last_request_at_ms.max(now);
+            pg.warned_at_ms = None;
         }
         Ok(PlaygroundView::of(pg, Some(phase)))
     }
@@ -446,6 +471,50 @@ impl Playgrounds {
         }
         let pg = self.visible(caller, id).await?;
         Ok(PlaygroundView::of(pg, None))
+    }
+
+    /// What an open answer of playground `id` needs while it streams: the playground
+    /// is kept busy (an answer still being sent is not idleness: its idle clock is
+    /// restarted every [`STREAM_TOUCH`], or every third of a shorter idle TTL), and
+    /// the reclaim warning
+    /// ([`relay::reclaim_notice`]) is given once the next reclaim is
+    /// [`WARN_LEAD_SECS`] away or less (once per answer). Ends when the playground does.
+    pub fn stream_notices(&self, id: &str) -> relay::Notices {
+        let store = self.store.clone();
+        let state = (store, id.to_string(), false);
+        Box::pin(futures::stream::unfold(
+            state,
+            |(store, id, warned)| async move {
+                let mut every = STREAM_TOUCH;
+                loop {
+                    let now = now_ms();
+                    if let Err(e) = store.touch_playground(&id, now).await {
+                        tracing::debug!(playground = %id, "keeping a streaming playground busy: {e}");
+                    }
+                    let pg = match store.get_playground(&id).await {
+                        Ok(Some(pg)) => pg,
+                        Ok(None) => return None,
+                        Err(_) => {
+                            tokio::time::sleep(every).await;
+                            continue;
+                        }
+                    };
+                    if pg.state.is_terminal() {
+                        return None;
+                    }
+                    if let Some(idle) = pg.idle_seconds {
+                        let third = std::time::Duration::from_millis(idle.saturating_mul(1000) / 3);
+                        every = STREAM_TOUCH.min(third).max(MIN_STREAM_TOUCH);
+                    }
+                    let (at, reason) = pg.next_deadline_ms();
+                    if !warned && now >= at - WARN_LEAD_SECS * 1000 {
+                        let notice = relay::reclaim_notice(&id, at, reason);
+                        return Some((notice, (store, id, true)));
+                    }
+                    tokio::time::sleep(every).await;
+                }
+            },
+        ))
     }
 
     /// Calls `path` (under the server's root, with its query) of a ready playground

@@ -74,6 +74,7 @@ use crate::config::Config;
 use crate::domain::Digest;
 use crate::jobspec::{JobSpec, names};
 
+pub(crate) use pod::{claim_volume, volume_mount};
 pub use resources::{MachineResources, cpu_and_memory, machine_resources};
 
 /// Longest RayJob name KubeRay accepts (`MaxRayJobNameLength`).

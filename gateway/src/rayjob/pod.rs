@@ -83,7 +83,8 @@ pub(super) fn ray_start_params(group: &Group<'_>) -> Result<BTreeMap<String, Str
     Ok(params)
 }
 
-fn volume_mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+/// A mount of volume `name` at `path`.
+pub(crate) fn volume_mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: name.into(),
         mount_path: path.into(),
@@ -145,7 +146,8 @@ fn secret_env(spec: &JobSpec) -> Option<Vec<EnvVar>> {
     })
 }
 
-fn claim_volume(name: &str, claim: &str, read_only: bool) -> Volume {
+/// Volume `name` of the persistent volume claim `claim`.
+pub(crate) fn claim_volume(name: &str, claim: &str, read_only: bool) -> Volume {
     Volume {
         name: name.into(),
         persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {

@@ -66,7 +66,8 @@ pub struct PlaygroundRecord {
     pub expires_at_ms: i64,
     /// Idle TTL, seconds.
     pub idle_seconds: Option<u64>,
-    /// Last proxied request (creation before the first), Unix ms.
+    /// Last proxied request (before the first: when it became ready, or its creation
+    /// while pending), Unix ms.
     pub last_request_at_ms: i64,
     /// When the reclaim warning was given (cleared by `extend`), Unix ms.
     pub warned_at_ms: Option<i64>,
@@ -75,8 +76,12 @@ pub struct PlaygroundRecord {
 }
 
 impl PlaygroundRecord {
-    /// When the idle TTL ends (if it has one), Unix ms.
+    /// When the idle TTL ends (if it has one), Unix ms. The idle clock runs only once
+    /// the server is ready: loading a model can take longer than the idle TTL.
     pub fn idle_deadline_ms(&self) -> Option<i64> {
+        if self.state != PlaygroundState::Ready {
+            return None;
+        }
         self.idle_seconds.map(|s| {
             self.last_request_at_ms
                 .saturating_add(i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX))

@@ -3,7 +3,9 @@
 //! only after its model-loading delay, the API key required (the caller's
 //! `Authorization` is not forwarded by the proxy, so the key travels in the
 //! stand-in's key header), chat completions streamed chunk by chunk through the
-//! proxy (never buffered) and not, and a 503 for a pod nothing listens on.
+//! proxy (never buffered) and not, and a 503 for a pod nothing listens on. The model is
+//! a directory on a claim (`/models/ckpt`, its `config.json` written by the test):
+//! without it the server crash-loops with vLLM's complaint in its previous log.
 
 use std::path::Path;
 
@@ -48,9 +50,33 @@ fn server_pod(name: &str, extra_args: &[&str]) -> Pod {
             "name": "vllm", "image": IMAGE, "command": ["vllm"], "args": args,
             "ports": [{"name": "http", "containerPort": 8000}],
             "env": [{"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "pg-key", "key": "key"}}}],
-        }]},
+            "volumeMounts": [{"name": "models", "mountPath": "/models", "readOnly": true}],
+        }],
+        "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": "models", "readOnly": true}}]},
     }))
     .expect("pod")
+}
+
+/// The `models` claim, with a model directory `ckpt` (its `config.json`) when
+/// `with_model`, on the emulator's host directory of the claim.
+async fn models_claim(sim: &Sim, scratch: &Path, with_model: bool) {
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(sim.client().expect("client"), NS);
+    if claims.get_opt("models").await.expect("get").is_none() {
+        let claim = serde_json::from_value(json!({"metadata": {"name": "models"},
+            "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .expect("claim");
+        claims
+            .create(&PostParams::default(), &claim)
+            .await
+            .expect("create the claim");
+    }
+    if with_model {
+        let dir =
+            forge_kubesim::controllers::hostpaths::claim_dir(scratch, NS, "models").join("ckpt");
+        std::fs::create_dir_all(&dir).expect("model dir");
+        std::fs::write(dir.join("config.json"), "{}").expect("config.json");
+    }
 }
 
 async fn ready(pods: &Api<Pod>, name: &str) -> bool {
@@ -63,7 +89,8 @@ async fn ready(pods: &Api<Pod>, name: &str) -> bool {
     })
 }
 
-async fn setup(sim: &Sim, name: &str, extra: &[&str]) -> Api<Pod> {
+async fn setup(sim: &Sim, scratch: &Path, name: &str, extra: &[&str]) -> Api<Pod> {
+    models_claim(sim, scratch, true).await;
     let client = sim.client().expect("client");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let secret: Secret = serde_json::from_value(
@@ -99,7 +126,13 @@ fn chat(stream: bool) -> Value {
 async fn the_stand_in_serves_through_the_pod_proxy_once_loaded() {
     let dir = tempfile::tempdir().expect("scratch");
     let sim = start(dir.path()).await;
-    let pods = setup(&sim, "pg-1", &["--kubesim-load-delay-ms", "1500"]).await;
+    let pods = setup(
+        &sim,
+        dir.path(),
+        "pg-1",
+        &["--kubesim-load-delay-ms", "1500"],
+    )
+    .await;
     let http = reqwest::Client::new();
     // Running but still loading: not Ready, and the proxy finds nothing listening.
     wait_for(20, "pod Running", || async {
@@ -199,7 +232,13 @@ async fn the_stand_in_serves_through_the_pod_proxy_once_loaded() {
 async fn streamed_chunks_pass_the_proxy_one_by_one() {
     let dir = tempfile::tempdir().expect("scratch");
     let sim = start(dir.path()).await;
-    let pods = setup(&sim, "pg-2", &["--kubesim-chunk-delay-ms", "150"]).await;
+    let pods = setup(
+        &sim,
+        dir.path(),
+        "pg-2",
+        &["--kubesim-chunk-delay-ms", "150"],
+    )
+    .await;
     eventually("pod Ready", || ready(&pods, "pg-2")).await;
     let r = reqwest::Client::new()
         .post(proxy_url(&sim, "pg-2", "/v1/chat/completions"))
@@ -265,5 +304,56 @@ async fn streamed_chunks_pass_the_proxy_one_by_one() {
     .await
     .expect("send");
     assert_eq!(r.status().as_u16(), 503);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_its_model_crash_loops_saying_why() {
+    let dir = tempfile::tempdir().expect("scratch");
+    let sim = start(dir.path()).await;
+    models_claim(&sim, dir.path(), false).await;
+    let client = sim.client().expect("client");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let secret: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "pg-key"}, "stringData": {"key": "s3cret"}}),
+    )
+    .expect("secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("secret");
+    let pods: Api<Pod> = Api::namespaced(client, NS);
+    pods.create(&PostParams::default(), &server_pod("pg-3", &[]))
+        .await
+        .expect("create pod");
+    let waiting = wait_for(20, "the server in CrashLoopBackOff", || async {
+        let p = pods.get("pg-3").await.ok()?;
+        let c = p.status?.container_statuses?.into_iter().next()?;
+        let w = c.state.clone()?.waiting?;
+        (w.reason.as_deref() == Some("CrashLoopBackOff")).then_some(c)
+    })
+    .await;
+    assert_eq!(
+        waiting
+            .last_state
+            .and_then(|s| s.terminated)
+            .map(|t| t.exit_code),
+        Some(1)
+    );
+    let log = pods
+        .logs(
+            "pg-3",
+            &kube::api::LogParams {
+                previous: true,
+                ..kube::api::LogParams::default()
+            },
+        )
+        .await
+        .expect("previous log");
+    assert!(
+        log.contains("/models/ckpt does not appear to have a file named config.json"),
+        "{log}"
+    );
+    assert!(!ready(&pods, "pg-3").await);
     sim.shutdown().await;
 }

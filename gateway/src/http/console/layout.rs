@@ -27,6 +27,7 @@ pub enum Nav {
     Capacity,
     Policies,
     Plugins,
+    Playgrounds,
     None,
 }
 
@@ -68,6 +69,7 @@ pub fn page_with(
                             (link(Nav::Capacity, "/console/capacity", "Capacity"))
                             (link(Nav::Policies, "/console/policies", "Policies"))
                             (link(Nav::Plugins, "/console/plugins", "Plugins"))
+                            (link(Nav::Playgrounds, "/console/playgrounds", "Playgrounds"))
                             span.who {
                                 (v.caller.team) " · "
                                 (match v.caller.role { Role::Admin => "admin", Role::Member => "member" })

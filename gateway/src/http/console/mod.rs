@@ -7,9 +7,12 @@
 //! - `GET /login`, `POST /login` (form field `token`), `POST /logout` ([`login`]).
 //! - `GET /console/jobs` ([`jobs`]), `GET /console/jobs/{id}` and its cancel form
 //!   ([`job`]), `GET /console/capacity` ([`capacity`]), `GET /console/policies` and its
-//!   settings and rollback forms ([`policies`]), `GET /console/plugins` ([`plugins`]).
+//!   settings and rollback forms ([`policies`]), `GET /console/plugins` ([`plugins`]),
+//!   `GET /console/playgrounds[/{id}]` and their start, chat, extend and end forms
+//!   ([`playgrounds`]).
 //! - `GET /console/live/jobs`, `GET /console/live/jobs/{id}`: the job feed as
-//!   server-sent events for the logged-in viewer ([`live`]).
+//!   server-sent events for the logged-in viewer; `GET /console/live/playgrounds/{id}`,
+//!   one playground's changes ([`live`]).
 //!
 //! Every console route but the login page and the assets needs a session ([`session`]);
 //! every state-changing form is checked against the session's CSRF token. A viewer sees
@@ -24,6 +27,7 @@ pub mod jobs;
 pub mod layout;
 pub mod live;
 pub mod login;
+pub mod playgrounds;
 pub mod plugins;
 pub mod policies;
 pub mod session;
@@ -69,6 +73,18 @@ pub fn routes(app: AppState) -> Router {
         .route("/console/policies/settings", post(policies::settings))
         .route("/console/policies/rollback", post(policies::rollback))
         .route("/console/plugins", get(plugins::page))
+        .route(
+            "/console/playgrounds",
+            get(playgrounds::list).post(playgrounds::start),
+        )
+        .route("/console/playgrounds/{id}", get(playgrounds::detail))
+        .route("/console/playgrounds/{id}/chat", post(playgrounds::chat))
+        .route(
+            "/console/playgrounds/{id}/extend",
+            post(playgrounds::extend),
+        )
+        .route("/console/playgrounds/{id}/end", post(playgrounds::end))
+        .route("/console/live/playgrounds/{id}", get(live::playground))
         .route("/console/live/jobs", get(live::jobs))
         .route("/console/live/jobs/{id}", get(live::job))
         .with_state(console)

@@ -32,8 +32,13 @@ pub async fn playground_clocks_and_states(h: &dyn Harness) {
         .expect("insert");
     assert_eq!(a.state, PlaygroundState::Pending);
     assert_eq!(a.last_request_at_ms, 1_000);
-    assert_eq!(a.idle_deadline_ms(), Some(601_000));
-    assert_eq!(a.next_deadline_ms(), (601_000, EndReason::Idle));
+    // Pending (loading its model): only the hard TTL runs.
+    assert_eq!(a.idle_deadline_ms(), None);
+    assert_eq!(a.next_deadline_ms(), (3_601_000, EndReason::TtlExpired));
+    let mut ready = a.clone();
+    ready.state = PlaygroundState::Ready;
+    assert_eq!(ready.idle_deadline_ms(), Some(601_000));
+    assert_eq!(ready.next_deadline_ms(), (601_000, EndReason::Idle));
     assert!(matches!(
         s.insert_playground(&new("pg-a", "team-b", 5)).await,
         Err(StoreError::Duplicate(id)) if id == "pg-a"

@@ -3,7 +3,8 @@
 // it acts on the elements that ask for it:
 //   table[data-live]   a jobs list: rows change state, new jobs appear on top;
 //   [data-refresh]     a server-rendered part re-read when the feed reports a change
-//                      (the job page's summary and timeline, the capacity table);
+//                      (the job page's summary and timeline, the capacity table, a
+//                      playground's summary);
 //   pre[data-follow]   a live log: streamed until the job ends, then the archived rest.
 (function () {
   "use strict";
@@ -76,8 +77,11 @@
       var source = new EventSource(feed);
       var all = function (ev) {
         byFeed[feed].forEach(function (run) { run(); });
-        if (ev.type === "state" && TERMINAL.indexOf(JSON.parse(ev.data).to) >= 0 &&
-            feed.indexOf("/console/live/jobs/") === 0) source.close();
+        if (ev.type !== "state") return;
+        var e = JSON.parse(ev.data);
+        // One job's feed ends with the job; a playground's says when it is over.
+        if (e.terminal || (TERMINAL.indexOf(e.to) >= 0 && feed.indexOf("/console/live/jobs/") === 0))
+          source.close();
       };
       ["state", "standing", "pending", "resync"].forEach(function (t) { source.addEventListener(t, all); });
     });
