@@ -273,6 +273,13 @@ async fn a_scaffolded_plugin_builds_outside_the_repository_runs_and_becomes_a_te
         "the plugin's log: {}",
         ran.stderr
     );
+    // The compiled component is kept for the next run (the user's cache directory).
+    let cached: Vec<_> = std::fs::read_dir(forge.home.path().join(".cache/forge/plugins"))
+        .expect("the plugin cache")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".cwasm"))
+        .collect();
+    assert_eq!(cached.len(), 1, "one compiled component: {cached:?}");
     let strict = write_json(&outside.path().join("strict.json"), &json!({"max_gpus": 8}));
     let run_with = |settings: String| {
         let (forge, root, wasm) = (&forge, &root, &wasm);

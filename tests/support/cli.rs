@@ -65,6 +65,7 @@ impl Forge {
         cmd.args(args)
             .env("XDG_CONFIG_HOME", self.home.path())
             .env("HOME", self.home.path())
+            .env("XDG_CACHE_HOME", self.home.path().join(".cache"))
             .env("RUST_BACKTRACE", "1")
             .env_remove("FORGE_URL")
             .env_remove("FORGE_TOKEN")

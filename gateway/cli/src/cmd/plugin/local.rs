@@ -73,6 +73,17 @@ fn show_plugin_logs(level: &str) {
         .try_init();
 }
 
+/// Where compiled plugins are kept between runs: `$XDG_CACHE_HOME/forge/plugins`
+/// (`~/.cache/forge/plugins`), so running or benchmarking the same component again
+/// does not compile it again (a Python or TypeScript component takes seconds). Every
+/// artifact is verified before it is loaded, as the gateway's are; without a cache
+/// directory nothing is kept.
+fn cache_dir() -> Option<std::path::PathBuf> {
+    let dir = dirs::cache_dir()?.join("forge").join("plugins");
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
+}
+
 /// The chain of one plugin, and the request.
 fn load(e: &Evaluation) -> Result<(Chain, PolicyRequest, String), CliError> {
     let engine = PolicyEngine::new(
@@ -81,7 +92,7 @@ fn load(e: &Evaluation) -> Result<(Chain, PolicyRequest, String), CliError> {
             memory_cap_bytes: usize::try_from(e.memory_mib << 20).unwrap_or(usize::MAX),
             ..EngineLimits::default()
         },
-        None,
+        cache_dir(),
     )
     .map_err(|err| CliError::local("the policy engine", err))?;
     let name = e
