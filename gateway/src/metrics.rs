@@ -13,6 +13,7 @@
 //! | `forge_job_transitions_total` | `state` | open | job state changes, by new state |
 //! | `forge_dispatch_seconds` | | open | queued → RayJob created (persist + create) |
 //! | `forge_dispatch_pass_seconds` | | open | one dispatcher pass over the queue |
+//! | `forge_dispatch_decisions_reused_total` | | open | queued jobs a pass did not ask the chain about again (same policy, view and team usage as their last decision) |
 //! | `forge_capsule_uploads_total` | `outcome` (`uploaded`, `deduplicated`) | open | capsules stored |
 //! | `forge_logs_archived_total` | | open | job logs archived to object storage |
 //! | `forge_queue_depth` | `series` | open | queued jobs per GPU series |
@@ -69,6 +70,7 @@ pub struct Metrics {
     transitions: Family<Labels, Counter>,
     dispatch: Histogram,
     pass: Histogram,
+    reused: Counter,
     capsules: Family<Labels, Counter>,
     capsule_lookups: Family<Labels, Counter>,
     upload_bytes: Counter,
@@ -129,6 +131,12 @@ impl Metrics {
             "forge_dispatch_pass_seconds",
             "Seconds of one dispatcher pass",
             pass.clone(),
+        );
+        let reused = Counter::default();
+        registry.register(
+            "forge_dispatch_decisions_reused",
+            "Queued jobs a dispatcher pass did not ask the chain about again: the policy, the cluster view and the team's usage were those of their last decision",
+            reused.clone(),
         );
         let capsules = Family::<Labels, Counter>::default();
         registry.register(
@@ -307,6 +315,7 @@ impl Metrics {
             transitions,
             dispatch,
             pass,
+            reused,
             capsules,
             capsule_lookups,
             upload_bytes,
@@ -391,6 +400,11 @@ impl Metrics {
     /// A dispatcher pass's duration.
     pub fn dispatch_pass(&self, took: Duration) {
         self.pass.observe(took.as_secs_f64());
+    }
+
+    /// Decisions a pass reused instead of asking the chain again.
+    pub fn dispatch_decisions_reused(&self, n: u64) {
+        self.reused.inc_by(n);
     }
 
     /// A capsule stored (or found already stored).

@@ -24,6 +24,7 @@ mod playground;
 mod pod_logs;
 mod policy_admin;
 mod policy_swap;
+mod queue_decisions;
 mod realism;
 mod replicas;
 mod retention;

@@ -84,3 +84,10 @@ awk -v b="$b" -v r="$r" -v s="$s" -v c="$created" -v t0="$start" -v t1="$end" 'B
   printf "baseline %.0f req/s | reviews %.0f req/s (%.2f of baseline) | submits %.0f req/s\n", b, r, r / b, s
   printf "submit -> RayJob created: %d RayJobs in %.2f s = %.0f jobs/s\n", c, t1 - t0, c / (t1 - t0)
 }'
+# One machine-readable line for tests/bench/run.sh.
+p99() { sed -n 's/.*p99_us=\([0-9]*\).*/\1/p'; }
+awk -v b="$b" -v r="$r" -v s="$s" -v c="$created" -v t0="$start" -v t1="$end" \
+  -v rp99="$(echo "$rev" | p99)" -v sp99="$(echo "$sub" | p99)" 'BEGIN {
+  printf "BENCH load healthz_rps=%.0f review_rps=%.0f review_p99_us=%d submit_rps=%.0f submit_p99_us=%d created=%d created_per_s=%.0f\n",
+    b, r, rp99, s, sp99, c, c / (t1 - t0)
+}'

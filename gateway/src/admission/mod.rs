@@ -218,6 +218,24 @@ impl Admission {
         }
     }
 
+    /// The request for a job against a given cluster view and a usage that already
+    /// includes the team's playgrounds ([`Admission::usage_with_playgrounds`]; the
+    /// dispatcher computes it once per team and pass).
+    pub fn request_with_full_usage(
+        &self,
+        job_id: &str,
+        team: &str,
+        spec: &JobSpec,
+        cluster: ClusterView,
+        usage: Vec<SeriesUsage>,
+    ) -> PolicyRequest {
+        PolicyRequest {
+            job: self.job_view(job_id, team, spec),
+            cluster,
+            usage,
+        }
+    }
+
     /// Asks the chain that decides for `team`.
     pub async fn evaluate(
         &self,
@@ -226,6 +244,17 @@ impl Admission {
         path: Path,
     ) -> Result<Evaluated, EvalError> {
         self.policies.evaluate(team, request, path.as_str()).await
+    }
+
+    /// The generation of the policy in force ([`PolicyManager::generation`]).
+    pub fn policy_generation(&self) -> u64 {
+        self.policies.generation()
+    }
+
+    /// `usage` (the dispatcher's ledger for `team`) with the team's playgrounds added,
+    /// as [`Admission::request_with`] gives it to the policy.
+    pub fn usage_with_playgrounds(&self, team: &str, usage: Vec<SeriesUsage>) -> Vec<SeriesUsage> {
+        with_playgrounds(usage, self.capacity.playground_gpus(team))
     }
 
     /// Runs the shadow candidate (if one is set) on a submission's request.

@@ -27,6 +27,9 @@ use forge_policy_host::model::ClusterView;
 use super::labels::{ANNOTATION_GPUS, LABEL_JOB_ID, LABEL_PLAYGROUND_ID, LABEL_TEAM, RAY_GROUP};
 use super::nodes::{NodeConventions, NodeRoom, holds_resources};
 
+/// Team → series → playground GPUs `(running, pending)`.
+type PlaygroundGpus = BTreeMap<String, BTreeMap<String, (u32, u32)>>;
+
 /// Reader side of the Node and Pod caches.
 #[derive(Clone)]
 pub struct Capacity {
@@ -39,6 +42,11 @@ pub struct Capacity {
     /// The last snapshot and the change generation it was computed at: requests reuse
     /// it until a Node or Pod event arrives (computing it walks every node and pod).
     cached: Arc<arc_swap::ArcSwapOption<(u64, ClusterView)>>,
+    /// Every team's playground GPUs at a change generation (a walk of every pod,
+    /// reused like the snapshot: admission asks for it on every request).
+    playgrounds: Arc<arc_swap::ArcSwapOption<(u64, Arc<PlaygroundGpus>)>>,
+    /// The gang fit's rooms at a change generation (walks every node and pod).
+    rooms: Arc<arc_swap::ArcSwapOption<(u64, Arc<Vec<NodeRoom>>)>>,
     /// Becomes true once both caches have listed.
     synced: tokio::sync::watch::Receiver<bool>,
 }
@@ -74,6 +82,8 @@ impl Capacity {
             conventions: Arc::new(conventions),
             changes,
             cached: Arc::default(),
+            playgrounds: Arc::default(),
+            rooms: Arc::default(),
             synced,
         }
     }
@@ -106,10 +116,21 @@ impl Capacity {
     }
 
     /// Every schedulable node of a GPU series and what is free on it (the gang fit's
-    /// input).
-    pub fn rooms(&self) -> Vec<NodeRoom> {
-        self.conventions
-            .rooms(&self.nodes.state(), &self.pods.state())
+    /// input), computed once per Node/Pod change and shared.
+    pub fn rooms(&self) -> Arc<Vec<NodeRoom>> {
+        let generation = *self.changes.borrow();
+        if let Some(hit) = self.rooms.load().as_ref()
+            && hit.0 == generation
+        {
+            return hit.1.clone();
+        }
+        let rooms = Arc::new(
+            self.conventions
+                .rooms(&self.nodes.state(), &self.pods.state()),
+        );
+        self.rooms
+            .store(Some(Arc::new((generation, rooms.clone()))));
+        rooms
     }
 
     /// Bound, unfinished Ray pods of each Forge job, per group (`ray.io/group`:
@@ -132,14 +153,29 @@ impl Capacity {
     /// to a node and not finished runs, an unbound one waits (from the same Pod cache
     /// as the capacity, so every replica counts the same).
     pub fn playground_gpus(&self, team: &str) -> BTreeMap<String, (u32, u32)> {
-        let mut out: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        self.all_playground_gpus()
+            .get(team)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Every team's playground GPUs, computed once per Node/Pod change.
+    fn all_playground_gpus(&self) -> Arc<PlaygroundGpus> {
+        let generation = *self.changes.borrow();
+        if let Some(hit) = self.playgrounds.load().as_ref()
+            && hit.0 == generation
+        {
+            return hit.1.clone();
+        }
+        let mut out = PlaygroundGpus::new();
         for pod in self.pods.state() {
             let labels = pod.metadata.labels.as_ref();
-            if labels.and_then(|l| l.get(LABEL_TEAM)).map(String::as_str) != Some(team)
-                || labels.and_then(|l| l.get(LABEL_PLAYGROUND_ID)).is_none()
-            {
+            let (Some(team), Some(_)) = (
+                labels.and_then(|l| l.get(LABEL_TEAM)),
+                labels.and_then(|l| l.get(LABEL_PLAYGROUND_ID)),
+            ) else {
                 continue;
-            }
+            };
             let spec = pod.spec.as_ref();
             let Some(series) = spec
                 .and_then(|s| s.node_selector.as_ref())
@@ -155,13 +191,20 @@ impl Capacity {
                 .and_then(|g| g.parse::<u32>().ok())
                 .unwrap_or(0);
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-            let entry = out.entry(series.clone()).or_default();
+            let entry = out
+                .entry(team.clone())
+                .or_default()
+                .entry(series.clone())
+                .or_default();
             if holds_resources(&pod) {
                 entry.0 = entry.0.saturating_add(gpus);
             } else if !matches!(phase, Some("Succeeded" | "Failed")) {
                 entry.1 = entry.1.saturating_add(gpus);
             }
         }
+        let out = Arc::new(out);
+        self.playgrounds
+            .store(Some(Arc::new((generation, out.clone()))));
         out
     }
 
@@ -194,9 +237,11 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .applied_objects();
+    // Every event bumps the generation, deletions and relists included (the cached
+    // snapshot and rooms are keyed by it; `applied_objects` would drop deletions and
+    // leave a deleted pod's GPUs counted until the next change).
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {

@@ -47,6 +47,16 @@ impl Jobs {
         job: &JobRecord,
         rayjob: &RayJob,
     ) -> Result<(), JobError> {
+        // One at a time per job: a second caller finds the archive complete and only
+        // deletes (a cancel racing the controller's clean-up used to archive the pods
+        // the first had deleted, and overwrite its list with "not archived").
+        let stripe = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            job.id.hash(&mut h);
+            usize::try_from(h.finish()).unwrap_or(0) % self.archiving.len().max(1)
+        };
+        let _one_at_a_time = self.archiving[stripe].lock().await;
         let name = rayjob.name_any();
         if !self.archive_logs(job, &name).await {
             return Err(JobError::Io(format!(
@@ -136,6 +146,11 @@ impl Jobs {
                     archived: entry.is_some(),
                 });
             }
+        }
+        // Another replica may have completed the archive meanwhile (a cancel there and
+        // the clean-up here): its list stands, this one is not written over it.
+        if self.objects.object_len(&index_key).await?.is_some() {
+            return Ok(());
         }
         let body = serde_json::to_vec(&index).map_err(|e| JobError::Io(e.to_string()))?;
         self.objects.put_object(&index_key, body.into()).await?;

@@ -1,9 +1,10 @@
 //! The dispatcher: the one place RayJobs are created.
 //!
 //! A pass reads the durable queue (oldest first) and the live capacity caches, then for
-//! each queued job re-runs the policy chain against the current snapshot and usage
-//! (holds lift when capacity or usage changes; a policy may now reject) and, for an
-//! admitted job, checks the gang fit (every machine of every pool on a node of its
+//! each queued job asks the policy chain again against the current snapshot and usage
+//! (holds lift when capacity or usage changes; a policy may now reject) — reusing the
+//! last decision when the policy, the view and the team's usage are what it was made
+//! from (`decision_memo.rs`) — and, for an admitted job, checks the gang fit (every machine of every pool on a node of its
 //! series, after subtracting what earlier jobs in this pass and dispatched-but-unbound
 //! jobs take). Jobs that fit are dispatched in queue order per series; a job that does
 //! not fit keeps its place, and a younger job that does fit may go (the oldest job that
@@ -22,15 +23,17 @@
 //! sent.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use forge_policy_host::model::{ClusterView, Decision, Placement};
+use forge_policy_host::model::{ClusterView, Decision, Placement, SeriesUsage};
 use futures::StreamExt;
 use tokio::sync::watch;
 
+use super::decision_memo::Remembered;
 use super::error::JobError;
 use super::feed::JobEvent;
-use super::fit::{self, PoolDemand};
+use super::fit::{PoolDemand, Rooms};
 use super::queue::{self, Ledger, QueueEntry};
 use super::service::Jobs;
 use crate::admission::{self, Path};
@@ -142,18 +145,44 @@ pub fn demands(job: &JobRecord, placement: Option<&Placement>, cfg: &Config) -> 
         .collect()
 }
 
+/// The GPUs each pool of a job takes, and on which series (as [`demands`] places
+/// them, without the rest of a demand).
+fn series_gpus<'a>(
+    job: &'a JobRecord,
+    placement: Option<&'a Placement>,
+) -> impl Iterator<Item = (&'a str, u64)> + 'a {
+    job.spec.pools.iter().enumerate().map(move |(i, pool)| {
+        let series = placement
+            .and_then(|p| p.pools.get(i))
+            .and_then(|p| p.series.as_deref())
+            .or(pool.series.as_deref())
+            .or(job.queue_series.as_deref())
+            .unwrap_or("unplaced");
+        (
+            series,
+            u64::from(pool.nodes) * u64::from(pool.gpus_per_node),
+        )
+    })
+}
+
 /// GPUs per team and series: active jobs as running (where they were placed), queued
 /// jobs as queued (as they ask).
-pub fn ledger_of(active: &[JobRecord], queued: &[JobRecord], cfg: &Config) -> Ledger {
+pub fn ledger_of<J: std::borrow::Borrow<JobRecord>>(
+    active: &[J],
+    queued: &[J],
+    _cfg: &Config,
+) -> Ledger {
     let mut ledger = Ledger::new();
     for job in active {
-        for d in demands(job, job.placement.as_ref(), cfg) {
-            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
+        let job = job.borrow();
+        for (series, gpus) in series_gpus(job, job.placement.as_ref()) {
+            queue::add(&mut ledger, &job.team, series, gpus, true);
         }
     }
     for job in queued {
-        for d in demands(job, None, cfg) {
-            queue::add(&mut ledger, &job.team, &d.series, d.gpus(), false);
+        let job = job.borrow();
+        for (series, gpus) in series_gpus(job, None) {
+            queue::add(&mut ledger, &job.team, series, gpus, false);
         }
     }
     ledger
@@ -182,7 +211,7 @@ fn unbound(
 }
 
 /// The cluster view with the pass's reservations applied (`totals` from
-/// [`fit::totals`] of the pass's free map).
+/// [`Rooms::totals`] of the pass's free map).
 fn adjusted(mut view: ClusterView, totals: &BTreeMap<String, (u32, u32)>) -> ClusterView {
     for s in &mut view.series {
         let (f, largest) = totals.get(&s.series).copied().unwrap_or((0, 0));
@@ -193,17 +222,59 @@ fn adjusted(mut view: ClusterView, totals: &BTreeMap<String, (u32, u32)>) -> Clu
     view
 }
 
+/// Counts `job`, which keeps waiting, as queued ahead of its team's later jobs.
+fn add_ahead<'a>(
+    ahead: &mut rustc_hash::FxHashMap<&'a str, BTreeMap<&'a str, u32>>,
+    job: &'a JobRecord,
+) {
+    let mine = ahead.entry(job.team.as_str()).or_default();
+    for (series, gpus) in series_gpus(job, None) {
+        let g = mine.entry(series).or_default();
+        *g = g.saturating_add(u32::try_from(gpus).unwrap_or(u32::MAX));
+    }
+}
+
+/// A team's usage as a queued job's request carries it: GPUs its active jobs (and
+/// the jobs this pass dispatched) hold, and `ahead`, what its jobs queued ahead of
+/// this one want, per series.
+fn usage_ahead(
+    ledger: &queue::Ledger,
+    team: &str,
+    ahead: Option<&BTreeMap<&str, u32>>,
+) -> Vec<SeriesUsage> {
+    let mut by_series: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
+    for (series, (running, _)) in ledger.get(team).into_iter().flatten() {
+        if *running > 0 {
+            by_series.entry(series).or_default().0 = *running;
+        }
+    }
+    for (series, queued) in ahead.into_iter().flatten() {
+        by_series.entry(*series).or_default().1 = *queued;
+    }
+    by_series
+        .into_iter()
+        .map(|(series, (running, queued))| SeriesUsage {
+            series: series.to_string(),
+            running,
+            queued,
+        })
+        .collect()
+}
+
 /// Where queued jobs stand after a pass, per series in queue order.
 #[derive(Default)]
 struct Standing {
-    entries: BTreeMap<String, QueueEntry>,
-    positions: BTreeMap<String, u32>,
+    entries: queue::Standings,
+    positions: rustc_hash::FxHashMap<String, u32>,
 }
 
 impl Standing {
     /// Records that a job keeps waiting in its series' queue (next position, with why).
     fn waits(&mut self, job_id: &str, series: String, code: &str, reason: String) {
-        let p = self.positions.entry(series.clone()).or_default();
+        let p = match self.positions.get_mut(series.as_str()) {
+            Some(p) => p,
+            None => self.positions.entry(series.clone()).or_default(),
+        };
         *p += 1;
         self.entries.insert(
             job_id.to_string(),
@@ -222,9 +293,9 @@ impl Jobs {
     /// job whose place or reason changed (`teams`: job id → team).
     pub(crate) fn publish_queue(
         &self,
-        entries: BTreeMap<String, QueueEntry>,
+        entries: queue::Standings,
         ledger: Ledger,
-        teams: &BTreeMap<String, String>,
+        teams: &rustc_hash::FxHashMap<&str, &str>,
     ) {
         let before = self.queue.snapshot();
         let changed: Vec<(String, QueueEntry)> = entries
@@ -234,7 +305,10 @@ impl Jobs {
             .collect();
         self.queue.publish(entries, ledger);
         for (job_id, queue) in changed {
-            let team = teams.get(&job_id).cloned().unwrap_or_default();
+            let team = teams
+                .get(job_id.as_str())
+                .map(|t| (*t).to_string())
+                .unwrap_or_default();
             self.feed.publish(JobEvent::Standing {
                 job_id,
                 team,
@@ -245,14 +319,14 @@ impl Jobs {
 
     /// One pass over the queue; returns how many jobs were dispatched.
     pub async fn dispatch_pass(&self) -> Result<usize, JobError> {
-        let queued = self.store.queued(None).await?;
-        let active = self.store.active().await?;
+        let unfinished = self.records.unfinished(self.store.as_ref()).await?;
+        let (queued, active) = (unfinished.queued, unfinished.active);
 
         // GPUs already promised: active jobs count as running for their team, and their
         // machines not yet bound to nodes are reserved out of the rooms.
         let capacity = &self.cluster.capacity;
         let cfg = &self.config;
-        let mut free = capacity.rooms();
+        let mut free = Rooms::new(capacity.rooms());
         let bound = capacity.bound_machines();
         let mut ledger = ledger_of(&active, &queued, cfg);
         for job in &active {
@@ -264,57 +338,89 @@ impl Jobs {
                     nodes: unbound(job, &d, i, &bound),
                     ..d
                 };
-                fit::reserve_partially(&mut free, &pending);
+                free.reserve_partially(&pending);
             }
         }
         if queued.is_empty() {
-            self.publish_queue(BTreeMap::new(), ledger, &BTreeMap::new());
+            self.publish_queue(Default::default(), ledger, &Default::default());
+            self.decisions.keep(Default::default());
             return Ok(0);
         }
 
         let snapshot = capacity.snapshot();
-        let teams: BTreeMap<String, String> = queued
-            .iter()
-            .map(|j| (j.id.clone(), j.team.clone()))
-            .collect();
         let mut standing = Standing::default();
         let mut to_dispatch = Vec::new();
         let tolerations = &cfg.pods.tolerations;
-        let mut totals = fit::totals(&free, tolerations);
-        for job in queued {
-            let request = self.admission.request_with(
-                &job.id,
+        // The view as the requests carry it: rebuilt only when a reservation in this
+        // pass changes it.
+        let mut view = Arc::new(adjusted(snapshot.clone(), &free.totals(tolerations)));
+        // GPUs of each team's jobs still queued ahead of the one being decided: what its
+        // request's `usage.queued` counts (at submission, a job's is every queued job of
+        // its team; here it is the same, the ones ahead of it), so a job submitted later
+        // changes nothing for the jobs before it.
+        let mut ahead: rustc_hash::FxHashMap<&str, BTreeMap<&str, u32>> = Default::default();
+        let generation = self.admission.policy_generation();
+        let mut remembered = self.decisions.take();
+        let mut kept = super::decision_memo::Table::default();
+        kept.reserve(queued.len());
+        let mut reused = 0u64;
+        for job in &queued {
+            let usage = Arc::new(self.admission.usage_with_playgrounds(
                 &job.team,
-                &job.spec,
-                adjusted(snapshot.clone(), &totals),
-                queue::usage_of(&ledger, &job.team),
-            );
-            let evaluated = match self
-                .admission
-                .evaluate(&job.team, request.clone(), Path::Queue)
-                .await
-            {
-                Ok(e) => e,
-                Err(e) => {
-                    // Fail closed: the job keeps waiting, with the failure as its reason.
-                    let series = admission::primary_series(&job.spec, None);
-                    let reason = format!("the admission policy failed: {e}");
-                    standing.waits(&job.id, series, "policy.failed", reason);
-                    continue;
-                }
+                usage_ahead(&ledger, &job.team, ahead.get(job.team.as_str())),
+            ));
+            let request = |view: &ClusterView| {
+                self.admission.request_with_full_usage(
+                    &job.id,
+                    &job.team,
+                    &job.spec,
+                    view.clone(),
+                    (*usage).clone(),
+                )
             };
-            let outcome = &evaluated.outcome;
-            let record = || {
+            let (key, memo) = match remembered.remove_entry(&job.id) {
+                Some((k, r)) => (k, Some(r)),
+                None => (job.id.clone(), None),
+            };
+            let evaluated = match memo {
+                Some(r) if r.holds(generation, &view, &usage) => {
+                    reused += 1;
+                    r.evaluated
+                }
+                _ => match self
+                    .admission
+                    .evaluate(&job.team, request(&view), Path::Queue)
+                    .await
+                {
+                    Ok(e) => e,
+                    Err(e) => {
+                        // Fail closed: the job keeps waiting, with the failure as its reason.
+                        let series = admission::primary_series(&job.spec, None);
+                        let reason = format!("the admission policy failed: {e}");
+                        standing.waits(&job.id, series, "policy.failed", reason);
+                        add_ahead(&mut ahead, job);
+                        continue;
+                    }
+                },
+            };
+            // The request is rebuilt only to be recorded with a decision that is
+            // stored (a dispatch or a rejection); it is the one the decision was made on.
+            let record = |evaluated: &crate::policy::Evaluated, view: &ClusterView| {
                 admission::decision_record(
                     &job.id,
                     &job.team,
-                    outcome,
+                    &evaluated.outcome,
                     &evaluated.label,
-                    Some(&request),
+                    Some(&request(view)),
                 )
             };
-            let series = admission::primary_series(&job.spec, Some(&outcome.decision));
-            match &outcome.decision {
+            let series = admission::primary_series(&job.spec, Some(&evaluated.outcome.decision));
+            let keep = Remembered {
+                view: view.clone(),
+                usage: usage.clone(),
+                evaluated,
+            };
+            match &keep.evaluated.outcome.decision {
                 Decision::Reject { code, message, .. } => {
                     let reason = format!("{code}: {message}");
                     let mut t = Transition::new(
@@ -323,32 +429,44 @@ impl Jobs {
                         JobState::Rejected,
                         Some(reason),
                     );
-                    t.decision = Some(record());
+                    t.decision = Some(record(&keep.evaluated, &view));
                     if let Err(e) = self.transition(t).await {
                         tracing::warn!(job = %job.id, "recording a rejection: {e}");
                     }
                 }
                 Decision::Queue { code, message } => {
                     standing.waits(&job.id, series, code, message.clone());
+                    add_ahead(&mut ahead, job);
+                    kept.insert(key, keep);
                 }
                 Decision::Admit { placement } => {
-                    let wanted = demands(&job, Some(placement), cfg);
-                    match fit::reserve(&mut free, &wanted) {
+                    let wanted = demands(job, Some(placement), cfg);
+                    match free.reserve(&wanted) {
                         Ok(()) => {
+                            let d = record(&keep.evaluated, &view);
                             for d in &wanted {
                                 queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
                             }
-                            totals = fit::totals(&free, tolerations);
-                            let d = record();
-                            to_dispatch.push((job, placement.clone(), d));
+                            // What this job takes changes the view (and its team's
+                            // usage) for every job after it.
+                            view = Arc::new(adjusted(snapshot.clone(), &free.totals(tolerations)));
+                            to_dispatch.push((JobRecord::clone(job), placement.clone(), d));
                         }
                         Err(nofit) => {
                             standing.waits(&job.id, series, nofit.code(), nofit.to_string());
+                            add_ahead(&mut ahead, job);
+                            kept.insert(key, keep);
                         }
                     }
                 }
             }
         }
+        self.decisions.keep(kept);
+        self.metrics.dispatch_decisions_reused(reused);
+        let teams: rustc_hash::FxHashMap<&str, &str> = queued
+            .iter()
+            .map(|j| (j.id.as_str(), j.team.as_str()))
+            .collect();
         self.publish_queue(standing.entries, ledger, &teams);
 
         let dispatched = futures::stream::iter(to_dispatch)

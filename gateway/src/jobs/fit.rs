@@ -7,10 +7,12 @@
 //! needs, on one node of the pool's series that matches its node selector and required
 //! node affinity and whose `NoSchedule`/`NoExecute` taints its tolerations cover,
 //! `gpus_per_node` free GPUs and its CPU and memory free. Machines are placed best-fit
-//! (the node with the fewest free GPUs that still fits), largest requests first, on a
-//! copy of the rooms; only a complete fit is committed.
+//! (the node with the fewest free GPUs that still fits), largest requests first, as a
+//! trial; only a complete fit is committed ([`Rooms`], which also keeps a pass over a
+//! long queue cheap).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use forge_policy_host::model::{NodeAffinity, Toleration, untolerated};
 
@@ -58,18 +60,6 @@ impl PoolDemand {
         untolerated(&node.taints, &self.tolerations)
             .next()
             .is_none()
-    }
-
-    fn fits(&self, node: &NodeRoom) -> bool {
-        node.gpus >= self.gpus_per_node
-            && node.cpu_millis >= self.cpu_millis
-            && node.memory_bytes >= self.memory_bytes
-    }
-
-    fn take_from(&self, node: &mut NodeRoom) {
-        node.gpus -= self.gpus_per_node;
-        node.cpu_millis -= self.cpu_millis;
-        node.memory_bytes -= self.memory_bytes;
     }
 }
 
@@ -145,106 +135,382 @@ impl std::fmt::Display for NoFit {
     }
 }
 
-/// Places one machine of `pool` best-fit; returns whether it found room.
-fn place_one(rooms: &mut [NodeRoom], pool: &PoolDemand) -> bool {
-    let best = rooms
-        .iter_mut()
-        .filter(|n| pool.selects(n) && pool.tolerates(n) && pool.fits(n))
-        .min_by_key(|n| (n.gpus, n.cpu_millis, n.memory_bytes));
-    match best {
-        Some(node) => {
-            pool.take_from(node);
-            true
+/// The placement shape of a pool — everything but its machine count: two pools of one
+/// shape fit on exactly the same nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Shape {
+    gpus_per_node: u32,
+    cpu_millis: u64,
+    memory_bytes: u64,
+    eligible: Eligibility,
+}
+
+/// What decides which nodes a pool may use at all (series, selector, required
+/// affinity, tolerations): the same nodes for the whole pass.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Eligibility {
+    series: String,
+    node_selector: BTreeMap<String, String>,
+    tolerations: Vec<Toleration>,
+    required: Vec<forge_policy_host::model::NodeSelectorTerm>,
+}
+
+impl Eligibility {
+    fn of(pool: &PoolDemand) -> Self {
+        Eligibility {
+            series: pool.series.clone(),
+            node_selector: pool.node_selector.clone(),
+            tolerations: pool.tolerations.clone(),
+            required: pool.affinity.required.clone(),
         }
-        None => false,
     }
 }
 
-/// Why `pool` could not be placed in `rooms` (which are as before the attempt).
-fn explain(rooms: &[NodeRoom], demands: &[PoolDemand], pool: &PoolDemand) -> NoFit {
-    let series = pool.series.clone();
-    let needed = demands
-        .iter()
-        .filter(|d| d.series == series)
-        .map(PoolDemand::gpus)
-        .sum();
-    let usable = rooms
-        .iter()
-        .filter(|n| pool.selects(n) && pool.tolerates(n));
-    let free: u64 = usable.clone().map(|n| u64::from(n.gpus)).sum();
-    let tainted: Vec<&NodeRoom> = rooms
-        .iter()
-        .filter(|n| pool.selects(n) && !pool.tolerates(n) && n.gpus >= pool.gpus_per_node)
-        .collect();
-    let gpus_fit = usable.clone().any(|n| n.gpus >= pool.gpus_per_node);
-    let cause = if !tainted.is_empty() {
-        let mut taints: Vec<String> = tainted
-            .iter()
-            .flat_map(|n| untolerated(&n.taints, &pool.tolerations).map(ToString::to_string))
-            .collect();
-        taints.sort();
-        taints.dedup();
-        NoFitCause::Taints {
-            gpus: tainted.iter().map(|n| u64::from(n.gpus)).sum(),
-            taints,
-        }
-    } else if gpus_fit {
-        NoFitCause::CpuOrMemory {
+impl Shape {
+    fn of(pool: &PoolDemand) -> Self {
+        Shape {
+            gpus_per_node: pool.gpus_per_node,
             cpu_millis: pool.cpu_millis,
             memory_bytes: pool.memory_bytes,
+            eligible: Eligibility::of(pool),
         }
-    } else {
-        NoFitCause::Gpus
-    };
-    NoFit {
-        series,
-        needed,
-        free,
-        cause,
     }
 }
 
-/// Places every machine of `demands` in `rooms`, subtracting what it takes. On success
-/// `rooms` is updated; on failure it is unchanged and why the first pool lacking room
-/// does not fit is returned.
-pub fn reserve(rooms: &mut Vec<NodeRoom>, demands: &[PoolDemand]) -> Result<(), NoFit> {
-    let mut trial = rooms.clone();
-    let mut order: Vec<&PoolDemand> = demands.iter().collect();
-    order.sort_by_key(|d| std::cmp::Reverse((d.gpus_per_node, d.cpu_millis, d.memory_bytes)));
-    for pool in order {
-        for _ in 0..pool.nodes {
-            if !place_one(&mut trial, pool) {
-                return Err(explain(rooms, demands, pool));
+/// A shape that did not fit: the fewest machines that failed, at which generation of
+/// the rooms, and why.
+#[derive(Debug, Clone)]
+struct Failure {
+    nodes: u32,
+    generation: u64,
+    why: NoFit,
+}
+
+/// What is left on one node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Left {
+    gpus: u32,
+    cpu_millis: u64,
+    memory_bytes: u64,
+}
+
+/// The free room of every usable node, as one dispatcher pass reserves it. Built over
+/// the capacity cache's rooms (shared, not copied: a pass copies only each node's free
+/// numbers), it finds the nodes a pool may use once per shape of pool (series,
+/// selector, affinity, tolerations — then a placement compares numbers only), tries a
+/// placement without copying (a trial records what it would take and commits only a
+/// complete fit), and remembers the shapes that did not fit. Room only shrinks while a
+/// pass reserves, so a shape that did not fit with `n` machines does not fit with `n`
+/// or more for the rest of the pass: a queue of many jobs of a few shapes costs one
+/// real attempt per shape.
+#[derive(Debug, Clone, Default)]
+pub struct Rooms {
+    base: Arc<Vec<NodeRoom>>,
+    left: Vec<Left>,
+    by_series: HashMap<String, Vec<usize>>,
+    eligible: HashMap<Eligibility, Arc<Vec<usize>>>,
+    /// The nodes whose taints a set of tolerations covers (for [`Rooms::totals`]).
+    usable: HashMap<Vec<Toleration>, Arc<Vec<usize>>>,
+    /// Bumped by every reservation.
+    generation: u64,
+    failed: HashMap<Shape, Failure>,
+}
+
+/// What a trial would take from each node, by index.
+type Taken = HashMap<usize, Left>;
+
+impl Rooms {
+    /// The rooms of `nodes`.
+    pub fn new(nodes: impl Into<Arc<Vec<NodeRoom>>>) -> Self {
+        let base: Arc<Vec<NodeRoom>> = nodes.into();
+        let mut by_series: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, n) in base.iter().enumerate() {
+            match by_series.get_mut(n.series.as_str()) {
+                Some(v) => v.push(i),
+                None => {
+                    by_series.insert(n.series.clone(), vec![i]);
+                }
             }
         }
-    }
-    *rooms = trial;
-    Ok(())
-}
-
-/// Places as many machines of `pool` as fit (a dispatched job's machines the scheduler
-/// has not bound yet: they will take room, though where exactly is its choice).
-pub fn reserve_partially(rooms: &mut [NodeRoom], pool: &PoolDemand) {
-    for _ in 0..pool.nodes {
-        if !place_one(rooms, pool) {
-            return;
+        let left = base
+            .iter()
+            .map(|n| Left {
+                gpus: n.gpus,
+                cpu_millis: n.cpu_millis,
+                memory_bytes: n.memory_bytes,
+            })
+            .collect();
+        Rooms {
+            base,
+            left,
+            by_series,
+            eligible: HashMap::new(),
+            usable: HashMap::new(),
+            generation: 0,
+            failed: HashMap::new(),
         }
     }
-}
 
-/// Free GPUs per series on the nodes `tolerations` let Forge's pods use: (total, the
-/// most on one node).
-pub fn totals(rooms: &[NodeRoom], tolerations: &[Toleration]) -> BTreeMap<String, (u32, u32)> {
-    let mut out: BTreeMap<String, (u32, u32)> = BTreeMap::new();
-    for n in rooms
-        .iter()
-        .filter(|n| untolerated(&n.taints, tolerations).next().is_none())
-    {
-        let e = out.entry(n.series.clone()).or_default();
-        e.0 += n.gpus;
-        e.1 = e.1.max(n.gpus);
+    /// Every node's room as it is now (for reading; a copy).
+    pub fn nodes(&self) -> Vec<NodeRoom> {
+        self.base
+            .iter()
+            .zip(&self.left)
+            .map(|(n, l)| NodeRoom {
+                gpus: l.gpus,
+                cpu_millis: l.cpu_millis,
+                memory_bytes: l.memory_bytes,
+                ..n.clone()
+            })
+            .collect()
     }
-    out
+
+    fn series_nodes(&self, series: &str) -> &[usize] {
+        self.by_series.get(series).map_or(&[], Vec::as_slice)
+    }
+
+    /// The nodes `pool` may use at all (computed once per kind of pool).
+    fn eligible(&mut self, pool: &PoolDemand) -> Arc<Vec<usize>> {
+        let key = Eligibility::of(pool);
+        if let Some(hit) = self.eligible.get(&key) {
+            return hit.clone();
+        }
+        let nodes: Vec<usize> = self
+            .series_nodes(&pool.series)
+            .iter()
+            .copied()
+            .filter(|&i| pool.selects(&self.base[i]) && pool.tolerates(&self.base[i]))
+            .collect();
+        let nodes = Arc::new(nodes);
+        self.eligible.insert(key, nodes.clone());
+        nodes
+    }
+
+    /// Places one machine of `pool` best-fit on `eligible` after `taken`; returns
+    /// whether it found room.
+    fn place_one(&self, pool: &PoolDemand, eligible: &[usize], taken: &mut Taken) -> bool {
+        let left = |i: usize| {
+            let l = self.left[i];
+            let t = taken.get(&i).copied().unwrap_or_default();
+            Left {
+                gpus: l.gpus - t.gpus,
+                cpu_millis: l.cpu_millis - t.cpu_millis,
+                memory_bytes: l.memory_bytes - t.memory_bytes,
+            }
+        };
+        let mut best: Option<(Left, usize)> = None;
+        for &i in eligible {
+            let l = left(i);
+            if l.gpus >= pool.gpus_per_node
+                && l.cpu_millis >= pool.cpu_millis
+                && l.memory_bytes >= pool.memory_bytes
+                && best.is_none_or(|(b, _)| l < b)
+            {
+                best = Some((l, i));
+            }
+        }
+        match best {
+            Some((_, i)) => {
+                let t = taken.entry(i).or_default();
+                t.gpus += pool.gpus_per_node;
+                t.cpu_millis += pool.cpu_millis;
+                t.memory_bytes += pool.memory_bytes;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Places every machine of `demands`, subtracting what it takes. On success the
+    /// rooms are updated; on failure they are unchanged and why the first pool lacking
+    /// room does not fit is returned.
+    pub fn reserve(&mut self, demands: &[PoolDemand]) -> Result<(), NoFit> {
+        if let Some(why) = self.known_failure(demands) {
+            return Err(why);
+        }
+        let mut taken = Taken::new();
+        let mut order: Vec<&PoolDemand> = demands.iter().collect();
+        order.sort_by_key(|d| std::cmp::Reverse((d.gpus_per_node, d.cpu_millis, d.memory_bytes)));
+        let mut seen_series: Vec<&str> = Vec::new();
+        for pool in order {
+            // The first pool of its series sees the rooms as they are (the job's other
+            // pools took nothing there yet): its failure holds for the shape.
+            let first_of_series = !seen_series.contains(&pool.series.as_str());
+            seen_series.push(&pool.series);
+            let eligible = self.eligible(pool);
+            for _ in 0..pool.nodes {
+                if !self.place_one(pool, &eligible, &mut taken) {
+                    let why = self.explain(demands, pool);
+                    if first_of_series {
+                        self.remember(pool, &why);
+                    }
+                    return Err(why);
+                }
+            }
+        }
+        self.take(&taken);
+        Ok(())
+    }
+
+    /// Why `demands` cannot fit, if a pool of theirs has the shape of one that did not
+    /// fit with as many machines or fewer (re-explained when room was taken since).
+    fn known_failure(&mut self, demands: &[PoolDemand]) -> Option<NoFit> {
+        if self.failed.is_empty() {
+            return None;
+        }
+        let (pool, shape) = demands.iter().find_map(|p| {
+            let shape = Shape::of(p);
+            self.failed
+                .get(&shape)
+                .is_some_and(|f| f.nodes <= p.nodes)
+                .then_some((p, shape))
+        })?;
+        let generation = self.generation;
+        let stale = self
+            .failed
+            .get(&shape)
+            .is_some_and(|f| f.generation != generation);
+        if stale {
+            let why = self.explain(demands, pool);
+            if let Some(f) = self.failed.get_mut(&shape) {
+                f.generation = generation;
+                f.why = why;
+            }
+        }
+        let mut why = self.failed.get(&shape)?.why.clone();
+        why.needed = demands
+            .iter()
+            .filter(|d| d.series == pool.series)
+            .map(PoolDemand::gpus)
+            .sum();
+        Some(why)
+    }
+
+    fn remember(&mut self, pool: &PoolDemand, why: &NoFit) {
+        let shape = Shape::of(pool);
+        let nodes = self
+            .failed
+            .get(&shape)
+            .map_or(pool.nodes, |f| f.nodes.min(pool.nodes));
+        self.failed.insert(
+            shape,
+            Failure {
+                nodes,
+                generation: self.generation,
+                why: why.clone(),
+            },
+        );
+    }
+
+    fn take(&mut self, taken: &Taken) {
+        if taken.is_empty() {
+            return;
+        }
+        for (&i, t) in taken {
+            let l = &mut self.left[i];
+            l.gpus -= t.gpus;
+            l.cpu_millis -= t.cpu_millis;
+            l.memory_bytes -= t.memory_bytes;
+        }
+        self.generation += 1;
+    }
+
+    /// Places as many machines of `pool` as fit (a dispatched job's machines the
+    /// scheduler has not bound yet: they will take room, though where exactly is its
+    /// choice).
+    pub fn reserve_partially(&mut self, pool: &PoolDemand) {
+        let eligible = self.eligible(pool);
+        let mut taken = Taken::new();
+        for _ in 0..pool.nodes {
+            if !self.place_one(pool, &eligible, &mut taken) {
+                break;
+            }
+        }
+        self.take(&taken);
+    }
+
+    /// Free GPUs per series on the nodes `tolerations` let Forge's pods use: (total,
+    /// the most on one node).
+    pub fn totals(&mut self, tolerations: &[Toleration]) -> BTreeMap<String, (u32, u32)> {
+        let usable = match self.usable.get(tolerations) {
+            Some(u) => u.clone(),
+            None => {
+                let u: Arc<Vec<usize>> = Arc::new(
+                    (0..self.base.len())
+                        .filter(|&i| {
+                            untolerated(&self.base[i].taints, tolerations)
+                                .next()
+                                .is_none()
+                        })
+                        .collect(),
+                );
+                self.usable.insert(tolerations.to_vec(), u.clone());
+                u
+            }
+        };
+        let mut out: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        for &i in usable.iter() {
+            let gpus = self.left[i].gpus;
+            match out.get_mut(self.base[i].series.as_str()) {
+                Some(e) => {
+                    e.0 += gpus;
+                    e.1 = e.1.max(gpus);
+                }
+                None => {
+                    out.insert(self.base[i].series.clone(), (gpus, gpus));
+                }
+            }
+        }
+        out
+    }
+
+    /// Why `pool` could not be placed (the rooms as before the attempt).
+    fn explain(&self, demands: &[PoolDemand], pool: &PoolDemand) -> NoFit {
+        let series = pool.series.clone();
+        let needed = demands
+            .iter()
+            .filter(|d| d.series == series)
+            .map(PoolDemand::gpus)
+            .sum();
+        let of_series = || {
+            self.series_nodes(&pool.series)
+                .iter()
+                .map(|&i| (&self.base[i], self.left[i]))
+        };
+        let usable = || of_series().filter(|(n, _)| pool.selects(n) && pool.tolerates(n));
+        let free: u64 = usable().map(|(_, l)| u64::from(l.gpus)).sum();
+        let tainted: Vec<(&NodeRoom, Left)> = of_series()
+            .filter(|(n, l)| pool.selects(n) && !pool.tolerates(n) && l.gpus >= pool.gpus_per_node)
+            .collect();
+        let gpus_fit = usable().any(|(_, l)| l.gpus >= pool.gpus_per_node);
+        let cause = if !tainted.is_empty() {
+            let mut taints: Vec<String> = tainted
+                .iter()
+                .flat_map(|(n, _)| {
+                    untolerated(&n.taints, &pool.tolerations).map(ToString::to_string)
+                })
+                .collect();
+            taints.sort();
+            taints.dedup();
+            NoFitCause::Taints {
+                gpus: tainted.iter().map(|(_, l)| u64::from(l.gpus)).sum(),
+                taints,
+            }
+        } else if gpus_fit {
+            NoFitCause::CpuOrMemory {
+                cpu_millis: pool.cpu_millis,
+                memory_bytes: pool.memory_bytes,
+            }
+        } else {
+            NoFitCause::Gpus
+        };
+        NoFit {
+            series,
+            needed,
+            free,
+            cause,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,11 +19,12 @@ pub const REFRESH: Duration = Duration::from_secs(1);
 impl Jobs {
     /// Rebuilds the board from the store.
     async fn refresh_board(&self) -> Result<(), JobError> {
-        let queued = self.store.queued(None).await?;
-        let active = self.store.active().await?;
+        // Only the records that changed are read (as the dispatcher does).
+        let unfinished = self.records.unfinished(self.store.as_ref()).await?;
+        let (queued, active) = (unfinished.queued, unfinished.active);
         let ledger = ledger_of(&active, &queued, &self.config);
         let mut positions: BTreeMap<String, u32> = BTreeMap::new();
-        let mut entries = BTreeMap::new();
+        let mut entries = super::queue::Standings::default();
         for job in &queued {
             let series = job
                 .queue_series

@@ -7,6 +7,9 @@
 //! dispatcher pass. It is swapped whole (`arc-swap`), never locked.
 
 use std::collections::BTreeMap;
+
+/// Queue standings by job id (keys are the gateway's own ids).
+pub type Standings = rustc_hash::FxHashMap<String, QueueEntry>;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -37,7 +40,7 @@ pub type Ledger = BTreeMap<String, BTreeMap<String, (u32, u32)>>;
 #[derive(Debug, Default)]
 pub struct QueueBoard {
     wake: Notify,
-    entries: ArcSwap<BTreeMap<String, QueueEntry>>,
+    entries: ArcSwap<Standings>,
     ledger: ArcSwap<Ledger>,
 }
 
@@ -58,13 +61,13 @@ impl QueueBoard {
     }
 
     /// Publish a pass's results.
-    pub fn publish(&self, entries: BTreeMap<String, QueueEntry>, ledger: Ledger) {
+    pub fn publish(&self, entries: Standings, ledger: Ledger) {
         self.entries.store(Arc::new(entries));
         self.ledger.store(Arc::new(ledger));
     }
 
     /// Every queued job's standing as the last pass published it.
-    pub fn snapshot(&self) -> Arc<BTreeMap<String, QueueEntry>> {
+    pub fn snapshot(&self) -> Arc<Standings> {
         self.entries.load_full()
     }
 
@@ -90,11 +93,15 @@ impl QueueBoard {
 
 /// Adds `gpus` of `series` to a team's running or queued column.
 pub fn add(ledger: &mut Ledger, team: &str, series: &str, gpus: u64, running: bool) {
-    let entry = ledger
-        .entry(team.to_string())
-        .or_default()
-        .entry(series.to_string())
-        .or_default();
+    // Keys are allocated only when new (a pass adds every queued job).
+    if !ledger.contains_key(team) {
+        ledger.insert(team.to_string(), BTreeMap::new());
+    }
+    let by_series = ledger.get_mut(team).expect("inserted above");
+    if !by_series.contains_key(series) {
+        by_series.insert(series.to_string(), (0, 0));
+    }
+    let entry = by_series.get_mut(series).expect("inserted above");
     let g = u32::try_from(gpus).unwrap_or(u32::MAX);
     if running {
         entry.0 = entry.0.saturating_add(g);
@@ -131,7 +138,7 @@ mod tests {
         add(&mut ledger, "vision", "h100", 16, true);
         add(&mut ledger, "vision", "h100", 8, false);
         add(&mut ledger, "nlp", "h200", 8, true);
-        let mut entries = BTreeMap::new();
+        let mut entries = Standings::default();
         entries.insert(
             "j1".to_string(),
             QueueEntry {

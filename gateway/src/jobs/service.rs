@@ -58,7 +58,18 @@ pub struct Jobs {
     /// Capsule links for `working_dir` (`capsule_links.rs`), when the gateway knows
     /// the URL pods reach it at; otherwise pods get the object store's URL.
     pub(crate) links: Option<Arc<super::capsule_links::CapsuleLinks>>,
+    /// The dispatcher's remembered decisions (`decision_memo.rs`).
+    pub(crate) decisions: Arc<super::decision_memo::DecisionMemo>,
+    /// The dispatcher's copy of unfinished jobs' records (`records.rs`).
+    pub(crate) records: Arc<super::records::RecordCache>,
+    /// Archive-then-delete of one job runs once at a time in this process (a cancel
+    /// and the lifecycle controller's clean-up may ask at the same moment), by stripe
+    /// of the job id.
+    pub(crate) archiving: Arc<Vec<tokio::sync::Mutex<()>>>,
 }
+
+/// Stripes of [`Jobs::archiving`].
+const ARCHIVE_STRIPES: usize = 64;
 
 impl std::fmt::Debug for Jobs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -98,6 +109,13 @@ impl Jobs {
             term: None,
             reported_orphans: Arc::default(),
             links: None,
+            decisions: Arc::default(),
+            records: Arc::default(),
+            archiving: Arc::new(
+                (0..ARCHIVE_STRIPES)
+                    .map(|_| tokio::sync::Mutex::new(()))
+                    .collect(),
+            ),
         }
     }
 

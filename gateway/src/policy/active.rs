@@ -102,7 +102,14 @@ pub struct ActivePolicy {
     unavailable: BTreeMap<String, Unavailable>,
     /// Team links followed by the global chain, per team with links.
     composed: HashMap<String, Arc<Chain>>,
+    /// Unique to this snapshot: a decision made under one generation is the decision
+    /// of that snapshot (the dispatcher reuses it while the generation and the request
+    /// are the same).
+    generation: u64,
 }
+
+/// The next snapshot's generation.
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl ActivePolicy {
     /// A snapshot from a global chain and team chains (composes them now).
@@ -120,7 +127,13 @@ impl ActivePolicy {
             teams,
             unavailable: BTreeMap::new(),
             composed,
+            generation: GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
+    }
+
+    /// This snapshot's generation (a new one for every change of any scope).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// This snapshot with one scope replaced (an unavailable team scope becomes

@@ -27,6 +27,8 @@ pub struct Evaluated {
     pub team_version: Option<u64>,
     /// `global@3` / `global@3+team@1`.
     pub label: String,
+    /// The generation of the policy snapshot that decided ([`PolicyManager::generation`]).
+    pub generation: u64,
 }
 
 /// Owner of the active policy.
@@ -168,10 +170,12 @@ impl PolicyManager {
                 let active = this.current.load_full();
                 let selected: Selected = active.select(&team);
                 let result = selected.chain.evaluate(&request);
+                let generation = active.generation();
                 drop(active);
-                (result, selected)
+                (result, (selected, generation))
             })
             .await?;
+        let (selected, generation) = selected;
         self.metrics.plugin_calls(&result);
         let outcome = result.map_err(forge_policy_host::RunError::from)?;
         self.metrics.admission(outcome.decision.kind(), path);
@@ -180,7 +184,14 @@ impl PolicyManager {
             global_version: selected.global_version,
             team_version: selected.team_version,
             outcome,
+            generation,
         })
+    }
+
+    /// The generation of the policy in force: it changes whenever any scope's chain
+    /// does, so a decision made under an older one may not be reused.
+    pub fn generation(&self) -> u64 {
+        self.current.load().generation()
     }
 
     /// The shadow candidate, if one runs.

@@ -223,6 +223,12 @@ pub trait JobStore: Send + Sync {
     async fn queued_count(&self, team: &str) -> Result<u64, StoreError>;
     /// Jobs that hold GPUs (dispatched, initializing, running).
     async fn active(&self) -> Result<Vec<JobRecord>, StoreError>;
+    /// The id and state of every job that has not ended (queued or holding GPUs), in
+    /// queue order: what the dispatcher lists each pass to read only the records that
+    /// changed ([`JobStore::get_many`]).
+    async fn unfinished(&self) -> Result<Vec<(String, JobState)>, StoreError>;
+    /// The jobs of `ids` that exist (in no particular order).
+    async fn get_many(&self, ids: Vec<String>) -> Result<Vec<JobRecord>, StoreError>;
     /// Records an admission decision.
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError>;
     /// A job's decisions, oldest first.

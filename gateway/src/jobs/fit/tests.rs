@@ -62,14 +62,16 @@ fn gpu_taint() -> Taint {
 
 #[test]
 fn whole_job_or_nothing() {
-    let mut f = rooms(&[("h100", &[8, 8, 4])]);
-    assert!(reserve(&mut f, &[pool("h100", 2, 8)]).is_ok());
-    assert_eq!(gpus_of(&f, "h100"), vec![0, 0, 4]);
-    let err = reserve(&mut f, &[pool("h100", 2, 4)]).expect_err("only one 4-slot left");
+    let mut f = Rooms::new(rooms(&[("h100", &[8, 8, 4])]));
+    assert!(f.reserve(&[pool("h100", 2, 8)]).is_ok());
+    assert_eq!(gpus_of(&f.nodes(), "h100"), vec![0, 0, 4]);
+    let err = f
+        .reserve(&[pool("h100", 2, 4)])
+        .expect_err("only one 4-slot left");
     assert_eq!((err.needed, err.free), (8, 4));
     assert_eq!(err.code(), "capacity.no-room");
     assert_eq!(
-        gpus_of(&f, "h100"),
+        gpus_of(&f.nodes(), "h100"),
         vec![0, 0, 4],
         "a failed fit changes nothing"
     );
@@ -77,8 +79,8 @@ fn whole_job_or_nothing() {
 
 #[test]
 fn total_free_is_not_enough_without_whole_machines() {
-    let mut f = rooms(&[("h100", &[4, 4])]);
-    let err = reserve(&mut f, &[pool("h100", 1, 8)]).expect_err("fragmented");
+    let mut f = Rooms::new(rooms(&[("h100", &[4, 4])]));
+    let err = f.reserve(&[pool("h100", 1, 8)]).expect_err("fragmented");
     assert_eq!(
         err.to_string(),
         "waiting for room: needs 8 h100 GPUs on whole machines, 8 free"
@@ -87,28 +89,33 @@ fn total_free_is_not_enough_without_whole_machines() {
 
 #[test]
 fn best_fit_keeps_big_holes_for_big_machines() {
-    let mut f = rooms(&[("h100", &[8, 2])]);
-    assert!(reserve(&mut f, &[pool("h100", 1, 2), pool("h100", 1, 8)]).is_ok());
-    assert_eq!(gpus_of(&f, "h100"), vec![0, 0]);
+    let mut f = Rooms::new(rooms(&[("h100", &[8, 2])]));
+    assert!(f.reserve(&[pool("h100", 1, 2), pool("h100", 1, 8)]).is_ok());
+    assert_eq!(gpus_of(&f.nodes(), "h100"), vec![0, 0]);
 }
 
 #[test]
 fn pools_of_several_series_must_all_fit() {
-    let mut f = rooms(&[("h100", &[8])]);
-    let err = reserve(&mut f, &[pool("h100", 1, 8), pool("h200", 1, 8)]).expect_err("h200");
+    let mut f = Rooms::new(rooms(&[("h100", &[8])]));
+    let err = f
+        .reserve(&[pool("h100", 1, 8), pool("h200", 1, 8)])
+        .expect_err("h200");
     assert_eq!(err.series, "h200");
-    assert_eq!(gpus_of(&f, "h100"), vec![8]);
-    let err = reserve(&mut f, &[pool("a100", 1, 1)]).expect_err("unknown series");
+    assert_eq!(gpus_of(&f.nodes(), "h100"), vec![8]);
+    let err = f
+        .reserve(&[pool("a100", 1, 1)])
+        .expect_err("unknown series");
     assert_eq!((err.series.as_str(), err.free), ("a100", 0));
 }
 
 #[test]
 fn cpu_and_memory_must_fit_on_the_same_node_as_the_gpus() {
-    let mut f = rooms(&[("h100", &[8, 8])]);
-    f[0].cpu_millis = 4_000;
+    let mut nodes = rooms(&[("h100", &[8, 8])]);
+    nodes[0].cpu_millis = 4_000;
+    let mut f = Rooms::new(nodes);
     let mut wide = pool("h100", 2, 8);
     wide.cpu_millis = 8_000;
-    let err = reserve(&mut f, &[wide.clone()]).expect_err("one node lacks CPU");
+    let err = f.reserve(&[wide.clone()]).expect_err("one node lacks CPU");
     assert_eq!(
         err.cause,
         NoFitCause::CpuOrMemory {
@@ -118,18 +125,19 @@ fn cpu_and_memory_must_fit_on_the_same_node_as_the_gpus() {
     );
     assert!(err.to_string().contains("8 CPU and 32Gi memory"), "{err}");
     wide.nodes = 1;
-    assert!(reserve(&mut f, &[wide]).is_ok());
-    assert_eq!(f[1].cpu_millis, CPU - 8_000);
-    assert_eq!(f[1].memory_bytes, MEM - (32 << 30));
+    assert!(f.reserve(&[wide]).is_ok());
+    assert_eq!(f.nodes()[1].cpu_millis, CPU - 8_000);
+    assert_eq!(f.nodes()[1].memory_bytes, MEM - (32 << 30));
 }
 
 #[test]
 fn taints_keep_jobs_off_unless_tolerated_and_the_reason_says_so() {
-    let mut f = rooms(&[("h100", &[8, 8])]);
-    for r in &mut f {
+    let mut nodes = rooms(&[("h100", &[8, 8])]);
+    for r in &mut nodes {
         r.taints.push(gpu_taint());
     }
-    let err = reserve(&mut f, &[pool("h100", 1, 8)]).expect_err("tainted");
+    let mut f = Rooms::new(nodes);
+    let err = f.reserve(&[pool("h100", 1, 8)]).expect_err("tainted");
     assert_eq!(err.code(), "capacity.tainted");
     assert_eq!(err.free, 0);
     let text = err.to_string();
@@ -146,10 +154,10 @@ fn taints_keep_jobs_off_unless_tolerated_and_the_reason_says_so() {
         value: None,
         effect: None,
     });
-    assert!(reserve(&mut f, &[tolerant]).is_ok());
-    assert_eq!(gpus_of(&f, "h100"), vec![0, 0]);
+    assert!(f.reserve(&[tolerant]).is_ok());
+    assert_eq!(gpus_of(&f.nodes(), "h100"), vec![0, 0]);
     assert_eq!(
-        totals(&f, &[]).get("h100"),
+        f.totals(&[]).get("h100"),
         None,
         "untolerated nodes are not counted"
     );
@@ -157,8 +165,9 @@ fn taints_keep_jobs_off_unless_tolerated_and_the_reason_says_so() {
 
 #[test]
 fn node_selector_and_required_affinity_restrict_the_nodes() {
-    let mut f = rooms(&[("h100", &[8, 8])]);
-    f[1].labels.insert("zone".into(), "b".into());
+    let mut nodes = rooms(&[("h100", &[8, 8])]);
+    nodes[1].labels.insert("zone".into(), "b".into());
+    let mut f = Rooms::new(nodes);
     let mut zoned = pool("h100", 1, 8);
     zoned.affinity.required.push(NodeSelectorTerm {
         match_expressions: vec![NodeSelectorRequirement {
@@ -167,23 +176,56 @@ fn node_selector_and_required_affinity_restrict_the_nodes() {
             values: vec!["b".into()],
         }],
     });
-    assert!(reserve(&mut f, &[zoned.clone()]).is_ok());
-    assert_eq!(gpus_of(&f, "h100"), vec![8, 0]);
-    assert!(reserve(&mut f, &[zoned]).is_err(), "zone b is full");
+    assert!(f.reserve(&[zoned.clone()]).is_ok());
+    assert_eq!(gpus_of(&f.nodes(), "h100"), vec![8, 0]);
+    assert!(f.reserve(&[zoned]).is_err(), "zone b is full");
 
     let mut selected = pool("h100", 1, 8);
     selected.node_selector.insert("zone".into(), "c".into());
-    assert!(reserve(&mut f, &[selected]).is_err(), "no node in zone c");
+    assert!(f.reserve(&[selected]).is_err(), "no node in zone c");
 }
 
 #[test]
 fn unbound_machines_reserve_what_fits() {
-    let mut f = rooms(&[("h100", &[8, 3])]);
-    reserve_partially(&mut f, &pool("h100", 3, 4));
+    let mut f = Rooms::new(rooms(&[("h100", &[8, 3])]));
+    f.reserve_partially(&pool("h100", 3, 4));
     assert_eq!(
-        gpus_of(&f, "h100"),
+        gpus_of(&f.nodes(), "h100"),
         vec![0, 3],
         "two machines of 4 fit, the third not"
     );
-    assert_eq!(totals(&f, &[])["h100"], (3, 3));
+    assert_eq!(f.totals(&[])["h100"], (3, 3));
+}
+
+#[test]
+fn a_shape_that_did_not_fit_is_not_tried_again_and_its_reason_stays_true() {
+    let mut f = Rooms::new(rooms(&[("h100", &[8, 8, 4]), ("h200", &[8])]));
+    // Three whole machines of 8 do not fit: remembered for the shape.
+    let err = f
+        .reserve(&[pool("h100", 3, 8)])
+        .expect_err("two 8-GPU nodes");
+    assert_eq!((err.needed, err.free), (24, 20));
+    // More machines of that shape: refused from memory, with this job's need.
+    let err = f
+        .reserve(&[pool("h200", 1, 8), pool("h100", 4, 8)])
+        .expect_err("remembered");
+    assert_eq!(
+        (err.series.as_str(), err.needed, err.free),
+        ("h100", 32, 20)
+    );
+    assert_eq!(gpus_of(&f.nodes(), "h200"), vec![8], "nothing taken");
+    // Fewer machines of it may fit, and do.
+    assert!(f.reserve(&[pool("h100", 1, 8)]).is_ok());
+    // Room was taken since: the remembered failure still holds, its numbers are new.
+    let err = f.reserve(&[pool("h100", 3, 8)]).expect_err("still too big");
+    assert_eq!((err.needed, err.free), (24, 12));
+    // A pool that failed only after its own job's other pool took room there is not
+    // remembered as a shape that cannot fit: alone it fits.
+    let mut g = Rooms::new(rooms(&[("h100", &[8, 4])]));
+    let err = g
+        .reserve(&[pool("h100", 1, 8), pool("h100", 1, 8)])
+        .expect_err("one 8-GPU node");
+    assert_eq!(err.series, "h100");
+    assert!(g.reserve(&[pool("h100", 1, 4)]).is_ok());
+    assert!(g.reserve(&[pool("h100", 1, 8)]).is_ok());
 }

@@ -331,11 +331,52 @@ pub async fn queue_is_fifo_per_series(h: &dyn Harness) {
     let h200 = ids(store.queued(Some("h200".into())).await.expect("queued"));
     assert_eq!(h200, vec![h1.id.clone(), h3.id.clone()]);
     let all = ids(store.queued(None).await.expect("queued"));
-    assert_eq!(all, vec![h1.id, b1.id, h3.id]);
+    assert_eq!(all, vec![h1.id.clone(), b1.id.clone(), h3.id.clone()]);
     let active = ids(store.active().await.expect("active"));
-    assert_eq!(active, vec![h2.id]);
+    assert_eq!(active, vec![h2.id.clone()]);
     // Per team: a's h1 and h3 wait; b's h2 was dispatched, b1 waits.
     assert_eq!(store.queued_count("a").await.expect("count"), 2);
     assert_eq!(store.queued_count("b").await.expect("count"), 1);
     assert_eq!(store.queued_count("nobody").await.expect("count"), 0);
+
+    // What the dispatcher lists: every unfinished job in queue order with its state;
+    // an ended one is not listed.
+    store
+        .transition(t(&b1.id, JobState::Queued, JobState::Cancelled))
+        .await
+        .expect("cancel");
+    let unfinished = store.unfinished().await.expect("unfinished");
+    assert_eq!(
+        unfinished,
+        vec![
+            (h1.id.clone(), JobState::Queued),
+            (h2.id.clone(), JobState::Dispatched),
+            (h3.id.clone(), JobState::Queued),
+        ]
+    );
+    // And reads just the records it names (unknown ids are skipped), many at once.
+    let mut many = ids(store
+        .get_many(vec![h3.id.clone(), "nope".into(), h1.id.clone()])
+        .await
+        .expect("get_many"));
+    many.sort();
+    let mut want = vec![h1.id.clone(), h3.id.clone()];
+    want.sort();
+    assert_eq!(many, want);
+    let mut lots = Vec::new();
+    for i in 0..600 {
+        lots.push(
+            store
+                .insert(new_job("c", &format!("c{i}"), "h200"), None)
+                .await
+                .expect("insert")
+                .id,
+        );
+    }
+    let got = store
+        .get_many(lots.clone())
+        .await
+        .expect("more than one chunk");
+    assert_eq!(got.len(), lots.len());
+    assert!(store.get_many(Vec::new()).await.expect("none").is_empty());
 }

@@ -258,6 +258,31 @@ impl JobStore for PgDatabase {
         jobs_from_rows(&rows)
     }
 
+    async fn unfinished(&self) -> Result<Vec<(String, JobState)>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT id, state FROM jobs \
+                 WHERE state IN ('queued', 'dispatched', 'initializing', 'running') ORDER BY seq ASC",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let id: String = r.try_get(0)?;
+                let state: String = r.try_get(1)?;
+                Ok((id, parse_state(&state)?))
+            })
+            .collect()
+    }
+
+    async fn get_many(&self, ids: Vec<String>) -> Result<Vec<JobRecord>, StoreError> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY($1)");
+        let rows = self.client().await?.query(&sql, &[&ids]).await?;
+        jobs_from_rows(&rows)
+    }
+
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {
         let plugins = json_text(&d.plugins)?;
         insert_decision(&self.client().await?, &d, &plugins, now_ms()).await

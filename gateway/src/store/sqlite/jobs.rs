@@ -54,6 +54,9 @@ pub(super) fn check_fence(conn: &Connection, fence: &Fence) -> Result<(), StoreE
     fence_holds(fence, current.map_or(0, to_u64))
 }
 
+/// Ids per query of [`JobStore::get_many`] (under SQLite's bound on parameters).
+const GET_MANY_CHUNK: usize = 500;
+
 fn get_job(conn: &Connection, id: &str) -> Result<Option<JobRecord>, StoreError> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
     conn.query_row(&sql, [id], job_from_row)
@@ -250,6 +253,38 @@ impl JobStore for SqliteDatabase {
                  WHERE state IN ('dispatched', 'initializing', 'running') ORDER BY seq ASC"
             );
             query_jobs(conn, &sql, &[])
+        })
+        .await
+    }
+
+    async fn unfinished(&self) -> Result<Vec<(String, JobState)>, StoreError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, state FROM jobs \
+                 WHERE state IN ('queued', 'dispatched', 'initializing', 'running') ORDER BY seq ASC",
+            )?;
+            let mut rows = stmt.query([])?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                let state = parse_state(r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?)?;
+                out.push((r.get::<_, String>(0)?, state));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn get_many(&self, ids: Vec<String>) -> Result<Vec<JobRecord>, StoreError> {
+        self.with(move |conn| {
+            let mut out = Vec::with_capacity(ids.len());
+            for chunk in ids.chunks(GET_MANY_CHUNK) {
+                let marks = vec!["?"; chunk.len()].join(", ");
+                let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id IN ({marks})");
+                let args: Vec<&dyn rusqlite::ToSql> =
+                    chunk.iter().map(|id| id as &dyn rusqlite::ToSql).collect();
+                out.extend(query_jobs(conn, &sql, &args)?);
+            }
+            Ok(out)
         })
         .await
     }

@@ -1,0 +1,188 @@
+//! Dispatch at scale (issue 19): dispatcher passes over 10 000 queued jobs on 10 000
+//! nodes, in process, against the emulated API server (`--sim api-only`: RayJobs are
+//! stored, nothing runs), with the reference chain (team quota 16 GPUs per team).
+//!
+//! Ten teams each queue 1 016 one-GPU jobs; the first pass dispatches 16 per team and
+//! holds the other 10 000 on their team's quota. Then, timing `Jobs::dispatch_pass`
+//! itself (release build, `FORGE_BENCH_DISPATCH_PASSES` idle passes, default 20):
+//!
+//! - `cold`: the first pass (every job asked, 160 RayJobs created);
+//! - `idle`: passes when nothing changed (the goal: ≤ 50 ms);
+//! - `team`: a pass after one team's job ended (that team's jobs are asked again, one
+//!   more of them runs);
+//! - `capacity`: a pass after a node was cordoned (the cluster view every request
+//!   carries changed: every job is asked again — the baseline of a full pass).
+//!
+//! Prints `BENCH dispatch key=value…` for `tests/bench/run.sh`.
+//!
+//!   cargo bench -p forge-gateway --bench dispatch
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use forge_gateway::dev::{self, DevOptions, SimMode};
+use forge_gateway::domain::{Digest, JobState};
+use forge_gateway::jobspec::JobSpec;
+use forge_gateway::store::{NewJob, Transition, new_job_id};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+
+const TEAMS: usize = 10;
+const PER_TEAM: usize = 1016;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let nodes = env_usize("FORGE_BENCH_DISPATCH_NODES", 10_000);
+    let passes = env_usize("FORGE_BENCH_DISPATCH_PASSES", 20);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf();
+    let data = tempfile::tempdir()?;
+    let env: HashMap<String, String> = [
+        ("FORGE_DATA_DIR", data.path().display().to_string()),
+        ("FORGE_MAX_QUEUED_PER_TEAM", "0".to_string()),
+        ("FORGE_SUBMISSIONS_PER_MINUTE", "0".to_string()),
+        ("RUST_LOG", "warn".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let opts = DevOptions {
+        nodes: format!("h100={nodes}x8"),
+        plugins_dir: root.join("target/plugins/components"),
+        env,
+        sim: SimMode::ApiOnly,
+        policy_chain: None,
+        failing_images: Vec::new(),
+        old_operator: false,
+    };
+    let dev = dev::start(&opts, &"http://127.0.0.1:9/".parse()?).await?;
+    let jobs = dev.state.jobs.clone();
+    jobs.cluster().capacity.synced().await;
+    let store = jobs.store();
+
+    let spec: JobSpec = serde_json::from_value(serde_json::json!({
+        "name": "bench", "framework": "nemo-rl", "entrypoint": "python3 train.py",
+        "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 1, "series": "h100"}]
+    }))?;
+    let digest = Digest::parse(&"ab".repeat(32)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let started = Instant::now();
+    for i in 0..PER_TEAM {
+        for t in 0..TEAMS {
+            store
+                .insert(
+                    NewJob {
+                        id: new_job_id(),
+                        team: format!("team-{t}"),
+                        spec: JobSpec {
+                            name: format!("bench-{t}-{i}"),
+                            ..spec.clone()
+                        },
+                        state: JobState::Queued,
+                        reason: None,
+                        capsule_sha256: Some(digest.clone()),
+                        queue_series: Some("h100".into()),
+                    },
+                    None,
+                )
+                .await?;
+        }
+    }
+    let inserted = started.elapsed();
+
+    let timed = || async {
+        let t = Instant::now();
+        let n = jobs.dispatch_pass().await.expect("pass");
+        (t.elapsed(), n)
+    };
+    let (cold, cold_dispatched) = timed().await;
+    let mut idle = Vec::new();
+    for _ in 0..passes {
+        let (t, n) = timed().await;
+        assert_eq!(n, 0, "an idle pass dispatched");
+        idle.push(ms(t));
+    }
+    idle.sort_by(f64::total_cmp);
+    // What an idle pass spends reading the store: its two listings, alone.
+    let mut reads = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let q = store.queued(None).await?;
+        let a = store.active().await?;
+        reads.push(ms(t.elapsed()));
+        assert!(q.len() + a.len() > 0);
+    }
+    reads.sort_by(f64::total_cmp);
+
+    // One of team-0's jobs ends: its team's usage changes.
+    let done = store
+        .active()
+        .await?
+        .into_iter()
+        .find(|j| j.team == "team-0")
+        .expect("an active job of team-0");
+    store
+        .transition(Transition::new(
+            &done.id,
+            done.state,
+            JobState::Failed,
+            Some("bench".into()),
+        ))
+        .await?;
+    let (team, team_dispatched) = timed().await;
+
+    // A node is cordoned: the cluster view changes for every job.
+    let before = *jobs.cluster().capacity.changes().borrow();
+    let api: Api<Node> = Api::all(dev.sim.client()?);
+    let node = api
+        .list(&ListParams::default().limit(1))
+        .await?
+        .items
+        .into_iter()
+        .next()
+        .expect("a node");
+    let name = node.metadata.name.clone().expect("name");
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+    )
+    .await?;
+    let mut changes = jobs.cluster().capacity.changes();
+    while *changes.borrow() == before {
+        changes.changed().await?;
+    }
+    let (capacity, _) = timed().await;
+
+    let queued = store.queued(None).await?.len();
+    println!(
+        "BENCH dispatch queued={queued} nodes={nodes} inserted_s={:.1} cold_ms={:.1} cold_dispatched={cold_dispatched} idle_p50_ms={:.2} idle_p99_ms={:.2} idle_max_ms={:.2} store_reads_ms={:.2} team_ms={:.1} team_dispatched={team_dispatched} capacity_ms={:.1}",
+        inserted.as_secs_f64(),
+        ms(cold),
+        percentile(&idle, 0.5),
+        percentile(&idle, 0.99),
+        idle.last().copied().unwrap_or_default(),
+        percentile(&reads, 0.5),
+        ms(team),
+        ms(capacity),
+    );
+    dev.sim.shutdown().await;
+    Ok(())
+}

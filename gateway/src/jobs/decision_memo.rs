@@ -1,0 +1,136 @@
+//! What the dispatcher remembers of each queued job between passes: the chain's last
+//! decision for it and what that decision was made from — the policy snapshot's
+//! generation, the cluster view and the team's usage the request carried (the job
+//! itself does not change while it is queued). A pass reuses the decision while all
+//! three are the same, instead of running the chain again: a decision depends only on
+//! the chain's settings and the request (the rule every plugin keeps, which replay and
+//! shadow rely on too, and which `FORGE_POLICY_VERIFY` checks). So a pass over a long
+//! queue where nothing changed costs a comparison per job, and a change costs the
+//! evaluations of the jobs it touches: a new policy version, a team's usage (its jobs
+//! only), or the cluster view.
+//!
+//! Only the dispatcher task uses it, one pass at a time: a pass takes the whole table
+//! and puts back what it decided ([`DecisionMemo::take`], [`DecisionMemo::keep`]), so
+//! no lock is held across an evaluation.
+
+use std::sync::{Arc, Mutex};
+
+use forge_policy_host::model::{ClusterView, SeriesUsage};
+
+use crate::policy::Evaluated;
+
+/// Remembered decisions by job id.
+pub type Table = rustc_hash::FxHashMap<String, Remembered>;
+
+/// One remembered decision.
+#[derive(Debug, Clone)]
+pub struct Remembered {
+    /// The cluster view the request carried.
+    pub view: Arc<ClusterView>,
+    /// The team's usage the request carried (its playgrounds included).
+    pub usage: Arc<Vec<SeriesUsage>>,
+    /// The decision, its trace and the policy versions (and generation) that made it.
+    pub evaluated: Evaluated,
+}
+
+impl Remembered {
+    /// Whether this decision stands for a request of `view` and `usage` under policy
+    /// `generation`.
+    pub fn holds(
+        &self,
+        generation: u64,
+        view: &Arc<ClusterView>,
+        usage: &Arc<Vec<SeriesUsage>>,
+    ) -> bool {
+        self.evaluated.generation == generation
+            && (Arc::ptr_eq(&self.view, view) || *self.view == **view)
+            && (Arc::ptr_eq(&self.usage, usage) || *self.usage == **usage)
+    }
+}
+
+/// The dispatcher's remembered decisions, by job id.
+#[derive(Debug, Default)]
+pub struct DecisionMemo {
+    entries: Mutex<Table>,
+}
+
+impl DecisionMemo {
+    /// The whole table, for one pass.
+    pub fn take(&self) -> Table {
+        std::mem::take(&mut *self.entries.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// What a pass decided for the jobs still queued after it (the rest is forgotten).
+    pub fn keep(&self, entries: Table) {
+        *self.entries.lock().unwrap_or_else(|e| e.into_inner()) = entries;
+    }
+
+    /// How many decisions are remembered.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use forge_policy_host::ChainOutcome;
+    use forge_policy_host::model::{Decision, SeriesCapacity};
+
+    use super::*;
+
+    fn remembered(generation: u64, free: u32) -> Remembered {
+        Remembered {
+            view: Arc::new(ClusterView {
+                series: vec![SeriesCapacity {
+                    series: "h100".into(),
+                    free,
+                    ..SeriesCapacity::default()
+                }],
+                ..ClusterView::default()
+            }),
+            usage: Arc::new(vec![]),
+            evaluated: Evaluated {
+                outcome: ChainOutcome {
+                    decision: Decision::Queue {
+                        code: "quota.exceeded".into(),
+                        message: "over".into(),
+                    },
+                    digests: vec![],
+                    trace: vec![],
+                },
+                global_version: 1,
+                team_version: None,
+                label: "global@1".into(),
+                generation,
+            },
+        }
+    }
+
+    #[test]
+    fn a_decision_holds_for_the_same_policy_view_and_usage_only() {
+        let r = remembered(7, 8);
+        let same_view = Arc::new((*r.view).clone());
+        let usage = Arc::new(vec![]);
+        assert!(r.holds(7, &r.view, &usage), "the same view");
+        assert!(r.holds(7, &same_view, &usage), "an equal view");
+        assert!(!r.holds(8, &same_view, &usage), "another policy");
+        let other = remembered(7, 0).view;
+        assert!(!r.holds(7, &other, &usage), "another view");
+        let used = Arc::new(vec![SeriesUsage {
+            series: "h100".into(),
+            running: 8,
+            queued: 0,
+        }]);
+        assert!(!r.holds(7, &same_view, &used), "other usage");
+        let memo = DecisionMemo::default();
+        memo.keep(Table::from_iter([("j".to_string(), r)]));
+        assert_eq!(memo.len(), 1);
+        assert_eq!(memo.take().len(), 1);
+        assert!(memo.is_empty(), "taken for the pass");
+    }
+}
