@@ -4,7 +4,7 @@
 //! (`retention.rs`) never interleave, across processes too.
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, params};
 
 use super::SqliteDatabase;
 use crate::domain::Digest;
@@ -34,8 +34,8 @@ impl CapsuleStore for SqliteDatabase {
         team: &str,
     ) -> Result<Option<Deletion>, StoreError> {
         let (digest, team) = (digest.to_string(), team.to_string());
-        self.with(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // In the batch's IMMEDIATE transaction, so retention's claim cannot interleave.
+        self.write(move |tx| {
             let now = now_ms();
             tx.execute(
                 "INSERT INTO capsule_owners (digest, team, granted_at_ms, last_used_ms) \
@@ -43,16 +43,14 @@ impl CapsuleStore for SqliteDatabase {
                  ON CONFLICT (digest, team) DO UPDATE SET last_used_ms = excluded.last_used_ms",
                 params![digest, team, now],
             )?;
-            let deletion = deletion_of(&tx, &digest)?;
-            tx.commit()?;
-            Ok(deletion)
+            deletion_of(tx, &digest)
         })
         .await
     }
 
     async fn use_capsule(&self, digest: &Digest, team: &str) -> Result<bool, StoreError> {
         let (digest, team) = (digest.to_string(), team.to_string());
-        self.with(move |conn| {
+        self.write(move |conn| {
             Ok(conn.execute(
                 "UPDATE capsule_owners SET last_used_ms = ?3 WHERE digest = ?1 AND team = ?2",
                 params![digest, team, now_ms()],

@@ -1,9 +1,10 @@
 //! [`JobStore`] on SQLite: jobs, their history and decisions; the queue is the jobs
 //! table in `seq` order. Transitions are compare-and-set `UPDATE … WHERE state = ?`;
-//! a fenced one first reads its lease's epoch in the same `IMMEDIATE` transaction.
+//! a fenced one first reads its lease's epoch in the same `IMMEDIATE` transaction (the
+//! group-commit batch's, see `group_commit.rs`).
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::SqliteDatabase;
 use crate::domain::{Digest, JobState};
@@ -116,9 +117,8 @@ impl JobStore for SqliteDatabase {
         let decision = decision
             .map(|d| json_text(&d.plugins).map(|plugins| (d, plugins)))
             .transpose()?;
-        self.with(move |conn| {
+        self.write(move |tx| {
             let now = now_ms();
-            let tx = conn.transaction()?;
             let inserted = tx.execute(
                 "INSERT INTO jobs (id, team, name, spec, state, reason, capsule_sha256, \
                  queue_series, created_at_ms, updated_at_ms) \
@@ -144,11 +144,10 @@ impl JobStore for SqliteDatabase {
                 params![job.id, job.state.as_str(), job.reason, now],
             )?;
             if let Some((d, plugins)) = decision {
-                insert_decision(&tx, &d, &plugins, now)?;
+                insert_decision(tx, &d, &plugins, now)?;
             }
             let record =
-                get_job(&tx, &job.id)?.ok_or_else(|| StoreError::NotFound(job.id.clone()))?;
-            tx.commit()?;
+                get_job(tx, &job.id)?.ok_or_else(|| StoreError::NotFound(job.id.clone()))?;
             Ok(record)
         })
         .await
@@ -161,11 +160,11 @@ impl JobStore for SqliteDatabase {
 
     async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
         let (placement, decision_plugins) = transition_columns(&t)?;
-        self.with(move |conn| {
+        // In the batch's IMMEDIATE transaction: the fence is read under the write lock.
+        self.write(move |tx| {
             let now = now_ms();
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             if let Some(fence) = &t.fence {
-                check_fence(&tx, fence)?;
+                check_fence(tx, fence)?;
             }
             let changed = tx.execute(
                 "UPDATE jobs SET state = ?1, reason = ?2, updated_at_ms = ?3, \
@@ -182,7 +181,7 @@ impl JobStore for SqliteDatabase {
                 ],
             )?;
             if changed == 0 {
-                return match get_job(&tx, &t.id)? {
+                return match get_job(tx, &t.id)? {
                     None => Err(StoreError::NotFound(t.id)),
                     Some(job) => Err(StoreError::Conflict {
                         id: t.id,
@@ -197,10 +196,9 @@ impl JobStore for SqliteDatabase {
                 params![t.id, t.from.as_str(), t.to.as_str(), t.reason, now],
             )?;
             if let (Some(d), Some(plugins)) = (&t.decision, &decision_plugins) {
-                insert_decision(&tx, d, plugins, now)?;
+                insert_decision(tx, d, plugins, now)?;
             }
-            let record = get_job(&tx, &t.id)?.ok_or_else(|| StoreError::NotFound(t.id.clone()))?;
-            tx.commit()?;
+            let record = get_job(tx, &t.id)?.ok_or_else(|| StoreError::NotFound(t.id.clone()))?;
             Ok(record)
         })
         .await
@@ -291,7 +289,7 @@ impl JobStore for SqliteDatabase {
 
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {
         let plugins = json_text(&d.plugins)?;
-        self.with(move |conn| {
+        self.write(move |conn| {
             insert_decision(conn, &d, &plugins, now_ms())?;
             Ok(())
         })

@@ -7,12 +7,16 @@
 //! Durability: WAL journal with `synchronous=FULL`, so each commit's WAL frames are
 //! fsynced before a write returns — an acknowledged submission survives a process
 //! crash *and* a power loss. One connection behind a mutex serializes writers; the lock
-//! is only taken inside `spawn_blocking`, never across an `.await`. Several processes
+//! is only taken inside `spawn_blocking` or the writer thread, never across an
+//! `.await`. The hot writes (submissions, transitions, decisions, capsule use) go
+//! through group commit (`group_commit.rs`): writes that queue up behind a commit share
+//! the next transaction and its fsync. Several processes
 //! may open the same file (tests run two gateways on one data directory); SQLite's
 //! locking and `IMMEDIATE` transactions keep their compare-and-sets correct.
 
 mod capsules;
 mod coord;
+mod group_commit;
 mod jobs;
 pub mod migrations;
 mod playgrounds;
@@ -30,6 +34,7 @@ use super::StoreError;
 #[derive(Clone)]
 pub struct SqliteDatabase {
     conn: Arc<Mutex<Connection>>,
+    writer: group_commit::Writer,
 }
 
 impl std::fmt::Debug for SqliteDatabase {
@@ -53,8 +58,10 @@ impl SqliteDatabase {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         migrations::migrate(&mut conn)?;
+        let conn = Arc::new(Mutex::new(conn));
         Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
+            writer: group_commit::Writer::start(conn.clone())?,
+            conn,
         })
     }
 
@@ -82,5 +89,15 @@ impl SqliteDatabase {
         })
         .await
         .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// Runs the write `f` in the next group-commit batch (inside a transaction of its
+    /// own savepoint: `f` must not begin one); answered once the batch committed.
+    async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.writer.write(f).await
     }
 }

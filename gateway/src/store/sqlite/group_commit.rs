@@ -1,0 +1,272 @@
+//! Group commit for the SQLite backend (issue 19): writes that arrive while another
+//! batch is being made durable share the next transaction, so N concurrent submissions
+//! (or the dispatcher's concurrent transitions) cost one `fsync`, not N.
+//!
+//! One writer thread per database takes every write queued so far (at most
+//! [`MAX_BATCH`]), runs them in one `BEGIN IMMEDIATE` transaction, each inside its own
+//! `SAVEPOINT` — a write that fails (a lost compare-and-set, a fenced epoch, a
+//! duplicate id) is rolled back alone and its caller gets its own error, the others
+//! still commit — and answers each caller only after `COMMIT` returned: an
+//! acknowledged write is as durable as it was with one transaction per write
+//! (`synchronous=FULL`). When the batch's transaction is lost (the commit fails, or
+//! SQLite rolled the whole transaction back after an I/O or full-disk error inside one
+//! write) every write of the batch gets an error and nothing of it is stored.
+//!
+//! There is no waiting for company: the first write of an idle writer starts at once;
+//! batching only happens because writes queue up behind a commit in flight.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::Connection;
+
+use crate::store::StoreError;
+
+/// The most writes one transaction takes (bounds how long readers wait for the lock).
+pub(super) const MAX_BATCH: usize = 128;
+
+/// A write staged in the batch's transaction: whether it succeeded, and how to answer
+/// its caller once the batch's outcome is known.
+struct Staged {
+    ok: bool,
+    answer: Box<dyn FnOnce(Option<StoreError>) + Send>,
+}
+
+/// A queued write: runs on the writer thread inside the batch's transaction, or, given
+/// no connection, is staged unrun (its batch is failing) so it can be answered.
+type Op = Box<dyn FnOnce(Option<&Connection>) -> Staged + Send>;
+
+/// The sending side; the writer thread ends when every clone is dropped.
+#[derive(Clone)]
+pub(super) struct Writer {
+    queue: mpsc::Sender<Op>,
+}
+
+impl Writer {
+    /// Starts the writer thread for `conn`.
+    pub(super) fn start(conn: Arc<Mutex<Connection>>) -> Result<Self, StoreError> {
+        let (queue, ops) = mpsc::channel::<Op>();
+        std::thread::Builder::new()
+            .name("forge-sqlite-writer".into())
+            .spawn(move || run(&conn, &ops))
+            .map_err(|e| StoreError::Task(format!("start the store writer: {e}")))?;
+        Ok(Self { queue })
+    }
+
+    /// Runs `f` in the next batch; its result once the batch committed.
+    pub(super) async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let op: Op = Box::new(move |conn: Option<&Connection>| {
+            let result = match conn {
+                Some(conn) => catch_unwind(AssertUnwindSafe(|| f(conn)))
+                    .unwrap_or_else(|_| Err(StoreError::Task("a store write panicked".into()))),
+                None => Err(StoreError::Task("not run".into())),
+            };
+            Staged {
+                ok: result.is_ok(),
+                answer: Box::new(move |lost: Option<StoreError>| {
+                    let _ = tx.send(match lost {
+                        Some(e) => Err(e),
+                        None => result,
+                    });
+                }),
+            }
+        });
+        let stopped = || StoreError::Task("the store writer has stopped".into());
+        self.queue.send(op).map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+}
+
+/// The writer thread: one batch per turn until every sender is gone.
+fn run(conn: &Mutex<Connection>, ops: &mpsc::Receiver<Op>) {
+    while let Ok(first) = ops.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match ops.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        match conn.lock() {
+            Ok(guard) => commit_batch(&guard, batch),
+            Err(_) => fail_unrun(batch, "store mutex poisoned"),
+        }
+    }
+}
+
+/// Answers every write of a batch that did not run with the same error.
+fn fail_unrun(batch: Vec<Op>, why: &str) {
+    for op in batch {
+        (op(None).answer)(Some(StoreError::Backend(why.to_string())));
+    }
+}
+
+/// Runs one batch in one transaction and answers each caller.
+fn commit_batch(conn: &Connection, batch: Vec<Op>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        fail_unrun(batch, &e.to_string());
+        return;
+    }
+    let mut staged = Vec::with_capacity(batch.len());
+    let mut lost: Option<String> = None;
+    for op in batch {
+        if lost.is_some() {
+            staged.push(op(None));
+            continue;
+        }
+        if let Err(e) = conn.execute_batch("SAVEPOINT forge_write") {
+            lost = Some(e.to_string());
+            staged.push(op(None));
+            continue;
+        }
+        let s = op(Some(conn));
+        if conn.is_autocommit() {
+            // SQLite rolled the whole transaction back (I/O error, disk full,
+            // interrupted): what the batch wrote before is gone too.
+            lost = Some("the transaction was rolled back by the database".into());
+        } else {
+            let end = if s.ok {
+                "RELEASE forge_write"
+            } else {
+                "ROLLBACK TO forge_write; RELEASE forge_write"
+            };
+            if let Err(e) = conn.execute_batch(end) {
+                lost = Some(e.to_string());
+            }
+        }
+        staged.push(s);
+    }
+    if lost.is_none()
+        && let Err(e) = conn.execute_batch("COMMIT")
+    {
+        lost = Some(e.to_string());
+    }
+    if let Some(why) = lost {
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        tracing::warn!(
+            writes = staged.len(),
+            "a store batch was not committed: {why}"
+        );
+        for s in staged {
+            (s.answer)(Some(StoreError::Backend(format!("not committed: {why}"))));
+        }
+        return;
+    }
+    for s in staged {
+        (s.answer)(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> (tempfile::TempDir, Arc<Mutex<Connection>>, Writer) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = Connection::open(dir.path().join("t.db")).expect("open");
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)",
+        )
+        .expect("schema");
+        let conn = Arc::new(Mutex::new(conn));
+        let writer = Writer::start(conn.clone()).expect("writer");
+        (dir, conn, writer)
+    }
+
+    fn insert(writer: &Writer, k: &str) -> impl Future<Output = Result<(), StoreError>> + use<> {
+        let k = k.to_string();
+        let writer = writer.clone();
+        async move {
+            writer
+                .write(move |c| {
+                    c.execute("INSERT INTO t (k, v) VALUES (?1, 1)", [&k])?;
+                    // A second statement, so a failed write has something to undo.
+                    c.execute("UPDATE t SET v = v + 1 WHERE k = ?1", [&k])?;
+                    Ok(())
+                })
+                .await
+        }
+    }
+
+    fn rows(conn: &Mutex<Connection>) -> Vec<(String, i64)> {
+        let c = conn.lock().expect("lock");
+        let mut st = c.prepare("SELECT k, v FROM t ORDER BY k").expect("prepare");
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_all_commit_and_a_failing_one_fails_alone() {
+        let (_dir, conn, writer) = db();
+        // 200 concurrent writes, one of each pair a duplicate key: the duplicates fail
+        // with their own error, every other write commits (whatever batches they share).
+        let mut handles = Vec::new();
+        for i in 0..200 {
+            let key = format!("k{}", i / 2);
+            handles.push(tokio::spawn(insert(&writer, &key)));
+        }
+        let mut ok = 0;
+        let mut duplicate = 0;
+        for h in handles {
+            match h.await.expect("join") {
+                Ok(()) => ok += 1,
+                Err(StoreError::Backend(m)) if m.contains("UNIQUE") => duplicate += 1,
+                Err(e) => panic!("unexpected error: {e}"),
+            }
+        }
+        assert_eq!((ok, duplicate), (100, 100));
+        let rows = rows(&conn);
+        assert_eq!(rows.len(), 100);
+        // Each committed write ran both statements; no failed one left a trace.
+        assert!(rows.iter().all(|(_, v)| *v == 2), "{rows:?}");
+    }
+
+    #[tokio::test]
+    async fn a_write_that_panics_is_an_error_and_the_writer_goes_on() {
+        let (_dir, conn, writer) = db();
+        let panicked = writer
+            .write(|c| -> Result<(), StoreError> {
+                c.execute("INSERT INTO t (k, v) VALUES ('p', 1)", [])?;
+                panic!("boom")
+            })
+            .await;
+        assert!(matches!(panicked, Err(StoreError::Task(_))), "{panicked:?}");
+        insert(&writer, "after")
+            .await
+            .expect("the writer still works");
+        assert_eq!(rows(&conn), vec![("after".to_string(), 2)]);
+    }
+
+    #[tokio::test]
+    async fn a_lost_transaction_fails_every_write_of_its_batch() {
+        let (_dir, conn, writer) = db();
+        // A write that ends the transaction itself stands in for SQLite rolling it back
+        // (disk full, I/O error): the batch is lost and every caller is told so.
+        let lost = writer
+            .write(|c| {
+                c.execute("INSERT INTO t (k, v) VALUES ('gone', 1)", [])?;
+                c.execute_batch("ROLLBACK")?;
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(&lost, Err(StoreError::Backend(m)) if m.contains("not committed")),
+            "{lost:?}"
+        );
+        assert!(rows(&conn).is_empty());
+        insert(&writer, "next")
+            .await
+            .expect("the next batch commits");
+        assert_eq!(rows(&conn).len(), 1);
+    }
+}
