@@ -201,23 +201,6 @@ impl Admission {
         })
     }
 
-    /// The request for a job against a given cluster view and usage (the dispatcher's,
-    /// with its own reservations applied).
-    pub fn request_with(
-        &self,
-        job_id: &str,
-        team: &str,
-        spec: &JobSpec,
-        cluster: ClusterView,
-        usage: Vec<SeriesUsage>,
-    ) -> PolicyRequest {
-        PolicyRequest {
-            job: self.job_view(job_id, team, spec),
-            cluster,
-            usage: with_playgrounds(usage, self.capacity.playground_gpus(team)),
-        }
-    }
-
     /// The request for a job against a given cluster view and a usage that already
     /// includes the team's playgrounds ([`Admission::usage_with_playgrounds`]; the
     /// dispatcher computes it once per team and pass).
