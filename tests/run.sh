@@ -23,15 +23,7 @@ log() {
 trap 'printf "\n==> finished in %d s\n" "$((SECONDS - started))"' EXIT
 
 log "WebAssembly toolchain for policy plugins"
-if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
-  echo "rustup target wasm32-unknown-unknown is installed"
-elif [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] && [ -d /usr/lib/rustlib/src/rust/library ]; then
-  echo "using Debian rustc-web with -Zbuild-std"
-else
-  echo "installing Debian rustc-web, cargo-web, rust-web-src (std sources for -Zbuild-std)"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc-web cargo-web rust-web-src >/dev/null
-fi
+bash tests/wasm-toolchain.sh
 
 log "Python and TypeScript SDK toolchains (componentize-py venv in target/sdk, npm ci in plugin-sdk/js)"
 bash plugin-sdk/install-toolchains.sh

@@ -287,15 +287,7 @@ async fn a_crash_looping_container_is_named_with_its_last_line() {
             zip_of(&[("train.py", "import time\ntime.sleep(600)\n")]),
         )
         .await;
-    eventually("the blocker to run", Duration::from_secs(60), || async {
-        let j = alice.job(&blocker).await;
-        if j["state"] == "running" {
-            Ok(())
-        } else {
-            Err(not_yet(j))
-        }
-    })
-    .await;
+    alice.wait_running(&blocker, Duration::from_secs(60)).await;
     let id = alice
         .submit_ok(
             &json!({"name": "crasher", "framework": "nemo-rl", "entrypoint": "python3 train.py",

@@ -44,19 +44,7 @@ async fn a_queued_job_is_asked_about_again_only_when_its_inputs_change() {
     let holder = alice
         .submit_ok(&one_gpu_spec("holder", "python3 s.py"), sleeper.clone())
         .await;
-    eventually(
-        "the quota's holder running",
-        Duration::from_secs(60),
-        || async {
-            let v = alice.job(&holder).await;
-            if v["state"] == "running" {
-                Ok(())
-            } else {
-                Err(not_yet(v))
-            }
-        },
-    )
-    .await;
+    alice.wait_running(&holder, Duration::from_secs(60)).await;
     let mut waiting = Vec::new();
     for i in 0..WAITING {
         waiting.push(

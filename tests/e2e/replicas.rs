@@ -469,15 +469,7 @@ async fn a_frozen_leader_resumed_after_its_lease_acts_no_more() {
         .submit_ok(&spec("frozen", 1), marker_zip(&r.runs, 3.0))
         .await;
     let fclient = r.gateway(follower).client();
-    eventually("j1 running", Duration::from_secs(60), || async {
-        let j = fclient.job(&j1).await;
-        if j["state"] == "running" {
-            Ok(())
-        } else {
-            Err(not_yet(j["state"].clone()))
-        }
-    })
-    .await;
+    fclient.wait_running(&j1, Duration::from_secs(60)).await;
     let before = side_effects(r.gateway(old)).await;
 
     let frozen = r.gateway(old).proc().pid();
@@ -655,15 +647,7 @@ async fn installations_sharing_a_cluster_never_touch_each_others_rayjobs() {
         }
     }
     for (client, id) in [(&ca, &long_a), (&cb, &long_b)] {
-        eventually("the long job to run", Duration::from_secs(60), || async {
-            let j = client.job(id).await;
-            if j["state"] == "running" {
-                Ok(())
-            } else {
-                Err(not_yet(j["state"].clone()))
-            }
-        })
-        .await;
+        client.wait_running(id, Duration::from_secs(60)).await;
     }
     let mut longs = vec![format!("forge-{long_a}"), format!("forge-{long_b}")];
     longs.sort();

@@ -2,7 +2,10 @@
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. os.getenv("FORGE_TOKEN")
-wrk.body = '{"name":"load","framework":"nemo-rl","entrypoint":"python3 train.py","pools":[{"name":"train","nodes":1,"gpusPerNode":1}]}'
+-- The body is tests/load/review.json, which the fixed-rate run (hey) sends too.
+local f = assert(io.open("tests/load/review.json", "r"))
+wrk.body = f:read("*a")
+f:close()
 
 function done(summary, latency, requests)
   local non2xx = summary.errors.status

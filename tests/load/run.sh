@@ -10,6 +10,9 @@
 #   1. baseline: GET /healthz (HTTP stack only);
 #   2. dry-run reviews: POST /v1/admission/review (auth + spec validation + the WASM
 #      chain), throughput and p50/p99;
+#   2b. the same reviews at a fixed rate (RATE, default 1 000 req/s; hey, RATE_WORKERS
+#      workers each sending RATE/RATE_WORKERS a second): the latency a steady load
+#      sees, which a closed loop at full speed cannot show;
 #   3. submissions: POST /v1/jobs naming a stored capsule (durable insert + decision),
 #      and submit → RayJob-created throughput (the dispatcher's creates, from
 #      forge_job_transitions_total{state="dispatched"}).
@@ -19,11 +22,18 @@ cd "$root"
 DURATION="${DURATION:-15}"
 CONNECTIONS="${CONNECTIONS:-32}"
 THREADS="${THREADS:-1}"
+RATE="${RATE:-1000}"
+RATE_WORKERS="${RATE_WORKERS:-20}"
 
 if ! command -v wrk >/dev/null; then
   echo "installing wrk (Debian package)" >&2
   apt-get install -y -qq wrk >/dev/null
 fi
+if ! command -v hey >/dev/null; then
+  echo "installing hey (Debian package)" >&2
+  apt-get install -y -qq hey >/dev/null
+fi
+bash tests/wasm-toolchain.sh >&2
 cargo run --quiet --release -p forge-plugin-build --bin forge-plugin -- build \
   --target-dir target/plugins --out target/plugins/components \
   plugins/pool-series plugins/team-quota plugins/rwo-guard
@@ -63,6 +73,18 @@ metric() { curl -sf "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 
 base="$(run baseline health.lua "$url/healthz")"; echo "$base"
 rev="$(run review review.lua "$url/v1/admission/review")"; echo "$rev"
+# hey paces each worker with a ticker; at 50 req/s a worker has 20 ms per request, far
+# above a review's answer, so a slow answer does not delay the next send much.
+fixed="$(hey -z "${DURATION}s" -c "$RATE_WORKERS" -q $((RATE / RATE_WORKERS)) -m POST \
+  -T application/json -H "Authorization: Bearer $FORGE_TOKEN" -D tests/load/review.json \
+  "$url/v1/admission/review" | awk '
+    /Requests\/sec:/ { rps = $2 }
+    / 50% in / { p50 = $3 }
+    / 99% in / { p99 = $3 }
+    /^ *\[[0-9]+\]/ { total += $2; if ($1 != "[200]") bad += $2 }
+    END { printf "RESULT requests=%d rps=%.1f non2xx=%d p50_us=%d p99_us=%d\n", total, rps, bad, p50 * 1e6, p99 * 1e6 }' |
+  awk '{print "fixed-rate", $0}')"
+echo "$fixed"
 before="$(metric 'forge_job_transitions_total{state="dispatched"}')"
 before="${before:-0}"
 start=$(date +%s.%N)
@@ -86,8 +108,11 @@ awk -v b="$b" -v r="$r" -v s="$s" -v c="$created" -v t0="$start" -v t1="$end" 'B
 }'
 # One machine-readable line for tests/bench/run.sh.
 p99() { sed -n 's/.*p99_us=\([0-9]*\).*/\1/p'; }
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 awk -v b="$b" -v r="$r" -v s="$s" -v c="$created" -v t0="$start" -v t1="$end" \
-  -v rp99="$(echo "$rev" | p99)" -v sp99="$(echo "$sub" | p99)" 'BEGIN {
-  printf "BENCH load healthz_rps=%.0f review_rps=%.0f review_p99_us=%d submit_rps=%.0f submit_p99_us=%d created=%d created_per_s=%.0f\n",
-    b, r, rp99, s, sp99, c, c / (t1 - t0)
+  -v rp99="$(echo "$rev" | p99)" -v sp99="$(echo "$sub" | p99)" \
+  -v frate="$RATE" -v frps="$(echo "$fixed" | field rps)" -v fp50="$(echo "$fixed" | field p50_us)" \
+  -v fp99="$(echo "$fixed" | p99)" -v fbad="$(echo "$fixed" | field non2xx)" 'BEGIN {
+  printf "BENCH load healthz_rps=%.0f review_rps=%.0f review_p99_us=%d submit_rps=%.0f submit_p99_us=%d created=%d created_per_s=%.0f fixed_rate=%d fixed_rps=%.0f fixed_p50_us=%d fixed_p99_us=%d fixed_non2xx=%d\n",
+    b, r, rp99, s, sp99, c, c / (t1 - t0), frate, frps, fp50, fp99, fbad
 }'

@@ -283,6 +283,19 @@ impl JobClient {
         self.try_job(id).await.expect("get job")
     }
 
+    /// Poll until the job is running, at most `within`; panics with its last view.
+    pub async fn wait_running(&self, id: &str, within: Duration) {
+        crate::wait::eventually(&format!("job {id} running"), within, || async {
+            let j = self.job(id).await;
+            if j["state"] == "running" {
+                Ok(())
+            } else {
+                Err(crate::wait::not_yet(j))
+            }
+        })
+        .await;
+    }
+
     /// Poll until every job is terminal; returns id → final view.
     pub async fn wait_terminal(&self, ids: &[String], within: Duration) -> BTreeMap<String, Value> {
         let deadline = tokio::time::Instant::now() + within;

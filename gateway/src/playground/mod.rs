@@ -18,6 +18,7 @@ pub mod relay;
 pub mod request;
 pub mod service;
 pub mod usage;
+pub mod warning;
 
 pub use error::PlaygroundError;
 pub use request::CreatePlayground;

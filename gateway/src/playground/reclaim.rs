@@ -3,7 +3,7 @@
 //! so a restart or a new leader forgets nothing — and for each
 //!
 //! - gives the warning (the `warnedAtMs` field of the object) once the next reclaim is
-//!   [`WARN_LEAD_SECS`] away (or less);
+//!   [`WARN_LEAD_SECS`](super::warning::WARN_LEAD_SECS) away (or less);
 //! - reclaims it when its hard TTL (`ttl-expired`) or idle TTL (`idle`, measured from
 //!   the last proxied request) has passed: state `expired` with the reason, the pod
 //!   deleted (its key Secret and NetworkPolicy go with it);
@@ -20,14 +20,13 @@ use k8s_openapi::api::core::v1::Pod;
 use super::objects::pod_name;
 use super::phase::{MAX_SERVER_RESTARTS, pod_phase, server_restarts};
 use super::service::Playgrounds;
+use super::warning::warning_due;
 use crate::domain::{EndReason, PlaygroundState};
 use crate::leader::Term;
 use crate::store::{PlaygroundRecord, now_ms};
 
 /// How often the live playgrounds are checked.
 pub const TICK: Duration = Duration::from_secs(1);
-/// How long before the reclaim the warning is given.
-pub const WARN_LEAD_SECS: i64 = 300;
 /// How long a pending playground's pod may be missing before it counts as failed
 /// (creation is not atomic: the row is written first).
 const CREATE_GRACE_MS: i64 = 30_000;
@@ -51,7 +50,7 @@ pub fn due(pg: &PlaygroundRecord, now_ms: i64) -> Due {
     let (at, reason) = pg.next_deadline_ms();
     if now_ms >= at {
         Due::Reclaim(reason)
-    } else if pg.warned_at_ms.is_none() && now_ms >= at - WARN_LEAD_SECS * 1000 {
+    } else if pg.warned_at_ms.is_none() && warning_due(now_ms, at) {
         Due::Warn
     } else {
         Due::Nothing

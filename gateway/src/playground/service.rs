@@ -14,9 +14,9 @@ use super::error::PlaygroundError;
 use super::model_source::ModelSource;
 use super::objects::{self, SERVER_PORT};
 use super::phase::{PodPhase, diagnosed, pod_phase};
-use super::reclaim::WARN_LEAD_SECS;
 use super::relay;
 use super::request::{CreatePlayground, MAX_LIFETIME_SECS};
+use super::warning::warning_due;
 use crate::admission::{self, Admission, Path};
 use crate::auth::{Caller, Role};
 use crate::cluster::PlaygroundObjects;
@@ -478,7 +478,7 @@ impl Playgrounds {
     /// restarted every [`STREAM_TOUCH`], or every third of a shorter idle TTL), and
     /// the reclaim warning
     /// ([`relay::reclaim_notice`]) is given once the next reclaim is
-    /// [`WARN_LEAD_SECS`] away or less (once per answer). Ends when the playground does.
+    /// [`WARN_LEAD_SECS`](super::warning::WARN_LEAD_SECS) away or less (once per answer). Ends when the playground does.
     pub fn stream_notices(&self, id: &str) -> relay::Notices {
         let store = self.store.clone();
         let state = (store, id.to_string(), false);
@@ -507,7 +507,7 @@ impl Playgrounds {
                         every = STREAM_TOUCH.min(third).max(MIN_STREAM_TOUCH);
                     }
                     let (at, reason) = pg.next_deadline_ms();
-                    if !warned && now >= at - WARN_LEAD_SECS * 1000 {
+                    if !warned && warning_due(now, at) {
                         let notice = relay::reclaim_notice(&id, at, reason);
                         return Some((notice, (store, id, true)));
                     }
