@@ -211,8 +211,15 @@ impl Harness {
     }
 
     async fn log(&self, pod: &str, container: &str) -> String {
+        self.log_of(pod, container, false).await
+    }
+
+    /// The log of the container's current instance, or with `previous` of the one
+    /// that ended before it (a crash-looping container restarts with an empty log).
+    async fn log_of(&self, pod: &str, container: &str, previous: bool) -> String {
         let lp = LogParams {
             container: Some(container.into()),
+            previous,
             ..LogParams::default()
         };
         self.pods()
@@ -406,7 +413,16 @@ async fn corrupted_capsule_is_refused_in_both_modes() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     for pod in &failed_pods {
+        // The init container is retried with back-off: between the failure seen above
+        // and this read it may have started again, with an empty log of its own, so
+        // the failure's line is in the current log or in the previous instance's.
         let log = h.log(pod, INIT_CONTAINER_NAME).await;
+        let log = if log.contains(&expected) {
+            log
+        } else {
+            let previous = h.log_of(pod, INIT_CONTAINER_NAME, true).await;
+            format!("current: {log:?}; previous: {previous}")
+        };
         assert!(log.contains(&expected), "{pod}: {log}");
         let p = h.pods().get(pod).await.expect("pod");
         assert_eq!(

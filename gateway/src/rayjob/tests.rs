@@ -1015,7 +1015,9 @@ fn arb_case() -> impl Strategy<Value = Case> {
         any::<bool>(),
         prop::option::of(1i64..=2_147_483_647),
         prop::option::of(1i64..=2_147_483_647),
-        "[ -~]{1,80}",
+        // An entrypoint of spaces only is a refused spec, not a case: start with a
+        // visible character.
+        "[!-~][ -~]{0,79}",
     );
     (
         cfg,
