@@ -24,6 +24,11 @@ CONNECTIONS="${CONNECTIONS:-32}"
 THREADS="${THREADS:-1}"
 RATE="${RATE:-1000}"
 RATE_WORKERS="${RATE_WORKERS:-20}"
+# The fixed-rate stage asks hey for RATE rounded down to a multiple of RATE_WORKERS.
+per_worker=$((RATE / RATE_WORKERS))
+# hey reads -q 0 as "no limit": a rate below one request a second per worker is refused.
+[ "$per_worker" -ge 1 ] || { echo "RATE ($RATE) must be at least RATE_WORKERS ($RATE_WORKERS)" >&2; exit 2; }
+RATE=$((per_worker * RATE_WORKERS))
 
 if ! command -v wrk >/dev/null; then
   echo "installing wrk (Debian package)" >&2
@@ -75,15 +80,14 @@ base="$(run baseline health.lua "$url/healthz")"; echo "$base"
 rev="$(run review review.lua "$url/v1/admission/review")"; echo "$rev"
 # hey paces each worker with a ticker; at 50 req/s a worker has 20 ms per request, far
 # above a review's answer, so a slow answer does not delay the next send much.
-fixed="$(hey -z "${DURATION}s" -c "$RATE_WORKERS" -q $((RATE / RATE_WORKERS)) -m POST \
+fixed="$(hey -z "${DURATION}s" -c "$RATE_WORKERS" -q "$per_worker" -m POST \
   -T application/json -H "Authorization: Bearer $FORGE_TOKEN" -D tests/load/review.json \
   "$url/v1/admission/review" | awk '
     /Requests\/sec:/ { rps = $2 }
     / 50% in / { p50 = $3 }
     / 99% in / { p99 = $3 }
     /^ *\[[0-9]+\]/ { total += $2; if ($1 != "[200]") bad += $2 }
-    END { printf "RESULT requests=%d rps=%.1f non2xx=%d p50_us=%d p99_us=%d\n", total, rps, bad, p50 * 1e6, p99 * 1e6 }' |
-  awk '{print "fixed-rate", $0}')"
+    END { printf "fixed-rate RESULT requests=%d rps=%.1f non2xx=%d p50_us=%d p99_us=%d\n", total, rps, bad, p50 * 1e6, p99 * 1e6 }')"
 echo "$fixed"
 before="$(metric 'forge_job_transitions_total{state="dispatched"}')"
 before="${before:-0}"
