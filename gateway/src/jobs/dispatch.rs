@@ -8,7 +8,8 @@
 //! series, after subtracting what earlier jobs in this pass and dispatched-but-unbound
 //! jobs take). Jobs that fit are dispatched in queue order per series; a job that does
 //! not fit keeps its place, and a younger job that does fit may go (the oldest job that
-//! *fits* goes first).
+//! *fits* goes first). A job's create starts as soon as it is admitted and placed,
+//! while the pass decides the rest of the queue (at most `CREATE_CONCURRENCY` at once).
 //!
 //! Dispatch persists the intent first (queued → dispatched with the RayJob name and
 //! placement), then creates the RayJob. The name is deterministic from the job id, so a
@@ -27,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forge_policy_host::model::{ClusterView, Decision, Placement, SeriesUsage};
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
 use tokio::sync::watch;
 
 use super::decision_memo::Remembered;
@@ -71,7 +72,6 @@ pub fn spawn(jobs: Jobs, mut stopping: watch::Receiver<bool>) -> tokio::task::Jo
         while !stop_asked(&stopping) {
             let started = Instant::now();
             match jobs.dispatch_pass().await {
-                Ok(n) if n > 0 => tracing::debug!(dispatched = n, "dispatcher pass"),
                 Ok(_) => {}
                 Err(e) => tracing::warn!("dispatcher pass failed (retrying): {e}"),
             }
@@ -319,6 +319,7 @@ impl Jobs {
 
     /// One pass over the queue; returns how many jobs were dispatched.
     pub async fn dispatch_pass(&self) -> Result<usize, JobError> {
+        let started = Instant::now();
         let unfinished = self.records.unfinished(self.store.as_ref()).await?;
         let (queued, active) = (unfinished.queued, unfinished.active);
 
@@ -347,9 +348,9 @@ impl Jobs {
             return Ok(0);
         }
 
+        let read = started.elapsed();
         let snapshot = capacity.snapshot();
         let mut standing = Standing::default();
-        let mut to_dispatch = Vec::new();
         let tolerations = &cfg.pods.tolerations;
         // The view as the requests carry it: rebuilt only when a reservation in this
         // pass changes it.
@@ -364,115 +365,17 @@ impl Jobs {
         let mut kept = super::decision_memo::Table::default();
         kept.reserve(queued.len());
         let mut reused = 0u64;
-        for job in &queued {
-            let usage = Arc::new(self.admission.usage_with_playgrounds(
-                &job.team,
-                usage_ahead(&ledger, &job.team, ahead.get(job.team.as_str())),
-            ));
-            let request = |view: &ClusterView| {
-                self.admission.request_with_full_usage(
-                    &job.id,
-                    &job.team,
-                    &job.spec,
-                    view.clone(),
-                    (*usage).clone(),
-                )
-            };
-            let (key, memo) = match remembered.remove_entry(&job.id) {
-                Some((k, r)) => (k, Some(r)),
-                None => (job.id.clone(), None),
-            };
-            let evaluated = match memo {
-                Some(r) if r.holds(generation, &view, &usage) => {
-                    reused += 1;
-                    r.evaluated
-                }
-                _ => match self
-                    .admission
-                    .evaluate(&job.team, request(&view), Path::Queue)
-                    .await
-                {
-                    Ok(e) => e,
-                    Err(e) => {
-                        // Fail closed: the job keeps waiting, with the failure as its reason.
-                        let series = admission::primary_series(&job.spec, None);
-                        let reason = format!("the admission policy failed: {e}");
-                        standing.waits(&job.id, series, "policy.failed", reason);
-                        add_ahead(&mut ahead, job);
-                        continue;
-                    }
-                },
-            };
-            // The request is rebuilt only to be recorded with a decision that is
-            // stored (a dispatch or a rejection); it is the one the decision was made on.
-            let record = |evaluated: &crate::policy::Evaluated, view: &ClusterView| {
-                admission::decision_record(
-                    &job.id,
-                    &job.team,
-                    &evaluated.outcome,
-                    &evaluated.label,
-                    Some(&request(view)),
-                )
-            };
-            let series = admission::primary_series(&job.spec, Some(&evaluated.outcome.decision));
-            let keep = Remembered {
-                view: view.clone(),
-                usage: usage.clone(),
-                evaluated,
-            };
-            match &keep.evaluated.outcome.decision {
-                Decision::Reject { code, message, .. } => {
-                    let reason = format!("{code}: {message}");
-                    let mut t = Transition::new(
-                        &job.id,
-                        JobState::Queued,
-                        JobState::Rejected,
-                        Some(reason),
-                    );
-                    t.decision = Some(record(&keep.evaluated, &view));
-                    if let Err(e) = self.transition(t).await {
-                        tracing::warn!(job = %job.id, "recording a rejection: {e}");
-                    }
-                }
-                Decision::Queue { code, message } => {
-                    standing.waits(&job.id, series, code, message.clone());
-                    add_ahead(&mut ahead, job);
-                    kept.insert(key, keep);
-                }
-                Decision::Admit { placement } => {
-                    let wanted = demands(job, Some(placement), cfg);
-                    match free.reserve(&wanted) {
-                        Ok(()) => {
-                            let d = record(&keep.evaluated, &view);
-                            for d in &wanted {
-                                queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
-                            }
-                            // What this job takes changes the view (and its team's
-                            // usage) for every job after it.
-                            view = Arc::new(adjusted(snapshot.clone(), &free.totals(tolerations)));
-                            to_dispatch.push((JobRecord::clone(job), placement.clone(), d));
-                        }
-                        Err(nofit) => {
-                            standing.waits(&job.id, series, nofit.code(), nofit.to_string());
-                            add_ahead(&mut ahead, job);
-                            kept.insert(key, keep);
-                        }
-                    }
-                }
-            }
-        }
-        self.decisions.keep(kept);
-        self.metrics.dispatch_decisions_reused(reused);
-        let teams: rustc_hash::FxHashMap<&str, &str> = queued
-            .iter()
-            .map(|j| (j.id.as_str(), j.team.as_str()))
-            .collect();
-        self.publish_queue(standing.entries, ledger, &teams);
-
-        let dispatched = futures::stream::iter(to_dispatch)
+        // Creates start as soon as a job is admitted and placed, while the rest of the
+        // queue is still being decided: the decisions wait on the evaluation pool, the
+        // creates on the store and the API server.
+        let (mut to_dispatch, admitted) =
+            futures::channel::mpsc::channel::<(Arc<JobRecord>, Placement, NewDecision)>(
+                CREATE_CONCURRENCY,
+            );
+        let creates = admitted
             .map(|(job, placement, decision)| async move {
                 let id = job.id.clone();
-                match self.dispatch(job, placement, Some(decision)).await {
+                match self.dispatch(&job, placement, Some(decision)).await {
                     Ok(created) => created,
                     Err(e) => {
                         tracing::warn!(job = %id, "dispatch failed: {e}");
@@ -482,8 +385,133 @@ impl Jobs {
             })
             .buffer_unordered(CREATE_CONCURRENCY)
             .filter(|created| std::future::ready(*created))
-            .count()
-            .await;
+            .count();
+        let decide = async {
+            for job in &queued {
+                let usage = Arc::new(self.admission.usage_with_playgrounds(
+                    &job.team,
+                    usage_ahead(&ledger, &job.team, ahead.get(job.team.as_str())),
+                ));
+                let request = |view: &ClusterView| {
+                    self.admission.request_with_full_usage(
+                        &job.id,
+                        &job.team,
+                        &job.spec,
+                        view.clone(),
+                        (*usage).clone(),
+                    )
+                };
+                let (key, memo) = match remembered.remove_entry(&job.id) {
+                    Some((k, r)) => (k, Some(r)),
+                    None => (job.id.clone(), None),
+                };
+                let evaluated = match memo {
+                    Some(r) if r.holds(generation, &view, &usage) => {
+                        reused += 1;
+                        r.evaluated
+                    }
+                    _ => match self
+                        .admission
+                        .evaluate(&job.team, request(&view), Path::Queue)
+                        .await
+                    {
+                        Ok(e) => e,
+                        Err(e) => {
+                            // Fail closed: the job keeps waiting, with the failure as its reason.
+                            let series = admission::primary_series(&job.spec, None);
+                            let reason = format!("the admission policy failed: {e}");
+                            standing.waits(&job.id, series, "policy.failed", reason);
+                            add_ahead(&mut ahead, job);
+                            continue;
+                        }
+                    },
+                };
+                // The request is rebuilt only to be recorded with a decision that is
+                // stored (a dispatch or a rejection); it is the one the decision was made on.
+                let record = |evaluated: &crate::policy::Evaluated, view: &ClusterView| {
+                    admission::decision_record(
+                        &job.id,
+                        &job.team,
+                        &evaluated.outcome,
+                        &evaluated.label,
+                        Some(&request(view)),
+                    )
+                };
+                let series =
+                    admission::primary_series(&job.spec, Some(&evaluated.outcome.decision));
+                let keep = Remembered {
+                    view: view.clone(),
+                    usage: usage.clone(),
+                    evaluated,
+                };
+                match &keep.evaluated.outcome.decision {
+                    Decision::Reject { code, message, .. } => {
+                        let reason = format!("{code}: {message}");
+                        let mut t = Transition::new(
+                            &job.id,
+                            JobState::Queued,
+                            JobState::Rejected,
+                            Some(reason),
+                        );
+                        t.decision = Some(record(&keep.evaluated, &view));
+                        if let Err(e) = self.transition(t).await {
+                            tracing::warn!(job = %job.id, "recording a rejection: {e}");
+                        }
+                    }
+                    Decision::Queue { code, message } => {
+                        standing.waits(&job.id, series, code, message.clone());
+                        add_ahead(&mut ahead, job);
+                        kept.insert(key, keep);
+                    }
+                    Decision::Admit { placement } => {
+                        let wanted = demands(job, Some(placement), cfg);
+                        match free.reserve(&wanted) {
+                            Ok(()) => {
+                                let d = record(&keep.evaluated, &view);
+                                for d in &wanted {
+                                    queue::add(&mut ledger, &job.team, &d.series, d.gpus(), true);
+                                }
+                                // What this job takes changes the view (and its team's
+                                // usage) for every job after it.
+                                view =
+                                    Arc::new(adjusted(snapshot.clone(), &free.totals(tolerations)));
+                                // The receiver lives as long as this loop: a send fails only
+                                // if the pass is being dropped.
+                                let _ = to_dispatch.send((job.clone(), placement.clone(), d)).await;
+                            }
+                            Err(nofit) => {
+                                standing.waits(&job.id, series, nofit.code(), nofit.to_string());
+                                add_ahead(&mut ahead, job);
+                                kept.insert(key, keep);
+                            }
+                        }
+                    }
+                }
+            }
+            // Closing the channel ends the creates once the last admitted job is sent.
+            drop(to_dispatch);
+            let decided = started.elapsed();
+            self.decisions.keep(kept);
+            self.metrics.dispatch_decisions_reused(reused);
+            let teams: rustc_hash::FxHashMap<&str, &str> = queued
+                .iter()
+                .map(|j| (j.id.as_str(), j.team.as_str()))
+                .collect();
+            self.publish_queue(standing.entries, ledger, &teams);
+            decided
+        };
+        let (decided, dispatched) = tokio::join!(decide, creates);
+        // Where a pass's time goes: reading the queue, deciding it (creates run meanwhile),
+        // the creates still running after the last decision.
+        tracing::debug!(
+            queued = queued.len(),
+            reused,
+            dispatched,
+            read_ms = read.as_millis(),
+            decide_ms = (decided - read).as_millis(),
+            creates_after_ms = (started.elapsed() - decided).as_millis(),
+            "dispatcher pass"
+        );
         Ok(dispatched)
     }
 
@@ -551,12 +579,12 @@ impl Jobs {
     /// `decision` (the admission that placed it) is stored with the dispatch.
     async fn dispatch(
         &self,
-        job: JobRecord,
+        job: &JobRecord,
         placement: Placement,
         decision: Option<NewDecision>,
     ) -> Result<bool, JobError> {
         let started = Instant::now();
-        let capsule = self.capsule_ref(&job).await?;
+        let capsule = self.capsule_ref(job).await?;
         let view = JobView {
             id: &job.id,
             team: &job.team,

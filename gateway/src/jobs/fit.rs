@@ -19,6 +19,9 @@ use forge_policy_host::model::{NodeAffinity, Toleration, untolerated};
 use crate::cluster::NodeRoom;
 use crate::domain::quantity;
 
+mod free_totals;
+use free_totals::FreeTotals;
+
 /// What one pool of a job needs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PoolDemand {
@@ -209,8 +212,9 @@ pub struct Rooms {
     left: Vec<Left>,
     by_series: HashMap<String, Vec<usize>>,
     eligible: HashMap<Eligibility, Arc<Vec<usize>>>,
-    /// The nodes whose taints a set of tolerations covers (for [`Rooms::totals`]).
-    usable: HashMap<Vec<Toleration>, Arc<Vec<usize>>>,
+    /// Free GPUs per series on the nodes a set of tolerations covers (for
+    /// [`Rooms::totals`]), kept up to date by every reservation.
+    usable: HashMap<Vec<Toleration>, FreeTotals>,
     /// Bumped by every reservation.
     generation: u64,
     failed: HashMap<Shape, Failure>,
@@ -408,6 +412,9 @@ impl Rooms {
         }
         for (&i, t) in taken {
             let l = &mut self.left[i];
+            for totals in self.usable.values_mut() {
+                totals.changed(i, &self.base[i].series, l.gpus, l.gpus - t.gpus);
+            }
             l.gpus -= t.gpus;
             l.cpu_millis -= t.cpu_millis;
             l.memory_bytes -= t.memory_bytes;
@@ -432,35 +439,18 @@ impl Rooms {
     /// Free GPUs per series on the nodes `tolerations` let Forge's pods use: (total,
     /// the most on one node).
     pub fn totals(&mut self, tolerations: &[Toleration]) -> BTreeMap<String, (u32, u32)> {
-        let usable = match self.usable.get(tolerations) {
-            Some(u) => u.clone(),
-            None => {
-                let u: Arc<Vec<usize>> = Arc::new(
-                    (0..self.base.len())
-                        .filter(|&i| {
-                            untolerated(&self.base[i].taints, tolerations)
-                                .next()
-                                .is_none()
-                        })
-                        .collect(),
-                );
-                self.usable.insert(tolerations.to_vec(), u.clone());
-                u
-            }
-        };
-        let mut out: BTreeMap<String, (u32, u32)> = BTreeMap::new();
-        for &i in usable.iter() {
-            let gpus = self.left[i].gpus;
-            match out.get_mut(self.base[i].series.as_str()) {
-                Some(e) => {
-                    e.0 += gpus;
-                    e.1 = e.1.max(gpus);
-                }
-                None => {
-                    out.insert(self.base[i].series.clone(), (gpus, gpus));
-                }
-            }
+        if let Some(t) = self.usable.get(tolerations) {
+            return t.get();
         }
+        let base = &self.base;
+        let totals = FreeTotals::new(
+            base.iter()
+                .zip(&self.left)
+                .map(|(n, l)| (n.series.as_str(), l.gpus)),
+            |i| untolerated(&base[i].taints, tolerations).next().is_none(),
+        );
+        let out = totals.get();
+        self.usable.insert(tolerations.to_vec(), totals);
         out
     }
 
