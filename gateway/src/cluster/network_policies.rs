@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PartialObjectMeta, PostParams};
 use kube::{Api, Client};
 
 use super::api_error::{Failure, classify, with_retry};
@@ -88,10 +88,11 @@ impl NetworkPolicies {
         }
     }
 
-    /// Every NetworkPolicy this installation created (none where they are not served).
-    pub async fn list_own(&self) -> Result<Vec<NetworkPolicy>, kube::Error> {
+    /// Every NetworkPolicy this installation created, metadata only (none where they
+    /// are not served).
+    pub async fn list_own(&self) -> Result<Vec<PartialObjectMeta<NetworkPolicy>>, kube::Error> {
         let lp = ListParams::default().labels(&labels::instance_selector(&self.instance));
-        match with_retry(|| self.api.list(&lp)).await {
+        match with_retry(|| self.api.list_metadata(&lp)).await {
             Ok(list) => Ok(list.items),
             Err(e) if classify(&e) == Failure::NotFound => Ok(Vec::new()),
             Err(e) => Err(e),

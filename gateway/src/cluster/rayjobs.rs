@@ -1,10 +1,10 @@
 //! The one place Forge talks to the API server about RayJobs: create (adopting one that
 //! exists — names are deterministic per job), delete, read, list this installation's
 //! own (`forge.dev/instance` = the store's identity) or every Forge-managed one (to
-//! report foreign ones). Transient API failures are retried here, so callers only see
+//! report foreign ones; metadata only). Transient API failures are retried here, so callers only see
 //! lasting ones.
 
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PartialObjectMeta, PostParams};
 use kube::{Api, Client};
 
 use super::api_error::{Failure, classify, with_retry};
@@ -95,9 +95,11 @@ impl RayJobs {
         Ok(with_retry(|| self.api.list(&lp)).await?.items)
     }
 
-    /// Every RayJob any Forge installation manages (this one's included).
-    pub async fn list_managed(&self) -> Result<Vec<RayJob>, kube::Error> {
+    /// Every RayJob any Forge installation manages (this one's included), metadata
+    /// only: names and labels are all a scan of them needs, and a whole RayJob is
+    /// large.
+    pub async fn list_managed(&self) -> Result<Vec<PartialObjectMeta<RayJob>>, kube::Error> {
         let lp = ListParams::default().labels(&labels::managed_selector());
-        Ok(with_retry(|| self.api.list(&lp)).await?.items)
+        Ok(with_retry(|| self.api.list_metadata(&lp)).await?.items)
     }
 }

@@ -20,10 +20,10 @@ use kube::ResourceExt;
 
 use super::error::JobError;
 use super::log_tail::TailSpool;
+use super::owners::job_id_of;
 use super::pod_logs::{PodLog, PodLogIndex, PodRole, containers_of, role_rank};
 use super::service::Jobs;
 use crate::cluster::api_error::{Failure, classify};
-use crate::cluster::labels::LABEL_JOB_ID;
 use crate::cluster::{LogSource, RayJob};
 use crate::objects::{log_index_key, log_key, pod_log_key};
 use crate::store::JobRecord;
@@ -73,12 +73,11 @@ impl Jobs {
     /// Deletes the gateway's NetworkPolicies whose job is over (or unknown) and whose
     /// RayJob is gone: what an interrupted clean-up or dispatch left behind.
     pub(crate) async fn sweep_network_policies(&self) -> Result<(), JobError> {
-        for policy in self.cluster.network_policies.list_own().await? {
+        let policies = self.cluster.network_policies.list_own().await?;
+        let jobs = self.owners_of(&policies).await?;
+        for policy in &policies {
             let name = policy.name_any();
-            let job = match policy.labels().get(LABEL_JOB_ID) {
-                Some(id) => self.store.get(id).await?,
-                None => None,
-            };
+            let job = job_id_of(policy).and_then(|id| jobs.get(id));
             if job.is_some_and(|j| !j.state.is_terminal()) {
                 continue; // queued again for a retry, or running: still needed
             }

@@ -37,12 +37,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use super::diagnosis::first_oom_kill;
 use super::error::JobError;
 use super::kuberay_status::target_state;
+use super::owners::job_id_of;
 use super::pre_running;
 use super::service::Jobs;
 use crate::cluster::RayJob;
 use crate::cluster::labels::LABEL_JOB_ID;
 use crate::domain::JobState;
-use crate::store::{StoreError, Transition};
+use crate::store::{JobRecord, StoreError, Transition};
 
 /// How often every RayJob of the gateway is looked at again, events or not.
 const RESYNC: Duration = Duration::from_secs(10);
@@ -97,8 +98,11 @@ impl Jobs {
     /// Looks at every RayJob of this installation again (a LIST, not the watch), then at
     /// NetworkPolicies left without their job.
     async fn resync(&self) -> Result<(), JobError> {
-        for obj in self.cluster.rayjobs.list_own().await? {
-            if let Err(e) = self.on_rayjob(&obj).await {
+        let all = self.cluster.rayjobs.list_own().await?;
+        let mut jobs = self.owners_of(&all).await?;
+        for obj in &all {
+            let job = job_id_of(obj).and_then(|id| jobs.remove(id));
+            if let Err(e) = self.on_rayjob_of(obj, job).await {
                 tracing::warn!(rayjob = %obj.name_any(), "lifecycle resync: {e}");
             }
         }
@@ -107,14 +111,23 @@ impl Jobs {
 
     /// A RayJob was seen: move its job to what its status says.
     async fn on_rayjob(&self, obj: &RayJob) -> Result<(), JobError> {
+        if obj.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let job = match job_id_of(obj) {
+            Some(id) => self.store.get(id).await?,
+            None => None,
+        };
+        self.on_rayjob_of(obj, job).await
+    }
+
+    /// [`Jobs::on_rayjob`] with the RayJob's job already read (`None`: the store does
+    /// not know it).
+    async fn on_rayjob_of(&self, obj: &RayJob, job: Option<JobRecord>) -> Result<(), JobError> {
         let name = obj.name_any();
         if obj.metadata.deletion_timestamp.is_some() {
             return Ok(());
         }
-        let job = match obj.labels().get(LABEL_JOB_ID) {
-            Some(id) => self.store.get(id).await?,
-            None => None,
-        };
         let Some(job) = job else {
             // Ours by its label, but no job of the store owns it: reported by the orphan
             // scan, never deleted (the store may be an old backup).

@@ -23,6 +23,7 @@ pub mod limits;
 pub mod log_tail;
 pub mod logs;
 pub mod orphans;
+pub mod owners;
 pub mod pod_logs;
 pub mod pre_running;
 pub mod queue;

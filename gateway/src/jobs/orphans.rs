@@ -5,8 +5,8 @@
 //!
 //! They are **reported, never deleted**: a warning when one is first seen, the gauge
 //! `forge_foreign_rayjobs{reason}`, and `GET /v1/admin/orphans` (admins; a fresh scan).
-//! Every replica scans every [`SCAN_EVERY`] (a LIST by label): the report is the same
-//! whichever replica is asked.
+//! Every replica scans every [`SCAN_EVERY`] (a metadata-only LIST by label, and one
+//! batched store read): the report is the same whichever replica is asked.
 
 use std::time::Duration;
 
@@ -14,8 +14,9 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use super::error::JobError;
+use super::owners::job_id_of;
 use super::service::Jobs;
-use crate::cluster::labels::{LABEL_JOB_ID, instance_of};
+use crate::cluster::labels::instance_of;
 
 /// How often each replica scans.
 pub const SCAN_EVERY: Duration = Duration::from_secs(10);
@@ -82,18 +83,21 @@ impl Jobs {
     pub async fn orphans(&self) -> Result<OrphanReport, JobError> {
         let rayjobs = &self.cluster.rayjobs;
         let all = rayjobs.list_managed().await?;
+        let own: Vec<_> = all
+            .iter()
+            .filter(|obj| instance_of(*obj) == Some(rayjobs.instance()))
+            .cloned()
+            .collect();
+        let known = self.owners_of(&own).await?;
         let mut orphans = Vec::new();
         for obj in &all {
             let instance = instance_of(obj).map(str::to_string);
-            let job_id = obj.labels().get(LABEL_JOB_ID).cloned();
+            let job_id = job_id_of(obj).map(str::to_string);
             let reason = match instance.as_deref() {
                 None => Some(Reason::NoInstance),
                 Some(i) if i != rayjobs.instance() => Some(Reason::OtherInstance),
                 Some(_) => {
-                    let known = match &job_id {
-                        Some(id) => self.store.get(id).await?.is_some(),
-                        None => false,
-                    };
+                    let known = job_id.as_ref().is_some_and(|id| known.contains_key(id));
                     (!known).then_some(Reason::UnknownJob)
                 }
             };

@@ -9,6 +9,7 @@
 
 mod auth;
 mod dispatch;
+mod metadata_only;
 mod pod_log;
 mod pod_proxy;
 mod router;

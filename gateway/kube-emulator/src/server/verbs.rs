@@ -1,4 +1,5 @@
-//! The verbs on a parsed target, against the store: get, list (streamed into one
+//! The verbs on a parsed target, against the store: get and list (whole objects, or
+//! metadata only when asked: `metadata_only.rs`; a list streamed into one
 //! JSON body), watch, create (and pod binding), update, patch (by content type),
 //! delete and deletecollection (with propagation policy and preconditions), and the
 //! pod log subresource.
@@ -8,6 +9,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::metadata_only;
 use super::pod_log::pod_log;
 use super::state::AppState;
 use super::target::{Query, Target};
@@ -40,11 +42,17 @@ pub(super) async fn handle(
     let name = t.name.clone().unwrap_or_default();
     match verb {
         "get" if t.sub.as_deref() == Some("log") => pod_log(&st, &ns, &name, &q).await,
-        "get" => Ok(json_response(
-            StatusCode::OK,
-            &*store.get(t.rid, &ns, &name)?,
-        )),
-        "list" => list(store, r, &t, &labels, &fields, &q),
+        "get" => {
+            let obj = store.get(t.rid, &ns, &name)?;
+            if metadata_only::asked(headers, "PartialObjectMetadata") {
+                return Ok(json_response(StatusCode::OK, &metadata_only::object(&obj)));
+            }
+            Ok(json_response(StatusCode::OK, &obj))
+        }
+        "list" => {
+            let meta_only = metadata_only::asked(headers, "PartialObjectMetadataList");
+            list(store, r, &t, &labels, &fields, &q, meta_only)
+        }
         "watch" => watch(&st, &t, labels, fields, &q),
         "create" if t.sub.as_deref() == Some("binding") => bind(store, &ns, &name, &body),
         "create" if t.name.is_some() => Err(ApiError::MethodNotAllowed),
@@ -117,6 +125,7 @@ fn list(
     labels: &LabelSelector,
     fields: &FieldSelector,
     q: &Query,
+    metadata_only: bool,
 ) -> Result<Response, ApiError> {
     let limit = q
         .get("limit")
@@ -139,7 +148,11 @@ fn list(
     if let Some(n) = page.remaining {
         meta["remainingItemCount"] = json!(n);
     }
-    let head = json!({"kind": r.list_kind(), "apiVersion": r.api_version(), "metadata": meta});
+    let head = if metadata_only {
+        json!({"kind": "PartialObjectMetadataList", "apiVersion": metadata_only::API_VERSION, "metadata": meta})
+    } else {
+        json!({"kind": r.list_kind(), "apiVersion": r.api_version(), "metadata": meta})
+    };
     let mut out = head.to_string();
     out.pop();
     out.push_str(",\"items\":[");
@@ -147,7 +160,11 @@ fn list(
         if i > 0 {
             out.push(',');
         }
-        out.push_str(&item.to_string());
+        if metadata_only {
+            out.push_str(&metadata_only::object(item).to_string());
+        } else {
+            out.push_str(&item.to_string());
+        }
     }
     out.push_str("]}");
     Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())

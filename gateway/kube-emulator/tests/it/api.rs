@@ -1156,3 +1156,64 @@ fn embedded_crds_are_byte_identical_to_kuberay() {
         assert!(upstream == embedded, "{file} differs from the KubeRay copy");
     }
 }
+
+#[tokio::test]
+async fn metadata_only_get_and_list() {
+    let sim = start_bare().await;
+    let client = sim.client().expect("client");
+    let jobs = rayjobs(&client);
+    for (name, team) in [("a", "red"), ("b", "red"), ("c", "blue")] {
+        let mut obj = rayjob(name);
+        obj["metadata"]["labels"] = json!({"team": team});
+        jobs.create(&PostParams::default(), &dynamic(obj))
+            .await
+            .expect("create");
+    }
+    // kube-rs asks with `Accept: ...;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`.
+    let list = jobs
+        .list_metadata(&ListParams::default().labels("team=red"))
+        .await
+        .expect("metadata list");
+    let names: Vec<_> = list
+        .items
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    assert!(list.metadata.resource_version.is_some());
+    assert!(
+        list.items
+            .iter()
+            .all(|o| o.metadata.resource_version.is_some() && o.metadata.labels.is_some())
+    );
+
+    // The raw answer has the metadata kinds and nothing but metadata.
+    let req = http::Request::get(
+        "/apis/ray.io/v1/namespaces/starforge/rayjobs?labelSelector=team%3Dblue",
+    )
+    .header(
+        "accept",
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    )
+    .body(kube::client::Body::empty())
+    .expect("request");
+    let body: Value = client.request(req).await.expect("raw metadata list");
+    assert_eq!(body["kind"], "PartialObjectMetadataList");
+    assert_eq!(body["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(body["items"][0]["kind"], "PartialObjectMetadata");
+    assert_eq!(body["items"][0]["metadata"]["name"], "c");
+    assert!(body["items"][0].get("spec").is_none(), "{body}");
+
+    let one = jobs.get_metadata("a").await.expect("metadata get");
+    assert_eq!(
+        one.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("team"))
+            .map(String::as_str),
+        Some("red")
+    );
+    // A plain read still gets the whole object.
+    let whole = jobs.get("a").await.expect("get");
+    assert!(whole.data.get("spec").is_some());
+}
