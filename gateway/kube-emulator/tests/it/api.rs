@@ -1195,7 +1195,7 @@ async fn metadata_only_get_and_list() {
         "accept",
         "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
     )
-    .body(kube::client::Body::empty())
+    .body(Vec::new())
     .expect("request");
     let body: Value = client.request(req).await.expect("raw metadata list");
     assert_eq!(body["kind"], "PartialObjectMetadataList");
