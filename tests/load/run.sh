@@ -29,51 +29,17 @@ CONNECTIONS="${CONNECTIONS:-32}"
 THREADS="${THREADS:-1}"
 RATE="${RATE:-1000}"
 RATE_CONNECTIONS="${RATE_CONNECTIONS:-20}"
-OHA_VERSION=1.16.0
 case "$RATE" in ''|*[!0-9]*|0) echo "RATE ($RATE) must be a whole number of requests a second, at least 1" >&2; exit 2 ;; esac
 
 if ! command -v wrk >/dev/null; then
   echo "installing wrk (Debian package)" >&2
   apt-get install -y -qq wrk >/dev/null
 fi
-# oha (crates.io) is built once into the clone's target/tools: no Debian package paces
-# requests evenly.
-oha="$root/target/tools/bin/oha"
-if ! "$oha" --version 2>/dev/null | grep -q "$OHA_VERSION"; then
-  echo "installing oha $OHA_VERSION into target/tools (cargo install, once)" >&2
-  cargo install --quiet --locked oha --version "$OHA_VERSION" --root "$root/target/tools"
-fi
-bash tests/wasm-toolchain.sh >&2
-cargo run --quiet --release -p forge-plugin-build --bin forge-plugin -- build \
-  --target-dir target/plugins --out target/plugins/components \
-  plugins/pool-series plugins/team-quota plugins/rwo-guard
-cargo build --quiet --release -p forge-gateway
-
-data="$(mktemp -d)"
-port=$((20000 + RANDOM % 20000))
-log="$data/gateway.log"
-# Throughput is the measure: the per-team submission rate and queue cap are off.
-FORGE_DATA_DIR="$data" FORGE_LISTEN="127.0.0.1:$port" RUST_LOG=warn \
-  FORGE_SUBMISSIONS_PER_MINUTE=0 FORGE_MAX_QUEUED_PER_TEAM=0 \
-  target/release/forge-gateway dev --sim api-only --nodes h100=5000x8 \
-  --policy-chain tests/load/chain.yaml >"$log" 2>&1 &
-gw=$!
-trap 'kill $gw 2>/dev/null; wait $gw 2>/dev/null; rm -rf "$data"' EXIT
-url="http://127.0.0.1:$port"
-for _ in $(seq 1 300); do
-  grep -q "token:" "$log" 2>/dev/null && break
-  sleep 0.1
-done
-FORGE_TOKEN="$(awk '/token:/ {print $2; exit}' "$log")"
-[ -n "$FORGE_TOKEN" ] || { cat "$log"; exit 1; }
-export FORGE_TOKEN
-
-# Store the capsule once (a multipart submission of the dev sample).
-FORGE_CAPSULE="$(curl -sf -H "Authorization: Bearer $FORGE_TOKEN" \
-  -F "spec=@$data/sample/job.json" -F "code=@$data/sample/code.zip" "$url/v1/jobs" |
-  sed -n 's/.*"capsuleSha256":"\([0-9a-f]*\)".*/\1/p')"
-[ -n "$FORGE_CAPSULE" ] || { echo "could not store the capsule" >&2; cat "$log"; exit 1; }
-export FORGE_CAPSULE
+# shellcheck source=tests/load/gateway.sh
+. tests/load/gateway.sh
+ensure_oha
+build_gateway
+start_gateway target/release/forge-gateway
 
 run() { # name script url
   wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "tests/load/$2" "$3" |
@@ -106,8 +72,7 @@ while :; do
   now="$(metric 'forge_job_transitions_total{state="dispatched"}')"; now="${now:-0}"
   if [ "$now" != "$last" ]; then last="$now"; end=$(date +%s.%N); still=0
   else still=$((still + 1)); fi
-  queued="$(curl -sf -H "Authorization: Bearer $FORGE_TOKEN" "$url/v1/jobs?state=queued&limit=1" | grep -c '"id"' || true)"
-  if [ "$queued" = "0" ] && [ "$still" -ge 5 ]; then break; fi
+  if [ "$(queued_now)" = "0" ] && [ "$still" -ge 5 ]; then break; fi
   [ "$still" -lt 150 ] || break
   sleep 0.2
 done
@@ -117,7 +82,7 @@ b=$(echo "$base" | rps); r=$(echo "$rev" | rps); s=$(echo "$sub" | rps)
 created=$(( ${last%.*} - ${before%.*} ))
 awk -v b="$b" -v r="$r" -v s="$s" -v c="$created" -v t0="$start" -v t1="$end" -v left="$left" 'BEGIN {
   printf "baseline %.0f req/s | reviews %.0f req/s (%.2f of baseline) | submits %.0f req/s\n", b, r, r / b, s
-  printf "submit -> RayJob created: %d RayJobs in %.2f s = %.0f jobs/s (%d left queued: no room)\n", c, t1 - t0, c / (t1 - t0), left
+  printf "submit -> RayJob created: %d RayJobs in %.2f s = %.0f jobs/s (%d left queued, for want of room)\n", c, t1 - t0, c / (t1 - t0), left
 }'
 # One machine-readable line for tests/bench/run.sh.
 p99() { sed -n 's/.*p99_us=\([0-9]*\).*/\1/p'; }
