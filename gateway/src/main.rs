@@ -12,6 +12,13 @@ use forge_gateway::policy::boot_links_from_file;
 use forge_gateway::router;
 use forge_gateway::shutdown::Shutdown;
 
+/// mimalloc instead of glibc's malloc. Packing a capsule deflates each small file with a
+/// new zlib-rs stream whose 64-byte-aligned buffers glibc's `memalign` does not reuse:
+/// a capsule of 2 000 small files grew the heap by ~600 MiB (`cargo bench -p forge-capsule
+/// --bench pack`, its peak-RSS part); mimalloc keeps it at ~25 MiB.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "forge-gateway",

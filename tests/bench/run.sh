@@ -12,7 +12,8 @@
 # - capsule build + hash (`cargo bench -p forge-capsule --bench pack`, 1 GiB generated
 #   tree) against `openssl dgst -sha256` over the same files, and against Ray's own
 #   `working_dir` packager (hash + zip, `ray` from PyPI in a venv under
-#   target/bench/ray-venv, `tests/bench/ray_pack.py`) on the same tree.
+#   target/bench/ray-venv, `tests/bench/ray_pack.py`) on the same tree; then the
+#   packer's peak RSS on a 2 GiB tree.
 #
 # - dispatch at scale (`cargo bench -p forge-gateway --bench dispatch`): dispatcher
 #   passes over 10 000 queued jobs on 10 000 emulated nodes (cold, idle, after a team's
@@ -47,8 +48,8 @@ echo "==> policy chain: warm and fresh instances, native baselines"
 cargo bench -p forge-policy-host --bench policy_chain -- \
   --warm-up-time 1 --measurement-time 3 | tee -a "$out"
 
-echo "==> capsule build + hash against openssl dgst -sha256 and Ray's packager (1 GiB tree)"
-FORGE_BENCH_RSS=0 FORGE_BENCH_RAY_PYTHON="$PWD/$venv/bin/python" \
+echo "==> capsule build + hash against openssl dgst -sha256 and Ray's packager (1 GiB tree), peak RSS (2 GiB tree)"
+FORGE_BENCH_RAY_PYTHON="$PWD/$venv/bin/python" \
   cargo bench -p forge-capsule --bench pack | tee -a "$out"
 
 echo "==> dispatch at scale: 10 000 queued jobs, 10 000 nodes"
@@ -95,5 +96,7 @@ awk '
     printf "| dispatcher pass after one job of a team ended | | | %.0f ms (%d dispatched) | grows with what changed | |\n", v["dispatch.team_ms"], v["dispatch.team_dispatched"]
     printf "| dispatcher pass after a capacity change (every job asked again) | | | %.0f ms | baseline of a full pass | |\n", v["dispatch.capacity_ms"]
     printf "| capsule build + hash vs Ray `working_dir` packager (hash + zip), same tree | | | Ray %.0f MiB/s: capsule %.1f× faster | ≥ 3× faster | %s |\n", ray, cap / ray, yes(cap >= 3 * ray)
+    rss = v["capsule.rss.mib"]
+    printf "| capsule packer peak RSS, %.0f MiB tree | | | %.1f MiB | ≤ 64 MiB | %s |\n", v["capsule.rss.tree_mib"], rss, yes(rss != "" && rss <= 64)
   }
 ' "$out"

@@ -48,7 +48,7 @@
 //!   `LinkUnsupported` (Ray's zip unpacker does not restore links, so the job
 //!   would see a text file instead). Empty directories are not kept.
 //! - Files ≥ 1 MiB and known compressed formats are `Stored`, others
-//!   `Deflated` (level 6): throughput on big data/checkpoints, small code
+//!   `Deflated` (zlib level 3): throughput on big data/checkpoints, small code
 //!   still compressed. The choice depends on path and size only.
 //! - Ratio check only after an entry produced `ratio_floor_bytes` (1 MiB), so
 //!   small highly compressible files are not false positives.

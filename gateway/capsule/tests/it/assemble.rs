@@ -216,12 +216,17 @@ fn layout_manifest_and_fixed_metadata() {
     let manifest: forge_capsule::manifest::Manifest =
         serde_json::from_str(&m).expect("manifest json");
     assert_eq!(manifest, cap.manifest);
-    assert_eq!(manifest.format_version, 1);
+    assert_eq!(manifest.format_version, 2);
     assert_eq!(manifest.files.len(), 5);
     for f in &manifest.files {
         let data = std::fs::read(src.path().join(&f.path)).expect("source file");
         assert_eq!(f.size, data.len() as u64);
-        assert_eq!(f.sha256, hex::encode(Sha256::digest(&data)), "{}", f.path);
+        assert_eq!(
+            f.blake3,
+            blake3::hash(&data).to_hex().as_str(),
+            "{}",
+            f.path
+        );
     }
     assert_eq!(
         manifest.jobspec.sha256,
@@ -296,4 +301,34 @@ fn unwritable_output_is_an_internal_error() {
     assert!(matches!(err, CapsuleError::Io { .. }), "{err:?}");
     assert_eq!(err.kind(), CapsuleErrorKind::Internal);
     assert_eq!((err.code(), err.field()), ("capsule.io", ""));
+}
+
+/// The bytes are part of the format. The address of the same code and spec must not move
+/// with a dependency update (the zip writer, the deflate backend and its level, the JSON
+/// of the manifest): clients and gateways of one release would stop agreeing on repacked
+/// uploads, and every stored capsule would be uploaded again. A failure here is a format
+/// change: bump `FORMAT_VERSION`, say why in its doc, and update the digest.
+#[test]
+fn the_bytes_of_a_known_tree_are_pinned() {
+    let src = tempfile::tempdir().expect("tmp");
+    let out = tempfile::tempdir().expect("tmp");
+    write_tree(src.path(), &files());
+    let cap = assemble(
+        CodeSource::Dir(src.path().into()),
+        JOBSPEC,
+        None,
+        &CapsuleLimits::default(),
+        out.path(),
+    )
+    .expect("assemble");
+    assert_eq!(
+        (cap.digest.as_str(), cap.size),
+        (
+            "e1f7d233a9e2fea97d85390021de28672e0a21ad94e4a769b6958a653ec4d848",
+            3_147_303
+        ),
+        "capsule format {}, packer {}",
+        cap.manifest.format_version,
+        cap.manifest.packer
+    );
 }

@@ -32,7 +32,9 @@ pub enum TarEntry<'a> {
 /// A .tar.gz with raw names (the tar crate's safe setters are bypassed).
 pub fn tar_gz_raw(path: &Path, entries: &[TarEntry<'_>]) {
     let f = std::fs::File::create(path).expect("create tar.gz");
-    let gz = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+    // The default level: a bomb is packed as tight as its author can (zlib-rs's level 1
+    // packs zeros only ~100:1, under the ratio limit).
+    let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
     let mut b = tar::Builder::new(gz);
     for e in entries {
         let mut h = tar::Header::new_gnu();
