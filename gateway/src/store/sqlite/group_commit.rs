@@ -120,7 +120,10 @@ fn commit_batch(conn: &Connection, batch: Vec<Op>) {
             staged.push(op(None));
             continue;
         }
-        if let Err(e) = conn.execute_batch("SAVEPOINT forge_write") {
+        if let Err(e) = conn
+            .prepare_cached("SAVEPOINT forge_write")
+            .and_then(|mut st| st.execute([]))
+        {
             lost = Some(e.to_string());
             staged.push(op(None));
             continue;
@@ -132,11 +135,13 @@ fn commit_batch(conn: &Connection, batch: Vec<Op>) {
             lost = Some("the transaction was rolled back by the database".into());
         } else {
             let end = if s.ok {
-                "RELEASE forge_write"
+                conn.prepare_cached("RELEASE forge_write")
+                    .and_then(|mut st| st.execute([]))
+                    .map(drop)
             } else {
-                "ROLLBACK TO forge_write; RELEASE forge_write"
+                conn.execute_batch("ROLLBACK TO forge_write; RELEASE forge_write")
             };
-            if let Err(e) = conn.execute_batch(end) {
+            if let Err(e) = end {
                 lost = Some(e.to_string());
             }
         }

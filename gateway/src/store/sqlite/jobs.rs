@@ -46,11 +46,8 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>
 /// caller's `IMMEDIATE` transaction, so no acquisition can commit in between).
 pub(super) fn check_fence(conn: &Connection, fence: &Fence) -> Result<(), StoreError> {
     let current: Option<i64> = conn
-        .query_row(
-            "SELECT epoch FROM leases WHERE name = ?1",
-            [&fence.lease],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT epoch FROM leases WHERE name = ?1")?
+        .query_row([&fence.lease], |r| r.get(0))
         .optional()?;
     fence_holds(fence, current.map_or(0, to_u64))
 }
@@ -60,7 +57,8 @@ const GET_MANY_CHUNK: usize = 500;
 
 fn get_job(conn: &Connection, id: &str) -> Result<Option<JobRecord>, StoreError> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
-    conn.query_row(&sql, [id], job_from_row)
+    conn.prepare_cached(&sql)?
+        .query_row([id], job_from_row)
         .optional()?
         .transpose()
 }
@@ -79,30 +77,46 @@ fn query_jobs(
     Ok(out)
 }
 
+/// A decision's JSON columns, made before its write is queued: the writer thread, which
+/// every write of the store waits for, only binds them.
+struct DecisionText {
+    plugins: String,
+    request: Option<String>,
+}
+
+impl DecisionText {
+    fn of(d: &NewDecision) -> Result<Self, StoreError> {
+        Ok(Self {
+            plugins: json_text(&d.plugins)?,
+            request: d.request.as_ref().map(serde_json::Value::to_string),
+        })
+    }
+}
+
 fn insert_decision(
     conn: &Connection,
     d: &NewDecision,
-    plugins: &str,
+    text: &DecisionText,
     at_ms: i64,
 ) -> Result<(), StoreError> {
-    let request = d.request.as_ref().map(serde_json::Value::to_string);
-    conn.execute(
+    let (plugins, request) = (&text.plugins, &text.request);
+    conn.prepare_cached(
         "INSERT INTO decisions (job_id, kind, code, message, field, plugins, \
          chain_version, at_ms, team, request) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        params![
-            d.job_id,
-            d.kind,
-            d.code,
-            d.message,
-            d.field,
-            plugins,
-            d.chain_version,
-            at_ms,
-            d.team,
-            request
-        ],
-    )?;
+    )?
+    .execute(params![
+        d.job_id,
+        d.kind,
+        d.code,
+        d.message,
+        d.field,
+        plugins,
+        d.chain_version,
+        at_ms,
+        d.team,
+        request
+    ])?;
     Ok(())
 }
 
@@ -115,15 +129,17 @@ impl JobStore for SqliteDatabase {
     ) -> Result<JobRecord, StoreError> {
         let spec_json = json_text(&job.spec)?;
         let decision = decision
-            .map(|d| json_text(&d.plugins).map(|plugins| (d, plugins)))
+            .map(|d| DecisionText::of(&d).map(|text| (d, text)))
             .transpose()?;
         self.write(move |tx| {
             let now = now_ms();
-            let inserted = tx.execute(
-                "INSERT INTO jobs (id, team, name, spec, state, reason, capsule_sha256, \
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO jobs (id, team, name, spec, state, reason, capsule_sha256, \
                  queue_series, created_at_ms, updated_at_ms) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) ON CONFLICT (id) DO NOTHING",
-                params![
+                )?
+                .execute(params![
                     job.id,
                     job.team,
                     job.spec.name,
@@ -133,18 +149,17 @@ impl JobStore for SqliteDatabase {
                     job.capsule_sha256.as_ref().map(Digest::as_str),
                     job.queue_series,
                     now
-                ],
-            )?;
+                ])?;
             if inserted == 0 {
                 return Err(StoreError::Duplicate(job.id));
             }
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO job_history (job_id, from_state, to_state, reason, at_ms) \
                  VALUES (?1, NULL, ?2, ?3, ?4)",
-                params![job.id, job.state.as_str(), job.reason, now],
-            )?;
-            if let Some((d, plugins)) = decision {
-                insert_decision(tx, &d, &plugins, now)?;
+            )?
+            .execute(params![job.id, job.state.as_str(), job.reason, now])?;
+            if let Some((d, text)) = decision {
+                insert_decision(tx, &d, &text, now)?;
             }
             let record =
                 get_job(tx, &job.id)?.ok_or_else(|| StoreError::NotFound(job.id.clone()))?;
@@ -155,22 +170,32 @@ impl JobStore for SqliteDatabase {
 
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
         let id = id.to_string();
-        self.with(move |conn| get_job(conn, &id)).await
+        self.read(move |conn| get_job(conn, &id)).await
     }
 
     async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
         let (placement, decision_plugins) = transition_columns(&t)?;
+        let decision_text = decision_plugins.map(|plugins| DecisionText {
+            plugins,
+            request: t
+                .decision
+                .as_ref()
+                .and_then(|d| d.request.as_ref())
+                .map(serde_json::Value::to_string),
+        });
         // In the batch's IMMEDIATE transaction: the fence is read under the write lock.
         self.write(move |tx| {
             let now = now_ms();
             if let Some(fence) = &t.fence {
                 check_fence(tx, fence)?;
             }
-            let changed = tx.execute(
-                "UPDATE jobs SET state = ?1, reason = ?2, updated_at_ms = ?3, \
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE jobs SET state = ?1, reason = ?2, updated_at_ms = ?3, \
                  rayjob_name = COALESCE(?4, rayjob_name), placement = COALESCE(?7, placement) \
                  WHERE id = ?5 AND state = ?6",
-                params![
+                )?
+                .execute(params![
                     t.to.as_str(),
                     t.reason,
                     now,
@@ -178,8 +203,7 @@ impl JobStore for SqliteDatabase {
                     t.id,
                     t.from.as_str(),
                     placement
-                ],
-            )?;
+                ])?;
             if changed == 0 {
                 return match get_job(tx, &t.id)? {
                     None => Err(StoreError::NotFound(t.id)),
@@ -190,13 +214,13 @@ impl JobStore for SqliteDatabase {
                     }),
                 };
             }
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO job_history (job_id, from_state, to_state, reason, at_ms) \
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![t.id, t.from.as_str(), t.to.as_str(), t.reason, now],
-            )?;
-            if let (Some(d), Some(plugins)) = (&t.decision, &decision_plugins) {
-                insert_decision(tx, d, plugins, now)?;
+            )?
+            .execute(params![t.id, t.from.as_str(), t.to.as_str(), t.reason, now])?;
+            if let (Some(d), Some(text)) = (&t.decision, &decision_text) {
+                insert_decision(tx, d, text, now)?;
             }
             let record = get_job(tx, &t.id)?.ok_or_else(|| StoreError::NotFound(t.id.clone()))?;
             Ok(record)
@@ -206,7 +230,7 @@ impl JobStore for SqliteDatabase {
 
     async fn list(&self, q: ListQuery) -> Result<Page, StoreError> {
         let (limit, after) = page_bounds(&q)?;
-        self.with(move |conn| {
+        self.read(move |conn| {
             let sql = format!(
                 "SELECT {JOB_COLUMNS} FROM jobs WHERE seq < ?1 \
                  AND (?2 IS NULL OR team = ?2) AND (?3 IS NULL OR state = ?3) \
@@ -221,7 +245,7 @@ impl JobStore for SqliteDatabase {
     }
 
     async fn queued(&self, series: Option<String>) -> Result<Vec<JobRecord>, StoreError> {
-        self.with(move |conn| {
+        self.read(move |conn| {
             let sql = format!(
                 "SELECT {JOB_COLUMNS} FROM jobs WHERE state = 'queued' \
                  AND (?1 IS NULL OR queue_series = ?1) ORDER BY seq ASC"
@@ -233,7 +257,7 @@ impl JobStore for SqliteDatabase {
 
     async fn queued_count(&self, team: &str) -> Result<u64, StoreError> {
         let team = team.to_owned();
-        self.with(move |conn| {
+        self.read(move |conn| {
             let n: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND team = ?1",
                 [&team],
@@ -245,7 +269,7 @@ impl JobStore for SqliteDatabase {
     }
 
     async fn active(&self) -> Result<Vec<JobRecord>, StoreError> {
-        self.with(move |conn| {
+        self.read(move |conn| {
             let sql = format!(
                 "SELECT {JOB_COLUMNS} FROM jobs \
                  WHERE state IN ('dispatched', 'initializing', 'running') ORDER BY seq ASC"
@@ -256,7 +280,7 @@ impl JobStore for SqliteDatabase {
     }
 
     async fn unfinished(&self) -> Result<Vec<(String, JobState)>, StoreError> {
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT id, state FROM jobs \
                  WHERE state IN ('queued', 'dispatched', 'initializing', 'running') ORDER BY seq ASC",
@@ -273,7 +297,7 @@ impl JobStore for SqliteDatabase {
     }
 
     async fn get_many(&self, ids: Vec<String>) -> Result<Vec<JobRecord>, StoreError> {
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut out = Vec::with_capacity(ids.len());
             for chunk in ids.chunks(GET_MANY_CHUNK) {
                 let marks = vec!["?"; chunk.len()].join(", ");
@@ -288,9 +312,9 @@ impl JobStore for SqliteDatabase {
     }
 
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {
-        let plugins = json_text(&d.plugins)?;
+        let text = DecisionText::of(&d)?;
         self.write(move |conn| {
-            insert_decision(conn, &d, &plugins, now_ms())?;
+            insert_decision(conn, &d, &text, now_ms())?;
             Ok(())
         })
         .await
@@ -298,7 +322,7 @@ impl JobStore for SqliteDatabase {
 
     async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError> {
         let job_id = job_id.to_string();
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT job_id, kind, code, message, field, plugins, chain_version, at_ms, \
                  team FROM decisions WHERE job_id = ?1 ORDER BY id ASC",
@@ -333,7 +357,7 @@ impl JobStore for SqliteDatabase {
 
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
         let job_id = job_id.to_string();
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT from_state, to_state, reason, at_ms FROM job_history \
                  WHERE job_id = ?1 ORDER BY id ASC",

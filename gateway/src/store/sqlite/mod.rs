@@ -8,7 +8,10 @@
 //! fsynced before a write returns — an acknowledged submission survives a process
 //! crash *and* a power loss. One connection behind a mutex serializes writers; the lock
 //! is only taken inside `spawn_blocking` or the writer thread, never across an
-//! `.await`. The hot writes (submissions, transitions, decisions, capsule use) go
+//! `.await`. The job store's reads go to [`READERS`] read-only connections of their
+//! own: under WAL they read the last commit while the writer holds its lock through a
+//! batch and its fsync, instead of queueing behind it (a read that follows an
+//! acknowledged write sees it: the write was committed before it was answered). The hot writes (submissions, transitions, decisions, capsule use) go
 //! through group commit (`group_commit.rs`): writes that queue up behind a commit share
 //! the next transaction and its fsync. Several processes
 //! may open the same file (tests run two gateways on one data directory); SQLite's
@@ -30,10 +33,19 @@ use rusqlite::Connection;
 
 use super::StoreError;
 
-/// The SQLite database: both stores over one connection.
+/// Read-only connections for the job store's reads (one per core here: a read holds
+/// its connection only on the blocking pool).
+const READERS: usize = 2;
+
+/// Prepared statements kept per connection (the hot statements of every store fit).
+const STATEMENT_CACHE: usize = 64;
+
+/// The SQLite database: every store over one connection, the job store's reads over
+/// [`READERS`] more.
 #[derive(Clone)]
 pub struct SqliteDatabase {
     conn: Arc<Mutex<Connection>>,
+    readers: Arc<[Mutex<Connection>]>,
     writer: group_commit::Writer,
 }
 
@@ -52,15 +64,26 @@ impl SqliteDatabase {
             std::fs::create_dir_all(parent)
                 .map_err(|e| StoreError::Task(format!("create {}: {e}", parent.display())))?;
         }
-        let mut conn = Connection::open(path)?;
+        let mut conn = Connection::open(path.as_ref())?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         migrations::migrate(&mut conn)?;
+        let readers = (0..READERS)
+            .map(|_| {
+                let r = Connection::open(path.as_ref())?;
+                r.pragma_update(None, "query_only", "ON")?;
+                r.busy_timeout(std::time::Duration::from_secs(5))?;
+                r.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+                Ok(Mutex::new(r))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let conn = Arc::new(Mutex::new(conn));
         Ok(Self {
             writer: group_commit::Writer::start(conn.clone())?,
+            readers: readers.into(),
             conn,
         })
     }
@@ -86,6 +109,27 @@ impl SqliteDatabase {
                 .lock()
                 .map_err(|_| StoreError::Task("store mutex poisoned".into()))?;
             f(&mut guard)
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// Runs the read `f` on a read-only connection on the blocking pool: one that is
+    /// free if any, else the first.
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let readers = Arc::clone(&self.readers);
+        tokio::task::spawn_blocking(move || {
+            let poisoned = || StoreError::Task("store mutex poisoned".into());
+            let free = readers.iter().find_map(|r| r.try_lock().ok());
+            let guard = match free {
+                Some(g) => g,
+                None => readers[0].lock().map_err(|_| poisoned())?,
+            };
+            f(&guard)
         })
         .await
         .map_err(|e| StoreError::Task(e.to_string()))?

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Submit -> RayJob created, on its own: N one-GPU jobs naming a stored capsule are
+# submitted as fast as 32 connections go (oha -n N), and the time from the first
+# submission to the last RayJob created is the rate (the dispatcher's creates, from
+# forge_job_transitions_total{state="dispatched"}).
+#
+#   bash tests/load/drain.sh           # N=12000; BIN=target/release/forge-gateway
+#
+# Starts `forge-gateway dev --sim api-only` on 5000 nodes x 8 GPUs (room for every job)
+# like tests/load/run.sh. Run it with BIN set to two builds to compare them on the same
+# machine (alternate them: a run moves by ±15 % here).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+N="${N:-12000}"
+# shellcheck source=tests/load/gateway.sh
+. tests/load/gateway.sh
+ensure_oha
+if [ -z "${BIN:-}" ]; then
+  build_gateway
+  BIN=target/release/forge-gateway
+fi
+start_gateway "$BIN"
+printf '{"capsule":"%s","spec":{"name":"load","framework":"nemo-rl","entrypoint":"python3 train.py","pools":[{"name":"train","nodes":1,"gpusPerNode":1}]}}' \
+  "$FORGE_CAPSULE" >"$data/body.json"
+dispatched() {
+  curl -sf "$url/metrics" | awk '$1 == "forge_job_transitions_total{state=\"dispatched\"}" {print $2}'
+}
+cpu() { awk '{print $14 + $15}' "/proc/$gw/stat"; }
+before="$(dispatched)"; before="${before:-0}"
+c0="$(cpu)"
+t0=$(date +%s.%N)
+"$oha" -n "$N" -c 32 --no-tui --output-format quiet -m POST -T application/json \
+  -H "Authorization: Bearer $FORGE_TOKEN" -D "$data/body.json" "$url/v1/jobs"
+t_sub=$(date +%s.%N)
+# The end is the last time the count moved, once no job is queued (or 30 s without a
+# create: jobs left queued are reported).
+last="$before"; t_end="$t_sub"; still=0
+while :; do
+  now="$(dispatched)"; now="${now:-0}"
+  if [ "$now" != "$last" ]; then last="$now"; t_end=$(date +%s.%N); still=0
+  else still=$((still + 1)); fi
+  if [ "$(queued_now)" = "0" ] && [ "$still" -ge 5 ]; then break; fi
+  [ "$still" -lt 150 ] || break
+  sleep 0.2
+done
+c1="$(cpu)"
+awk -v n="$N" -v c="$(( ${last%.*} - ${before%.*} ))" -v t0="$t0" -v ts="$t_sub" -v te="$t_end" \
+  -v cpu="$(( c1 - c0 ))" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+  printf "submitted %d jobs in %.2f s (%.0f req/s); %d RayJobs created in %.2f s = %.0f jobs/s; gateway CPU %.2f s = %.0f µs a job\n", n, ts - t0, n / (ts - t0), c, te - t0, c / (te - t0), cpu / hz, 1e6 * cpu / hz / c
+  printf "BENCH drain jobs=%d submit_rps=%.0f created=%d created_per_s=%.0f cpu_us_per_job=%.0f\n", n, n / (ts - t0), c, c / (te - t0), 1e6 * cpu / hz / c
+}'
