@@ -27,7 +27,7 @@ use crate::metrics::Metrics;
 use crate::objects::{LocalStore, ObjectStore};
 use crate::playground::Playgrounds;
 use crate::policy::{BootLink, PolicyManager, Registry, RegistryLimits};
-use crate::state::AppState;
+use crate::state::{AppState, Shared};
 use crate::store::Database;
 use crate::store::coord::generate_instance;
 use crate::uploads::{UploadLimits, Uploads};
@@ -261,7 +261,7 @@ pub async fn build_state(
         let key = hex::decode(key).context("the stored capsule link key is not hex")?;
         jobs = jobs.with_capsule_links(capsule_links::CapsuleLinks::new(&key, base));
     }
-    Ok(AppState {
+    Ok(AppState::new(Shared {
         config,
         tokens,
         jobs,
@@ -273,7 +273,7 @@ pub async fn build_state(
         database: db,
         leadership,
         shutdown: crate::shutdown::Shutdown::default(),
-    })
+    }))
 }
 
 /// This replica's identity in the leader lease: `FORGE_REPLICA`, else the host name.

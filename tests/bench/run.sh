@@ -83,7 +83,7 @@ awk '
     printf "| 3-plugin chain, native (settings parsed once) | %s | %s | warm wasm p99 %.1f× this | | |\n", us(o50), us(o99), w99 / o99
     printf "| capsule build + hash, 1 GiB tree | | | %.0f MiB/s = %.0f %% of openssl (%.0f MiB/s) | ≥ 80 %% of openssl | %s |\n", cap, 100 * cap / ssl, ssl, yes(cap >= 0.8 * ssl)
     hz = v["load.healthz_rps"]; rv = v["load.review_rps"]; rv99 = v["load.review_p99_us"]
-    cps = v["load.created_per_s"]; sub = v["load.submit_rps"]
+    cps = v["load.created_per_s"]; subs = v["load.submit_rps"]
     idle50 = v["dispatch.idle_p50_ms"]; idle99 = v["dispatch.idle_p99_ms"]
     if (hz == "" || idle99 == "") {
       print "missing figures: the load or dispatch benchmark did not report" > "/dev/stderr"; exit 1
@@ -91,7 +91,7 @@ awk '
     printf "| admission review throughput (wrk, 32 connections) | | %.1f ms | %.0f req/s = %.2f× `/healthz` (%.0f req/s) | ≥ 0.15× `/healthz` | %s |\n", rv99 / 1000, rv, rv / hz, hz, yes(rv >= 0.15 * hz)
     fr = v["load.fixed_rate"]; frps = v["load.fixed_rps"]; f50 = v["load.fixed_p50_us"]; f99 = v["load.fixed_p99_us"]; fbad = v["load.fixed_non2xx"]; h99 = v["load.fixed_healthz_p99_us"]
     printf "| admission review at a fixed %d req/s (oha) | %.1f ms | %.1f ms | %.0f req/s served, %d not 2xx; `/healthz` at the same rate p99 %.2f ms | p99 ≤ 5 ms at 1 000 req/s | %s |\n", fr, f50 / 1000, f99 / 1000, frps, fbad, h99 / 1000, yes(f99 <= 5000 && frps >= 0.95 * fr && fbad == 0)
-    printf "| submit → RayJob created | | | %.0f jobs/s (submits %.0f req/s) | ≥ 2 000 jobs/s | %s |\n", cps, sub, yes(cps >= 2000)
+    printf "| submit → RayJob created | | | %.0f jobs/s (submits %.0f req/s) | ≥ 2 000 jobs/s | %s |\n", cps, subs, yes(cps >= 2000)
     printf "| dispatcher pass, 10 000 queued on 10 000 nodes, nothing changed | %.1f ms | %.1f ms | cold pass %.0f ms | ≤ 50 ms | %s |\n", idle50, idle99, v["dispatch.cold_ms"], yes(idle99 <= 50)
     printf "| dispatcher pass after one job of a team ended | | | %.0f ms (%d dispatched) | grows with what changed | |\n", v["dispatch.team_ms"], v["dispatch.team_dispatched"]
     printf "| dispatcher pass after a capacity change (every job asked again) | | | %.0f ms | baseline of a full pass | |\n", v["dispatch.capacity_ms"]

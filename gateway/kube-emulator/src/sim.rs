@@ -19,7 +19,7 @@ use crate::faults::Faults;
 use crate::logs::LogStore;
 use crate::nodes::{LayoutError, NodeSpec};
 use crate::resources::{NAMESPACES, NODES};
-use crate::server::{AppState, router, serve};
+use crate::server::{AppState, Shared, router, serve};
 use crate::store::Store;
 use crate::tls::{ServingCert, TlsError};
 
@@ -217,7 +217,7 @@ impl Sim {
                     what: "pod proxy client".into(),
                     message: e.to_string(),
                 })?;
-        let state = AppState {
+        let state = AppState::new(Shared {
             store: store.clone(),
             faults: faults.clone(),
             logs: logs.clone(),
@@ -227,7 +227,7 @@ impl Sim {
             token: cfg.token.as_deref().map(Arc::from),
             endpoints: endpoints.clone(),
             proxy_client,
-        };
+        });
         let app = router(state);
         let mut tasks = Vec::new();
         let stop = shutdown.clone();

@@ -21,4 +21,4 @@ mod watch;
 
 pub use router::router;
 pub use serve::serve;
-pub use state::AppState;
+pub use state::{AppState, Shared};

@@ -12,9 +12,30 @@ use crate::faults::Faults;
 use crate::logs::LogStore;
 use crate::store::Store;
 
-/// Shared state of the HTTP handlers.
+/// Shared state of the HTTP handlers: [`Shared`] behind one `Arc` (fields read through
+/// `Deref`). axum clones the state for every request; one reference count is all that
+/// clone should cost (the advertised address alone was a string copied per request).
 #[derive(Clone, Debug)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    /// The state over its parts.
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+#[derive(Debug)]
+pub struct Shared {
     /// Object store.
     pub store: Arc<Store>,
     /// Fault injection.
