@@ -15,35 +15,15 @@ cd "$root"
 N="${N:-12000}"
 # shellcheck source=tests/load/gateway.sh
 . tests/load/gateway.sh
-ensure_oha
-if [ -z "${BIN:-}" ]; then
-  build_gateway
-  BIN=target/release/forge-gateway
-fi
-start_gateway "$BIN"
-printf '{"capsule":"%s","spec":{"name":"load","framework":"nemo-rl","entrypoint":"python3 train.py","pools":[{"name":"train","nodes":1,"gpusPerNode":1}]}}' \
-  "$FORGE_CAPSULE" >"$data/body.json"
-dispatched() {
-  curl -sf "$url/metrics" | awk '$1 == "forge_job_transitions_total{state=\"dispatched\"}" {print $2}'
-}
+start_for_jobs
 cpu() { awk '{print $14 + $15}' "/proc/$gw/stat"; }
-before="$(dispatched)"; before="${before:-0}"
+before="$(dispatched)"
 c0="$(cpu)"
 t0=$(date +%s.%N)
 "$oha" -n "$N" -c 32 --no-tui --output-format quiet -m POST -T application/json \
   -H "Authorization: Bearer $FORGE_TOKEN" -D "$data/body.json" "$url/v1/jobs"
 t_sub=$(date +%s.%N)
-# The end is the last time the count moved, once no job is queued (or 30 s without a
-# create: jobs left queued are reported).
-last="$before"; t_end="$t_sub"; still=0
-while :; do
-  now="$(dispatched)"; now="${now:-0}"
-  if [ "$now" != "$last" ]; then last="$now"; t_end=$(date +%s.%N); still=0
-  else still=$((still + 1)); fi
-  if [ "$(queued_now)" = "0" ] && [ "$still" -ge 5 ]; then break; fi
-  [ "$still" -lt 150 ] || break
-  sleep 0.2
-done
+wait_dispatched "$before" "$t_sub"
 c1="$(cpu)"
 awk -v n="$N" -v c="$(( ${last%.*} - ${before%.*} ))" -v t0="$t0" -v ts="$t_sub" -v te="$t_end" \
   -v cpu="$(( c1 - c0 ))" -v hz="$(getconf CLK_TCK)" 'BEGIN {

@@ -1,4 +1,4 @@
-# Sourced by the load scripts (tests/load/run.sh, tests/load/idle.sh): the pieces they
+# Sourced by the load scripts (tests/load/run.sh, idle.sh, drain.sh): the pieces they
 # share. Expects `root` (the repository) and runs from it.
 
 OHA_VERSION=1.16.0
@@ -54,4 +54,43 @@ start_gateway() {
 queued_now() {
   curl -sf -H "Authorization: Bearer $FORGE_TOKEN" "$url/v1/jobs?state=queued&limit=1" |
     grep -c '"id"' || true
+}
+
+# start_for_jobs: oha, then `$BIN` (when unset: the release gateway, built) started as
+# above, and `$data/body.json`, a one-GPU job naming the stored capsule, for oha -D.
+start_for_jobs() {
+  ensure_oha
+  if [ -z "${BIN:-}" ]; then
+    build_gateway
+    BIN=target/release/forge-gateway
+  fi
+  start_gateway "$BIN"
+  printf '{"capsule":"%s","spec":{"name":"load","framework":"nemo-rl","entrypoint":"python3 train.py","pools":[{"name":"train","nodes":1,"gpusPerNode":1}]}}' \
+    "$FORGE_CAPSULE" >"$data/body.json"
+}
+
+# RayJobs created so far (forge_job_transitions_total{state="dispatched"}).
+dispatched() {
+  local n
+  n="$(curl -sf "$url/metrics" | awk '$1 == "forge_job_transitions_total{state=\"dispatched\"}" {print $2}')"
+  echo "${n:-0}"
+}
+
+# wait_dispatched COUNT T0: waits until the dispatcher is done, COUNT being the
+# created count when T0 (a `date +%s.%N`) was taken: no job left queued (the store's view,
+# through the API) and the count still for 1 s. A pass may decide for seconds before it
+# reports, so the count can stand still meanwhile; only 30 s without a create ends the
+# wait with jobs left (no room: nothing ends in `--sim api-only`). Sets `last` (the
+# count) and `t_end` (the last time it moved).
+wait_dispatched() {
+  local now still=0
+  last="$1"; t_end="$2"
+  while :; do
+    now="$(dispatched)"
+    if [ "$now" != "$last" ]; then last="$now"; t_end=$(date +%s.%N); still=0
+    else still=$((still + 1)); fi
+    if [ "$(queued_now)" = "0" ] && [ "$still" -ge 5 ]; then break; fi
+    [ "$still" -lt 150 ] || break
+    sleep 0.2
+  done
 }

@@ -15,14 +15,7 @@ cd "$root"
 N="${N:-12000}"
 # shellcheck source=tests/load/gateway.sh
 . tests/load/gateway.sh
-ensure_oha
-if [ -z "${BIN:-}" ]; then
-  build_gateway
-  BIN=target/release/forge-gateway
-fi
-start_gateway "$BIN"
-printf '{"capsule":"%s","spec":{"name":"load","framework":"nemo-rl","entrypoint":"python3 train.py","pools":[{"name":"train","nodes":1,"gpusPerNode":1}]}}' \
-  "$FORGE_CAPSULE" >"$data/body.json"
+start_for_jobs
 "$oha" -n "$N" -c 32 --no-tui --output-format quiet -m POST -T application/json \
   -H "Authorization: Bearer $FORGE_TOKEN" -D "$data/body.json" "$url/v1/jobs"
 until [ "$(queued_now)" = 0 ]; do
@@ -31,8 +24,7 @@ done
 sleep 15
 cpu() { awk '{print $14 + $15}' "/proc/$gw/stat"; }
 t0="$(cpu)"; sleep 30; t1="$(cpu)"
-created="$(curl -sf "$url/metrics" | awk '$1 == "forge_job_transitions_total{state=\"dispatched\"}" {print $2}')"
-awk -v a="$t0" -v b="$t1" -v n="${created:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+awk -v a="$t0" -v b="$t1" -v n="$(dispatched)" -v hz="$(getconf CLK_TCK)" 'BEGIN {
   printf "idle with %d RayJobs: %.2f CPU-s in 30 s = %.0f %% of one core\n", n, (b - a) / hz, 100 * (b - a) / hz / 30
   printf "BENCH idle rayjobs=%d cpu_percent=%.0f\n", n, 100 * (b - a) / hz / 30
 }'

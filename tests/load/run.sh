@@ -45,7 +45,6 @@ run() { # name script url
   wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "tests/load/$2" "$3" |
     awk -v name="$1" '/^RESULT/ {print name, $0}'
 }
-metric() { curl -sf "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 
 base="$(run baseline health.lua "$url/healthz")"; echo "$base"
 rev="$(run review review.lua "$url/v1/admission/review")"; echo "$rev"
@@ -58,24 +57,11 @@ fixed_base="$(fixed_rate fixed-healthz "$url/healthz")"; echo "$fixed_base"
 fixed="$(fixed_rate fixed-review "$url/v1/admission/review" -m POST -T application/json \
   -H "Authorization: Bearer $FORGE_TOKEN" -D tests/load/review.json)"
 echo "$fixed"
-before="$(metric 'forge_job_transitions_total{state="dispatched"}')"
-before="${before:-0}"
+before="$(dispatched)"
 start=$(date +%s.%N)
 sub="$(run submit submit.lua "$url/v1/jobs")"; echo "$sub"
-# Wait until the dispatcher is done: no job left queued (the store's view, through the
-# API) and the created count still for 1 s. A pass decides its whole queue before it
-# reports, so the count can stand still for seconds while it works; only 30 s without
-# a create ends the wait with jobs left (no room: nothing ends in `--sim api-only`).
-# The end time is the last time the count moved.
-last="$before"; end="$start"; still=0
-while :; do
-  now="$(metric 'forge_job_transitions_total{state="dispatched"}')"; now="${now:-0}"
-  if [ "$now" != "$last" ]; then last="$now"; end=$(date +%s.%N); still=0
-  else still=$((still + 1)); fi
-  if [ "$(queued_now)" = "0" ] && [ "$still" -ge 5 ]; then break; fi
-  [ "$still" -lt 150 ] || break
-  sleep 0.2
-done
+wait_dispatched "$before" "$start"
+end="$t_end"
 left="$(curl -sf "$url/metrics" | awk '$1 ~ /^forge_queue_depth/ {n += $2} END {print n + 0}')"
 rps() { sed -n 's/.*requests=\([0-9]*\) seconds=\([0-9.]*\).*/\1 \2/p' | awk '{printf "%.1f", $1 / $2}'; }
 b=$(echo "$base" | rps); r=$(echo "$rev" | rps); s=$(echo "$sub" | rps)

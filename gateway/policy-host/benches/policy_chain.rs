@@ -24,6 +24,11 @@ use forge_policy_host::model::{
 use forge_policy_host::{Chain, EngineLimits, Isolation, PolicyEngine};
 use support::{self as plugins, POOL_SERIES, RWO_GUARD, TEAM_QUOTA};
 
+/// The gateway's allocator (see its `main.rs`), so the host's allocations cost here what
+/// they cost there; the native chain runs on it too.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn request() -> PolicyRequest {
     let cap = |s: &str, total: u32, nodes: u32| SeriesCapacity {
         series: s.into(),

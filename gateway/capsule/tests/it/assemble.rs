@@ -36,6 +36,23 @@ fn files() -> Vec<(&'static str, &'static [u8], bool)> {
     ]
 }
 
+/// [`files`] with [`JOBSPEC`] assembled from a directory; the capsule's directory is
+/// removed when the second value is dropped.
+fn assemble_files() -> (forge_capsule::Capsule, tempfile::TempDir) {
+    let src = tempfile::tempdir().expect("tmp");
+    let out = tempfile::tempdir().expect("tmp");
+    write_tree(src.path(), &files());
+    let cap = assemble(
+        CodeSource::Dir(src.path().into()),
+        JOBSPEC,
+        None,
+        &CapsuleLimits::default(),
+        out.path(),
+    )
+    .expect("assemble");
+    (cap, out)
+}
+
 fn set_mtime(path: &Path, t: SystemTime) {
     let f = std::fs::File::options()
         .write(true)
@@ -245,17 +262,7 @@ fn layout_manifest_and_fixed_metadata() {
 /// the entrypoint from the working directory.
 #[test]
 fn ray_style_unpack_runs_the_entrypoint() {
-    let src = tempfile::tempdir().expect("tmp");
-    let out = tempfile::tempdir().expect("tmp");
-    write_tree(src.path(), &files());
-    let cap = assemble(
-        CodeSource::Dir(src.path().into()),
-        JOBSPEC,
-        None,
-        &CapsuleLimits::default(),
-        out.path(),
-    )
-    .expect("assemble");
+    let (cap, _out) = assemble_files();
     let unpack = tempfile::tempdir().expect("tmp");
     let script = r#"
 import sys, zipfile, os, shutil, subprocess
@@ -310,17 +317,7 @@ fn unwritable_output_is_an_internal_error() {
 /// change: bump `FORMAT_VERSION`, say why in its doc, and update the digest.
 #[test]
 fn the_bytes_of_a_known_tree_are_pinned() {
-    let src = tempfile::tempdir().expect("tmp");
-    let out = tempfile::tempdir().expect("tmp");
-    write_tree(src.path(), &files());
-    let cap = assemble(
-        CodeSource::Dir(src.path().into()),
-        JOBSPEC,
-        None,
-        &CapsuleLimits::default(),
-        out.path(),
-    )
-    .expect("assemble");
+    let (cap, _out) = assemble_files();
     assert_eq!(
         (cap.digest.as_str(), cap.size),
         (
