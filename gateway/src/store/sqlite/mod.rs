@@ -11,9 +11,10 @@
 //! `.await`. The job store's reads go to [`READERS`] read-only connections of their
 //! own: under WAL they read the last commit while the writer holds its lock through a
 //! batch and its fsync, instead of queueing behind it (a read that follows an
-//! acknowledged write sees it: the write was committed before it was answered). The hot writes (submissions, transitions, decisions, capsule use) go
-//! through group commit (`group_commit.rs`): writes that queue up behind a commit share
-//! the next transaction and its fsync. Several processes
+//! acknowledged write sees it: the write was committed before it was answered). The
+//! hot writes (submissions, transitions, decisions, capsule use) go through group
+//! commit (`group_commit.rs`): writes that queue up behind a commit share the next
+//! transaction and its fsync. Several processes
 //! may open the same file (tests run two gateways on one data directory); SQLite's
 //! locking and `IMMEDIATE` transactions keep their compare-and-sets correct.
 
