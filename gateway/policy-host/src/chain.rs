@@ -148,7 +148,7 @@ impl Chain {
     }
 
     /// Evaluate synchronously on the current thread (blocking, CPU-bound): call this
-    /// from a blocking pool, see [`PolicyRunner`](super::runner::PolicyRunner).
+    /// from a runner thread, see [`PolicyRunner`](super::runner::PolicyRunner).
     pub fn evaluate(&self, request: &PolicyRequest) -> Result<ChainOutcome, ChainError> {
         let mut placement = Placement::initial(&request.job);
         let mut hold: Option<Decision> = None;

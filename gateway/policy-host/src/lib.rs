@@ -19,7 +19,8 @@
 //!   sampled warm decisions on a fresh instance and fails closed on a mismatch.
 //! - [`Chain`]: ordered (plugin, settings) links and the chain semantics; the team
 //!   links of a composed chain may only narrow the placement ([`narrowing`]).
-//! - [`PolicyRunner`]: runs evaluations off the async workers behind a semaphore.
+//! - [`PolicyRunner`]: runs evaluations on its own bounded threads, fairly between
+//!   scopes.
 //! - [`model`]: the host's version-independent request and decision types.
 //! - [`chain_file`]: chain files (ordered plugins and settings, YAML or JSON).
 
@@ -30,6 +31,7 @@ pub mod compile;
 mod contract_check;
 pub mod engine;
 pub mod error;
+mod fair_queue;
 mod instance;
 pub mod isolation;
 pub mod limits;
