@@ -35,6 +35,11 @@ impl<J> FairQueue<J> {
         }
     }
 
+    /// Jobs one scope may run at once.
+    pub(crate) fn share(&self) -> usize {
+        self.share
+    }
+
     /// Queues `job` at the end of `scope`'s line.
     pub(crate) fn push(&mut self, scope: &str, job: J) {
         let line = match self.lines.get_mut(scope) {

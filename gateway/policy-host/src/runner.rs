@@ -82,8 +82,6 @@ struct Shared {
     work: Condvar,
     /// Threads the runner may start.
     concurrency: usize,
-    /// Jobs one scope may run at once.
-    share: usize,
 }
 
 struct State {
@@ -164,16 +162,15 @@ impl PolicyRunner {
             }),
             work: Condvar::new(),
             concurrency,
-            share,
         });
         PolicyRunner {
             owner: Arc::new(Owner(shared)),
         }
     }
 
-    /// Permits one scope may hold at once.
+    /// Evaluations one scope may run at once.
     pub fn share(&self) -> usize {
-        self.owner.0.share
+        self.owner.0.lock().queue.share()
     }
 
     /// Run `f` for no particular scope (see [`PolicyRunner::run_as`]).
