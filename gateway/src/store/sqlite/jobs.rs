@@ -133,26 +133,34 @@ impl JobStore for SqliteDatabase {
             .transpose()?;
         self.write(move |tx| {
             let now = now_ms();
-            let inserted = tx
-                .prepare_cached(
-                    "INSERT INTO jobs (id, team, name, spec, state, reason, capsule_sha256, \
+            // The stored row comes back from the insert itself (no second lookup).
+            let sql = format!(
+                "INSERT INTO jobs (id, team, name, spec, state, reason, capsule_sha256, \
                  queue_series, created_at_ms, updated_at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) ON CONFLICT (id) DO NOTHING",
-                )?
-                .execute(params![
-                    job.id,
-                    job.team,
-                    job.spec.name,
-                    spec_json,
-                    job.state.as_str(),
-                    job.reason,
-                    job.capsule_sha256.as_ref().map(Digest::as_str),
-                    job.queue_series,
-                    now
-                ])?;
-            if inserted == 0 {
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) ON CONFLICT (id) DO NOTHING \
+                 RETURNING {JOB_COLUMNS}"
+            );
+            let inserted = tx
+                .prepare_cached(&sql)?
+                .query_row(
+                    params![
+                        job.id,
+                        job.team,
+                        job.spec.name,
+                        spec_json,
+                        job.state.as_str(),
+                        job.reason,
+                        job.capsule_sha256.as_ref().map(Digest::as_str),
+                        job.queue_series,
+                        now
+                    ],
+                    job_from_row,
+                )
+                .optional()?
+                .transpose()?;
+            let Some(record) = inserted else {
                 return Err(StoreError::Duplicate(job.id));
-            }
+            };
             tx.prepare_cached(
                 "INSERT INTO job_history (job_id, from_state, to_state, reason, at_ms) \
                  VALUES (?1, NULL, ?2, ?3, ?4)",
@@ -161,8 +169,6 @@ impl JobStore for SqliteDatabase {
             if let Some((d, text)) = decision {
                 insert_decision(tx, &d, &text, now)?;
             }
-            let record =
-                get_job(tx, &job.id)?.ok_or_else(|| StoreError::NotFound(job.id.clone()))?;
             Ok(record)
         })
         .await
@@ -189,22 +195,29 @@ impl JobStore for SqliteDatabase {
             if let Some(fence) = &t.fence {
                 check_fence(tx, fence)?;
             }
-            let changed = tx
-                .prepare_cached(
-                    "UPDATE jobs SET state = ?1, reason = ?2, updated_at_ms = ?3, \
+            // The updated row comes back from the update itself (no second lookup).
+            let sql = format!(
+                "UPDATE jobs SET state = ?1, reason = ?2, updated_at_ms = ?3, \
                  rayjob_name = COALESCE(?4, rayjob_name), placement = COALESCE(?7, placement) \
-                 WHERE id = ?5 AND state = ?6",
-                )?
-                .execute(params![
-                    t.to.as_str(),
-                    t.reason,
-                    now,
-                    t.rayjob_name,
-                    t.id,
-                    t.from.as_str(),
-                    placement
-                ])?;
-            if changed == 0 {
+                 WHERE id = ?5 AND state = ?6 RETURNING {JOB_COLUMNS}"
+            );
+            let changed = tx
+                .prepare_cached(&sql)?
+                .query_row(
+                    params![
+                        t.to.as_str(),
+                        t.reason,
+                        now,
+                        t.rayjob_name,
+                        t.id,
+                        t.from.as_str(),
+                        placement
+                    ],
+                    job_from_row,
+                )
+                .optional()?
+                .transpose()?;
+            let Some(record) = changed else {
                 return match get_job(tx, &t.id)? {
                     None => Err(StoreError::NotFound(t.id)),
                     Some(job) => Err(StoreError::Conflict {
@@ -213,7 +226,7 @@ impl JobStore for SqliteDatabase {
                         actual: job.state,
                     }),
                 };
-            }
+            };
             tx.prepare_cached(
                 "INSERT INTO job_history (job_id, from_state, to_state, reason, at_ms) \
                  VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -222,7 +235,6 @@ impl JobStore for SqliteDatabase {
             if let (Some(d), Some(text)) = (&t.decision, &decision_text) {
                 insert_decision(tx, d, text, now)?;
             }
-            let record = get_job(tx, &t.id)?.ok_or_else(|| StoreError::NotFound(t.id.clone()))?;
             Ok(record)
         })
         .await
