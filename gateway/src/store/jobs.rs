@@ -227,6 +227,13 @@ pub trait JobStore: Send + Sync {
     /// queue order: what the dispatcher lists each pass to read only the records that
     /// changed ([`JobStore::get_many`]).
     async fn unfinished(&self) -> Result<Vec<(String, JobState)>, StoreError>;
+    /// A value that differs from the one read before whenever anything may have been
+    /// written since, by this process or another one sharing the store; `None` when
+    /// the backend cannot tell cheaply (callers then read again). Read it *before* the
+    /// data it vouches for: a write between the two reads shows as a change next time.
+    async fn change_version(&self) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
     /// The jobs of `ids` that exist (in no particular order).
     async fn get_many(&self, ids: Vec<String>) -> Result<Vec<JobRecord>, StoreError>;
     /// Records an admission decision.

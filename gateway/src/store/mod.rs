@@ -21,7 +21,7 @@
 pub mod capsules;
 pub mod codec;
 #[cfg(test)]
-mod conformance;
+pub(crate) mod conformance;
 pub mod coord;
 pub mod error;
 pub mod jobs;

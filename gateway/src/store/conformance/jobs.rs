@@ -192,6 +192,49 @@ pub async fn compare_and_set_conflicts(h: &dyn Harness) {
     );
 }
 
+/// A backend that reports a change version moves it for a write through any handle
+/// (another process's included) and keeps it while nothing is written; one that cannot
+/// tell says `None` every time.
+pub async fn change_version_moves_with_every_writer(h: &dyn Harness) {
+    let (a, b) = (h.open().await, h.open().await);
+    let Some(v0) = a.jobs.change_version().await.expect("version") else {
+        assert_eq!(b.jobs.change_version().await.expect("version"), None);
+        return;
+    };
+    assert_eq!(a.jobs.change_version().await.expect("version"), Some(v0));
+    let job = a
+        .jobs
+        .insert(new_job("a", "v", "h200"), None)
+        .await
+        .expect("insert");
+    let v1 = a
+        .jobs
+        .change_version()
+        .await
+        .expect("version")
+        .expect("some");
+    assert_ne!(v1, v0, "a write through the same handle");
+    assert_eq!(a.jobs.change_version().await.expect("version"), Some(v1));
+    b.jobs
+        .transition(t(&job.id, JobState::Queued, JobState::Dispatched))
+        .await
+        .expect("transition");
+    let v2 = a
+        .jobs
+        .change_version()
+        .await
+        .expect("version")
+        .expect("some");
+    assert_ne!(v2, v1, "a write through another handle");
+    // A refused write changes nothing.
+    let lost = b
+        .jobs
+        .transition(t(&job.id, JobState::Queued, JobState::Dispatched))
+        .await;
+    assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
+    assert_eq!(a.jobs.change_version().await.expect("version"), Some(v2));
+}
+
 /// Two handles (two replicas) race many jobs: each job moves exactly once.
 pub async fn replicas_race_one_transition(h: &dyn Harness) {
     let (a, b) = (h.open().await, h.open().await);

@@ -8,7 +8,7 @@
 
 mod capsules;
 mod coord;
-mod jobs;
+pub(crate) mod jobs;
 mod playgrounds;
 mod policies;
 mod retention;
@@ -80,6 +80,7 @@ suite! {
     compare_and_set_conflicts => super::jobs::compare_and_set_conflicts,
     keyset_pagination_by_team_and_state => super::jobs::keyset_pagination_by_team_and_state,
     queue_is_fifo_per_series => super::jobs::queue_is_fifo_per_series,
+    change_version_moves_with_every_writer => super::jobs::change_version_moves_with_every_writer,
     replicas_race_one_transition => super::jobs::replicas_race_one_transition,
     append_is_compare_and_set_and_survives_reopen => super::policies::append_is_compare_and_set_and_survives_reopen,
     replicas_race_one_append => super::policies::replicas_race_one_append,

@@ -308,6 +308,10 @@ impl JobStore for SqliteDatabase {
         .await
     }
 
+    async fn change_version(&self) -> Result<Option<u64>, StoreError> {
+        self.data_version().await.map(Some)
+    }
+
     async fn get_many(&self, ids: Vec<String>) -> Result<Vec<JobRecord>, StoreError> {
         self.read(move |conn| {
             let mut out = Vec::with_capacity(ids.len());

@@ -47,6 +47,10 @@ const STATEMENT_CACHE: usize = 64;
 pub struct SqliteDatabase {
     conn: Arc<Mutex<Connection>>,
     readers: Arc<[Mutex<Connection>]>,
+    /// A read-only connection that only asks `PRAGMA data_version`, whose value is
+    /// per connection: it moves when any other connection (this process's writer,
+    /// another process's) committed since its last read.
+    version: Arc<Mutex<Connection>>,
     writer: group_commit::Writer,
 }
 
@@ -72,21 +76,38 @@ impl SqliteDatabase {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         migrations::migrate(&mut conn)?;
+        let read_only = || -> Result<Mutex<Connection>, StoreError> {
+            let r = Connection::open(path.as_ref())?;
+            r.pragma_update(None, "query_only", "ON")?;
+            r.busy_timeout(std::time::Duration::from_secs(5))?;
+            r.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+            Ok(Mutex::new(r))
+        };
         let readers = (0..READERS)
-            .map(|_| {
-                let r = Connection::open(path.as_ref())?;
-                r.pragma_update(None, "query_only", "ON")?;
-                r.busy_timeout(std::time::Duration::from_secs(5))?;
-                r.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-                Ok(Mutex::new(r))
-            })
+            .map(|_| read_only())
             .collect::<Result<Vec<_>, StoreError>>()?;
         let conn = Arc::new(Mutex::new(conn));
         Ok(Self {
             writer: group_commit::Writer::start(conn.clone())?,
             readers: readers.into(),
+            version: Arc::new(read_only()?),
             conn,
         })
+    }
+
+    /// `PRAGMA data_version` on the connection kept for it (see the `version`
+    /// field): changes whenever another connection committed since the last call.
+    async fn data_version(&self) -> Result<u64, StoreError> {
+        let conn = Arc::clone(&self.version);
+        tokio::task::spawn_blocking(move || {
+            let guard = conn
+                .lock()
+                .map_err(|_| StoreError::Task("store mutex poisoned".into()))?;
+            let v: i64 = guard.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+            Ok(v.cast_unsigned())
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
     }
 
     /// The schema version of the open database.
