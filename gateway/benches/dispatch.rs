@@ -27,6 +27,11 @@ use forge_gateway::store::{NewJob, Transition, new_job_id};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
+/// As the gateway (see its `main.rs` for why): the pass allocates per queued job, so
+/// the allocator is part of what is measured.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const TEAMS: usize = 10;
 const PER_TEAM: usize = 1016;
 
