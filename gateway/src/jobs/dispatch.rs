@@ -321,6 +321,7 @@ impl Jobs {
     pub async fn dispatch_pass(&self) -> Result<usize, JobError> {
         let started = Instant::now();
         let unfinished = self.records.unfinished(self.store.as_ref()).await?;
+        let (listed, records_read) = (unfinished.listed, unfinished.read);
         let (queued, active) = (unfinished.queued, unfinished.active);
 
         // GPUs already promised: active jobs count as running for their team, and their
@@ -505,6 +506,8 @@ impl Jobs {
         // the creates still running after the last decision.
         tracing::debug!(
             queued = queued.len(),
+            listed,
+            records_read,
             reused,
             dispatched,
             read_ms = read.as_millis(),

@@ -20,19 +20,12 @@ use crate::store::{JobRecord, JobStore, StoreError};
 #[derive(Debug, Default)]
 pub struct RecordCache {
     records: Mutex<rustc_hash::FxHashMap<String, Arc<JobRecord>>>,
-    last: Mutex<Option<Last>>,
-}
-
-/// The last answer, valid while the store's change version is `version`.
-#[derive(Debug)]
-struct Last {
-    version: u64,
-    queued: Vec<Arc<JobRecord>>,
-    active: Vec<Arc<JobRecord>>,
+    /// The last answer, valid while the store's change version is the one kept.
+    last: Mutex<Option<(u64, Unfinished)>>,
 }
 
 /// The unfinished jobs of one pass, in queue order.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Unfinished {
     pub queued: Vec<Arc<JobRecord>>,
     pub active: Vec<Arc<JobRecord>>,
@@ -50,23 +43,18 @@ impl RecordCache {
         // Read before the listing: a write between the two shows as a change next time.
         let version = store.change_version().await?;
         if let Some(version) = version
-            && let Some(last) = lock(&self.last).as_ref()
-            && last.version == version
+            && let Some((at, last)) = lock(&self.last).as_ref()
+            && *at == version
         {
             return Ok(Unfinished {
-                queued: last.queued.clone(),
-                active: last.active.clone(),
                 read: 0,
                 listed: false,
+                ..last.clone()
             });
         }
         let out = self.list(store).await;
         *lock(&self.last) = match (&out, version) {
-            (Ok(out), Some(version)) => Some(Last {
-                version,
-                queued: out.queued.clone(),
-                active: out.active.clone(),
-            }),
+            (Ok(out), Some(version)) => Some((version, out.clone())),
             _ => None,
         };
         out

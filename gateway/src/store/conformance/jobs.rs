@@ -197,42 +197,37 @@ pub async fn compare_and_set_conflicts(h: &dyn Harness) {
 /// tell says `None` every time.
 pub async fn change_version_moves_with_every_writer(h: &dyn Harness) {
     let (a, b) = (h.open().await, h.open().await);
-    let Some(v0) = a.jobs.change_version().await.expect("version") else {
+    let version = || async { a.jobs.change_version().await.expect("version") };
+    let Some(v0) = version().await else {
         assert_eq!(b.jobs.change_version().await.expect("version"), None);
         return;
     };
-    assert_eq!(a.jobs.change_version().await.expect("version"), Some(v0));
+    assert_eq!(version().await, Some(v0));
     let job = a
         .jobs
         .insert(new_job("a", "v", "h200"), None)
         .await
         .expect("insert");
-    let v1 = a
-        .jobs
-        .change_version()
-        .await
-        .expect("version")
-        .expect("some");
-    assert_ne!(v1, v0, "a write through the same handle");
-    assert_eq!(a.jobs.change_version().await.expect("version"), Some(v1));
-    b.jobs
-        .transition(t(&job.id, JobState::Queued, JobState::Dispatched))
-        .await
-        .expect("transition");
-    let v2 = a
-        .jobs
-        .change_version()
-        .await
-        .expect("version")
-        .expect("some");
-    assert_ne!(v2, v1, "a write through another handle");
+    let v1 = version().await;
+    assert!(
+        v1.is_some_and(|v1| v1 != v0),
+        "a write through the same handle: {v1:?}"
+    );
+    assert_eq!(version().await, v1);
+    let dispatch = || {
+        b.jobs
+            .transition(t(&job.id, JobState::Queued, JobState::Dispatched))
+    };
+    dispatch().await.expect("transition");
+    let v2 = version().await;
+    assert!(
+        v2.is_some() && v2 != v1,
+        "a write through another handle: {v2:?}"
+    );
     // A refused write changes nothing.
-    let lost = b
-        .jobs
-        .transition(t(&job.id, JobState::Queued, JobState::Dispatched))
-        .await;
+    let lost = dispatch().await;
     assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
-    assert_eq!(a.jobs.change_version().await.expect("version"), Some(v2));
+    assert_eq!(version().await, v2);
 }
 
 /// Two handles (two replicas) race many jobs: each job moves exactly once.

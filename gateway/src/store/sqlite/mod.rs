@@ -98,16 +98,11 @@ impl SqliteDatabase {
     /// `PRAGMA data_version` on the connection kept for it (see the `version`
     /// field): changes whenever another connection committed since the last call.
     async fn data_version(&self) -> Result<u64, StoreError> {
-        let conn = Arc::clone(&self.version);
-        tokio::task::spawn_blocking(move || {
-            let guard = conn
-                .lock()
-                .map_err(|_| StoreError::Task("store mutex poisoned".into()))?;
-            let v: i64 = guard.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        blocking(Arc::clone(&self.version), |conn| {
+            let v: i64 = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
             Ok(v.cast_unsigned())
         })
         .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
     }
 
     /// The schema version of the open database.
@@ -125,15 +120,7 @@ impl SqliteDatabase {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            let mut guard = conn
-                .lock()
-                .map_err(|_| StoreError::Task("store mutex poisoned".into()))?;
-            f(&mut guard)
-        })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
+        blocking(Arc::clone(&self.conn), f).await
     }
 
     /// Runs the read `f` on a read-only connection on the blocking pool: one that is
@@ -166,4 +153,20 @@ impl SqliteDatabase {
     {
         self.writer.write(f).await
     }
+}
+
+/// Runs `f` with `conn` locked, on the blocking pool.
+async fn blocking<T, F>(conn: Arc<Mutex<Connection>>, f: F) -> Result<T, StoreError>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        let mut guard = conn
+            .lock()
+            .map_err(|_| StoreError::Task("store mutex poisoned".into()))?;
+        f(&mut guard)
+    })
+    .await
+    .map_err(|e| StoreError::Task(e.to_string()))?
 }
