@@ -657,8 +657,24 @@ async fn an_idle_playground_is_reclaimed_and_an_open_answer_keeps_it_busy() {
         "every event whole: {streamed}"
     );
     let after_stream = Instant::now();
+    let ended_ms = forge_gateway::store::now_ms();
     let v = get(&gw, ALICE, &id).await;
     assert_eq!(v["state"], "ready", "busy while it streamed: {v:#}");
+    // The idle clock restarts when the answer ends, not at the last touch while it
+    // streamed (every third of the idle TTL: up to 1.3 s before the end).
+    eventually(
+        "the idle clock restarted at the answer's end",
+        Duration::from_secs(2),
+        || async {
+            let v = get(&gw, ALICE, &id).await;
+            if v["lastRequestAtMs"].as_i64().unwrap_or_default() >= ended_ms - 250 {
+                Ok(())
+            } else {
+                Err(not_yet(v))
+            }
+        },
+    )
+    .await;
     // The tokens the server reported (include_usage) are counted.
     let metrics = gw.metrics().await;
     let tokens = forge_tests::cli::metric(
@@ -667,7 +683,8 @@ async fn an_idle_playground_is_reclaimed_and_an_open_answer_keeps_it_busy() {
     );
     assert!(tokens >= 20.0, "completion tokens counted: {metrics}");
 
-    // Then nothing: reclaimed for idleness, 4 s (and a controller tick) after.
+    // Then nothing: reclaimed for idleness, 4 s (and a controller tick) after the
+    // answer ended — not after the last touch while it streamed (up to 1.3 s earlier).
     let ended = eventually(
         "the idle playground reclaimed",
         Duration::from_secs(30),
@@ -684,7 +701,7 @@ async fn an_idle_playground_is_reclaimed_and_an_open_answer_keeps_it_busy() {
     let idle_for = after_stream.elapsed();
     assert_eq!(ended["reason"], "idle", "{ended:#}");
     assert!(
-        idle_for >= Duration::from_secs(3),
+        idle_for >= Duration::from_millis(3_800),
         "reclaimed only after its idle TTL: {idle_for:?}"
     );
     assert!(

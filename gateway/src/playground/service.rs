@@ -105,6 +105,26 @@ fn secs_ms(s: u64) -> i64 {
     i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
 }
 
+/// Restarts a playground's idle clock when an answer's notice stream is dropped.
+struct TouchOnDrop {
+    store: Arc<dyn PlaygroundStore>,
+    id: String,
+}
+
+impl Drop for TouchOnDrop {
+    fn drop(&mut self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
+        rt.spawn(async move {
+            if let Err(e) = store.touch_playground(&id, now_ms()).await {
+                tracing::debug!(playground = %id, "restarting the idle clock after an answer: {e}");
+            }
+        });
+    }
+}
+
 impl Playgrounds {
     /// The domain over its store, admission, the cluster objects and installation.
     pub fn new(
@@ -479,12 +499,19 @@ impl Playgrounds {
     /// the reclaim warning
     /// ([`relay::reclaim_notice`]) is given once the next reclaim is
     /// [`WARN_LEAD_SECS`](super::warning::WARN_LEAD_SECS) away or less (once per answer). Ends when the playground does.
+    /// When the stream is dropped (the answer finished, broke, or its client left) the
+    /// idle clock restarts once more: idleness is measured from the end of the last
+    /// answer, not from the last periodic touch while it was sent.
     pub fn stream_notices(&self, id: &str) -> relay::Notices {
         let store = self.store.clone();
-        let state = (store, id.to_string(), false);
+        let end = TouchOnDrop {
+            store: store.clone(),
+            id: id.to_string(),
+        };
+        let state = (store, id.to_string(), false, end);
         Box::pin(futures::stream::unfold(
             state,
-            |(store, id, warned)| async move {
+            |(store, id, warned, end)| async move {
                 let mut every = STREAM_TOUCH;
                 loop {
                     let now = now_ms();
@@ -509,7 +536,7 @@ impl Playgrounds {
                     let (at, reason) = pg.next_deadline_ms();
                     if !warned && warning_due(now, at) {
                         let notice = relay::reclaim_notice(&id, at, reason);
-                        return Some((notice, (store, id, true)));
+                        return Some((notice, (store, id, true, end)));
                     }
                     tokio::time::sleep(every).await;
                 }
