@@ -39,8 +39,8 @@ pub const PLUGIN_PROFILE: &str = "plugin";
 /// How to build.
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
-    /// Cargo profile of Rust plugins (the workspace defines `plugin`: size-optimized,
-    /// panic=abort).
+    /// Cargo profile of Rust plugins (the workspace defines `plugin`: optimized for
+    /// speed, LTO, panic=abort).
     pub profile: String,
     /// Cargo target directory of Rust builds; Python and TypeScript builds keep their
     /// content-addressed cache in `<target_dir>/sdk-cache`.

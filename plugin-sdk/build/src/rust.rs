@@ -23,9 +23,12 @@ use crate::sdk::write_atomic;
 const TARGET: &str = "wasm32-unknown-unknown";
 /// The settings of the `plugin` profile (the workspace's `[profile.plugin]`), passed
 /// with `--config` so that a crate outside this workspace builds the same way.
+/// `opt-level=3`, not `"s"`: a decision runs on every admission, and the reference
+/// chain's warm p50/p99 measured 28.8/55.0 µs with `"s"` and 21.1/29.4 µs with 3
+/// (`policy_chain` bench, same host binary) for components ~20 % larger.
 const PLUGIN_PROFILE_SETTINGS: &[&str] = &[
     "inherits=\"release\"",
-    "opt-level=\"s\"",
+    "opt-level=3",
     "lto=true",
     "codegen-units=1",
     "panic=\"abort\"",
