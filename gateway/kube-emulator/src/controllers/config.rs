@@ -78,10 +78,16 @@ impl Default for ControllerConfig {
     }
 }
 
-/// A scratch root no other default configuration of this process uses:
-/// `<tmp>/forge-kubesim-<pid>-<n>`.
+/// A scratch root no other default configuration uses:
+/// `<tmp>/forge-kubesim-<pid>-<n>-<random>`. The random part keeps it apart from roots
+/// an earlier process with the same (reused) pid left behind — a killed simulator
+/// cannot remove its root, and pids wrap (32 768 by default) over a long test run.
 fn default_scratch_root() -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("forge-kubesim-{}-{n}", std::process::id()))
+    let random: u64 = rand::random();
+    std::env::temp_dir().join(format!(
+        "forge-kubesim-{}-{n}-{random:016x}",
+        std::process::id()
+    ))
 }
