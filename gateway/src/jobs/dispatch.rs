@@ -609,6 +609,9 @@ impl Jobs {
             }
         };
         let name = rayjob::rayjob_name(&job.id);
+        // In flight from before the intent is stored until the create returns: the
+        // lifecycle controller's reconcile leaves the job to this create meanwhile.
+        let _in_flight = self.creating.begin(&job.id);
         let mut t = Transition::new(
             &job.id,
             JobState::Queued,

@@ -216,7 +216,11 @@ impl Jobs {
             let Some(name) = job.rayjob_name.clone() else {
                 continue;
             };
-            if seen.contains(&name) {
+            // Seen in the list, or its create is in flight here (not reaching the API
+            // server yet is not "never created": that create decides, see creating.rs).
+            if seen.contains(&name)
+                || (job.state == JobState::Dispatched && self.creating.contains(&job.id))
+            {
                 continue;
             }
             // The watcher's list may predate a create that just happened: ask directly.

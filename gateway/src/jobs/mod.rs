@@ -7,6 +7,7 @@
 pub mod cancel;
 pub mod capsule_links;
 pub mod cleanup;
+pub mod creating;
 pub mod dashboard;
 pub mod decision_memo;
 pub mod diagnosis;

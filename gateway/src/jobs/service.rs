@@ -62,6 +62,8 @@ pub struct Jobs {
     pub(crate) decisions: Arc<super::decision_memo::DecisionMemo>,
     /// The dispatcher's copy of unfinished jobs' records (`records.rs`).
     pub(crate) records: Arc<super::records::RecordCache>,
+    /// Dispatches whose RayJob create is in flight here (`creating.rs`).
+    pub(crate) creating: Arc<super::creating::Creating>,
     /// Archive-then-delete of one job runs once at a time in this process (a cancel
     /// and the lifecycle controller's clean-up may ask at the same moment), by stripe
     /// of the job id.
@@ -111,6 +113,7 @@ impl Jobs {
             links: None,
             decisions: Arc::default(),
             records: Arc::default(),
+            creating: Arc::default(),
             archiving: Arc::new(
                 (0..ARCHIVE_STRIPES)
                     .map(|_| tokio::sync::Mutex::new(()))
