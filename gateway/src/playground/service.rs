@@ -503,22 +503,21 @@ impl Playgrounds {
     /// idle clock restarts once more: idleness is measured from the end of the last
     /// answer, not from the last periodic touch while it was sent.
     pub fn stream_notices(&self, id: &str) -> relay::Notices {
-        let store = self.store.clone();
         let end = TouchOnDrop {
-            store: store.clone(),
+            store: self.store.clone(),
             id: id.to_string(),
         };
-        let state = (store, id.to_string(), false, end);
         Box::pin(futures::stream::unfold(
-            state,
-            |(store, id, warned, end)| async move {
+            (end, false),
+            |(end, warned)| async move {
+                let (store, id) = (&end.store, end.id.as_str());
                 let mut every = STREAM_TOUCH;
                 loop {
                     let now = now_ms();
-                    if let Err(e) = store.touch_playground(&id, now).await {
+                    if let Err(e) = store.touch_playground(id, now).await {
                         tracing::debug!(playground = %id, "keeping a streaming playground busy: {e}");
                     }
-                    let pg = match store.get_playground(&id).await {
+                    let pg = match store.get_playground(id).await {
                         Ok(Some(pg)) => pg,
                         Ok(None) => return None,
                         Err(_) => {
@@ -535,8 +534,8 @@ impl Playgrounds {
                     }
                     let (at, reason) = pg.next_deadline_ms();
                     if !warned && warning_due(now, at) {
-                        let notice = relay::reclaim_notice(&id, at, reason);
-                        return Some((notice, (store, id, true, end)));
+                        let notice = relay::reclaim_notice(id, at, reason);
+                        return Some((notice, (end, true)));
                     }
                     tokio::time::sleep(every).await;
                 }
