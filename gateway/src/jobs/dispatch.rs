@@ -578,7 +578,8 @@ impl Jobs {
     }
 
     /// Dispatches one job: persists the intent, then creates (or adopts) its RayJob.
-    /// Returns whether the job was dispatched (false when it was cancelled meanwhile).
+    /// Returns whether the job was dispatched (false when it was cancelled meanwhile,
+    /// or is being dispatched by another pass of this process).
     /// `decision` (the admission that placed it) is stored with the dispatch.
     async fn dispatch(
         &self,
@@ -610,8 +611,11 @@ impl Jobs {
         };
         let name = rayjob::rayjob_name(&job.id);
         // In flight from before the intent is stored until the create returns: the
-        // lifecycle controller's reconcile leaves the job to this create meanwhile.
-        let _in_flight = self.creating.begin(&job.id);
+        // lifecycle controller's reconcile leaves the job to this create meanwhile. A
+        // job already claimed is being dispatched here by another pass: leave it to it.
+        let Some(_in_flight) = self.creating.try_claim(&job.id) else {
+            return Ok(false);
+        };
         let mut t = Transition::new(
             &job.id,
             JobState::Queued,

@@ -217,7 +217,7 @@ impl Jobs {
                 continue;
             };
             // Seen in the list, or its create is in flight here (not reaching the API
-            // server yet is not "never created": that create decides, see creating.rs).
+            // server yet is not "never created": that create decides, see claims.rs).
             if seen.contains(&name)
                 || (job.state == JobState::Dispatched && self.creating.contains(&job.id))
             {

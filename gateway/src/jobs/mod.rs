@@ -6,8 +6,8 @@
 
 pub mod cancel;
 pub mod capsule_links;
+pub mod claims;
 pub mod cleanup;
-pub mod creating;
 pub mod dashboard;
 pub mod decision_memo;
 pub mod diagnosis;

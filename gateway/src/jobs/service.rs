@@ -62,8 +62,8 @@ pub struct Jobs {
     pub(crate) decisions: Arc<super::decision_memo::DecisionMemo>,
     /// The dispatcher's copy of unfinished jobs' records (`records.rs`).
     pub(crate) records: Arc<super::records::RecordCache>,
-    /// Dispatches whose RayJob create is in flight here (`creating.rs`).
-    pub(crate) creating: Arc<super::creating::Creating>,
+    /// Dispatches whose RayJob create is in flight here (`claims.rs`).
+    pub(crate) creating: Arc<super::claims::Claims>,
     /// Archive-then-delete of one job runs once at a time in this process (a cancel
     /// and the lifecycle controller's clean-up may ask at the same moment), by stripe
     /// of the job id.
