@@ -30,6 +30,7 @@
 //! | `forge_leader_epoch` | | open | the epoch (fencing token) of this replica's term, 0 when following |
 //! | `forge_fenced_total` | `action` (`dispatch`, `transition`, `create`, `delete`) | open | side effects refused because their term was over |
 //! | `forge_rayjob_writes_total` | `verb` (`create`, `delete`) | open | RayJob creates and deletes this process sent |
+//! | `forge_rayjob_relists_total` | | open | RayJob watch lists (the first and every relist) whose reconcile with the store finished |
 //! | `forge_submissions_limited_total` | `limit` (`rate`, `queue`) | open | submissions refused with 429 for a team's rate or queue cap |
 //! | `forge_playground_requests_total` | `api` (`models`, `chat/completions`, `completions`, `other`), `status` (`2xx`, `4xx`, `5xx`) | open | calls to playground servers through the gateway |
 //! | `forge_playground_tokens_total` | `kind` (`prompt`, `completion`) | open | tokens playground servers reported in their answers' `usage` (streamed answers report it when asked with `stream_options.include_usage`) |
@@ -87,6 +88,7 @@ pub struct Metrics {
     leader_epoch: Gauge,
     fenced: Family<Labels, Counter>,
     rayjob_writes: Family<Labels, Counter>,
+    rayjob_relists: Counter,
     limited: Family<Labels, Counter>,
     foreign: Family<Labels, Gauge>,
     playground_requests: Family<Labels, Counter>,
@@ -236,6 +238,12 @@ impl Metrics {
             "RayJob creates and deletes sent by this process",
             rayjob_writes.clone(),
         );
+        let rayjob_relists = Counter::default();
+        registry.register(
+            "forge_rayjob_relists",
+            "RayJob watch lists (the first and every relist) whose reconcile with the store finished",
+            rayjob_relists.clone(),
+        );
         let limited = Family::<Labels, Counter>::default();
         registry.register(
             "forge_submissions_limited",
@@ -303,6 +311,7 @@ impl Metrics {
             leader_epoch,
             fenced,
             rayjob_writes,
+            rayjob_relists,
             limited,
             foreign,
             detailed,
@@ -518,6 +527,11 @@ impl Metrics {
         self.rayjob_writes
             .get_or_create(&vec![("verb", verb.to_string())])
             .inc();
+    }
+
+    /// A RayJob watch list reconciled with the store.
+    pub fn rayjob_relisted(&self) {
+        self.rayjob_relists.inc();
     }
 
     /// A submission refused by a team limit (`rate` or `queue`).

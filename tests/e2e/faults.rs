@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use forge_kubesim::faults::FailRule;
+use forge_kubesim::faults::{FailRule, HoldRule};
 use forge_tests::gateway::TestGateway;
 use forge_tests::jobs::{
     JobClient, RayJobRecorder, history, marker_zip, one_gpu_spec, rayjobs, runs_of, wait_no_rayjobs,
 };
+use forge_tests::wait::{eventually, not_yet};
 
 /// How many jobs. The issue asks for 100; in a debug build on 2 cores 100 process-mode
 /// jobs under faults take over 5 minutes, so the suite runs 40 (`FORGE_FAULT_JOBS`
@@ -199,4 +200,86 @@ async fn a_refused_rayjob_create_fails_the_job_and_frees_its_gpus() {
         .wait_terminal(std::slice::from_ref(&after), Duration::from_secs(120))
         .await;
     assert_eq!(done[&after]["state"], "succeeded", "{:#}", done[&after]);
+}
+
+/// A RayJob watch relist while this process's own create of a job's RayJob is still in
+/// flight (the API server holds it) leaves the job to that create. The reconcile after
+/// a relist queues again a `dispatched` job whose RayJob does not exist — for a leader
+/// that died between storing its intent and creating — and must not take a create still
+/// on its way for one that never happened: the job stays dispatched, is dispatched
+/// once, gets one RayJob and runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
+    let gw = TestGateway::start("h100=1x8", &[]).await;
+    let client = JobClient::new(&gw.url, &gw.token);
+    let runs = tempfile::tempdir().expect("runs dir");
+    let relists = "forge_rayjob_relists_total";
+    eventually(
+        "the lifecycle's first RayJob list",
+        Duration::from_secs(30),
+        || async {
+            let n = gw.counter(relists).await;
+            if n >= 1 { Ok(()) } else { Err(not_yet(n)) }
+        },
+    )
+    .await;
+    gw.sim.faults().hold(HoldRule {
+        path_contains: Some("/rayjobs".into()),
+        verb: Some("create".into()),
+    });
+    let spec = one_gpu_spec("held-create", "python3 job.py");
+    let id = client.submit_ok(&spec, marker_zip(runs.path(), 0.0)).await;
+    eventually(
+        "the RayJob create held by the API server",
+        Duration::from_secs(30),
+        || async {
+            let held = gw.sim.faults().state().held;
+            if held == 1 {
+                Ok(())
+            } else {
+                Err(not_yet(held))
+            }
+        },
+    )
+    .await;
+    // Compacting, then dropping the watches: the gateway's watchers get 410 Gone on
+    // resuming and list again, and the lifecycle reconciles the store with that list.
+    let before = gw.counter(relists).await;
+    gw.sim.faults().compact();
+    gw.sim.faults().drop_watches();
+    eventually(
+        "a RayJob relist reconciled",
+        Duration::from_secs(30),
+        || async {
+            let n = gw.counter(relists).await;
+            if n > before { Ok(()) } else { Err(not_yet(n)) }
+        },
+    )
+    .await;
+    let job = client.job(&id).await;
+    assert_eq!(
+        (job["state"].as_str(), history(&job)),
+        (
+            Some("dispatched"),
+            vec!["queued".to_string(), "dispatched".to_string()]
+        ),
+        "the relist during the create queued the job again: {job:#}"
+    );
+
+    gw.sim.faults().release();
+    let done = client
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(120))
+        .await;
+    let job = &done[&id];
+    assert_eq!(job["state"], "succeeded", "{job:#}");
+    let dispatched = history(job).iter().filter(|s| *s == "dispatched").count();
+    assert_eq!(dispatched, 1, "dispatched {dispatched} times: {job:#}");
+    assert_eq!(runs_of(runs.path(), &id), 1, "job {id} ran more than once");
+    let creates = gw
+        .sim
+        .created("rayjobs")
+        .into_iter()
+        .filter(|c| c.name == format!("forge-{id}"))
+        .count();
+    assert_eq!(creates, 1, "RayJob of {id} created {creates} times");
 }

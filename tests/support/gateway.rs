@@ -160,13 +160,18 @@ impl TestGateway {
             .json(body)
     }
 
-    /// Completed dispatcher passes (`forge_dispatch_pass_seconds_count`).
-    pub async fn dispatcher_passes(&self) -> u64 {
+    /// The value of the unlabelled counter (or histogram count) `series`, 0 when absent.
+    pub async fn counter(&self, series: &str) -> u64 {
         let text = self.metrics().await;
         text.lines()
-            .find_map(|l| l.strip_prefix("forge_dispatch_pass_seconds_count "))
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
+    }
+
+    /// Completed dispatcher passes (`forge_dispatch_pass_seconds_count`).
+    pub async fn dispatcher_passes(&self) -> u64 {
+        self.counter("forge_dispatch_pass_seconds_count").await
     }
 
     /// Wakes the dispatcher and waits until a whole pass that started after this call

@@ -1,6 +1,7 @@
 //! Fault injection for tests: fail the next N matching requests with 500 or 429
-//! (with `Retry-After`), delay every response, drop all open watch connections, and
-//! compact the store so older resourceVersions answer 410 Gone. Usable in-process
+//! (with `Retry-After`), delay every response, hold matching requests until released
+//! (a call in flight for as long as a test needs), drop all open watch connections,
+//! and compact the store so older resourceVersions answer 410 Gone. Usable in-process
 //! ([`Faults`]) and over HTTP at `/_sim/faults` (see the README).
 
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,35 @@ pub struct FailRule {
     pub verb: Option<String>,
 }
 
+/// A rule holding every request that matches it (before it is served) until the
+/// holds are released: the client sees a call in flight, not yet answered.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldRule {
+    /// Only requests whose path contains this substring.
+    #[serde(default)]
+    pub path_contains: Option<String>,
+    /// Only this Kubernetes verb.
+    #[serde(default)]
+    pub verb: Option<String>,
+}
+
+impl HoldRule {
+    fn matches(&self, path: &str, verb: &str) -> bool {
+        matches(
+            self.path_contains.as_deref(),
+            self.verb.as_deref(),
+            path,
+            verb,
+        )
+    }
+}
+
+fn matches(path_contains: Option<&str>, only_verb: Option<&str>, path: &str, verb: &str) -> bool {
+    path_contains.is_none_or(|p| path.contains(p))
+        && only_verb.is_none_or(|v| v.eq_ignore_ascii_case(verb))
+}
+
 /// Body of `POST /_sim/faults`; every field optional, applied in order.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -43,6 +73,12 @@ pub struct FaultRequest {
     /// Set the response delay in milliseconds (0 disables).
     #[serde(default)]
     pub delay_ms: Option<u64>,
+    /// Add a hold rule.
+    #[serde(default)]
+    pub hold: Option<HoldRule>,
+    /// Remove every hold rule, letting the held requests through.
+    #[serde(default)]
+    pub release: bool,
     /// Drop all open watch connections now.
     #[serde(default)]
     pub drop_watches: bool,
@@ -59,6 +95,12 @@ pub struct FaultState {
     pub rules: Vec<FailRule>,
     /// Response delay in milliseconds.
     pub delay_ms: u64,
+    /// Hold rules in force.
+    #[serde(default)]
+    pub holds: Vec<HoldRule>,
+    /// Requests held right now.
+    #[serde(default)]
+    pub held: u32,
 }
 
 /// Handle to the emulator's fault injection.
@@ -66,6 +108,7 @@ pub struct FaultState {
 pub struct Faults {
     state: Mutex<FaultState>,
     drop_tx: watch::Sender<u64>,
+    release_tx: watch::Sender<u64>,
     store: Arc<Store>,
 }
 
@@ -74,6 +117,7 @@ impl Faults {
         Self {
             state: Mutex::new(FaultState::default()),
             drop_tx: watch::channel(0).0,
+            release_tx: watch::channel(0).0,
             store,
         }
     }
@@ -89,17 +133,23 @@ impl Faults {
 
     /// Adds a failure rule.
     pub fn add_rule(&self, rule: FailRule) {
-        self.state
-            .lock()
-            .expect("faults lock poisoned")
-            .rules
-            .push(rule);
+        self.lock().rules.push(rule);
     }
 
     /// Delays every API response by `delay` (zero disables).
     pub fn set_delay(&self, delay: Duration) {
-        self.state.lock().expect("faults lock poisoned").delay_ms =
-            u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.lock().delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+    }
+
+    /// Holds every request matching `rule` until [`Faults::release`].
+    pub fn hold(&self, rule: HoldRule) {
+        self.lock().holds.push(rule);
+    }
+
+    /// Removes every hold rule: held requests go on to be served.
+    pub fn release(&self) {
+        self.lock().holds.clear();
+        self.release_tx.send_modify(|v| *v += 1);
     }
 
     /// Closes every open watch connection now (clients see a clean end of stream).
@@ -113,14 +163,21 @@ impl Faults {
         self.store.compact();
     }
 
-    /// Removes all rules and the delay.
+    /// Removes all rules, holds (releasing what they held) and the delay.
     pub fn clear(&self) {
-        *self.state.lock().expect("faults lock poisoned") = FaultState::default();
+        let mut st = self.lock();
+        let held = st.held;
+        *st = FaultState {
+            held,
+            ..FaultState::default()
+        };
+        drop(st);
+        self.release_tx.send_modify(|v| *v += 1);
     }
 
     /// Snapshot of the current state.
     pub fn state(&self) -> FaultState {
-        self.state.lock().expect("faults lock poisoned").clone()
+        self.lock().clone()
     }
 
     /// Applies an HTTP fault request.
@@ -130,6 +187,12 @@ impl Faults {
         }
         if let Some(ms) = req.delay_ms {
             self.set_delay(Duration::from_millis(ms));
+        }
+        if let Some(rule) = req.hold {
+            self.hold(rule);
+        }
+        if req.release {
+            self.release();
         }
         if req.drop_watches {
             self.drop_watches();
@@ -144,18 +207,38 @@ impl Faults {
     }
 
     pub(crate) fn delay(&self) -> Duration {
-        Duration::from_millis(self.state.lock().expect("faults lock poisoned").delay_ms)
+        Duration::from_millis(self.lock().delay_ms)
+    }
+
+    /// Waits while a hold rule matches the request.
+    pub(crate) async fn wait_while_held(&self, path: &str, verb: &str) {
+        let mut released = self.release_tx.subscribe();
+        let held = |st: &FaultState| st.holds.iter().any(|h| h.matches(path, verb));
+        {
+            let mut st = self.lock();
+            if !held(&st) {
+                return;
+            }
+            st.held += 1;
+        }
+        while held(&self.lock()) {
+            if released.changed().await.is_err() {
+                break;
+            }
+        }
+        let mut st = self.lock();
+        st.held = st.held.saturating_sub(1);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FaultState> {
+        self.state.lock().expect("faults lock poisoned")
     }
 
     /// Consumes one matching rule, returning the error to answer with.
     pub(crate) fn check(&self, path: &str, verb: &str) -> Option<ApiError> {
-        let mut st = self.state.lock().expect("faults lock poisoned");
+        let mut st = self.lock();
         let idx = st.rules.iter().position(|r| {
-            r.count > 0
-                && r.path_contains.as_deref().is_none_or(|p| path.contains(p))
-                && r.verb
-                    .as_deref()
-                    .is_none_or(|v| v.eq_ignore_ascii_case(verb))
+            r.count > 0 && matches(r.path_contains.as_deref(), r.verb.as_deref(), path, verb)
         })?;
         let rule = &mut st.rules[idx];
         rule.count -= 1;

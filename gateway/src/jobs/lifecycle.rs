@@ -79,7 +79,11 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
                     seen.insert(obj.name_any());
                     jobs.on_rayjob(&obj).await
                 }
-                Ok(watcher::Event::InitDone) => jobs.reconcile(&seen).await,
+                Ok(watcher::Event::InitDone) => {
+                    let done = jobs.reconcile(&seen).await;
+                    jobs.metrics.rayjob_relisted();
+                    done
+                }
                 Ok(watcher::Event::Apply(obj)) => jobs.on_rayjob(&obj).await,
                 Ok(watcher::Event::Delete(obj)) => jobs.on_rayjob_deleted(&obj).await,
                 Err(e) => {

@@ -1,6 +1,6 @@
 //! One resource request: parse its target, name its verb (`get`, `list`, `watch`,
-//! `create`, ...), apply fault injection (delay, then any matching failure rule) and
-//! run the verb.
+//! `create`, ...), apply fault injection (delay, any hold, then any matching failure
+//! rule) and run the verb.
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Uri};
@@ -11,7 +11,7 @@ use super::target::{Query, Target, flag, parse_target, query_map};
 use super::verbs::handle;
 use crate::error::ApiError;
 
-/// Runs `fut` after the injected delay, unless a fault rule fails the request first.
+/// Runs `fut` after the injected delay and any hold, unless a fault rule fails the request first.
 pub(super) async fn with_faults(
     st: &AppState,
     uri: &Uri,
@@ -22,6 +22,7 @@ pub(super) async fn with_faults(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
+    st.faults.wait_while_held(uri.path(), verb).await;
     if let Some(err) = st.faults.check(uri.path(), verb) {
         return err.into_response();
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::support::{
     api_err, eventually, holds_for, pod, raw, raw_http, rayclusters, rayjob, rayjobs, start_bare,
 };
-use forge_kubesim::FailRule;
+use forge_kubesim::{FailRule, HoldRule};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
@@ -1106,6 +1106,67 @@ async fn fault_injection_errors_and_admin_endpoint() {
     )
     .await;
     assert_eq!(code, 400);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_held_request_waits_until_released() {
+    let sim = start_bare().await;
+    let client = sim.client().expect("client");
+    let nodes: Api<Node> = Api::all(client.clone());
+    sim.faults().hold(HoldRule {
+        path_contains: Some("/nodes/".into()),
+        verb: Some("get".into()),
+    });
+    let get = tokio::spawn({
+        let nodes = nodes.clone();
+        async move { nodes.get("h100-0").await }
+    });
+    eventually("the get is held", || async {
+        sim.faults().state().held == 1
+    })
+    .await;
+    // Only matching requests wait: a list of the same resource is served meanwhile.
+    let listed = nodes.list(&ListParams::default()).await.expect("list");
+    assert_eq!(listed.items.len(), 3);
+    holds_for(Duration::from_millis(300), "the get stays held", || async {
+        !get.is_finished() && sim.faults().state().held == 1
+    })
+    .await;
+    // Over HTTP: release lets it through; the state shows no hold and nothing held.
+    let (code, _, _) = raw(
+        &client,
+        "POST",
+        "/_sim/faults",
+        Some("application/json"),
+        Some(json!({"release": true})),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let node = get.await.expect("join").expect("the held get is served");
+    assert_eq!(node.metadata.name.as_deref(), Some("h100-0"));
+    let state = sim.faults().state();
+    assert!(state.holds.is_empty() && state.held == 0, "{state:?}");
+    // A hold set over HTTP shows in the state; clearing the faults releases it too.
+    let (code, _, state) = raw(
+        &client,
+        "POST",
+        "/_sim/faults",
+        Some("application/json"),
+        Some(json!({"hold": {"pathContains": "/nodes/", "verb": "get"}})),
+    )
+    .await;
+    assert_eq!(
+        (code, state["holds"].as_array().map(Vec::len)),
+        (200, Some(1))
+    );
+    let get = tokio::spawn(async move { nodes.get("h100-1").await });
+    eventually("the second get is held", || async {
+        sim.faults().state().held == 1
+    })
+    .await;
+    sim.faults().clear();
+    get.await.expect("join").expect("clearing released the get");
     sim.shutdown().await;
 }
 
