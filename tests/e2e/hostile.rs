@@ -53,6 +53,9 @@ impl DevGateway {
             .arg(&components)
             .env("FORGE_LISTEN", "127.0.0.1:0")
             .env("FORGE_DATA_DIR", dir.path().join("data"))
+            // The emulator's scratch root goes under the test's directory: a gateway
+            // killed on drop leaves nothing in the system's temporary directory.
+            .env("TMPDIR", dir.path())
             .env("RUST_LOG", "warn")
             .env(
                 "FORGE_PLUGIN_FAILED_UPLOADS_PER_HOUR",

@@ -126,6 +126,9 @@ impl Emulator {
             ])
             .arg("--kubeconfig")
             .arg(&kubeconfig)
+            // Inside the test's directory: a SIGKILLed emulator leaves nothing behind.
+            .arg("--scratch-root")
+            .arg(dir.join("cluster"))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("kubesim.log")).expect("log"))
@@ -146,6 +149,10 @@ impl Emulator {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
+        assert!(
+            dir.join("cluster").is_dir(),
+            "forge-kubesim did not make its scratch root in the test's directory"
+        );
         let url = kcfg.clusters[0]
             .cluster
             .as_ref()

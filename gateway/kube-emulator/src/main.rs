@@ -1,5 +1,5 @@
 //! `forge-kubesim` binary: starts the emulator, prints its kubeconfig and writes it to
-//! a file, then serves until Ctrl-C.
+//! a file, then serves until Ctrl-C or SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,6 +47,11 @@ struct Args {
     /// mode) instead of vLLM, e.g. the value of the gateway's `FORGE_IMAGE_VLLM`.
     #[arg(long, env = "KUBESIM_INFERENCE_IMAGE")]
     inference_image: Option<String>,
+    /// Where the simulated kubelet keeps pods' volumes and jobs' working directories.
+    /// Created if missing and then removed at exit; an existing directory is used and
+    /// left in place. Default: a fresh directory under the system's temporary one.
+    #[arg(long, env = "KUBESIM_SCRATCH_ROOT")]
+    scratch_root: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -79,6 +84,9 @@ async fn main() -> anyhow::Result<()> {
         other => anyhow::bail!("unknown --mode {other:?} (process|timed)"),
     };
     cfg.controllers.inference_image = args.inference_image.filter(|i| !i.is_empty());
+    if let Some(root) = args.scratch_root {
+        cfg.controllers.scratch_root = root;
+    }
     let sim = Sim::start(cfg).await?;
     sim.write_kubeconfig(&args.kubeconfig)
         .with_context(|| format!("writing {}", args.kubeconfig.display()))?;
@@ -88,9 +96,12 @@ async fn main() -> anyhow::Result<()> {
         sim.url(),
         args.kubeconfig.display()
     );
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    tokio::select! {
+        got = tokio::signal::ctrl_c() => got.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
     sim.shutdown().await;
     Ok(())
 }

@@ -34,7 +34,7 @@ pub struct ControllerConfig {
     /// A root that does not exist when [`crate::Sim::start`] runs is created by the
     /// simulator and removed again when it is shut down or dropped; an existing
     /// directory belongs to the caller and is left in place. The default is a fresh
-    /// `<tmp>/forge-kubesim-<pid>-<n>` per configuration, so simulators running side by
+    /// `<tmp>/forge-kubesim-<pid>-<n>-<random>` per configuration, so simulators running side by
     /// side in one process never share (or remove) each other's scratch space.
     pub scratch_root: PathBuf,
     /// Simulated image pull time (per image, first pull on a node).
