@@ -49,7 +49,7 @@ pub struct HoldRule {
 
 impl HoldRule {
     fn matches(&self, path: &str, verb: &str) -> bool {
-        matches(
+        rule_matches(
             self.path_contains.as_deref(),
             self.verb.as_deref(),
             path,
@@ -58,9 +58,24 @@ impl HoldRule {
     }
 }
 
-fn matches(path_contains: Option<&str>, only_verb: Option<&str>, path: &str, verb: &str) -> bool {
+fn rule_matches(
+    path_contains: Option<&str>,
+    only_verb: Option<&str>,
+    path: &str,
+    verb: &str,
+) -> bool {
     path_contains.is_none_or(|p| path.contains(p))
         && only_verb.is_none_or(|v| v.eq_ignore_ascii_case(verb))
+}
+
+/// One request in [`FaultState::held`] until dropped.
+struct HeldCount<'a>(&'a Faults);
+
+impl Drop for HeldCount<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.held = st.held.saturating_sub(1);
+    }
 }
 
 /// Body of `POST /_sim/faults`; every field optional, applied in order.
@@ -221,13 +236,14 @@ impl Faults {
             }
             st.held += 1;
         }
+        // Counted while it waits, also when the request is dropped meanwhile (its
+        // client went away).
+        let _counted = HeldCount(self);
         while held(&self.lock()) {
             if released.changed().await.is_err() {
                 break;
             }
         }
-        let mut st = self.lock();
-        st.held = st.held.saturating_sub(1);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FaultState> {
@@ -238,7 +254,7 @@ impl Faults {
     pub(crate) fn check(&self, path: &str, verb: &str) -> Option<ApiError> {
         let mut st = self.lock();
         let idx = st.rules.iter().position(|r| {
-            r.count > 0 && matches(r.path_contains.as_deref(), r.verb.as_deref(), path, verb)
+            r.count > 0 && rule_matches(r.path_contains.as_deref(), r.verb.as_deref(), path, verb)
         })?;
         let rule = &mut st.rules[idx];
         rule.count -= 1;
