@@ -15,6 +15,23 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Pod, Volume, VolumeMount};
 use kube::ResourceExt;
 
+/// Fails once the scratch root is gone: the simulator is stopping (its root was
+/// removed while a controller task had not yet seen the cancellation), and a directory
+/// made now would recreate the root and be left behind.
+pub fn root_present(root: &Path) -> std::io::Result<()> {
+    if root.is_dir() {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "the scratch root {} is gone: the simulator is stopping",
+                root.display()
+            ),
+        ))
+    }
+}
+
 /// Host directory of a pod-local volume (emptyDir, configMap, secret).
 pub fn volume_dir(root: &Path, pod_uid: &str, volume: &str) -> PathBuf {
     root.join("pods").join(pod_uid).join("volumes").join(volume)

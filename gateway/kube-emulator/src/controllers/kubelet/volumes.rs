@@ -27,7 +27,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::worker::Worker;
 use crate::controllers::attach::PodRef;
 use crate::controllers::events::{Kind, emit_core};
-use crate::controllers::hostpaths::{claim_dir, mount_dir, volume_dir};
+use crate::controllers::hostpaths::{claim_dir, mount_dir, root_present, volume_dir};
 
 /// Why a volume is not ready yet.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,6 +89,9 @@ impl Worker {
                 v.name
             ))
         };
+        if let Some(v) = volumes.first() {
+            root_present(root).map_err(|e| io(v, e))?;
+        }
         for v in &volumes {
             let dir = volume_dir(root, &uid, &v.name);
             if v.empty_dir.is_some() {
