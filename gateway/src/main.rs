@@ -76,8 +76,20 @@ enum Command {
     },
 }
 
+/// Runs the command; a failure is one `error: …` report on stderr (the causes joined on
+/// its first line, never a backtrace, whatever `RUST_BACKTRACE` says) and exit code 1.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -5,6 +5,7 @@
 //! library (`tests/support/`).
 
 mod api;
+mod binaries;
 mod capsule_links;
 mod capsule_rayjob;
 mod cli;

@@ -54,8 +54,20 @@ struct Args {
     scratch_root: Option<PathBuf>,
 }
 
+/// Runs the emulator; a failure is one `error: …` report on stderr (never a backtrace,
+/// whatever `RUST_BACKTRACE` says) and exit code 1.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

@@ -84,11 +84,16 @@ impl ConfigError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
+/// One problem on one line (`invalid configuration: …`); several, one a line after a
+/// count.
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "invalid configuration ({} problem(s)):", self.0.len())?;
+        if let [one] = self.0.as_slice() {
+            return write!(f, "invalid configuration: {one}");
+        }
+        write!(f, "invalid configuration ({} problem(s)):", self.0.len())?;
         for e in &self.0 {
-            writeln!(f, "  - {e}")?;
+            write!(f, "\n  - {e}")?;
         }
         Ok(())
     }

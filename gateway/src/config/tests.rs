@@ -302,6 +302,23 @@ fn all_problems_reported_at_once() {
     }
     let text = ConfigErrors(e).to_string();
     assert!(text.contains("4 problem(s)"), "{text}");
+    assert_eq!(
+        text.lines().count(),
+        5,
+        "a count, then one problem a line: {text}"
+    );
+}
+
+#[test]
+fn one_problem_is_one_line() {
+    let e = errors(&[("FORGE_POLICY_DEADLINE_MS", "soon")]);
+    assert_eq!(e.len(), 1, "{e:?}");
+    let text = ConfigErrors(e).to_string();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with("invalid configuration: ") && text.contains("FORGE_POLICY_DEADLINE_MS"),
+        "{text}"
+    );
 }
 
 #[test]
