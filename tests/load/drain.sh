@@ -9,6 +9,12 @@
 # Starts `forge-gateway dev --sim api-only` on 5000 nodes x 8 GPUs (room for every job)
 # like tests/load/run.sh. Run it with BIN set to two builds to compare them on the same
 # machine (alternate them: a run moves by ±15 % here).
+#
+#   API=apart bash tests/load/drain.sh
+#
+# runs the API server as its own process (forge-kubesim, as a real cluster's is) and
+# the gateway with `serve` against it, and reports the CPU of each per job: the
+# gateway's own cost, without the API server's it carries in the embedded mode.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -16,17 +22,24 @@ N="${N:-12000}"
 # shellcheck source=tests/load/gateway.sh
 . tests/load/gateway.sh
 start_for_jobs
-cpu() { awk '{print $14 + $15}' "/proc/$gw/stat"; }
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 before="$(dispatched)"
-c0="$(cpu)"
+c0="$(cpu "$gw")"
+a0="$( [ -n "${api:-}" ] && cpu "$api" || echo 0)"
 t0=$(date +%s.%N)
 "$oha" -n "$N" -c 32 --no-tui --output-format quiet -m POST -T application/json \
   -H "Authorization: Bearer $FORGE_TOKEN" -D "$data/body.json" "$url/v1/jobs"
 t_sub=$(date +%s.%N)
 wait_dispatched "$before" "$t_sub"
-c1="$(cpu)"
+c1="$(cpu "$gw")"
+a1="$( [ -n "${api:-}" ] && cpu "$api" || echo 0)"
 awk -v n="$N" -v c="$(( ${last%.*} - ${before%.*} ))" -v t0="$t0" -v ts="$t_sub" -v te="$t_end" \
-  -v cpu="$(( c1 - c0 ))" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+  -v cpu="$(( c1 - c0 ))" -v apicpu="$(( a1 - a0 ))" -v apart="${api:+1}" -v hz="$(getconf CLK_TCK)" 'BEGIN {
   printf "submitted %d jobs in %.2f s (%.0f req/s); %d RayJobs created in %.2f s = %.0f jobs/s; gateway CPU %.2f s = %.0f µs a job\n", n, ts - t0, n / (ts - t0), c, te - t0, c / (te - t0), cpu / hz, 1e6 * cpu / hz / c
-  printf "BENCH drain jobs=%d submit_rps=%.0f created=%d created_per_s=%.0f cpu_us_per_job=%.0f\n", n, n / (ts - t0), c, c / (te - t0), 1e6 * cpu / hz / c
+  if (apart) {
+    printf "API server apart: its CPU %.2f s = %.0f µs a job\n", apicpu / hz, 1e6 * apicpu / hz / c
+    printf "BENCH drain_apart jobs=%d submit_rps=%.0f created=%d created_per_s=%.0f cpu_us_per_job=%.0f api_cpu_us_per_job=%.0f\n", n, n / (ts - t0), c, c / (te - t0), 1e6 * cpu / hz / c, 1e6 * apicpu / hz / c
+  } else {
+    printf "BENCH drain jobs=%d submit_rps=%.0f created=%d created_per_s=%.0f cpu_us_per_job=%.0f\n", n, n / (ts - t0), c, c / (te - t0), 1e6 * cpu / hz / c
+  }
 }'

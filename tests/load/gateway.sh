@@ -43,10 +43,58 @@ start_gateway() {
   FORGE_TOKEN="$(awk '/token:/ {print $2; exit}' "$log")"
   [ -n "$FORGE_TOKEN" ] || { cat "$log"; exit 1; }
   export FORGE_TOKEN
+  store_capsule
+}
+
+# start_gateway_apart BIN KUBESIM: the API server in its own process, as in a real
+# cluster: `KUBESIM --no-controllers` (the bare API server, with a token: TLS like a
+# kube-apiserver) on 5000 nodes x 8 GPUs, and `BIN serve` against it through its
+# kubeconfig, with tests/load/chain.yaml and a tokens file holding a fresh admin
+# token. Sets what start_gateway sets, and `api` (the API server's pid).
+start_gateway_apart() {
+  data="$(mktemp -d)"
+  local port=$((20000 + RANDOM % 20000)) log="$data/gateway.log"
+  "$2" --no-controllers --nodes h100=5000x8 --namespaces starforge \
+    --token "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+    --kubeconfig "$data/kubeconfig" >"$data/kubesim.out" 2>"$data/kubesim.log" &
+  api=$!
+  trap 'kill $gw $api 2>/dev/null; wait $gw $api 2>/dev/null; rm -rf "$data"' EXIT
+  for _ in $(seq 1 300); do
+    grep -q "serving" "$data/kubesim.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  FORGE_TOKEN="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  export FORGE_TOKEN
+  printf 'tokens:\n  - team: team-a\n    role: admin\n    token_sha256: %s\n' \
+    "$(printf %s "$FORGE_TOKEN" | sha256sum | cut -d' ' -f1)" >"$data/tokens.yaml"
+  url="http://127.0.0.1:$port"
+  KUBECONFIG="$data/kubeconfig" FORGE_DATA_DIR="$data/gateway" FORGE_LISTEN="127.0.0.1:$port" \
+    FORGE_PUBLIC_URL="$url" FORGE_TOKENS_FILE="$data/tokens.yaml" RUST_LOG=warn \
+    FORGE_K8S_NAMESPACE=starforge FORGE_IMAGE_NEMO_RL=rayproject/ray:2.55.1 \
+    FORGE_KUBERAY_RAY_VERSION=2.55.1 \
+    FORGE_SUBMISSIONS_PER_MINUTE=0 FORGE_MAX_QUEUED_PER_TEAM=0 \
+    "$1" serve --policy-chain tests/load/chain.yaml >"$log" 2>&1 &
+  gw=$!
+  trap 'kill $gw $api 2>/dev/null; wait $gw $api 2>/dev/null; rm -rf "$data"' EXIT
+  for _ in $(seq 1 300); do
+    curl -sf "$url/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -sf "$url/readyz" >/dev/null || { cat "$log"; exit 1; }
+  mkdir -p "$data/sample"
+  printf 'print("load")\n' >"$data/sample/train.py"
+  (cd "$data/sample" && python3 -c 'import zipfile; z = zipfile.ZipFile("code.zip", "w"); z.write("train.py"); z.close()')
+  printf '{"name":"load","framework":"nemo-rl","entrypoint":"python3 train.py","pools":[{"name":"train","nodes":1,"gpusPerNode":1}]}' \
+    >"$data/sample/job.json"
+  store_capsule
+}
+
+# Stores the sample job's capsule with one multipart submission; exports FORGE_CAPSULE.
+store_capsule() {
   FORGE_CAPSULE="$(curl -sf -H "Authorization: Bearer $FORGE_TOKEN" \
     -F "spec=@$data/sample/job.json" -F "code=@$data/sample/code.zip" "$url/v1/jobs" |
     sed -n 's/.*"capsuleSha256":"\([0-9a-f]*\)".*/\1/p')"
-  [ -n "$FORGE_CAPSULE" ] || { echo "could not store the capsule" >&2; cat "$log"; exit 1; }
+  [ -n "$FORGE_CAPSULE" ] || { echo "could not store the capsule" >&2; cat "$data/gateway.log"; exit 1; }
   export FORGE_CAPSULE
 }
 
@@ -57,14 +105,24 @@ queued_now() {
 }
 
 # start_for_jobs: oha, then `$BIN` (when unset: the release gateway, built) started as
-# above, and `$data/body.json`, a one-GPU job naming the stored capsule, for oha -D.
+# above — with API=apart, against the API server in its own process
+# (start_gateway_apart, `$KUBESIM`, when unset the release forge-kubesim, built) — and
+# `$data/body.json`, a one-GPU job naming the stored capsule, for oha -D.
 start_for_jobs() {
   ensure_oha
   if [ -z "${BIN:-}" ]; then
     build_gateway
     BIN=target/release/forge-gateway
   fi
-  start_gateway "$BIN"
+  if [ "${API:-}" = apart ]; then
+    if [ -z "${KUBESIM:-}" ]; then
+      cargo build --quiet --release -p forge-kubesim
+      KUBESIM=target/release/forge-kubesim
+    fi
+    start_gateway_apart "$BIN" "$KUBESIM"
+  else
+    start_gateway "$BIN"
+  fi
   printf '{"capsule":"%s","spec":{"name":"load","framework":"nemo-rl","entrypoint":"python3 train.py","pools":[{"name":"train","nodes":1,"gpusPerNode":1}]}}' \
     "$FORGE_CAPSULE" >"$data/body.json"
 }
