@@ -57,8 +57,8 @@ start_gateway_apart() {
   "$2" --no-controllers --nodes h100=5000x8 --namespaces starforge \
     --token "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
     --kubeconfig "$data/kubeconfig" >"$data/kubesim.out" 2>"$data/kubesim.log" &
-  api=$!
-  trap 'kill $gw $api 2>/dev/null; wait $gw $api 2>/dev/null; rm -rf "$data"' EXIT
+  api=$! gw=
+  trap 'kill $api $gw 2>/dev/null; wait $api $gw 2>/dev/null; rm -rf "$data"' EXIT
   for _ in $(seq 1 300); do
     grep -q "serving" "$data/kubesim.log" 2>/dev/null && break
     sleep 0.1
@@ -75,7 +75,6 @@ start_gateway_apart() {
     FORGE_SUBMISSIONS_PER_MINUTE=0 FORGE_MAX_QUEUED_PER_TEAM=0 \
     "$1" serve --policy-chain tests/load/chain.yaml >"$log" 2>&1 &
   gw=$!
-  trap 'kill $gw $api 2>/dev/null; wait $gw $api 2>/dev/null; rm -rf "$data"' EXIT
   for _ in $(seq 1 300); do
     curl -sf "$url/readyz" >/dev/null 2>&1 && break
     sleep 0.1

@@ -151,6 +151,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_removed_scratch_root_refuses_new_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).expect("root");
+        root_present(&root).expect("present while it exists");
+        std::fs::remove_dir(&root).expect("remove");
+        let e = root_present(&root).expect_err("gone");
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("is gone"), "{e}");
+    }
+
+    #[test]
     fn paths_map_through_volume_mounts() {
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "h", "uid": "u1", "namespace": "ns"},
