@@ -151,3 +151,20 @@ wait_dispatched() {
     sleep 0.2
   done
 }
+
+initializing() {
+  local n
+  n="$(curl -sf "$url/metrics" | awk '$1 == "forge_job_transitions_total{state=\"initializing\"}" {print $2}')"
+  echo "${n:-0}"
+}
+
+# Waits until the lifecycle controller has recorded `$1` more jobs as initializing than
+# the `$2` it had before the run (every RayJob created, seen by its watch; 120 s at
+# most). Sets `t_settled`.
+wait_settled() {
+  for _ in $(seq 1 600); do
+    [ $(( $(initializing) - $2 )) -ge "$1" ] && break
+    sleep 0.2
+  done
+  t_settled=$(date +%s.%N)
+}
