@@ -45,16 +45,23 @@ pub struct HoldRule {
     /// Only this Kubernetes verb.
     #[serde(default)]
     pub verb: Option<String>,
+    /// Only requests whose query string (as sent, percent-encoded) contains this
+    /// substring: e.g. `job-id` holds the lists that select on `forge.dev/job-id`.
+    #[serde(default)]
+    pub query_contains: Option<String>,
 }
 
 impl HoldRule {
-    fn matches(&self, path: &str, verb: &str) -> bool {
+    fn matches(&self, path: &str, query: &str, verb: &str) -> bool {
         rule_matches(
             self.path_contains.as_deref(),
             self.verb.as_deref(),
             path,
             verb,
-        )
+        ) && self
+            .query_contains
+            .as_deref()
+            .is_none_or(|q| query.contains(q))
     }
 }
 
@@ -226,9 +233,9 @@ impl Faults {
     }
 
     /// Waits while a hold rule matches the request.
-    pub(crate) async fn wait_while_held(&self, path: &str, verb: &str) {
+    pub(crate) async fn wait_while_held(&self, path: &str, query: &str, verb: &str) {
         let mut released = self.release_tx.subscribe();
-        let held = |st: &FaultState| st.holds.iter().any(|h| h.matches(path, verb));
+        let held = |st: &FaultState| st.holds.iter().any(|h| h.matches(path, query, verb));
         {
             let mut st = self.lock();
             if !held(&st) {

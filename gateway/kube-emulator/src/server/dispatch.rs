@@ -22,7 +22,9 @@ pub(super) async fn with_faults(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    st.faults.wait_while_held(uri.path(), verb).await;
+    st.faults
+        .wait_while_held(uri.path(), uri.query().unwrap_or(""), verb)
+        .await;
     if let Some(err) = st.faults.check(uri.path(), verb) {
         return err.into_response();
     }

@@ -1117,6 +1117,7 @@ async fn a_held_request_waits_until_released() {
     sim.faults().hold(HoldRule {
         path_contains: Some("/nodes/".into()),
         verb: Some("get".into()),
+        ..HoldRule::default()
     });
     let get = tokio::spawn({
         let nodes = nodes.clone();
@@ -1167,6 +1168,34 @@ async fn a_held_request_waits_until_released() {
     .await;
     sim.faults().clear();
     get.await.expect("join").expect("clearing released the get");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hold_can_select_requests_by_their_query() {
+    let sim = start_bare().await;
+    let client = sim.client().expect("client");
+    let nodes: Api<Node> = Api::all(client.clone());
+    // Lists selecting on the label `team` wait; other lists of nodes are served.
+    sim.faults().hold(HoldRule {
+        path_contains: Some("/nodes".into()),
+        verb: Some("list".into()),
+        query_contains: Some("team".into()),
+    });
+    let selected = tokio::spawn({
+        let nodes = nodes.clone();
+        async move { nodes.list(&ListParams::default().labels("team=a")).await }
+    });
+    eventually("the selecting list is held", || async {
+        sim.faults().state().held == 1
+    })
+    .await;
+    let all = nodes.list(&ListParams::default()).await.expect("list");
+    assert_eq!(all.items.len(), 3, "a list without the selector is served");
+    assert!(!selected.is_finished(), "the selecting list was served");
+    sim.faults().release();
+    let listed = selected.await.expect("join").expect("released list");
+    assert!(listed.items.is_empty());
     sim.shutdown().await;
 }
 
