@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use forge_kubesim::faults::{FailRule, HoldRule};
 use forge_tests::gateway::TestGateway;
 use forge_tests::jobs::{
-    JobClient, RayJobRecorder, history, marker_zip, one_gpu_spec, rayjobs, runs_of, wait_no_rayjobs,
+    JobClient, RayJobRecorder, history, marker_zip, one_gpu_spec, rayjobs, runs_of,
+    wait_no_rayjobs, zip_of,
 };
 use forge_tests::wait::{eventually, not_yet};
 
@@ -226,6 +227,7 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
     gw.sim.faults().hold(HoldRule {
         path_contains: Some("/rayjobs".into()),
         verb: Some("create".into()),
+        ..HoldRule::default()
     });
     let spec = one_gpu_spec("held-create", "python3 job.py");
     let id = client.submit_ok(&spec, marker_zip(runs.path(), 0.0)).await;
@@ -282,4 +284,74 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
         .filter(|c| c.name == format!("forge-{id}"))
         .count();
     assert_eq!(creates, 1, "RayJob of {id} created {creates} times");
+}
+
+/// The lifecycle controller handles RayJobs concurrently: one job's event stuck on the
+/// API server (a failing job's pods listed for OOM kills, held) does not stop another
+/// job's RayJob events from moving that job to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_rayjob_stuck_in_the_lifecycle_does_not_hold_back_the_others() {
+    let gw = TestGateway::start("h100=1x8", &[]).await;
+    let client = JobClient::new(&gw.url, &gw.token);
+    let runs = tempfile::tempdir().expect("runs dir");
+    let (succeeded, failed) = (
+        r#"forge_job_transitions_total{state="succeeded"}"#,
+        r#"forge_job_transitions_total{state="failed"}"#,
+    );
+    // Pod lists selecting on `forge.dev/job-id` wait: the failing job's OOM-kill
+    // lookup (the emulated Ray driver selects on other labels and runs on). A job's
+    // details list pods that way too: states are read from the metrics until the release.
+    gw.sim.faults().hold(HoldRule {
+        path_contains: Some("/pods".into()),
+        verb: Some("list".into()),
+        query_contains: Some("job-id".into()),
+    });
+    let failing = client
+        .submit_ok(
+            &one_gpu_spec("fails", "python3 fail.py"),
+            zip_of(&[("fail.py", "raise SystemExit(3)\n")]),
+        )
+        .await;
+    eventually(
+        "the failing job's pod list held by the API server",
+        Duration::from_secs(60),
+        || async {
+            let held = gw.sim.faults().state().held;
+            if held >= 1 {
+                Ok(())
+            } else {
+                Err(not_yet(held))
+            }
+        },
+    )
+    .await;
+
+    let ok = client
+        .submit_ok(
+            &one_gpu_spec("succeeds", "python3 job.py"),
+            marker_zip(runs.path(), 0.0),
+        )
+        .await;
+    eventually(
+        "the other job succeeded while the failing one's handling waits",
+        Duration::from_secs(60),
+        || async {
+            let n = gw.counter(succeeded).await;
+            if n == 1 { Ok(()) } else { Err(not_yet(n)) }
+        },
+    )
+    .await;
+    assert_eq!(
+        gw.counter(failed).await,
+        0,
+        "the failing job's handling was not the one held"
+    );
+
+    gw.sim.faults().release();
+    let done = client
+        .wait_terminal(&[failing.clone(), ok.clone()], Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&failing]["state"], "failed", "{:#}", done[&failing]);
+    assert_eq!(done[&ok]["state"], "succeeded", "{:#}", done[&ok]);
+    assert_eq!(runs_of(runs.path(), &ok), 1);
 }

@@ -15,6 +15,10 @@
 //! reported, like RayJobs of other installations ([`super::orphans`]). Only the leader
 //! runs it, on a [`Jobs`] bound to its term (fenced writes, deletes checked first).
 //!
+//! Events of different RayJobs are handled concurrently (at most [`CONCURRENCY`] at
+//! once, each waiting on its own store write, which group commit shares); one
+//! RayJob's events are handled in the order they came ([`super::per_key`]).
+//!
 //! Every [`RESYNC`] the gateway's RayJobs are listed again, events or not: that
 //! finishes what a transient failure interrupted (archival, delete). After the
 //! watcher's initial list (every start and every relist) the store is reconciled with
@@ -31,6 +35,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use kube::ResourceExt;
 use kube::runtime::{WatchStreamExt, watcher};
 
@@ -38,6 +44,7 @@ use super::diagnosis::first_oom_kill;
 use super::error::JobError;
 use super::kuberay_status::target_state;
 use super::owners::job_id_of;
+use super::per_key::PerKey;
 use super::pre_running;
 use super::service::Jobs;
 use crate::cluster::RayJob;
@@ -48,7 +55,15 @@ use crate::store::{JobRecord, StoreError, Transition};
 /// How often every RayJob of the gateway is looked at again, events or not.
 const RESYNC: Duration = Duration::from_secs(10);
 
+/// RayJobs whose watch events are handled at once (each waits on its own store
+/// write); one RayJob's events are handled one after another, in order.
+const CONCURRENCY: usize = 32;
+
 /// Runs the controller until the task is aborted.
+///
+/// Events of different RayJobs are handled concurrently ([`PerKey`]); a list boundary
+/// (the start of a relist, its end before the reconcile) and the resync first wait for
+/// every event before them to be handled.
 pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let cfg = watcher::Config::default().labels(&jobs.cluster.rayjobs.own_selector());
@@ -57,45 +72,114 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut resync = tokio::time::interval(RESYNC);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut handling = Handling::new(&jobs);
         loop {
             let event = tokio::select! {
-                ev = stream.next() => match ev {
+                Some(()) = handling.next_done(), if handling.running() > 0 => continue,
+                ev = stream.next(), if handling.running() < CONCURRENCY => match ev {
                     Some(ev) => ev,
                     None => break,
                 },
                 _ = resync.tick() => {
+                    handling.finish().await;
                     if let Err(e) = jobs.resync().await {
                         tracing::warn!("lifecycle resync: {e}");
                     }
                     continue;
                 }
             };
-            let result = match event {
+            match event {
                 Ok(watcher::Event::Init) => {
+                    handling.finish().await;
                     seen.clear();
-                    Ok(())
                 }
                 Ok(watcher::Event::InitApply(obj)) => {
                     seen.insert(obj.name_any());
-                    jobs.on_rayjob(&obj).await
+                    handling.offer(Work::Seen(obj));
                 }
                 Ok(watcher::Event::InitDone) => {
-                    let done = jobs.reconcile(&seen).await;
+                    handling.finish().await;
+                    if let Err(e) = jobs.reconcile(&seen).await {
+                        tracing::warn!("lifecycle: {e}");
+                    }
                     jobs.metrics.rayjob_relisted();
-                    done
                 }
-                Ok(watcher::Event::Apply(obj)) => jobs.on_rayjob(&obj).await,
-                Ok(watcher::Event::Delete(obj)) => jobs.on_rayjob_deleted(&obj).await,
-                Err(e) => {
-                    tracing::warn!("RayJob watch error (retrying with backoff): {e}");
-                    Ok(())
-                }
-            };
-            if let Err(e) = result {
-                tracing::warn!("lifecycle: {e}");
+                Ok(watcher::Event::Apply(obj)) => handling.offer(Work::Seen(obj)),
+                Ok(watcher::Event::Delete(obj)) => handling.offer(Work::Deleted(obj)),
+                Err(e) => tracing::warn!("RayJob watch error (retrying with backoff): {e}"),
             }
         }
+        handling.finish().await;
     })
+}
+
+/// What one watch event asks of the controller for its RayJob.
+enum Work {
+    /// The RayJob as it is now (added or changed).
+    Seen(RayJob),
+    /// The RayJob was deleted.
+    Deleted(RayJob),
+}
+
+/// The events being handled, at most one per RayJob at a time.
+struct Handling<'a> {
+    jobs: &'a Jobs,
+    keys: PerKey<Work>,
+    running: FuturesUnordered<BoxFuture<'a, String>>,
+}
+
+impl<'a> Handling<'a> {
+    fn new(jobs: &'a Jobs) -> Self {
+        Self {
+            jobs,
+            keys: PerKey::default(),
+            running: FuturesUnordered::new(),
+        }
+    }
+
+    /// Handles `work` now, or after the work before it for the same RayJob.
+    fn offer(&mut self, work: Work) {
+        let (Work::Seen(obj) | Work::Deleted(obj)) = &work;
+        let key = obj.name_any();
+        if let Some(work) = self.keys.offer(&key, work) {
+            self.start(key, work);
+        }
+    }
+
+    fn start(&mut self, key: String, work: Work) {
+        let jobs = self.jobs;
+        self.running.push(Box::pin(async move {
+            let result = match &work {
+                Work::Seen(obj) => jobs.on_rayjob(obj).await,
+                Work::Deleted(obj) => jobs.on_rayjob_deleted(obj).await,
+            };
+            if let Err(e) = result {
+                tracing::warn!(rayjob = %key, "lifecycle: {e}");
+            }
+            key
+        }));
+    }
+
+    /// RayJobs with an event being handled.
+    fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Waits for one event to be handled, then starts the next one of its RayJob;
+    /// `None` when nothing is being handled.
+    async fn next_done(&mut self) -> Option<()> {
+        let key = self.running.next().await?;
+        if let Some(next) = self.keys.done(&key) {
+            self.start(key, next);
+        }
+        Some(())
+    }
+
+    /// Waits until every event offered so far is handled.
+    async fn finish(&mut self) {
+        while self.next_done().await.is_some() {}
+        debug_assert_eq!(self.keys.running(), 0);
+    }
 }
 
 impl Jobs {

@@ -25,6 +25,7 @@ pub mod log_tail;
 pub mod logs;
 pub mod orphans;
 pub mod owners;
+pub mod per_key;
 pub mod pod_logs;
 pub mod pre_running;
 pub mod queue;
