@@ -17,7 +17,9 @@
 //!
 //! Events of different RayJobs are handled concurrently (at most [`CONCURRENCY`] at
 //! once, each waiting on its own store write, which group commit shares); one
-//! RayJob's events are handled in the order they came ([`super::per_key`]).
+//! RayJob's events are handled in the order they came ([`super::per_key`]). The resync
+//! and the reconcile after a list leave RayJobs with events in hand to those, so one
+//! event stuck on a slow API server call holds back only its own RayJob.
 //!
 //! Every [`RESYNC`] the gateway's RayJobs are listed again, events or not: that
 //! finishes what a transient failure interrupted (archival, delete). After the
@@ -61,9 +63,7 @@ const CONCURRENCY: usize = 32;
 
 /// Runs the controller until the task is aborted.
 ///
-/// Events of different RayJobs are handled concurrently ([`PerKey`]); a list boundary
-/// (the start of a relist, its end before the reconcile) and the resync first wait for
-/// every event before them to be handled.
+/// Events of different RayJobs are handled concurrently ([`PerKey`]).
 pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let cfg = watcher::Config::default().labels(&jobs.cluster.rayjobs.own_selector());
@@ -81,25 +81,23 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
                     None => break,
                 },
                 _ = resync.tick() => {
-                    handling.finish().await;
-                    if let Err(e) = jobs.resync().await {
+                    if let Err(e) = jobs.resync(|rayjob| handling.keys.is_busy(rayjob)).await {
                         tracing::warn!("lifecycle resync: {e}");
                     }
                     continue;
                 }
             };
             match event {
-                Ok(watcher::Event::Init) => {
-                    handling.finish().await;
-                    seen.clear();
-                }
+                Ok(watcher::Event::Init) => seen.clear(),
                 Ok(watcher::Event::InitApply(obj)) => {
                     seen.insert(obj.name_any());
                     handling.offer(Work::Seen(obj));
                 }
                 Ok(watcher::Event::InitDone) => {
-                    handling.finish().await;
-                    if let Err(e) = jobs.reconcile(&seen).await {
+                    if let Err(e) = jobs
+                        .reconcile(&seen, |rayjob| handling.keys.is_busy(rayjob))
+                        .await
+                    {
                         tracing::warn!("lifecycle: {e}");
                     }
                     jobs.metrics.rayjob_relisted();
@@ -184,11 +182,15 @@ impl<'a> Handling<'a> {
 
 impl Jobs {
     /// Looks at every RayJob of this installation again (a LIST, not the watch), then at
-    /// NetworkPolicies left without their job.
-    async fn resync(&self) -> Result<(), JobError> {
+    /// NetworkPolicies left without their job. RayJobs `busy` names have watch events
+    /// being handled, which see them as they are now: left to those.
+    async fn resync(&self, busy: impl Fn(&str) -> bool) -> Result<(), JobError> {
         let all = self.cluster.rayjobs.list_own().await?;
         let mut jobs = self.owners_of(&all).await?;
         for obj in &all {
+            if busy(&obj.name_any()) {
+                continue;
+            }
             let job = job_id_of(obj).and_then(|id| jobs.remove(id));
             if let Err(e) = self.on_rayjob_of(obj, job).await {
                 tracing::warn!(rayjob = %obj.name_any(), "lifecycle resync: {e}");
@@ -298,8 +300,13 @@ impl Jobs {
         Ok(())
     }
 
-    /// After a (re)list: fix jobs whose RayJob is missing.
-    async fn reconcile(&self, seen: &BTreeSet<String>) -> Result<(), JobError> {
+    /// After a (re)list: fix jobs whose RayJob is missing (`seen`: the RayJobs listed;
+    /// `busy`: RayJobs whose watch events are being handled, left to those).
+    async fn reconcile(
+        &self,
+        seen: &BTreeSet<String>,
+        busy: impl Fn(&str) -> bool,
+    ) -> Result<(), JobError> {
         for job in self.store.active().await? {
             let Some(name) = job.rayjob_name.clone() else {
                 continue;
@@ -307,6 +314,7 @@ impl Jobs {
             // Seen in the list, or its create is in flight here (not reaching the API
             // server yet is not "never created": that create decides, see claims.rs).
             if seen.contains(&name)
+                || busy(&name)
                 || (job.state == JobState::Dispatched && self.creating.contains(&job.id))
             {
                 continue;

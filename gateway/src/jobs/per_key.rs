@@ -53,6 +53,11 @@ impl<W> PerKey<W> {
         next
     }
 
+    /// Whether `key` has work running (or waiting).
+    pub fn is_busy(&self, key: &str) -> bool {
+        self.busy.contains_key(key)
+    }
+
     /// How many keys have work running.
     pub fn running(&self) -> usize {
         self.busy.len()
@@ -71,6 +76,7 @@ mod tests {
         assert_eq!(keys.offer("a", 2), None, "a is busy: 2 waits");
         assert_eq!(keys.offer("a", 3), None);
         assert_eq!(keys.running(), 2);
+        assert!(keys.is_busy("a") && keys.is_busy("b") && !keys.is_busy("c"));
         assert_eq!(keys.done("a"), Some(2), "then 2, in order");
         assert_eq!(keys.offer("a", 4), None, "still busy with 2");
         assert_eq!(keys.done("a"), Some(3));
