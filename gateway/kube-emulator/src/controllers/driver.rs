@@ -240,8 +240,7 @@ impl Driver {
         if workdir.exists() {
             std::fs::remove_dir_all(&workdir)?;
         }
-        super::hostpaths::root_present(root)?;
-        std::fs::create_dir_all(&workdir)?;
+        super::hostpaths::create_dir_under(root, &workdir)?;
         if let Some(uri) = &env.working_dir {
             let bytes = fetch_working_dir(root, head, uri).await?;
             if let Some(sha) = rj.annotations().get(CAPSULE_SHA_ANNOTATION) {

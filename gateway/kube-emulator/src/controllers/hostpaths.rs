@@ -32,6 +32,31 @@ pub fn root_present(root: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Makes `dir` and its missing parents below `root`, but never `root` itself: each
+/// level is a plain `mkdir`, which fails once its parent is gone, so a controller task
+/// that has not yet seen the simulator stop cannot recreate the removed root and leave
+/// it behind (checking first and then making the path left that window open).
+pub fn create_dir_under(root: &Path, dir: &Path) -> std::io::Result<()> {
+    let below = dir.strip_prefix(root).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not below {}", dir.display(), root.display()),
+        )
+    })?;
+    root_present(root)?;
+    let mut at = root.to_path_buf();
+    for part in below.components() {
+        at.push(part);
+        match std::fs::create_dir(&at) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && at.is_dir() => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return root_present(root),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Host directory of a pod-local volume (emptyDir, configMap, secret).
 pub fn volume_dir(root: &Path, pod_uid: &str, volume: &str) -> PathBuf {
     root.join("pods").join(pod_uid).join("volumes").join(volume)
@@ -160,6 +185,24 @@ mod tests {
         let e = root_present(&root).expect_err("gone");
         assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
         assert!(e.to_string().contains("is gone"), "{e}");
+    }
+
+    #[test]
+    fn directories_are_made_below_the_root_only_while_it_exists() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).expect("root");
+        let deep = root.join("pods").join("u1").join("containers").join("c");
+        create_dir_under(&root, &deep).expect("made below the root");
+        assert!(deep.is_dir());
+        create_dir_under(&root, &deep).expect("already there is fine");
+        std::fs::remove_dir_all(&root).expect("remove");
+        let e = create_dir_under(&root, &deep).expect_err("root gone");
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(!root.exists(), "the removed root was made again");
+        let outside = dir.path().join("elsewhere");
+        let e = create_dir_under(&root, &outside).expect_err("not below the root");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use super::container_env::expand;
-use super::hostpaths::{map_path, rewrite_mounts, root_present};
+use super::hostpaths::{create_dir_under, map_path, rewrite_mounts};
 use super::memory_limit::exceeded;
 use crate::logs::LogStore;
 
@@ -244,8 +244,7 @@ pub async fn run_init_container(
         .join(pod.uid().unwrap_or_default())
         .join("containers")
         .join(&c.name);
-    root_present(root)?;
-    std::fs::create_dir_all(&workdir)?;
+    create_dir_under(root, &workdir)?;
     let mut cmd = container_command("sh", &name);
     match argv.first().map(|a| {
         Path::new(a)

@@ -27,7 +27,9 @@ use kube::{Api, Resource, ResourceExt};
 use super::worker::Worker;
 use crate::controllers::attach::PodRef;
 use crate::controllers::events::{Kind, emit_core};
-use crate::controllers::hostpaths::{claim_dir, mount_dir, root_present, volume_dir};
+use crate::controllers::hostpaths::{
+    claim_dir, create_dir_under, mount_dir, root_present, volume_dir,
+};
 
 /// Why a volume is not ready yet.
 #[derive(Debug, PartialEq, Eq)]
@@ -95,7 +97,7 @@ impl Worker {
         for v in &volumes {
             let dir = volume_dir(root, &uid, &v.name);
             if v.empty_dir.is_some() {
-                std::fs::create_dir_all(&dir).map_err(|e| io(v, e))?;
+                create_dir_under(root, &dir).map_err(|e| io(v, e))?;
             } else if let Some(src) = &v.config_map {
                 let api: Api<ConfigMap> = Api::namespaced(self.shared.client.clone(), &self.ns());
                 let cm = api
