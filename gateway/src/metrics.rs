@@ -31,6 +31,7 @@
 //! | `forge_fenced_total` | `action` (`dispatch`, `transition`, `create`, `delete`) | open | side effects refused because their term was over |
 //! | `forge_rayjob_writes_total` | `verb` (`create`, `delete`) | open | RayJob creates and deletes this process sent |
 //! | `forge_rayjob_relists_total` | | open | RayJob watch lists (the first and every relist) whose reconcile with the store finished |
+//! | `forge_rayjob_resyncs_total` | | open | periodic looks at every RayJob of this installation (events or not) that finished, successful or not |
 //! | `forge_submissions_limited_total` | `limit` (`rate`, `queue`) | open | submissions refused with 429 for a team's rate or queue cap |
 //! | `forge_playground_requests_total` | `api` (`models`, `chat/completions`, `completions`, `other`), `status` (`2xx`, `4xx`, `5xx`) | open | calls to playground servers through the gateway |
 //! | `forge_playground_tokens_total` | `kind` (`prompt`, `completion`) | open | tokens playground servers reported in their answers' `usage` (streamed answers report it when asked with `stream_options.include_usage`) |
@@ -89,6 +90,7 @@ pub struct Metrics {
     fenced: Family<Labels, Counter>,
     rayjob_writes: Family<Labels, Counter>,
     rayjob_relists: Counter,
+    rayjob_resyncs: Counter,
     limited: Family<Labels, Counter>,
     foreign: Family<Labels, Gauge>,
     playground_requests: Family<Labels, Counter>,
@@ -244,6 +246,12 @@ impl Metrics {
             "RayJob watch lists (the first and every relist) whose reconcile with the store finished",
             rayjob_relists.clone(),
         );
+        let rayjob_resyncs = Counter::default();
+        registry.register(
+            "forge_rayjob_resyncs",
+            "Periodic looks at every RayJob of this installation (events or not) that finished, successful or not",
+            rayjob_resyncs.clone(),
+        );
         let limited = Family::<Labels, Counter>::default();
         registry.register(
             "forge_submissions_limited",
@@ -312,6 +320,7 @@ impl Metrics {
             fenced,
             rayjob_writes,
             rayjob_relists,
+            rayjob_resyncs,
             limited,
             foreign,
             detailed,
@@ -532,6 +541,11 @@ impl Metrics {
     /// A RayJob watch list reconciled with the store.
     pub fn rayjob_relisted(&self) {
         self.rayjob_relists.inc();
+    }
+
+    /// A periodic resync of the RayJobs finished (successful or not).
+    pub fn rayjob_resynced(&self) {
+        self.rayjob_resyncs.inc();
     }
 
     /// A submission refused by a team limit (`rate` or `queue`).

@@ -288,7 +288,8 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
 
 /// The lifecycle controller handles RayJobs concurrently: one job's event stuck on the
 /// API server (a failing job's pods listed for OOM kills, held) does not stop another
-/// job's RayJob events from moving that job to its end.
+/// job's RayJob events from moving that job to its end, and the periodic resync leaves
+/// the stuck RayJob to its handler instead of waiting on the same call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_rayjob_stuck_in_the_lifecycle_does_not_hold_back_the_others() {
     let gw = TestGateway::start("h100=1x8", &[]).await;
@@ -345,6 +346,39 @@ async fn one_rayjob_stuck_in_the_lifecycle_does_not_hold_back_the_others() {
         gw.counter(failed).await,
         0,
         "the failing job's handling was not the one held"
+    );
+    // The periodic resync (every 10 s) lists the failing job's RayJob too: it must
+    // leave it to the handler in hand, not look it up again and wait on the same hold
+    // (which would stall the whole loop: no resync would ever finish).
+    // Held by then as well: the succeeded job's log archival, which lists its pods.
+    eventually(
+        "the succeeded job's log archival held too",
+        Duration::from_secs(30),
+        || async {
+            let held = gw.sim.faults().state().held;
+            if held == 2 {
+                Ok(())
+            } else {
+                Err(not_yet(held))
+            }
+        },
+    )
+    .await;
+    let resyncs = "forge_rayjob_resyncs_total";
+    let before = gw.counter(resyncs).await;
+    eventually(
+        "a resync finished while the failing job's handling waits",
+        Duration::from_secs(30),
+        || async {
+            let n = gw.counter(resyncs).await;
+            if n > before { Ok(()) } else { Err(not_yet(n)) }
+        },
+    )
+    .await;
+    assert_eq!(
+        gw.sim.faults().state().held,
+        2,
+        "the resync asked again about the RayJob whose handling is held"
     );
 
     gw.sim.faults().release();

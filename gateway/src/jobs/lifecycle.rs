@@ -84,6 +84,7 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
                     if let Err(e) = jobs.resync(|rayjob| handling.keys.is_busy(rayjob)).await {
                         tracing::warn!("lifecycle resync: {e}");
                     }
+                    jobs.metrics.rayjob_resynced();
                     continue;
                 }
             };
