@@ -108,8 +108,11 @@ pub(crate) async fn stopped(stopping: &mut watch::Receiver<bool>) {
     let _ = stopping.wait_for(|stop| *stop).await;
 }
 
+/// Whether a stop was asked, or nobody can ask any more (the sender is gone: the
+/// controllers that owned it were dropped). Without the second half the loop would
+/// spin, since [`stopped`] resolves at once on a closed channel.
 fn stop_asked(stopping: &watch::Receiver<bool>) -> bool {
-    *stopping.borrow()
+    *stopping.borrow() || stopping.has_changed().is_err()
 }
 
 /// What each pool of a job needs, placed by `placement` (or as the spec asks): its
@@ -685,5 +688,25 @@ impl Jobs {
         }
         self.metrics.dispatched(started.elapsed());
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_is_asked_by_setting_it_or_by_dropping_the_sender() {
+        let (tx, rx) = watch::channel(false);
+        assert!(!stop_asked(&rx));
+        tx.send(true).expect("receiver alive");
+        assert!(stop_asked(&rx));
+
+        let (tx, rx) = watch::channel(false);
+        drop(tx);
+        assert!(
+            stop_asked(&rx),
+            "a dropped sender must end the loop, not spin it"
+        );
     }
 }
