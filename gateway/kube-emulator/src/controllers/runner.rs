@@ -320,7 +320,9 @@ pub fn verify_sha256(bytes: &[u8], expected: &str) -> Result<(), RunnerError> {
 }
 
 /// Unpacks a zip like Ray's `unzip_package`: if the archive has a single top-level
-/// directory (ignoring `__MACOSX`), its contents become the working dir.
+/// directory (ignoring `__MACOSX`), its contents become the working dir. `dest` must
+/// exist; nothing is made above it (a stopping simulator's removed scratch root stays
+/// removed).
 pub fn unpack_zip(bytes: &[u8], dest: &Path) -> Result<(), RunnerError> {
     let mut archive = zip::ZipArchive::new(Cursor::new(bytes))?;
     let mut names: Vec<(PathBuf, bool)> = Vec::new();
@@ -347,7 +349,6 @@ pub fn unpack_zip(bytes: &[u8], dest: &Path) -> Result<(), RunnerError> {
                 .map(|c| c.as_os_str().to_string_lossy().into_owned());
             first.as_ref() == top.iter().next() && (p.components().count() > 1 || *dir)
         });
-    std::fs::create_dir_all(dest)?;
     for i in 0..archive.len() {
         let mut f = archive.by_index(i)?;
         let Some(p) = f.enclosed_name() else { continue };
@@ -367,11 +368,11 @@ pub fn unpack_zip(bytes: &[u8], dest: &Path) -> Result<(), RunnerError> {
         }
         let out = dest.join(&rel);
         if f.is_dir() {
-            std::fs::create_dir_all(&out)?;
+            create_dir_under(dest, &out)?;
             continue;
         }
         if let Some(parent) = out.parent() {
-            std::fs::create_dir_all(parent)?;
+            create_dir_under(dest, parent)?;
         }
         let mut buf = Vec::new();
         f.read_to_end(&mut buf)?;
@@ -468,12 +469,19 @@ mod tests {
             ("proj/main.py", "print(1)"),
             ("__MACOSX/._main.py", "x"),
         ]);
+        std::fs::create_dir_all(dir.join("a")).expect("dest a");
         unpack_zip(&bytes, &dir.join("a")).expect("unpack");
         assert!(dir.join("a/main.py").exists());
         assert!(!dir.join("a/__MACOSX").exists());
         let bytes = zip_of(&[("a.py", "1"), ("b/c.py", "2")]);
+        std::fs::create_dir_all(dir.join("b")).expect("dest b");
         unpack_zip(&bytes, &dir.join("b")).expect("unpack");
         assert!(dir.join("b/a.py").exists() && dir.join("b/b/c.py").exists());
+        assert!(
+            unpack_zip(&bytes, &dir.join("gone")).is_err(),
+            "a missing destination is not made"
+        );
+        assert!(!dir.join("gone").exists());
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 

@@ -27,9 +27,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::worker::Worker;
 use crate::controllers::attach::PodRef;
 use crate::controllers::events::{Kind, emit_core};
-use crate::controllers::hostpaths::{
-    claim_dir, create_dir_under, mount_dir, root_present, volume_dir,
-};
+use crate::controllers::hostpaths::{claim_dir, create_dir_under, mount_dir, volume_dir};
 
 /// Why a volume is not ready yet.
 #[derive(Debug, PartialEq, Eq)]
@@ -91,9 +89,6 @@ impl Worker {
                 v.name
             ))
         };
-        if let Some(v) = volumes.first() {
-            root_present(root).map_err(|e| io(v, e))?;
-        }
         for v in &volumes {
             let dir = volume_dir(root, &uid, &v.name);
             if v.empty_dir.is_some() {
@@ -130,7 +125,7 @@ impl Worker {
                 };
                 let items = src.items.as_deref().unwrap_or_default();
                 let mode = src.default_mode.unwrap_or(0o644);
-                write_files(&dir, &files, items, mode, src.optional == Some(true))
+                write_files(root, &dir, &files, items, mode, src.optional == Some(true))
                     .map_err(|e| match e {
                         WriteError::MissingKey(k) => NotReady::Mount(format!(
                             "MountVolume.SetUp failed for volume {:?} : configmap references non-existent config key: {k}",
@@ -162,7 +157,7 @@ impl Worker {
                 };
                 let items = src.items.as_deref().unwrap_or_default();
                 let mode = src.default_mode.unwrap_or(0o644);
-                write_files(&dir, &files, items, mode, src.optional == Some(true))
+                write_files(root, &dir, &files, items, mode, src.optional == Some(true))
                     .map_err(|e| match e {
                         WriteError::MissingKey(k) => NotReady::Mount(format!(
                             "MountVolume.SetUp failed for volume {:?} : references non-existent secret key: {k}",
@@ -172,7 +167,7 @@ impl Worker {
                     })?;
             } else if let Some(src) = &v.persistent_volume_claim {
                 self.attach_claim(v, &src.claim_name).await?;
-                std::fs::create_dir_all(claim_dir(root, &self.ns(), &src.claim_name))
+                create_dir_under(root, &claim_dir(root, &self.ns(), &src.claim_name))
                     .map_err(|e| io(v, e))?;
             }
         }
@@ -197,7 +192,7 @@ impl Worker {
                 continue;
             };
             if !dir.exists() {
-                std::fs::create_dir_all(&dir).map_err(|e| {
+                create_dir_under(root, &dir).map_err(|e| {
                     NotReady::Mount(format!(
                         "failed to prepare subPath for volumeMount {:?}: {e}",
                         m.name
@@ -275,16 +270,17 @@ enum WriteError {
     Io(std::io::Error),
 }
 
-/// Writes `files` (or the `items` selected from them, at their paths) into `dir`
-/// with `mode` (an item's own mode wins).
+/// Writes `files` (or the `items` selected from them, at their paths) into `dir`, below
+/// the scratch `root`, with `mode` (an item's own mode wins).
 fn write_files(
+    root: &Path,
     dir: &Path,
     files: &[(String, Vec<u8>)],
     items: &[KeyToPath],
     mode: i32,
     optional: bool,
 ) -> Result<(), WriteError> {
-    std::fs::create_dir_all(dir).map_err(WriteError::Io)?;
+    create_dir_under(root, dir).map_err(WriteError::Io)?;
     let mut plan: Vec<(&str, &[u8], i32)> = Vec::new();
     if items.is_empty() {
         plan.extend(files.iter().map(|(k, v)| (k.as_str(), v.as_slice(), mode)));
@@ -310,7 +306,7 @@ fn write_files(
         }
         let target = dir.join(rel);
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(WriteError::Io)?;
+            create_dir_under(root, parent).map_err(WriteError::Io)?;
         }
         std::fs::write(&target, bytes).map_err(WriteError::Io)?;
         #[cfg(unix)]
@@ -329,7 +325,9 @@ mod tests {
 
     #[test]
     fn items_select_and_rename_keys() {
-        let dir = tempfile_dir("items");
+        let root = tempfile_dir("items");
+        std::fs::create_dir_all(&root).expect("root");
+        let dir = root.join("pods/uid/volumes/code");
         let files = vec![
             ("a.py".to_owned(), b"print(1)".to_vec()),
             ("b".to_owned(), b"x".to_vec()),
@@ -338,7 +336,7 @@ mod tests {
             {"key": "a.py", "path": "code/main.py", "mode": 0o755}
         ]))
         .expect("items");
-        assert!(write_files(&dir, &files, &items, 0o644, false).is_ok());
+        assert!(write_files(&root, &dir, &files, &items, 0o644, false).is_ok());
         assert_eq!(
             std::fs::read_to_string(dir.join("code/main.py")).expect("file"),
             "print(1)"
@@ -348,11 +346,19 @@ mod tests {
             serde_json::from_value(serde_json::json!([{"key": "nope", "path": "x"}]))
                 .expect("items");
         assert!(matches!(
-            write_files(&dir, &files, &missing, 0o644, false),
+            write_files(&root, &dir, &files, &missing, 0o644, false),
             Err(WriteError::MissingKey(k)) if k == "nope"
         ));
-        assert!(write_files(&dir, &files, &missing, 0o644, true).is_ok());
-        std::fs::remove_dir_all(&dir).expect("cleanup");
+        assert!(write_files(&root, &dir, &files, &missing, 0o644, true).is_ok());
+        std::fs::remove_dir_all(&root).expect("cleanup");
+        assert!(
+            matches!(
+                write_files(&root, &dir, &files, &[], 0o644, false),
+                Err(WriteError::Io(_))
+            ),
+            "nothing is written once the scratch root is gone"
+        );
+        assert!(!root.exists(), "the removed root was made again");
     }
 
     fn tempfile_dir(name: &str) -> std::path::PathBuf {
