@@ -1200,6 +1200,32 @@ async fn a_hold_can_select_requests_by_their_query() {
 }
 
 #[tokio::test]
+async fn a_held_request_whose_client_went_away_is_no_longer_counted() {
+    let sim = start_bare().await;
+    let client = sim.client().expect("client");
+    let nodes: Api<Node> = Api::all(client.clone());
+    sim.faults().hold(HoldRule {
+        path_contains: Some("/nodes/".into()),
+        verb: Some("get".into()),
+        ..HoldRule::default()
+    });
+    let get = tokio::spawn(async move { nodes.get("h100-0").await });
+    eventually("the get is held", || async {
+        sim.faults().state().held == 1
+    })
+    .await;
+    // The client gives up (its request future is dropped, the stream reset).
+    get.abort();
+    eventually(
+        "the abandoned request no longer counted as held",
+        || async { sim.faults().state().held == 0 },
+    )
+    .await;
+    assert_eq!(sim.faults().state().holds.len(), 1, "the rule stays");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn namespace_deletion_removes_its_content() {
     let sim = start_bare().await;
     let client = sim.client().expect("client");
