@@ -286,6 +286,77 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
     assert_eq!(creates, 1, "RayJob of {id} created {creates} times");
 }
 
+/// The periodic resync's LIST of RayJobs (seconds for thousands on a real API server;
+/// here held at the API server) runs beside the watch events: a job submitted while it
+/// waits still moves through its states to its end, and the round is counted only
+/// after the list arrived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_waiting_on_its_list_does_not_stall_the_lifecycle() {
+    let gw = TestGateway::start("h100=1x8", &[]).await;
+    let client = JobClient::new(&gw.url, &gw.token);
+    let runs = tempfile::tempdir().expect("runs dir");
+    let relists = "forge_rayjob_relists_total";
+    eventually(
+        "the lifecycle's first RayJob list",
+        Duration::from_secs(30),
+        || async {
+            let n = gw.counter(relists).await;
+            if n >= 1 { Ok(()) } else { Err(not_yet(n)) }
+        },
+    )
+    .await;
+    // Lists of this installation's RayJobs wait: after the watcher's first list, only
+    // a resync (or a relist, which this test does not cause) sends one.
+    gw.sim.faults().hold(HoldRule {
+        path_contains: Some("/rayjobs".into()),
+        verb: Some("list".into()),
+        query_contains: Some("instance".into()),
+    });
+    eventually(
+        "a resync's RayJob list held by the API server",
+        Duration::from_secs(30),
+        || async {
+            let held = gw.sim.faults().state().held;
+            if held == 1 {
+                Ok(())
+            } else {
+                Err(not_yet(held))
+            }
+        },
+    )
+    .await;
+    let resyncs = "forge_rayjob_resyncs_total";
+    let before = gw.counter(resyncs).await;
+
+    let id = client
+        .submit_ok(
+            &one_gpu_spec("during-resync", "python3 job.py"),
+            marker_zip(runs.path(), 0.0),
+        )
+        .await;
+    let done = client
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&id]["state"], "succeeded", "{:#}", done[&id]);
+    assert_eq!(
+        (gw.sim.faults().state().held, gw.counter(resyncs).await),
+        (1, before),
+        "the resync's list is still held and its round not counted"
+    );
+
+    gw.sim.faults().release();
+    eventually(
+        "the resync round over once its list arrived",
+        Duration::from_secs(30),
+        || async {
+            let n = gw.counter(resyncs).await;
+            if n > before { Ok(()) } else { Err(not_yet(n)) }
+        },
+    )
+    .await;
+    assert_eq!(runs_of(runs.path(), &id), 1);
+}
+
 /// The lifecycle controller handles RayJobs concurrently: one job's event stuck on the
 /// API server (a failing job's pods listed for OOM kills, held) does not stop another
 /// job's RayJob events from moving that job to its end, and the periodic resync leaves

@@ -22,7 +22,10 @@
 //! event stuck on a slow API server call holds back only its own RayJob.
 //!
 //! Every [`RESYNC`] the gateway's RayJobs are listed again, events or not: that
-//! finishes what a transient failure interrupted (archival, delete). After the
+//! finishes what a transient failure interrupted (archival, delete). The round runs
+//! beside the watch events, not instead of them: its LIST (seconds for thousands of
+//! RayJobs on a real API server) is awaited while events are handled, and what it
+//! listed is looked at as the controller has room ([`super::resync_round`]). After the
 //! watcher's initial list (every start and every relist) the store is reconciled with
 //! what exists: a dispatched job without its RayJob (the gateway died between
 //! persisting the intent and creating it) goes back to the queue; a job that was
@@ -48,6 +51,7 @@ use super::kuberay_status::target_state;
 use super::owners::job_id_of;
 use super::per_key::PerKey;
 use super::pre_running;
+use super::resync_round::ResyncRound;
 use super::service::Jobs;
 use crate::cluster::RayJob;
 use crate::cluster::labels::LABEL_JOB_ID;
@@ -61,9 +65,15 @@ const RESYNC: Duration = Duration::from_secs(10);
 /// write); one RayJob's events are handled one after another, in order.
 const CONCURRENCY: usize = 32;
 
+/// Of those, at most this many are a resync round's RayJobs: the watch's events keep
+/// the rest of the room while a round of thousands is looked at.
+const RESYNC_SHARE: usize = CONCURRENCY / 2;
+
 /// Runs the controller until the task is aborted.
 ///
-/// Events of different RayJobs are handled concurrently ([`PerKey`]).
+/// Events of different RayJobs are handled concurrently ([`PerKey`]); a resync round
+/// runs beside them ([`ResyncRound`]). The reconcile after a watcher list is still
+/// awaited in the loop (it comes only with a list, and needs the list's names).
 pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let cfg = watcher::Config::default().labels(&jobs.cluster.rayjobs.own_selector());
@@ -73,18 +83,32 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
         let mut resync = tokio::time::interval(RESYNC);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut handling = Handling::new(&jobs);
+        // The resync round's LIST while it is on its way.
+        let mut listing: Option<BoxFuture<'_, Result<Listed, JobError>>> = None;
         loop {
+            handling.feed_resync();
             let event = tokio::select! {
                 Some(()) = handling.next_done(), if handling.running() > 0 => continue,
+                listed = async { listing.as_mut().expect("guarded: a list on its way").await },
+                    if listing.is_some() =>
+                {
+                    listing = None;
+                    match listed {
+                        Ok(items) => handling.round.listed(items),
+                        Err(e) => {
+                            tracing::warn!("lifecycle resync: {e}");
+                            handling.round.list_failed();
+                        }
+                    }
+                    continue;
+                }
                 ev = stream.next(), if handling.running() < CONCURRENCY => match ev {
                     Some(ev) => ev,
                     None => break,
                 },
-                _ = resync.tick() => {
-                    if let Err(e) = jobs.resync(|rayjob| handling.keys.is_busy(rayjob)).await {
-                        tracing::warn!("lifecycle resync: {e}");
-                    }
-                    jobs.metrics.rayjob_resynced();
+                _ = resync.tick(), if !handling.round.in_progress() => {
+                    handling.round.begin(handling.keys.busy_keys());
+                    listing = Some(Box::pin(jobs.resync_list()));
                     continue;
                 }
             };
@@ -112,19 +136,27 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// What one watch event asks of the controller for its RayJob.
+/// What a resync round listed: each RayJob under its name, with its job as the store
+/// had it then (`None`: no job of the store owns it).
+type Listed = Vec<(String, (RayJob, Option<Box<JobRecord>>))>;
+
+/// What the controller does for one RayJob.
 enum Work {
-    /// The RayJob as it is now (added or changed).
+    /// The watch saw the RayJob as it is now (added or changed).
     Seen(RayJob),
-    /// The RayJob was deleted.
+    /// The watch saw the RayJob deleted.
     Deleted(RayJob),
+    /// A resync round listed it, with its job as read then.
+    Resynced(RayJob, Option<Box<JobRecord>>),
 }
 
-/// The events being handled, at most one per RayJob at a time.
+/// The work being handled, at most one per RayJob at a time, and the resync round.
 struct Handling<'a> {
     jobs: &'a Jobs,
     keys: PerKey<Work>,
-    running: FuturesUnordered<BoxFuture<'a, String>>,
+    /// Each finished future gives its RayJob and whether it was a resync round's item.
+    running: FuturesUnordered<BoxFuture<'a, (String, bool)>>,
+    round: ResyncRound<(RayJob, Option<Box<JobRecord>>)>,
 }
 
 impl<'a> Handling<'a> {
@@ -133,41 +165,69 @@ impl<'a> Handling<'a> {
             jobs,
             keys: PerKey::default(),
             running: FuturesUnordered::new(),
+            round: ResyncRound::default(),
         }
     }
 
-    /// Handles `work` now, or after the work before it for the same RayJob.
+    /// Handles a watch event now, or after the work before it for the same RayJob.
     fn offer(&mut self, work: Work) {
-        let (Work::Seen(obj) | Work::Deleted(obj)) = &work;
+        let (Work::Seen(obj) | Work::Deleted(obj) | Work::Resynced(obj, _)) = &work;
         let key = obj.name_any();
+        self.round.touched(&key);
         if let Some(work) = self.keys.offer(&key, work) {
             self.start(key, work);
         }
     }
 
+    /// Starts the resync round's listed RayJobs while there is room (those the watch
+    /// spoke for are left to it), and counts the round when it is over.
+    fn feed_resync(&mut self) {
+        while self.running() < CONCURRENCY && self.round.running() < RESYNC_SHARE {
+            let Some((key, (obj, job))) = self.round.next(|k| self.keys.is_busy(k)) else {
+                break;
+            };
+            if let Some(work) = self.keys.offer(&key, Work::Resynced(obj, job)) {
+                self.start(key, work);
+            }
+        }
+        if self.round.take_finished() {
+            self.jobs.metrics.rayjob_resynced();
+        }
+    }
+
     fn start(&mut self, key: String, work: Work) {
         let jobs = self.jobs;
+        let resynced = matches!(work, Work::Resynced(..));
         self.running.push(Box::pin(async move {
-            let result = match &work {
-                Work::Seen(obj) => jobs.on_rayjob(obj).await,
-                Work::Deleted(obj) => jobs.on_rayjob_deleted(obj).await,
+            let result = match work {
+                Work::Seen(obj) => jobs.on_rayjob(&obj).await,
+                Work::Deleted(obj) => jobs.on_rayjob_deleted(&obj).await,
+                Work::Resynced(obj, job) => jobs.on_rayjob_of(&obj, job.map(|j| *j)).await,
             };
             if let Err(e) = result {
-                tracing::warn!(rayjob = %key, "lifecycle: {e}");
+                let what = if resynced {
+                    "lifecycle resync"
+                } else {
+                    "lifecycle"
+                };
+                tracing::warn!(rayjob = %key, "{what}: {e}");
             }
-            key
+            (key, resynced)
         }));
     }
 
-    /// RayJobs with an event being handled.
+    /// RayJobs with work being handled.
     fn running(&self) -> usize {
         self.running.len()
     }
 
-    /// Waits for one event to be handled, then starts the next one of its RayJob;
-    /// `None` when nothing is being handled.
+    /// Waits for one piece of work to be handled, then starts the next one of its
+    /// RayJob; `None` when nothing is being handled.
     async fn next_done(&mut self) -> Option<()> {
-        let key = self.running.next().await?;
+        let (key, resynced) = self.running.next().await?;
+        if resynced {
+            self.round.item_done();
+        }
         if let Some(next) = self.keys.done(&key) {
             self.start(key, next);
         }
@@ -182,22 +242,24 @@ impl<'a> Handling<'a> {
 }
 
 impl Jobs {
-    /// Looks at every RayJob of this installation again (a LIST, not the watch), then at
-    /// NetworkPolicies left without their job. RayJobs `busy` names have watch events
-    /// being handled, which see them as they are now: left to those.
-    async fn resync(&self, busy: impl Fn(&str) -> bool) -> Result<(), JobError> {
+    /// A resync round's list: every RayJob of this installation (a LIST, not the
+    /// watch) with its job, looked at afterwards as the controller has room; then
+    /// NetworkPolicies left without their job are swept (a failure there is logged:
+    /// the RayJobs are still looked at).
+    async fn resync_list(&self) -> Result<Listed, JobError> {
         let all = self.cluster.rayjobs.list_own().await?;
         let mut jobs = self.owners_of(&all).await?;
-        for obj in &all {
-            if busy(&obj.name_any()) {
-                continue;
-            }
-            let job = job_id_of(obj).and_then(|id| jobs.remove(id));
-            if let Err(e) = self.on_rayjob_of(obj, job).await {
-                tracing::warn!(rayjob = %obj.name_any(), "lifecycle resync: {e}");
-            }
+        let listed = all
+            .into_iter()
+            .map(|obj| {
+                let job = job_id_of(&obj).and_then(|id| jobs.remove(id)).map(Box::new);
+                (obj.name_any(), (obj, job))
+            })
+            .collect();
+        if let Err(e) = self.sweep_network_policies().await {
+            tracing::warn!("lifecycle resync, NetworkPolicies: {e}");
         }
-        self.sweep_network_policies().await
+        Ok(listed)
     }
 
     /// A RayJob was seen: move its job to what its status says.

@@ -30,6 +30,7 @@ pub mod pod_logs;
 pub mod pre_running;
 pub mod queue;
 pub mod records;
+pub mod resync_round;
 pub mod service;
 pub mod submit;
 pub mod watch;

@@ -58,6 +58,11 @@ impl<W> PerKey<W> {
         self.busy.contains_key(key)
     }
 
+    /// The keys with work running (or waiting).
+    pub fn busy_keys(&self) -> impl Iterator<Item = &str> {
+        self.busy.keys().map(String::as_str)
+    }
+
     /// How many keys have work running.
     pub fn running(&self) -> usize {
         self.busy.len()
@@ -77,6 +82,9 @@ mod tests {
         assert_eq!(keys.offer("a", 3), None);
         assert_eq!(keys.running(), 2);
         assert!(keys.is_busy("a") && keys.is_busy("b") && !keys.is_busy("c"));
+        let mut busy: Vec<&str> = keys.busy_keys().collect();
+        busy.sort_unstable();
+        assert_eq!(busy, ["a", "b"]);
         assert_eq!(keys.done("a"), Some(2), "then 2, in order");
         assert_eq!(keys.offer("a", 4), None, "still busy with 2");
         assert_eq!(keys.done("a"), Some(3));
