@@ -215,15 +215,8 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
     let client = JobClient::new(&gw.url, &gw.token);
     let runs = tempfile::tempdir().expect("runs dir");
     let relists = "forge_rayjob_relists_total";
-    eventually(
-        "the lifecycle's first RayJob list",
-        Duration::from_secs(30),
-        || async {
-            let n = gw.counter(relists).await;
-            if n >= 1 { Ok(()) } else { Err(not_yet(n)) }
-        },
-    )
-    .await;
+    gw.counter_reaches(relists, 1, "the lifecycle's first RayJob list")
+        .await;
     gw.sim.faults().hold(HoldRule {
         path_contains: Some("/rayjobs".into()),
         verb: Some("create".into()),
@@ -231,33 +224,15 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
     });
     let spec = one_gpu_spec("held-create", "python3 job.py");
     let id = client.submit_ok(&spec, marker_zip(runs.path(), 0.0)).await;
-    eventually(
-        "the RayJob create held by the API server",
-        Duration::from_secs(30),
-        || async {
-            let held = gw.sim.faults().state().held;
-            if held == 1 {
-                Ok(())
-            } else {
-                Err(not_yet(held))
-            }
-        },
-    )
-    .await;
+    gw.held_reaches(1, "the RayJob create held by the API server")
+        .await;
     // Compacting, then dropping the watches: the gateway's watchers get 410 Gone on
     // resuming and list again, and the lifecycle reconciles the store with that list.
     let before = gw.counter(relists).await;
     gw.sim.faults().compact();
     gw.sim.faults().drop_watches();
-    eventually(
-        "a RayJob relist reconciled",
-        Duration::from_secs(30),
-        || async {
-            let n = gw.counter(relists).await;
-            if n > before { Ok(()) } else { Err(not_yet(n)) }
-        },
-    )
-    .await;
+    gw.counter_reaches(relists, before + 1, "a RayJob relist reconciled")
+        .await;
     let job = client.job(&id).await;
     assert_eq!(
         (job["state"].as_str(), history(&job)),
@@ -296,15 +271,8 @@ async fn a_resync_waiting_on_its_list_does_not_stall_the_lifecycle() {
     let client = JobClient::new(&gw.url, &gw.token);
     let runs = tempfile::tempdir().expect("runs dir");
     let relists = "forge_rayjob_relists_total";
-    eventually(
-        "the lifecycle's first RayJob list",
-        Duration::from_secs(30),
-        || async {
-            let n = gw.counter(relists).await;
-            if n >= 1 { Ok(()) } else { Err(not_yet(n)) }
-        },
-    )
-    .await;
+    gw.counter_reaches(relists, 1, "the lifecycle's first RayJob list")
+        .await;
     // Lists of this installation's RayJobs wait: after the watcher's first list, only
     // a resync (or a relist, which this test does not cause) sends one.
     gw.sim.faults().hold(HoldRule {
@@ -312,19 +280,8 @@ async fn a_resync_waiting_on_its_list_does_not_stall_the_lifecycle() {
         verb: Some("list".into()),
         query_contains: Some("instance".into()),
     });
-    eventually(
-        "a resync's RayJob list held by the API server",
-        Duration::from_secs(30),
-        || async {
-            let held = gw.sim.faults().state().held;
-            if held == 1 {
-                Ok(())
-            } else {
-                Err(not_yet(held))
-            }
-        },
-    )
-    .await;
+    gw.held_reaches(1, "a resync's RayJob list held by the API server")
+        .await;
     let resyncs = "forge_rayjob_resyncs_total";
     let before = gw.counter(resyncs).await;
 
@@ -345,13 +302,10 @@ async fn a_resync_waiting_on_its_list_does_not_stall_the_lifecycle() {
     );
 
     gw.sim.faults().release();
-    eventually(
+    gw.counter_reaches(
+        resyncs,
+        before + 1,
         "the resync round over once its list arrived",
-        Duration::from_secs(30),
-        || async {
-            let n = gw.counter(resyncs).await;
-            if n > before { Ok(()) } else { Err(not_yet(n)) }
-        },
     )
     .await;
     assert_eq!(runs_of(runs.path(), &id), 1);
@@ -422,28 +376,14 @@ async fn one_rayjob_stuck_in_the_lifecycle_does_not_hold_back_the_others() {
     // leave it to the handler in hand, not look it up again and wait on the same hold
     // (which would stall the whole loop: no resync would ever finish).
     // Held by then as well: the succeeded job's log archival, which lists its pods.
-    eventually(
-        "the succeeded job's log archival held too",
-        Duration::from_secs(30),
-        || async {
-            let held = gw.sim.faults().state().held;
-            if held == 2 {
-                Ok(())
-            } else {
-                Err(not_yet(held))
-            }
-        },
-    )
-    .await;
+    gw.held_reaches(2, "the succeeded job's log archival held too")
+        .await;
     let resyncs = "forge_rayjob_resyncs_total";
     let before = gw.counter(resyncs).await;
-    eventually(
+    gw.counter_reaches(
+        resyncs,
+        before + 1,
         "a resync finished while the failing job's handling waits",
-        Duration::from_secs(30),
-        || async {
-            let n = gw.counter(resyncs).await;
-            if n > before { Ok(()) } else { Err(not_yet(n)) }
-        },
     )
     .await;
     assert_eq!(

@@ -169,6 +169,34 @@ impl TestGateway {
             .unwrap_or(0)
     }
 
+    /// Waits (at most 30 s) until the unlabelled counter `series` is at least `n`
+    /// (`what` names the wait in a failure), and returns it.
+    pub async fn counter_reaches(&self, series: &str, n: u64, what: &str) -> u64 {
+        crate::wait::eventually(what, std::time::Duration::from_secs(30), || async {
+            let seen = self.counter(series).await;
+            if seen >= n {
+                Ok(seen)
+            } else {
+                Err(crate::wait::not_yet(seen))
+            }
+        })
+        .await
+    }
+
+    /// Waits (at most 30 s) until the API server holds exactly `n` requests (see
+    /// `HoldRule`); `what` names the wait in a failure.
+    pub async fn held_reaches(&self, n: u32, what: &str) {
+        crate::wait::eventually(what, std::time::Duration::from_secs(30), || async {
+            let held = self.sim.faults().state().held;
+            if held == n {
+                Ok(())
+            } else {
+                Err(crate::wait::not_yet(held))
+            }
+        })
+        .await;
+    }
+
     /// Completed dispatcher passes (`forge_dispatch_pass_seconds_count`).
     pub async fn dispatcher_passes(&self) -> u64 {
         self.counter("forge_dispatch_pass_seconds_count").await
