@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use forge_kubesim::faults::{FailRule, HoldRule};
-use forge_tests::gateway::TestGateway;
+use forge_tests::gateway::{RELISTS, RESYNCS, TestGateway};
 use forge_tests::jobs::{
     JobClient, RayJobRecorder, history, marker_zip, one_gpu_spec, rayjobs, runs_of,
     wait_no_rayjobs, zip_of,
@@ -33,6 +33,7 @@ fn inject(faults: &forge_kubesim::faults::Faults, round: u32) {
         retry_after_seconds: Some(1),
         path_contains: Some(path.to_string()),
         verb: verb.map(str::to_string),
+        query_contains: None,
     };
     // No faults on a RayJob GET: the emulator's process-mode submitter reads its RayJob
     // through the API without retrying, so a 500 there fails the job inside the
@@ -178,6 +179,7 @@ async fn a_refused_rayjob_create_fails_the_job_and_frees_its_gpus() {
         retry_after_seconds: None,
         path_contains: Some("/rayjobs".to_string()),
         verb: Some("create".to_string()),
+        query_contains: None,
     });
     let mut spec = one_gpu_spec("refused", "python3 job.py");
     spec["pools"][0]["gpusPerNode"] = 8.into();
@@ -211,12 +213,9 @@ async fn a_refused_rayjob_create_fails_the_job_and_frees_its_gpus() {
 /// once, gets one RayJob and runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
-    let gw = TestGateway::start("h100=1x8", &[]).await;
+    let gw = TestGateway::start("h100=1x8", &[]).await.listed().await;
     let client = JobClient::new(&gw.url, &gw.token);
     let runs = tempfile::tempdir().expect("runs dir");
-    let relists = "forge_rayjob_relists_total";
-    gw.counter_reaches(relists, 1, "the lifecycle's first RayJob list")
-        .await;
     gw.sim.faults().hold(HoldRule {
         path_contains: Some("/rayjobs".into()),
         verb: Some("create".into()),
@@ -228,10 +227,10 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
         .await;
     // Compacting, then dropping the watches: the gateway's watchers get 410 Gone on
     // resuming and list again, and the lifecycle reconciles the store with that list.
-    let before = gw.counter(relists).await;
+    let before = gw.counter(RELISTS).await;
     gw.sim.faults().compact();
     gw.sim.faults().drop_watches();
-    gw.counter_reaches(relists, before + 1, "a RayJob relist reconciled")
+    gw.counter_reaches(RELISTS, before + 1, "a RayJob relist reconciled")
         .await;
     let job = client.job(&id).await;
     assert_eq!(
@@ -267,12 +266,9 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
 /// after the list arrived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resync_waiting_on_its_list_does_not_stall_the_lifecycle() {
-    let gw = TestGateway::start("h100=1x8", &[]).await;
+    let gw = TestGateway::start("h100=1x8", &[]).await.listed().await;
     let client = JobClient::new(&gw.url, &gw.token);
     let runs = tempfile::tempdir().expect("runs dir");
-    let relists = "forge_rayjob_relists_total";
-    gw.counter_reaches(relists, 1, "the lifecycle's first RayJob list")
-        .await;
     // Lists of this installation's RayJobs wait: after the watcher's first list, only
     // a resync (or a relist, which this test does not cause) sends one.
     gw.sim.faults().hold(HoldRule {
@@ -282,8 +278,7 @@ async fn a_resync_waiting_on_its_list_does_not_stall_the_lifecycle() {
     });
     gw.held_reaches(1, "a resync's RayJob list held by the API server")
         .await;
-    let resyncs = "forge_rayjob_resyncs_total";
-    let before = gw.counter(resyncs).await;
+    let before = gw.counter(RESYNCS).await;
 
     let id = client
         .submit_ok(
@@ -296,19 +291,57 @@ async fn a_resync_waiting_on_its_list_does_not_stall_the_lifecycle() {
         .await;
     assert_eq!(done[&id]["state"], "succeeded", "{:#}", done[&id]);
     assert_eq!(
-        (gw.sim.faults().state().held, gw.counter(resyncs).await),
+        (gw.sim.faults().state().held, gw.counter(RESYNCS).await),
         (1, before),
         "the resync's list is still held and its round not counted"
     );
 
     gw.sim.faults().release();
     gw.counter_reaches(
-        resyncs,
+        RESYNCS,
         before + 1,
         "the resync round over once its list arrived",
     )
     .await;
     assert_eq!(runs_of(runs.path(), &id), 1);
+}
+
+/// A resync whose LIST fails (500s past the client's retries) ends the round: the
+/// next one runs 10 s later and lists again, instead of the lifecycle waiting for a
+/// list that will never come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_whose_list_fails_ends_and_the_next_one_runs() {
+    let gw = TestGateway::start("h100=1x8", &[]).await.listed().await;
+    // Six 500s: every attempt of one resync's list (`with_retry`), which then fails.
+    gw.sim.faults().add_rule(FailRule {
+        count: 6,
+        code: 500,
+        path_contains: Some("/rayjobs".into()),
+        verb: Some("list".into()),
+        query_contains: Some("instance".into()),
+        ..FailRule::default()
+    });
+    // Rounds do not overlap: once the rule is used up, every round before the one it
+    // failed has been counted, so the count moves on only once that round ended, and
+    // again when the next one did.
+    let failed = eventually(
+        "a resync's list failed",
+        Duration::from_secs(30),
+        || async {
+            if gw.sim.faults().state().rules.is_empty() {
+                Ok(gw.counter(RESYNCS).await)
+            } else {
+                Err(not_yet(gw.sim.faults().state().rules))
+            }
+        },
+    )
+    .await;
+    gw.counter_reaches(
+        RESYNCS,
+        failed + 2,
+        "the round whose list failed, and the next one, over",
+    )
+    .await;
 }
 
 /// The lifecycle controller handles RayJobs concurrently: one job's event stuck on the
@@ -378,10 +411,9 @@ async fn one_rayjob_stuck_in_the_lifecycle_does_not_hold_back_the_others() {
     // Held by then as well: the succeeded job's log archival, which lists its pods.
     gw.held_reaches(2, "the succeeded job's log archival held too")
         .await;
-    let resyncs = "forge_rayjob_resyncs_total";
-    let before = gw.counter(resyncs).await;
+    let before = gw.counter(RESYNCS).await;
     gw.counter_reaches(
-        resyncs,
+        RESYNCS,
         before + 1,
         "a resync finished while the failing job's handling waits",
     )

@@ -10,6 +10,13 @@ use forge_gateway::{AppState, router};
 use crate::jobs::JobClient;
 use crate::plugins;
 
+/// Lists of this installation's RayJobs the lifecycle reconciled with (its watcher's
+/// first list and every relist after).
+pub const RELISTS: &str = "forge_rayjob_relists_total";
+/// The lifecycle's resync rounds that ended (their list failed or every RayJob it
+/// listed was looked at).
+pub const RESYNCS: &str = "forge_rayjob_resyncs_total";
+
 /// Log to the test's output at `default` level (the first call in a process wins).
 /// `RUST_LOG=forge_gateway=debug cargo test …` overrides it.
 pub fn init_tracing(default: &str) {
@@ -158,6 +165,15 @@ impl TestGateway {
             .post(format!("{}{path}", self.url))
             .bearer_auth(&self.token)
             .json(body)
+    }
+
+    /// Waits until the lifecycle has listed this installation's RayJobs once
+    /// (`forge_rayjob_relists_total` ≥ 1): a fault armed after this meets only later
+    /// calls (a resync's list, a relist, the jobs' own calls). Returns `self`.
+    pub async fn listed(self) -> TestGateway {
+        self.counter_reaches(RELISTS, 1, "the lifecycle's first RayJob list")
+            .await;
+        self
     }
 
     /// The value of the unlabelled counter (or histogram count) `series`, 0 when absent.

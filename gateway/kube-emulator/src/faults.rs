@@ -32,6 +32,10 @@ pub struct FailRule {
     /// `patch`, `delete`, `deletecollection`).
     #[serde(default)]
     pub verb: Option<String>,
+    /// Only requests whose query string (as sent, percent-encoded) contains this
+    /// substring, as [`HoldRule::query_contains`].
+    #[serde(default)]
+    pub query_contains: Option<String>,
 }
 
 /// A rule holding every request that matches it (before it is served) until the
@@ -52,27 +56,47 @@ pub struct HoldRule {
 }
 
 impl HoldRule {
-    fn matches(&self, path: &str, query: &str, verb: &str) -> bool {
-        rule_matches(
+    fn matches(&self, req: &Request<'_>) -> bool {
+        req.meets(
             self.path_contains.as_deref(),
             self.verb.as_deref(),
-            path,
-            verb,
-        ) && self
-            .query_contains
-            .as_deref()
-            .is_none_or(|q| query.contains(q))
+            self.query_contains.as_deref(),
+        )
     }
 }
 
-fn rule_matches(
-    path_contains: Option<&str>,
-    only_verb: Option<&str>,
-    path: &str,
-    verb: &str,
-) -> bool {
-    path_contains.is_none_or(|p| path.contains(p))
-        && only_verb.is_none_or(|v| v.eq_ignore_ascii_case(verb))
+impl FailRule {
+    fn matches(&self, req: &Request<'_>) -> bool {
+        self.count > 0
+            && req.meets(
+                self.path_contains.as_deref(),
+                self.verb.as_deref(),
+                self.query_contains.as_deref(),
+            )
+    }
+}
+
+/// The parts of a request a rule looks at.
+struct Request<'a> {
+    path: &'a str,
+    /// As sent, percent-encoded; empty when there is none.
+    query: &'a str,
+    verb: &'a str,
+}
+
+impl Request<'_> {
+    /// Whether the request meets a rule's conditions (path and query: contain the
+    /// substring; verb: equal, ignoring case); an absent condition is always met.
+    fn meets(
+        &self,
+        path_contains: Option<&str>,
+        verb: Option<&str>,
+        query_contains: Option<&str>,
+    ) -> bool {
+        path_contains.is_none_or(|p| self.path.contains(p))
+            && verb.is_none_or(|v| v.eq_ignore_ascii_case(self.verb))
+            && query_contains.is_none_or(|q| self.query.contains(q))
+    }
 }
 
 /// One request in [`FaultState::held`] until dropped.
@@ -235,7 +259,8 @@ impl Faults {
     /// Waits while a hold rule matches the request.
     pub(crate) async fn wait_while_held(&self, path: &str, query: &str, verb: &str) {
         let mut released = self.release_tx.subscribe();
-        let held = |st: &FaultState| st.holds.iter().any(|h| h.matches(path, query, verb));
+        let req = Request { path, query, verb };
+        let held = |st: &FaultState| st.holds.iter().any(|h| h.matches(&req));
         {
             let mut st = self.lock();
             if !held(&st) {
@@ -258,11 +283,10 @@ impl Faults {
     }
 
     /// Consumes one matching rule, returning the error to answer with.
-    pub(crate) fn check(&self, path: &str, verb: &str) -> Option<ApiError> {
+    pub(crate) fn check(&self, path: &str, query: &str, verb: &str) -> Option<ApiError> {
         let mut st = self.lock();
-        let idx = st.rules.iter().position(|r| {
-            r.count > 0 && rule_matches(r.path_contains.as_deref(), r.verb.as_deref(), path, verb)
-        })?;
+        let req = Request { path, query, verb };
+        let idx = st.rules.iter().position(|r| r.matches(&req))?;
         let rule = &mut st.rules[idx];
         rule.count -= 1;
         let err = match rule.code {

@@ -150,6 +150,14 @@ enum Work {
     Resynced(RayJob, Option<Box<JobRecord>>),
 }
 
+impl Work {
+    /// The RayJob it is about (its name: work is ordered and skipped per name).
+    fn key(&self) -> String {
+        let (Self::Seen(obj) | Self::Deleted(obj) | Self::Resynced(obj, _)) = self;
+        obj.name_any()
+    }
+}
+
 /// The work being handled, at most one per RayJob at a time, and the resync round.
 struct Handling<'a> {
     jobs: &'a Jobs,
@@ -171,8 +179,7 @@ impl<'a> Handling<'a> {
 
     /// Handles a watch event now, or after the work before it for the same RayJob.
     fn offer(&mut self, work: Work) {
-        let (Work::Seen(obj) | Work::Deleted(obj) | Work::Resynced(obj, _)) = &work;
-        let key = obj.name_any();
+        let key = work.key();
         self.round.touched(&key);
         if let Some(work) = self.keys.offer(&key, work) {
             self.start(key, work);

@@ -25,7 +25,7 @@ pub(super) async fn with_faults(
     st.faults
         .wait_while_held(uri.path(), uri.query().unwrap_or(""), verb)
         .await;
-    if let Some(err) = st.faults.check(uri.path(), verb) {
+    if let Some(err) = st.faults.check(uri.path(), uri.query().unwrap_or(""), verb) {
         return err.into_response();
     }
     fut.await.unwrap_or_else(IntoResponse::into_response)

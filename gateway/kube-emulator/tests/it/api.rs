@@ -427,6 +427,7 @@ async fn watcher_resumes_after_dropped_connection_and_relists_on_410() {
         retry_after_seconds: Some(0),
         path_contains: Some("/pods".into()),
         verb: Some("watch".into()),
+        query_contains: None,
     });
     sim.faults().drop_watches();
     eventually("the watcher re-watches after the drop", || async {
@@ -1031,6 +1032,26 @@ async fn fault_injection_errors_and_admin_endpoint() {
             .len(),
         3
     );
+    // Only requests whose query contains the rule's substring (a label selector).
+    sim.faults().add_rule(FailRule {
+        count: 1,
+        code: 400,
+        verb: Some("list".into()),
+        query_contains: Some("gpu".into()),
+        ..FailRule::default()
+    });
+    nodes
+        .list(&ListParams::default())
+        .await
+        .expect("a list without the selector does not match");
+    let e = api_err(
+        nodes
+            .list(&ListParams::default().labels("gpu=h100"))
+            .await
+            .expect_err("the list with the selector fails"),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert!(sim.faults().state().rules.is_empty(), "rule consumed");
     // 429 with Retry-After, only for a matching verb + path (raw TCP: no retries).
     let rule = FailRule {
         count: 1,
@@ -1038,6 +1059,7 @@ async fn fault_injection_errors_and_admin_endpoint() {
         retry_after_seconds: Some(3),
         path_contains: Some("/nodes".into()),
         verb: Some("get".into()),
+        query_contains: None,
     };
     sim.faults().add_rule(rule.clone());
     nodes
