@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use forge_kubesim::faults::{FailRule, HoldRule};
+use forge_gateway::cluster::api_error::ATTEMPTS;
+use forge_kubesim::faults::{FailRule, HoldRule, Matching};
 use forge_tests::gateway::{RELISTS, RESYNCS, TestGateway};
 use forge_tests::jobs::{
     JobClient, RayJobRecorder, history, marker_zip, one_gpu_spec, rayjobs, runs_of,
@@ -31,9 +32,10 @@ fn inject(faults: &forge_kubesim::faults::Faults, round: u32) {
         count,
         code,
         retry_after_seconds: Some(1),
-        path_contains: Some(path.to_string()),
-        verb: verb.map(str::to_string),
-        query_contains: None,
+        matching: Matching {
+            verb: verb.map(str::to_string),
+            ..Matching::default().path_contains(path)
+        },
     };
     // No faults on a RayJob GET: the emulator's process-mode submitter reads its RayJob
     // through the API without retrying, so a 500 there fails the job inside the
@@ -54,7 +56,7 @@ fn inject(faults: &forge_kubesim::faults::Faults, round: u32) {
     for r in wanted {
         let armed = pending
             .iter()
-            .any(|p| p.code == r.code && p.path_contains == r.path_contains && p.verb == r.verb);
+            .any(|p| p.code == r.code && p.matching == r.matching);
         if !armed {
             faults.add_rule(r);
         }
@@ -177,9 +179,7 @@ async fn a_refused_rayjob_create_fails_the_job_and_frees_its_gpus() {
         count: 1,
         code: 413,
         retry_after_seconds: None,
-        path_contains: Some("/rayjobs".to_string()),
-        verb: Some("create".to_string()),
-        query_contains: None,
+        matching: Matching::default().path_contains("/rayjobs").verb("create"),
     });
     let mut spec = one_gpu_spec("refused", "python3 job.py");
     spec["pools"][0]["gpusPerNode"] = 8.into();
@@ -216,11 +216,9 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
     let gw = TestGateway::start("h100=1x8", &[]).await.listed().await;
     let client = JobClient::new(&gw.url, &gw.token);
     let runs = tempfile::tempdir().expect("runs dir");
-    gw.sim.faults().hold(HoldRule {
-        path_contains: Some("/rayjobs".into()),
-        verb: Some("create".into()),
-        ..HoldRule::default()
-    });
+    gw.sim
+        .faults()
+        .hold(HoldRule::default().path_contains("/rayjobs").verb("create"));
     let spec = one_gpu_spec("held-create", "python3 job.py");
     let id = client.submit_ok(&spec, marker_zip(runs.path(), 0.0)).await;
     gw.held_reaches(1, "the RayJob create held by the API server")
@@ -271,11 +269,12 @@ async fn a_resync_waiting_on_its_list_does_not_stall_the_lifecycle() {
     let runs = tempfile::tempdir().expect("runs dir");
     // Lists of this installation's RayJobs wait: after the watcher's first list, only
     // a resync (or a relist, which this test does not cause) sends one.
-    gw.sim.faults().hold(HoldRule {
-        path_contains: Some("/rayjobs".into()),
-        verb: Some("list".into()),
-        query_contains: Some("instance".into()),
-    });
+    gw.sim.faults().hold(
+        HoldRule::default()
+            .path_contains("/rayjobs")
+            .verb("list")
+            .query_contains("instance"),
+    );
     gw.held_reaches(1, "a resync's RayJob list held by the API server")
         .await;
     let before = gw.counter(RESYNCS).await;
@@ -312,13 +311,14 @@ async fn a_resync_waiting_on_its_list_does_not_stall_the_lifecycle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resync_whose_list_fails_ends_and_the_next_one_runs() {
     let gw = TestGateway::start("h100=1x8", &[]).await.listed().await;
-    // Six 500s: every attempt of one resync's list (`with_retry`), which then fails.
+    // A 500 for every attempt of one resync's list (`with_retry`), which then fails.
     gw.sim.faults().add_rule(FailRule {
-        count: 6,
+        count: ATTEMPTS,
         code: 500,
-        path_contains: Some("/rayjobs".into()),
-        verb: Some("list".into()),
-        query_contains: Some("instance".into()),
+        matching: Matching::default()
+            .path_contains("/rayjobs")
+            .verb("list")
+            .query_contains("instance"),
         ..FailRule::default()
     });
     // Rounds do not overlap: once the rule is used up, every round before the one it
@@ -360,11 +360,12 @@ async fn one_rayjob_stuck_in_the_lifecycle_does_not_hold_back_the_others() {
     // Pod lists selecting on `forge.dev/job-id` wait: the failing job's OOM-kill
     // lookup (the emulated Ray driver selects on other labels and runs on). A job's
     // details list pods that way too: states are read from the metrics until the release.
-    gw.sim.faults().hold(HoldRule {
-        path_contains: Some("/pods".into()),
-        verb: Some("list".into()),
-        query_contains: Some("job-id".into()),
-    });
+    gw.sim.faults().hold(
+        HoldRule::default()
+            .path_contains("/pods")
+            .verb("list")
+            .query_contains("job-id"),
+    );
     let failing = client
         .submit_ok(
             &one_gpu_spec("fails", "python3 fail.py"),

@@ -13,6 +13,58 @@ use tokio::sync::watch;
 use crate::error::ApiError;
 use crate::store::Store;
 
+/// Which requests a rule applies to: every condition given must be met, and an absent
+/// one always is. Flattened into each rule, so its fields sit beside the rule's own.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Matching {
+    /// Only requests whose path contains this substring.
+    #[serde(default)]
+    pub path_contains: Option<String>,
+    /// Only this Kubernetes verb (`get`, `list`, `watch`, `create`, `update`,
+    /// `patch`, `delete`, `deletecollection`), ignoring case.
+    #[serde(default)]
+    pub verb: Option<String>,
+    /// Only requests whose query string (as sent, percent-encoded) contains this
+    /// substring: e.g. `job-id` matches the lists that select on `forge.dev/job-id`.
+    #[serde(default)]
+    pub query_contains: Option<String>,
+}
+
+impl Matching {
+    /// Also only requests whose path contains `p`.
+    pub fn path_contains(mut self, p: &str) -> Self {
+        self.path_contains = Some(p.to_owned());
+        self
+    }
+
+    /// Also only the verb `v`.
+    pub fn verb(mut self, v: &str) -> Self {
+        self.verb = Some(v.to_owned());
+        self
+    }
+
+    /// Also only requests whose query string contains `q`.
+    pub fn query_contains(mut self, q: &str) -> Self {
+        self.query_contains = Some(q.to_owned());
+        self
+    }
+
+    fn matches(&self, req: &Request<'_>) -> bool {
+        self.path_contains
+            .as_deref()
+            .is_none_or(|p| req.path.contains(p))
+            && self
+                .verb
+                .as_deref()
+                .is_none_or(|v| v.eq_ignore_ascii_case(req.verb))
+            && self
+                .query_contains
+                .as_deref()
+                .is_none_or(|q| req.query.contains(q))
+    }
+}
+
 /// A rule failing the next `count` requests that match it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -25,56 +77,15 @@ pub struct FailRule {
     /// Retry-After seconds for 429 (default 1).
     #[serde(default)]
     pub retry_after_seconds: Option<u32>,
-    /// Only requests whose path contains this substring.
-    #[serde(default)]
-    pub path_contains: Option<String>,
-    /// Only this Kubernetes verb (`get`, `list`, `watch`, `create`, `update`,
-    /// `patch`, `delete`, `deletecollection`).
-    #[serde(default)]
-    pub verb: Option<String>,
-    /// Only requests whose query string (as sent, percent-encoded) contains this
-    /// substring, as [`HoldRule::query_contains`].
-    #[serde(default)]
-    pub query_contains: Option<String>,
+    /// Which requests it fails.
+    #[serde(flatten)]
+    pub matching: Matching,
 }
 
 /// A rule holding every request that matches it (before it is served) until the
-/// holds are released: the client sees a call in flight, not yet answered.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct HoldRule {
-    /// Only requests whose path contains this substring.
-    #[serde(default)]
-    pub path_contains: Option<String>,
-    /// Only this Kubernetes verb.
-    #[serde(default)]
-    pub verb: Option<String>,
-    /// Only requests whose query string (as sent, percent-encoded) contains this
-    /// substring: e.g. `job-id` holds the lists that select on `forge.dev/job-id`.
-    #[serde(default)]
-    pub query_contains: Option<String>,
-}
-
-impl HoldRule {
-    fn matches(&self, req: &Request<'_>) -> bool {
-        req.meets(
-            self.path_contains.as_deref(),
-            self.verb.as_deref(),
-            self.query_contains.as_deref(),
-        )
-    }
-}
-
-impl FailRule {
-    fn matches(&self, req: &Request<'_>) -> bool {
-        self.count > 0
-            && req.meets(
-                self.path_contains.as_deref(),
-                self.verb.as_deref(),
-                self.query_contains.as_deref(),
-            )
-    }
-}
+/// holds are released: the client sees a call in flight, not yet answered. It has no
+/// field of its own: which requests it holds is all there is to it.
+pub type HoldRule = Matching;
 
 /// The parts of a request a rule looks at.
 struct Request<'a> {
@@ -82,21 +93,6 @@ struct Request<'a> {
     /// As sent, percent-encoded; empty when there is none.
     query: &'a str,
     verb: &'a str,
-}
-
-impl Request<'_> {
-    /// Whether the request meets a rule's conditions (path and query: contain the
-    /// substring; verb: equal, ignoring case); an absent condition is always met.
-    fn meets(
-        &self,
-        path_contains: Option<&str>,
-        verb: Option<&str>,
-        query_contains: Option<&str>,
-    ) -> bool {
-        path_contains.is_none_or(|p| self.path.contains(p))
-            && verb.is_none_or(|v| v.eq_ignore_ascii_case(self.verb))
-            && query_contains.is_none_or(|q| self.query.contains(q))
-    }
 }
 
 /// One request in [`FaultState::held`] until dropped.
@@ -286,7 +282,10 @@ impl Faults {
     pub(crate) fn check(&self, path: &str, query: &str, verb: &str) -> Option<ApiError> {
         let mut st = self.lock();
         let req = Request { path, query, verb };
-        let idx = st.rules.iter().position(|r| r.matches(&req))?;
+        let idx = st
+            .rules
+            .iter()
+            .position(|r| r.count > 0 && r.matching.matches(&req))?;
         let rule = &mut st.rules[idx];
         rule.count -= 1;
         let err = match rule.code {

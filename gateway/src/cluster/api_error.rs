@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
-/// Attempts of one API call that fails transiently.
-const ATTEMPTS: u32 = 6;
+/// Attempts of one API call that fails transiently (public so that tests can fail
+/// exactly one call's worth of them).
+pub const ATTEMPTS: u32 = 6;
 
 /// What an API failure means to Forge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::support::{
     api_err, eventually, holds_for, pod, raw, raw_http, rayclusters, rayjob, rayjobs, start_bare,
 };
-use forge_kubesim::{FailRule, HoldRule};
+use forge_kubesim::{FailRule, HoldRule, Matching};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
@@ -425,9 +425,7 @@ async fn watcher_resumes_after_dropped_connection_and_relists_on_410() {
         count: 1,
         code: 429,
         retry_after_seconds: Some(0),
-        path_contains: Some("/pods".into()),
-        verb: Some("watch".into()),
-        query_contains: None,
+        matching: Matching::default().path_contains("/pods").verb("watch"),
     });
     sim.faults().drop_watches();
     eventually("the watcher re-watches after the drop", || async {
@@ -1036,8 +1034,7 @@ async fn fault_injection_errors_and_admin_endpoint() {
     sim.faults().add_rule(FailRule {
         count: 1,
         code: 400,
-        verb: Some("list".into()),
-        query_contains: Some("gpu".into()),
+        matching: Matching::default().verb("list").query_contains("gpu"),
         ..FailRule::default()
     });
     nodes
@@ -1057,9 +1054,7 @@ async fn fault_injection_errors_and_admin_endpoint() {
         count: 1,
         code: 429,
         retry_after_seconds: Some(3),
-        path_contains: Some("/nodes".into()),
-        verb: Some("get".into()),
-        query_contains: None,
+        matching: Matching::default().path_contains("/nodes").verb("get"),
     };
     sim.faults().add_rule(rule.clone());
     nodes
@@ -1136,11 +1131,8 @@ async fn a_held_request_waits_until_released() {
     let sim = start_bare().await;
     let client = sim.client().expect("client");
     let nodes: Api<Node> = Api::all(client.clone());
-    sim.faults().hold(HoldRule {
-        path_contains: Some("/nodes/".into()),
-        verb: Some("get".into()),
-        ..HoldRule::default()
-    });
+    sim.faults()
+        .hold(HoldRule::default().path_contains("/nodes/").verb("get"));
     let get = tokio::spawn({
         let nodes = nodes.clone();
         async move { nodes.get("h100-0").await }
@@ -1214,11 +1206,12 @@ async fn a_hold_can_select_requests_by_their_query() {
     let client = sim.client().expect("client");
     let nodes: Api<Node> = Api::all(client.clone());
     // Lists selecting on the label `team` wait; other lists of nodes are served.
-    sim.faults().hold(HoldRule {
-        path_contains: Some("/nodes".into()),
-        verb: Some("list".into()),
-        query_contains: Some("team".into()),
-    });
+    sim.faults().hold(
+        HoldRule::default()
+            .path_contains("/nodes")
+            .verb("list")
+            .query_contains("team"),
+    );
     let selected = tokio::spawn({
         let nodes = nodes.clone();
         async move { nodes.list(&ListParams::default().labels("team=a")).await }
