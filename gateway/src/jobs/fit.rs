@@ -19,7 +19,9 @@ use forge_policy_host::model::{NodeAffinity, Toleration, untolerated};
 use crate::cluster::NodeRoom;
 use crate::domain::quantity;
 
+mod best_fit;
 mod free_totals;
+use best_fit::Candidates;
 use free_totals::FreeTotals;
 
 /// What one pool of a job needs.
@@ -205,13 +207,16 @@ struct Left {
 /// complete fit), and remembers the shapes that did not fit. Room only shrinks while a
 /// pass reserves, so a shape that did not fit with `n` machines does not fit with `n`
 /// or more for the rest of the pass: a queue of many jobs of a few shapes costs one
-/// real attempt per shape.
+/// real attempt per shape. The best fit for a machine is found by [`Candidates`]
+/// (`fit/best_fit.rs`): a scan, or a lookup once a kind of pool is asked often.
 #[derive(Debug, Clone, Default)]
 pub struct Rooms {
     base: Arc<Vec<NodeRoom>>,
     left: Vec<Left>,
     by_series: HashMap<String, Vec<usize>>,
-    eligible: HashMap<Eligibility, Arc<Vec<usize>>>,
+    /// Each kind of pool seen in the pass → its nodes in `candidates`.
+    kinds: HashMap<Eligibility, usize>,
+    candidates: Vec<Candidates>,
     /// Free GPUs per series on the nodes a set of tolerations covers (for
     /// [`Rooms::totals`]), kept up to date by every reservation.
     usable: HashMap<Vec<Toleration>, FreeTotals>,
@@ -248,7 +253,8 @@ impl Rooms {
             base,
             left,
             by_series,
-            eligible: HashMap::new(),
+            kinds: HashMap::new(),
+            candidates: Vec::new(),
             usable: HashMap::new(),
             generation: 0,
             failed: HashMap::new(),
@@ -273,11 +279,11 @@ impl Rooms {
         self.by_series.get(series).map_or(&[], Vec::as_slice)
     }
 
-    /// The nodes `pool` may use at all (computed once per kind of pool).
-    fn eligible(&mut self, pool: &PoolDemand) -> Arc<Vec<usize>> {
+    /// The kind of `pool`: which nodes it may use at all (found once per kind).
+    fn kind(&mut self, pool: &PoolDemand) -> usize {
         let key = Eligibility::of(pool);
-        if let Some(hit) = self.eligible.get(&key) {
-            return hit.clone();
+        if let Some(&kind) = self.kinds.get(&key) {
+            return kind;
         }
         let nodes: Vec<usize> = self
             .series_nodes(&pool.series)
@@ -285,44 +291,28 @@ impl Rooms {
             .copied()
             .filter(|&i| pool.selects(&self.base[i]) && pool.tolerates(&self.base[i]))
             .collect();
-        let nodes = Arc::new(nodes);
-        self.eligible.insert(key, nodes.clone());
-        nodes
+        self.candidates.push(Candidates::new(nodes));
+        let kind = self.candidates.len() - 1;
+        self.kinds.insert(key, kind);
+        kind
     }
 
-    /// Places one machine of `pool` best-fit on `eligible` after `taken`; returns
-    /// whether it found room.
-    fn place_one(&self, pool: &PoolDemand, eligible: &[usize], taken: &mut Taken) -> bool {
-        let left = |i: usize| {
-            let l = self.left[i];
-            let t = taken.get(&i).copied().unwrap_or_default();
-            Left {
-                gpus: l.gpus - t.gpus,
-                cpu_millis: l.cpu_millis - t.cpu_millis,
-                memory_bytes: l.memory_bytes - t.memory_bytes,
-            }
+    /// Places one machine of `pool` (of `kind`) best-fit after `taken`; returns whether
+    /// it found room.
+    fn place_one(&mut self, pool: &PoolDemand, kind: usize, taken: &mut Taken) -> bool {
+        let need = Left {
+            gpus: pool.gpus_per_node,
+            cpu_millis: pool.cpu_millis,
+            memory_bytes: pool.memory_bytes,
         };
-        let mut best: Option<(Left, usize)> = None;
-        for &i in eligible {
-            let l = left(i);
-            if l.gpus >= pool.gpus_per_node
-                && l.cpu_millis >= pool.cpu_millis
-                && l.memory_bytes >= pool.memory_bytes
-                && best.is_none_or(|(b, _)| l < b)
-            {
-                best = Some((l, i));
-            }
-        }
-        match best {
-            Some((_, i)) => {
-                let t = taken.entry(i).or_default();
-                t.gpus += pool.gpus_per_node;
-                t.cpu_millis += pool.cpu_millis;
-                t.memory_bytes += pool.memory_bytes;
-                true
-            }
-            None => false,
-        }
+        let Some(i) = self.candidates[kind].best(&self.left, need, taken) else {
+            return false;
+        };
+        let t = taken.entry(i).or_default();
+        t.gpus += need.gpus;
+        t.cpu_millis += need.cpu_millis;
+        t.memory_bytes += need.memory_bytes;
+        true
     }
 
     /// Places every machine of `demands`, subtracting what it takes. On success the
@@ -341,9 +331,9 @@ impl Rooms {
             // pools took nothing there yet): its failure holds for the shape.
             let first_of_series = !seen_series.contains(&pool.series.as_str());
             seen_series.push(&pool.series);
-            let eligible = self.eligible(pool);
+            let kind = self.kind(pool);
             for _ in 0..pool.nodes {
-                if !self.place_one(pool, &eligible, &mut taken) {
+                if !self.place_one(pool, kind, &mut taken) {
                     let why = self.explain(demands, pool);
                     if first_of_series {
                         self.remember(pool, &why);
@@ -410,14 +400,15 @@ impl Rooms {
         if taken.is_empty() {
             return;
         }
-        for (&i, t) in taken {
-            let l = &mut self.left[i];
+        for (&i, &t) in taken {
+            let (from, to) = (self.left[i], best_fit::minus(self.left[i], t));
             for totals in self.usable.values_mut() {
-                totals.changed(i, &self.base[i].series, l.gpus, l.gpus - t.gpus);
+                totals.changed(i, &self.base[i].series, from.gpus, to.gpus);
             }
-            l.gpus -= t.gpus;
-            l.cpu_millis -= t.cpu_millis;
-            l.memory_bytes -= t.memory_bytes;
+            for kind in &mut self.candidates {
+                kind.moved(i, from, to);
+            }
+            self.left[i] = to;
         }
         self.generation += 1;
     }
@@ -426,10 +417,10 @@ impl Rooms {
     /// scheduler has not bound yet: they will take room, though where exactly is its
     /// choice).
     pub fn reserve_partially(&mut self, pool: &PoolDemand) {
-        let eligible = self.eligible(pool);
+        let kind = self.kind(pool);
         let mut taken = Taken::new();
         for _ in 0..pool.nodes {
-            if !self.place_one(pool, &eligible, &mut taken) {
+            if !self.place_one(pool, kind, &mut taken) {
                 break;
             }
         }
