@@ -199,6 +199,28 @@ struct Left {
     memory_bytes: u64,
 }
 
+/// What is left after taking `t` (a placement never takes more than is left).
+impl std::ops::Sub for Left {
+    type Output = Left;
+
+    fn sub(self, t: Left) -> Left {
+        Left {
+            gpus: self.gpus - t.gpus,
+            cpu_millis: self.cpu_millis - t.cpu_millis,
+            memory_bytes: self.memory_bytes - t.memory_bytes,
+        }
+    }
+}
+
+/// One more machine's worth taken.
+impl std::ops::AddAssign for Left {
+    fn add_assign(&mut self, m: Left) {
+        self.gpus += m.gpus;
+        self.cpu_millis += m.cpu_millis;
+        self.memory_bytes += m.memory_bytes;
+    }
+}
+
 /// The free room of every usable node, as one dispatcher pass reserves it. Built over
 /// the capacity cache's rooms (shared, not copied: a pass copies only each node's free
 /// numbers), it finds the nodes a pool may use once per shape of pool (series,
@@ -308,10 +330,7 @@ impl Rooms {
         let Some(i) = self.candidates[kind].best(&self.left, need, taken) else {
             return false;
         };
-        let t = taken.entry(i).or_default();
-        t.gpus += need.gpus;
-        t.cpu_millis += need.cpu_millis;
-        t.memory_bytes += need.memory_bytes;
+        *taken.entry(i).or_default() += need;
         true
     }
 
@@ -401,7 +420,7 @@ impl Rooms {
             return;
         }
         for (&i, &t) in taken {
-            let (from, to) = (self.left[i], best_fit::minus(self.left[i], t));
+            let (from, to) = (self.left[i], self.left[i] - t);
             for totals in self.usable.values_mut() {
                 totals.changed(i, &self.base[i].series, from.gpus, to.gpus);
             }

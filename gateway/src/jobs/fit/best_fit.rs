@@ -47,7 +47,7 @@ impl Candidates {
             self.by_room = Some(self.nodes.iter().map(|&i| (left[i], i)).collect());
         }
         let room = |i: usize| match taken.get(&i) {
-            Some(t) => minus(left[i], *t),
+            Some(&t) => left[i] - t,
             None => left[i],
         };
         let fits = |l: &Left| {
@@ -99,15 +99,6 @@ impl Candidates {
     }
 }
 
-/// `l` less `t` (a trial never takes more than is left).
-pub(super) fn minus(l: Left, t: Left) -> Left {
-    Left {
-        gpus: l.gpus - t.gpus,
-        cpu_millis: l.cpu_millis - t.cpu_millis,
-        memory_bytes: l.memory_bytes - t.memory_bytes,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -126,7 +117,7 @@ mod tests {
     fn scanned(nodes: &[usize], left: &[Left], need: Left, taken: &Taken) -> Option<usize> {
         let mut best: Option<(Left, usize)> = None;
         for &i in nodes {
-            let l = minus(left[i], taken.get(&i).copied().unwrap_or_default());
+            let l = left[i] - taken.get(&i).copied().unwrap_or_default();
             if l.gpus >= need.gpus
                 && l.cpu_millis >= need.cpu_millis
                 && l.memory_bytes >= need.memory_bytes
@@ -176,34 +167,40 @@ mod tests {
     }
 
     proptest! {
-        /// Ordered or scanned, the same node is chosen, through trials and commits.
+        /// Ordered or scanned, the same node is chosen, through trials and commits, this
+        /// kind's and other kinds' (which move nodes this kind may not use).
         #[test]
         fn the_order_chooses_what_the_scan_does(
             mut rooms in prop::collection::vec(arb_left(), 1..40),
             members in prop::collection::vec(any::<bool>(), 40),
-            steps in prop::collection::vec((arb_left(), 1u32..4, any::<bool>()), 1..60),
+            steps in prop::collection::vec(
+                (arb_left(), 1u32..4, any::<bool>(), 0usize..40, arb_left()),
+                1..60,
+            ),
         ) {
             let nodes: Vec<usize> = (0..rooms.len()).filter(|&i| members[i]).collect();
             let mut ordered = Candidates::new(nodes.clone());
             ordered.asked = ORDER_AFTER;
-            for (need, machines, commit) in steps {
+            for (need, machines, commit, elsewhere, room) in steps {
                 // One trial of `machines` machines, as `Rooms::reserve` makes.
                 let mut taken = Taken::new();
                 for _ in 0..machines {
                     let want = scanned(&nodes, &rooms, need, &taken);
                     prop_assert_eq!(ordered.best(&rooms, need, &taken), want);
                     let Some(i) = want else { break };
-                    let t = taken.entry(i).or_default();
-                    t.gpus += need.gpus;
-                    t.cpu_millis += need.cpu_millis;
-                    t.memory_bytes += need.memory_bytes;
+                    *taken.entry(i).or_default() += need;
                 }
                 if commit {
                     for (&i, &t) in &taken {
-                        let to = minus(rooms[i], t);
+                        let to = rooms[i] - t;
                         ordered.moved(i, rooms[i], to);
                         rooms[i] = to;
                     }
+                }
+                // Another kind's commit moved a node, one of these or not.
+                if elsewhere < rooms.len() {
+                    ordered.moved(elsewhere, rooms[elsewhere], room);
+                    rooms[elsewhere] = room;
                 }
             }
         }
