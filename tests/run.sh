@@ -51,15 +51,8 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
-log "Ray from PyPI (venv in target/ray): the emulator runs KubeRay's sample RayJob on it"
-ray_venv="$PWD/target/ray"
-if "$ray_venv/bin/python" -c 'import ray' 2>/dev/null; then
-  echo "ray $("$ray_venv/bin/python" -c 'import ray; print(ray.__version__)') is installed"
-else
-  python3 -m venv "$ray_venv"
-  PIP_CACHE_DIR="$PWD/target/pip-cache" "$ray_venv/bin/pip" install --quiet \
-    --disable-pip-version-check 'ray==2.52.0'
-fi
+log "Ray from PyPI (ray[default] in a venv in target/ray): the emulator's Ray nodes run on it"
+ray_venv=$(bash deploy/install-ray.sh "$PWD/target/ray")
 export FORGE_TEST_RAY_VENV="$ray_venv"
 
 log "deploy/ manifests (kustomize render, Kubernetes schemas, checks)"

@@ -52,6 +52,11 @@ struct Args {
     /// left in place. Default: a fresh directory under the system's temporary one.
     #[arg(long, env = "KUBESIM_SCRATCH_ROOT")]
     scratch_root: Option<PathBuf>,
+    /// A virtualenv with `ray[default]` (`bash deploy/install-ray.sh` makes
+    /// `target/ray`): process mode runs Ray nodes and submitters on it. Without it Ray
+    /// is simulated.
+    #[arg(long, env = "KUBESIM_RAY_VENV")]
+    ray_venv: Option<PathBuf>,
 }
 
 /// Runs the emulator; a failure is one `error: …` report on stderr (never a backtrace,
@@ -98,6 +103,11 @@ async fn run() -> anyhow::Result<()> {
     cfg.controllers.inference_image = args.inference_image.filter(|i| !i.is_empty());
     if let Some(root) = args.scratch_root {
         cfg.controllers.scratch_root = root;
+    }
+    if let Some(venv) = args.ray_venv.filter(|v| !v.as_os_str().is_empty()) {
+        let ray = forge_kubesim::controllers::ray::install::RayInstall::from_venv(&venv)?;
+        cfg.controllers.image_path = vec![ray.bin.clone()];
+        cfg.controllers.ray = Some(ray);
     }
     let sim = Sim::start(cfg).await?;
     sim.write_kubeconfig(&args.kubeconfig)

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::ray::install::RayInstall;
 use super::timed::TimedModel;
 
 /// How the simulated kubelet runs the submitter pods (and init containers).
@@ -52,6 +53,10 @@ pub struct ControllerConfig {
     /// Ray image's `python` with `ray`, for example) for the Ray driver. Empty: the
     /// host's `PATH` only.
     pub image_path: Vec<PathBuf>,
+    /// Process mode: the Ray that Ray node and submitter containers run
+    /// ([`crate::controllers::ray`]). `None`: Ray is simulated (the submitter runs the
+    /// entrypoint as a plain local process).
+    pub ray: Option<RayInstall>,
     /// Process mode: where a runtime env's `pip` packages are installed (one directory
     /// per package list, reused; `pip_env.rs`). `None`: `pip` is accepted and ignored.
     pub pip_envs: Option<PathBuf>,
@@ -72,6 +77,7 @@ impl Default for ControllerConfig {
             concurrency: 0,
             pre_running_deadline: true,
             image_path: Vec::new(),
+            ray: None,
             pip_envs: None,
             inference_image: None,
         }

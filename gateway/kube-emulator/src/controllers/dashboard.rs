@@ -1,16 +1,23 @@
-//! The simulated Ray dashboards' Jobs API (`GET /api/jobs/<id>`, submit, stop).
+//! The Ray dashboards' Jobs API as the operator reaches it (`GET /api/jobs/<id>`,
+//! stop), and the simulated one (submit too).
 //!
-//! In a real cluster this is HTTP on the Ray head, not a Kubernetes resource, so it is
-//! the one piece of state the simulated controllers share in-process: the kubelet
-//! running the submitter pod submits and updates jobs here (what `ray job submit`
-//! does), and the RayJob controller reads it (what the operator's dashboard client
-//! does). Keyed by (namespace, cluster, submission id); deleting a RayCluster drops its
-//! jobs like deleting the head would.
+//! With real Ray ([`ControllerConfig::ray`](super::ControllerConfig)) each head pod's
+//! kubelet registers where its dashboard listens, and the operator asks it over HTTP
+//! ([`super::ray::jobs_api`]); a cluster whose head is not registered (starting,
+//! restarting, gone) does not answer, as an unreachable head would not.
+//!
+//! Without Ray, the job tables are simulated here, in-process: the kubelet running the
+//! submitter pod submits and updates jobs (what `ray job submit` does), and the RayJob
+//! controller reads them. Keyed by (namespace, cluster, submission id); deleting a
+//! RayCluster drops its jobs like deleting the head would.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Mutex;
 
 use tokio_util::sync::CancellationToken;
+
+use super::ray::jobs_api::{self, JobsApiError};
 
 /// What `GET /api/jobs/<id>` returns (the fields the operator copies).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,10 +40,25 @@ struct Entry {
 
 type Key = (String, String, String);
 
-/// Job tables of all simulated Ray clusters.
+/// Job tables of all simulated Ray clusters, or where the real heads serve theirs.
 #[derive(Debug, Default)]
 pub struct Dashboard {
     jobs: Mutex<HashMap<Key, Entry>>,
+    /// Real Ray: `(namespace, cluster)` to its head's dashboard address.
+    heads: Mutex<HashMap<(String, String), SocketAddr>>,
+    /// Whether the heads are real (their Jobs API is asked, never the table).
+    real: bool,
+}
+
+/// Why a Jobs API call got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    /// The cluster's head serves no dashboard now.
+    #[error("the Ray head of {0} is not serving its dashboard")]
+    NoHead(String),
+    /// The head did not answer well.
+    #[error(transparent)]
+    Api(#[from] JobsApiError),
 }
 
 /// Terminal Ray job states (`IsJobTerminal`).
@@ -56,6 +78,65 @@ fn key(ns: &str, cluster: &str, id: &str) -> Key {
 }
 
 impl Dashboard {
+    /// The dashboards of real Ray heads (`real`), or simulated ones.
+    pub fn new(real: bool) -> Self {
+        Self {
+            real,
+            ..Self::default()
+        }
+    }
+
+    /// A real head of `ns/cluster` serves its dashboard at `addr`.
+    pub fn register_head(&self, ns: &str, cluster: &str, addr: SocketAddr) {
+        let mut heads = self.heads.lock().expect("dashboard lock poisoned");
+        heads.insert((ns.to_owned(), cluster.to_owned()), addr);
+    }
+
+    /// The head that served at `addr` stopped.
+    pub fn unregister_head(&self, ns: &str, cluster: &str, addr: SocketAddr) {
+        let mut heads = self.heads.lock().expect("dashboard lock poisoned");
+        let key = (ns.to_owned(), cluster.to_owned());
+        if heads.get(&key) == Some(&addr) {
+            heads.remove(&key);
+        }
+    }
+
+    fn head(&self, ns: &str, cluster: &str) -> Result<SocketAddr, DashboardError> {
+        let heads = self.heads.lock().expect("dashboard lock poisoned");
+        heads
+            .get(&(ns.to_owned(), cluster.to_owned()))
+            .copied()
+            .ok_or_else(|| DashboardError::NoHead(format!("{ns}/{cluster}")))
+    }
+
+    /// The operator's `GET /api/jobs/<id>` (`Ok(None)`: the job does not exist).
+    pub async fn job_info(
+        &self,
+        ns: &str,
+        cluster: &str,
+        id: &str,
+    ) -> Result<Option<RayJobInfo>, DashboardError> {
+        if !self.real {
+            return Ok(self.get(ns, cluster, id));
+        }
+        let addr = self.head(ns, cluster)?;
+        Ok(jobs_api::job_info(addr, id).await?)
+    }
+
+    /// The operator's `POST /api/jobs/<id>/stop` (errors ignored, as KubeRay's
+    /// finalizer does).
+    pub async fn stop_job(&self, ns: &str, cluster: &str, id: &str) {
+        if !self.real {
+            self.stop(ns, cluster, id);
+            return;
+        }
+        if let Ok(addr) = self.head(ns, cluster)
+            && let Err(e) = jobs_api::stop(addr, id).await
+        {
+            tracing::debug!(error = %e, "stopping the Ray job failed");
+        }
+    }
+
     /// `ray job submit`: registers a PENDING job. Returns its stop token, or `None` if
     /// the submission id is already in use ("Please use a different submission_id").
     pub fn submit(&self, ns: &str, cluster: &str, id: &str) -> Option<CancellationToken> {

@@ -61,6 +61,7 @@ pub mod names;
 pub mod pip_env;
 pub mod provisioner;
 pub mod quantity;
+pub mod ray;
 pub mod raycluster;
 pub mod rayjob;
 pub mod raystart;
@@ -96,12 +97,23 @@ pub async fn run(
 ) -> Result<(), ControllerError> {
     // A child token: a failing controller stops its siblings, not the API server.
     let internal = shutdown.child_token();
+    let real_ray = matches!(cfg.mode, RunMode::Process) && cfg.ray.is_some();
+    match (&cfg.mode, &cfg.ray) {
+        (RunMode::Process, Some(ray)) => {
+            tracing::info!(ray = %ray.bin.display(), "Ray nodes run the installed Ray");
+        }
+        (RunMode::Process, None) => tracing::warn!(
+            "no Ray installation given: Ray is simulated here, and job entrypoints run as \
+             plain local processes (`import ray` works only if the image path has Ray)"
+        ),
+        (RunMode::Timed(_), _) => {}
+    }
     let shared = Arc::new(Shared {
         client,
         cfg,
         logs,
         endpoints,
-        dashboard: Arc::new(Dashboard::default()),
+        dashboard: Arc::new(Dashboard::new(real_ray)),
         attachments: Arc::default(),
         ooms: memory_limit::OomKills::default(),
         shutdown: internal.clone(),

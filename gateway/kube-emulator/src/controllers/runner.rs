@@ -181,8 +181,15 @@ pub async fn run_logged(
     };
     tokio::pin!(over);
     let mut killed: Option<Exit> = None;
+    let mut exited: Option<std::process::ExitStatus> = None;
     loop {
         tokio::select! {
+            // The main process ended: what it left running in its group goes with it,
+            // as a container runtime kills the container's cgroup.
+            status = child.wait(), if exited.is_none() => {
+                exited = Some(status?);
+                kill_group(pid);
+            }
             line = rx.recv() => match line {
                 Some(mut l) => {
                     if !l.ends_with(b"\n") { l.push(b'\n'); }
@@ -203,7 +210,10 @@ pub async fn run_logged(
             }
         }
     }
-    let status = child.wait().await?;
+    let status = match exited {
+        Some(status) => status,
+        None => child.wait().await?,
+    };
     Ok(killed.unwrap_or(Exit::Code(status.code().unwrap_or(137))))
 }
 

@@ -84,6 +84,12 @@ impl Submitter {
             RunMode::Timed(m) => Some(m.draw()),
             RunMode::Process => None,
         };
+        if draw.is_none() {
+            self.log(
+                "WARN forge-kubesim -- no Ray installation is configured, so this cluster's Ray \
+                 is simulated: the entrypoint runs as a plain local process",
+            );
+        }
         if draw.as_ref().is_some_and(|d| d.submit_fails) {
             self.log("ERROR cli.py:... -- Failed to connect to Ray dashboard (simulated submission failure)");
             return Some(1);

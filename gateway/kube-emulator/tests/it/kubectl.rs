@@ -497,7 +497,10 @@ async fn kuberay_sample_runs_with_real_ray_to_succeeded() {
         controllers: forge_kubesim::ControllerConfig {
             scratch_root: dir.path().join("scratch"),
             image_path: vec![venv.join("bin")],
-            pip_envs: Some(dir.path().join("pip-envs")),
+            ray: Some(
+                forge_kubesim::controllers::ray::install::RayInstall::from_venv(&venv)
+                    .expect("a venv with ray"),
+            ),
             ..forge_kubesim::testing::process_controllers()
         },
         ..SimConfig::default()

@@ -3,8 +3,9 @@
 //! `Init:Error` / `Init:CrashLoopBackOff` with back-off — `OOMKilled` when over the
 //! limit — or a Failed pod under `restartPolicy: Never`), image pulls, each container's environment built before it is created (a
 //! missing ConfigMap/Secret or key: `CreateContainerConfigError` until it appears), the
-//! app containers started, Running and Ready, and then what the containers do: a KubeRay submitter
-//! pod runs [`Submitter`] until its Ray job is terminal; a Ray node writes its
+//! app containers started, Running and Ready, and then what the containers do: with
+//! real Ray, Ray nodes and submitters run it (`real_ray`); otherwise a KubeRay submitter
+//! pod runs [`Submitter`] until its Ray job is terminal and a Ray node writes its
 //! `ray start` lines and runs until the pod is deleted (restarted after an OOM kill of
 //! the driver it hosts, `lastState` `OOMKilled`); a container started again logs to a
 //! fresh log, the one before kept for `previous=true`; a container of the inference image
@@ -239,8 +240,10 @@ impl Worker {
         {
             return false;
         }
-        if self.inference_container().is_some() {
-            // Ready once the stand-in listens (`run_containers`).
+        if self.inference_container().is_some() || (self.is_ray_node() && self.real_ray().is_some())
+        {
+            // Ready once the stand-in listens, or the Ray node passes KubeRay's
+            // readiness probe (`run_containers`).
             return true;
         }
         for m in &mut st.main {
@@ -258,9 +261,22 @@ impl Worker {
             return;
         }
         let first = st.main.first().map(|c| c.name.clone());
+        if let Some(ray) = self.real_ray().cloned()
+            && self.is_ray_node()
+        {
+            self.run_ray_node(st, &ray).await;
+            return;
+        }
         if first.as_deref() == Some(SUBMITTER_CONTAINER) {
-            let submitter = Submitter::new(self.shared.clone(), &self.pod, self.cancel.clone());
-            let Some(code) = submitter.run().await else {
+            let code = match self.real_ray().cloned() {
+                Some(ray) => self.run_ray_submitter(&mut st, &ray).await,
+                None => {
+                    Submitter::new(self.shared.clone(), &self.pod, self.cancel.clone())
+                        .run()
+                        .await
+                }
+            };
+            let Some(code) = code else {
                 return;
             };
             let s = &mut st.main[0];

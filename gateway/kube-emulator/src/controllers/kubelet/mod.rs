@@ -8,22 +8,26 @@
 //! Ready) and container statuses through the `pods/status` subresource. Events are
 //! core/v1 with `source.component=kubelet`.
 //!
-//! What the containers "do": a KubeRay submitter pod (container `ray-job-submitter`)
-//! submits its job to the simulated dashboard and follows it
-//! ([`Submitter`](crate::controllers::submitter::Submitter)); Ray node containers run
-//! until the pod is deleted (the head writes `ray start --head` lines); a container
+//! What the containers "do": with real Ray (`real_ray`), Ray node containers run
+//! `ray start` and a submitter its `ray job submit` script; without it, a KubeRay
+//! submitter pod (container `ray-job-submitter`) submits its job to the simulated
+//! dashboard and follows it
+//! ([`Submitter`](crate::controllers::submitter::Submitter)), and Ray node containers
+//! run until the pod is deleted (the head writes `ray start --head` lines); a container
 //! of the inference image runs the inference stand-in (`inference`); any other
 //! container just keeps Running.
 //!
 //! Files: `worker` (one pod's worker and its tools), `lifecycle` (the steps of a
 //! pod's life), `inference` (the stand-in's container), `volumes` (attach and mount), `pull` (image pulls), `pod_status` (the
-//! status it writes), `ray_node` (Ray's start-up lines).
+//! status it writes), `ray_node` (simulated Ray's start-up lines), `real_ray` (Ray
+//! nodes and submitters on the installed Ray).
 
 mod inference;
 mod lifecycle;
 mod pod_status;
 mod pull;
 mod ray_node;
+mod real_ray;
 mod volumes;
 mod worker;
 

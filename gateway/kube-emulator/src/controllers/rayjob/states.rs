@@ -33,7 +33,8 @@ pub(super) async fn finalize(v: &View<'_>) -> Result<Action, ControllerError> {
     if !is_terminal(s(&v.status, "/jobStatus")) {
         v.ctx
             .dashboard
-            .stop(&v.ns, v.cluster(), s(&v.status, "/jobId"));
+            .stop_job(&v.ns, v.cluster(), s(&v.status, "/jobId"))
+            .await;
     }
     let rest: Vec<&String> = finalizers
         .iter()
@@ -181,10 +182,19 @@ pub(super) async fn running(v: &View<'_>) -> Result<Action, ControllerError> {
         let msg = "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the specified backoff limit";
         return fail(v, reason, msg, json!({})).await;
     }
-    let info = v
+    let info = match v
         .ctx
         .dashboard
-        .get(&v.ns, v.cluster(), s(&v.status, "/jobId"));
+        .job_info(&v.ns, v.cluster(), s(&v.status, "/jobId"))
+        .await
+    {
+        Ok(info) => info,
+        // An unreachable dashboard changes nothing; KubeRay logs it and requeues.
+        Err(e) => {
+            tracing::debug!(error = %e, rayjob = %v.name, "Ray job status unavailable");
+            return Ok(Action::requeue(REQUEUE));
+        }
+    };
     if let Some((_, Some(at))) = &finished
         && Timestamp::now() > *at + SUBMITTER_GRACE
         && !is_terminal(
