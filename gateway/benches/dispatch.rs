@@ -77,6 +77,7 @@ async fn main() -> anyhow::Result<()> {
         policy_chain: None,
         failing_images: Vec::new(),
         old_operator: false,
+        ray_venv: None,
     };
     let dev = dev::start(&opts, &"http://127.0.0.1:9/".parse()?).await?;
     let jobs = dev.state.jobs.clone();

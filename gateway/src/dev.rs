@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use forge_kubesim::controllers::ray::install::RayInstall;
 use forge_kubesim::controllers::{ControllerConfig, RunMode, RunSecs, TimedModel};
 use forge_kubesim::{NodeSpec, Sim, SimConfig};
 use url::Url;
@@ -51,6 +52,11 @@ pub struct DevOptions {
     /// Play a KubeRay operator that ignores `preRunningDeadlineSeconds` (older than
     /// the field), to see the gateway enforce the pre-running deadline itself.
     pub old_operator: bool,
+    /// The virtualenv with `ray[default]` whose Ray the embedded cluster's Ray nodes,
+    /// submitters and drivers run (`deploy/install-ray.sh` makes one in the clone).
+    /// `None`: Ray is simulated and the entrypoint runs as a plain local process
+    /// (`import ray` fails). Process mode only.
+    pub ray_venv: Option<PathBuf>,
 }
 
 /// How the embedded cluster runs jobs.
@@ -125,11 +131,15 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     let mut controllers = ControllerConfig {
         failing_images: opts.failing_images.iter().cloned().collect(),
         pre_running_deadline: !opts.old_operator,
-        // Playground pods (`FORGE_IMAGE_VLLM`) run the emulator's OpenAI-compatible
-        // stand-in instead of vLLM.
+        // Playground pods (`FORGE_IMAGE_VLLM`, set by the dev defaults) run the
+        // emulator's OpenAI-compatible stand-in instead of vLLM.
         inference_image: cfg.image_for("vllm").map(str::to_owned),
         ..ControllerConfig::default()
     };
+    if let Some(venv) = &opts.ray_venv {
+        let ray = RayInstall::from_venv(venv).context("--ray-venv")?;
+        controllers.ray = Some(ray);
+    }
     if opts.sim == SimMode::Timed {
         controllers.mode = RunMode::Timed(TimedModel {
             run_secs: RunSecs::Fixed(30.0),
@@ -201,6 +211,36 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     })
 }
 
+/// What `dev` prints about the tokens file (`FORGE_TOKENS_FILE`) beside its own fresh
+/// token: one line per entry (its name, team and role — the file holds only hashes, so
+/// there is no token to show), or why the file could not be read.
+pub fn tokens_file_lines(file: Option<&std::path::Path>) -> Vec<String> {
+    let Some(file) = file else {
+        return Vec::new();
+    };
+    let entries = match crate::auth::Tokens::read_entries(file) {
+        Ok(entries) => entries,
+        Err(e) => return vec![format!("tokens file {}: {e}", file.display())],
+    };
+    let mut lines = vec![format!(
+        "tokens file {} ({} entries, reloaded when it changes):",
+        file.display(),
+        entries.len()
+    )];
+    for e in entries {
+        let role = match e.role {
+            Role::Admin => "admin",
+            Role::Member => "member",
+        };
+        let name = e.name.unwrap_or_else(|| {
+            let short: String = e.token_sha256.chars().take(12).collect();
+            format!("sha256 {short}…")
+        });
+        lines.push(format!("  {name}: team {}, {role}", e.team));
+    }
+    lines
+}
+
 /// A GPU-less cluster: the GPU nodes lose `nvidia.com/gpu` and carry their GPU count
 /// in `count_label` instead.
 async fn strip_gpus(
@@ -269,6 +309,32 @@ pub fn write_sample(data_dir: &std::path::Path) -> anyhow::Result<Sample> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_file_entries_are_listed_without_tokens() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("tokens.yaml");
+        let sha = hash_token("s3cret");
+        std::fs::write(
+            &file,
+            format!(
+                "tokens:\n  - {{token_sha256: {sha}, team: team-b, role: member, name: ci}}\n  \
+                 - {{token_sha256: {sha}, team: ops, role: admin}}\n"
+            ),
+        )
+        .expect("write");
+        let lines = tokens_file_lines(Some(&file));
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].contains("2 entries"), "{lines:?}");
+        assert_eq!(lines[1], "  ci: team team-b, member");
+        assert_eq!(
+            lines[2],
+            format!("  sha256 {}…: team ops, admin", &sha[..12])
+        );
+        assert!(tokens_file_lines(None).is_empty());
+        let missing = tokens_file_lines(Some(&dir.path().join("none.yaml")));
+        assert!(missing[0].contains("none.yaml"), "{missing:?}");
+    }
 
     #[test]
     fn only_loopback_without_allow_remote() {

@@ -65,6 +65,10 @@ enum Command {
         /// the gateway's own pre-running deadline still times jobs out.
         #[arg(long)]
         old_operator: bool,
+        /// The virtualenv with `ray[default]` the embedded cluster's Ray nodes run
+        /// (`bash deploy/install-ray.sh` makes target/ray); without it Ray is simulated.
+        #[arg(long, env = "FORGE_DEV_RAY_VENV")]
+        ray_venv: Option<PathBuf>,
     },
     /// Print the SHA-256 to put in the tokens file for a token.
     HashToken { token: String },
@@ -126,6 +130,7 @@ async fn run() -> anyhow::Result<()> {
             failing_images,
             allow_remote,
             old_operator,
+            ray_venv,
         } => {
             dev(
                 forge_gateway::dev::DevOptions {
@@ -138,6 +143,7 @@ async fn run() -> anyhow::Result<()> {
                     policy_chain,
                     failing_images,
                     old_operator,
+                    ray_venv,
                 },
                 allow_remote,
             )
@@ -165,7 +171,11 @@ async fn dev(opts: forge_gateway::dev::DevOptions, allow_remote: bool) -> anyhow
     let sample = forge_gateway::dev::write_sample(&dev.state.config.gateway.data_dir)?;
     let controllers = spawn_controllers(&dev.state);
     println!("Forge gateway (dev) listening on {url}");
-    println!("  token:      {}", dev.token);
+    println!("  token:      {}  (admin, team-a)", dev.token);
+    let tokens_file = dev.state.config.gateway.tokens_file.as_deref();
+    for line in forge_gateway::dev::tokens_file_lines(tokens_file) {
+        println!("  {line}");
+    }
     println!(
         "  kubeconfig: {0}  (kubectl --kubeconfig {0} get rayjobs,pods -w)",
         dev.kubeconfig.display()

@@ -90,6 +90,7 @@ impl TestGateway {
             policy_chain: None,
             failing_images: Vec::new(),
             old_operator: false,
+            ray_venv: None,
         };
         tweak(&mut opts);
         let dev = dev::start(&opts, &url.parse().expect("url"))

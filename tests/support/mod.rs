@@ -1,8 +1,8 @@
 //! Shared helpers of the end-to-end tests (`e2e/`) and, until they move into the
 //! emulator crate, the emulator's tests: a gateway on a port-0 listener, job and policy
 //! API clients, a headless Chromium over WebDriver, the policy plugins built from
-//! source, emulator helpers, and real emulator and gateway processes (`procs`) for the
-//! crash and replica tests.
+//! source, emulator helpers, real emulator and gateway processes (`procs`) for the
+//! crash and replica tests, and real Ray (`ray`).
 
 pub mod browser;
 pub mod cli;
@@ -12,4 +12,5 @@ pub mod kubesim;
 pub mod plugins;
 pub mod policy;
 pub mod procs;
+pub mod ray;
 pub mod wait;

@@ -87,6 +87,12 @@ impl Proc {
     }
 }
 
+impl From<Child> for Proc {
+    fn from(child: Child) -> Self {
+        Proc(child)
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.0.kill();

@@ -1,7 +1,8 @@
 //! Real Ray in process mode ([`ControllerConfig::ray`](crate::ControllerConfig::ray)):
 //! a Ray node container runs the command KubeRay generated (`ulimit -n 65536; ray
 //! start [--head] … --block`) with the installed Ray, on ports of its own
-//! ([`NodePorts`], added by the pod's `ray` in [`image`]); a submitter container runs
+//! ([`NodePorts`], added by the pod's `ray` in [`image`]) with a temp dir of its own
+//! ([`RayTempDir`], removed when the node stops); a submitter container runs
 //! KubeRay's `ray job submit` / `ray job logs --follow` script against its head's real
 //! dashboard. Every `host:port` a command or variable names goes through the emulated
 //! pod network ([`PodDns`]); paths under the head's volume mounts (a `file://`
@@ -33,6 +34,7 @@ use crate::controllers::ray::dns::PodDns;
 use crate::controllers::ray::image::pod_bin;
 use crate::controllers::ray::install::RayInstall;
 use crate::controllers::ray::ports::NodePorts;
+use crate::controllers::ray::temp_dir::{CLEAN_ENV, RayTempDir};
 use crate::controllers::runner::{Exit, container_command, run_logged};
 
 /// How often a held-back process looks again for the Services it names.
@@ -139,11 +141,22 @@ impl Worker {
                 .endpoints
                 .register(&ns, &pod, container_port, addr);
         }
+        let temp = RayTempDir::create()?;
+        let mut flags = ports.flags(head);
+        flags.push(temp.flag());
         let root = &self.shared.cfg.scratch_root;
-        let bin = pod_bin(root, &uid, ray, Some((&ports, head)))?;
-        let Some(prepared) = self.prepare(c, env, &self.pod, &bin, ray).await else {
+        let bin = pod_bin(root, &uid, ray, Some(&flags))?;
+        let Some(mut prepared) = self.prepare(c, env, &self.pod, &bin, ray).await else {
             return Ok(Exit::Cancelled);
         };
+        let remove = temp.path().display().to_string();
+        prepared.env.push((CLEAN_ENV.to_owned(), remove));
+        // The pip cache of Ray's runtime-env agent: one per emulator, under its scratch
+        // root (an image's own, not the host user's `~/.cache`), unless the pod sets one.
+        if !prepared.env.iter().any(|(k, _)| k == "PIP_CACHE_DIR") {
+            let cache = root.join("pip-cache").display().to_string();
+            prepared.env.push(("PIP_CACHE_DIR".to_owned(), cache));
+        }
         let cmd = self.supervised(ray, &bin, prepared);
         let cluster = self
             .pod

@@ -1,12 +1,12 @@
 //! What the Ray image puts in front of a Ray node's processes here: a per-pod `ray`
-//! that adds the node's own ports ([`NodePorts::flags`]) and a bounded object store to
+//! that adds the node's own ports ([`NodePorts::flags`](super::ports::NodePorts::flags)),
+//! its own temp dir ([`RayTempDir`](super::temp_dir::RayTempDir)) and a bounded object store to
 //! `ray start` and passes every other command to the installed Ray untouched, and the
 //! fate-sharing supervisor (`fate_share.py`) every Ray process group runs under.
 
 use std::path::{Path, PathBuf};
 
 use super::install::RayInstall;
-use super::ports::NodePorts;
 use crate::controllers::hostpaths::create_dir_under;
 
 const FATE_SHARE: &str = include_str!("fate_share.py");
@@ -35,20 +35,20 @@ pub fn ray_shim(ray: &RayInstall, extra: &[String]) -> String {
     )
 }
 
-/// Writes pod `uid`'s `bin` (the `ray` of its node, when `ports` is given) under
-/// `root` and the supervisor beside it; returns the `bin` directory.
+/// Writes pod `uid`'s `bin` (the `ray` of its node, adding `node_flags`, when given)
+/// under `root` and the supervisor beside it; returns the `bin` directory.
 pub fn pod_bin(
     root: &Path,
     uid: &str,
     ray: &RayInstall,
-    node: Option<(&NodePorts, bool)>,
+    node_flags: Option<&[String]>,
 ) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let bin = root.join("pods").join(uid).join("ray-bin");
     create_dir_under(root, &bin)?;
-    if let Some((ports, head)) = node {
+    if let Some(flags) = node_flags {
         let shim = bin.join("ray");
-        std::fs::write(&shim, ray_shim(ray, &ports.flags(head)))?;
+        std::fs::write(&shim, ray_shim(ray, flags))?;
         std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755))?;
     }
     std::fs::write(bin.join("fate_share.py"), FATE_SHARE)?;
