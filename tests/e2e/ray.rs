@@ -5,6 +5,7 @@
 //! the HTTP-only-storage way (the init container verified it, `working_dir` is its
 //! `file://` path). They run one cluster at a time and end with no Ray process left.
 
+use std::path::Path;
 use std::time::Duration;
 
 use forge_tests::gateway::TestGateway;
@@ -38,9 +39,38 @@ fn train(nodes: u32, gpus: u32) -> Value {
     json!([{"name": "train", "nodes": nodes, "gpusPerNode": gpus}])
 }
 
-/// The dev gateway on real Ray with the node layout `nodes`.
-async fn gateway(nodes: &str, venv: std::path::PathBuf) -> TestGateway {
-    TestGateway::start_tweaked(nodes, &[], |o| o.ray_venv = Some(venv)).await
+/// The dev gateway on real Ray, the only real-Ray cluster while it lives.
+struct RayGateway {
+    gw: TestGateway,
+    client: JobClient,
+    _one: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl RayGateway {
+    /// On the node layout `nodes`; `None` when there is no Ray to run (outside CI).
+    async fn start(nodes: &str) -> Option<RayGateway> {
+        let venv = ray::venv()?;
+        let one = ray::one_cluster_at_a_time().await;
+        let gw = TestGateway::start_tweaked(nodes, &[], |o| o.ray_venv = Some(venv)).await;
+        let client = gw.client(&gw.token);
+        Some(RayGateway {
+            gw,
+            client,
+            _one: one,
+        })
+    }
+
+    fn rayjobs(&self) -> kube::Api<kube::api::DynamicObject> {
+        let client = self.gw.sim.client().expect("client");
+        rayjobs(client, &self.gw.state.config.k8s.namespace)
+    }
+
+    /// Waits until the job's RayJob is deleted and no Ray process is left.
+    async fn all_gone(&self) {
+        forge_tests::jobs::wait_no_rayjobs(&self.rayjobs(), GONE).await;
+        let scope = self.gw.sim.scratch_root();
+        ray::wait_no_ray_processes(scope, GONE, "after the job's RayJob was deleted").await;
+    }
 }
 
 /// Runs the job to its end; returns its final view and its log. Panics, with the log,
@@ -67,13 +97,13 @@ fn line<'a>(log: &'a str, prefix: &str) -> &'a str {
 /// on both machines. Then the RayJob is deleted and no Ray process is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ray_program_runs_gpu_tasks_on_the_gangs_pool() {
-    let Some(venv) = ray::venv() else { return };
-    let _one = ray::one_cluster_at_a_time().await;
-    let gw = gateway("h100=2x2", venv).await;
-    let client = gw.client(&gw.token);
+    let Some(rg) = RayGateway::start("h100=2x2").await else {
+        return;
+    };
+    let client = &rg.client;
     let code = zip_of(&[("gpu_tasks.py", &fixture("gpu_tasks.py"))]);
     let (_, log) = run_ok(
-        &client,
+        client,
         &spec("gpu-tasks", "gpu_tasks.py", train(2, 2)),
         code,
     )
@@ -83,12 +113,7 @@ async fn a_ray_program_runs_gpu_tasks_on_the_gangs_pool() {
         "alive=2 gpus=4 tasks=4 task_nodes=2",
         "{log}"
     );
-    let api = rayjobs(
-        gw.sim.client().expect("client"),
-        &gw.state.config.k8s.namespace,
-    );
-    forge_tests::jobs::wait_no_rayjobs(&api, GONE).await;
-    ray::wait_no_ray_processes(GONE, "after the job's RayJob was deleted").await;
+    rg.all_gone().await;
 }
 
 /// Actors in a `STRICT_SPREAD` placement group land on distinct machines of the gang; a
@@ -97,18 +122,15 @@ async fn a_ray_program_runs_gpu_tasks_on_the_gangs_pool() {
 /// path (the dev store is HTTP-only), not the path itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actors_spread_strictly_across_the_gang_from_an_init_container_capsule() {
-    let Some(venv) = ray::venv() else { return };
-    let _one = ray::one_cluster_at_a_time().await;
-    let gw = gateway("h100=2x2", venv).await;
-    let client = gw.client(&gw.token);
+    let Some(rg) = RayGateway::start("h100=2x2").await else {
+        return;
+    };
+    let client = &rg.client;
     let code = zip_of(&[("placement.py", &fixture("placement.py"))]);
     let spec = spec("placement", "placement.py", train(2, 1));
     let id = client.submit_ok(&spec, code).await;
     // The RayJob hands Ray the init container's verified copy.
-    let api = rayjobs(
-        gw.sim.client().expect("client"),
-        &gw.state.config.k8s.namespace,
-    );
+    let api = rg.rayjobs();
     let runtime_env =
         forge_tests::wait::eventually("the job's RayJob", Duration::from_secs(60), || async {
             let list = api.list(&Default::default()).await.expect("list rayjobs");
@@ -137,24 +159,23 @@ async fn actors_spread_strictly_across_the_gang_from_an_init_container_capsule()
         cwd.contains("/runtime_resources/working_dir_files/") && !cwd.contains("/forge/capsule"),
         "{cwd}"
     );
-    forge_tests::jobs::wait_no_rayjobs(&api, GONE).await;
-    ray::wait_no_ray_processes(GONE, "after the job's RayJob was deleted").await;
+    rg.all_gone().await;
 }
 
 /// Two pools: tasks asking for `forge.pool.a` run on the head (machine zero of the
 /// primary pool), those asking for `forge.pool.b` on pool `b`'s worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_land_on_the_worker_group_of_their_pool_resource() {
-    let Some(venv) = ray::venv() else { return };
-    let _one = ray::one_cluster_at_a_time().await;
-    let gw = gateway("h100=2x2", venv).await;
-    let client = gw.client(&gw.token);
+    let Some(rg) = RayGateway::start("h100=2x2").await else {
+        return;
+    };
+    let client = &rg.client;
     let code = zip_of(&[("pools.py", &fixture("pools.py"))]);
     let pools = json!([
         {"name": "a", "nodes": 1, "gpusPerNode": 1},
         {"name": "b", "nodes": 1, "gpusPerNode": 1}
     ]);
-    let (_, log) = run_ok(&client, &spec("pools", "pools.py", pools), code).await;
+    let (_, log) = run_ok(client, &spec("pools", "pools.py", pools), code).await;
     let a = line(&log, "pool=a ");
     let b = line(&log, "pool=b ");
     assert!(a.contains("-head-") && !a.contains(','), "{a}");
@@ -165,15 +186,15 @@ async fn tasks_land_on_the_worker_group_of_their_pool_resource() {
 /// for the driver and the tasks alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pip_runtime_env_is_installed_by_rays_agent() {
-    let Some(venv) = ray::venv() else { return };
-    let _one = ray::one_cluster_at_a_time().await;
-    let gw = gateway("h100=1x1", venv).await;
-    let client = gw.client(&gw.token);
+    let Some(rg) = RayGateway::start("h100=1x1").await else {
+        return;
+    };
+    let client = &rg.client;
     let code = zip_of(&[
         ("pip_env.py", &fixture("pip_env.py")),
         ("requirements.txt", "tabulate==0.9.0\n"),
     ]);
-    let (_, log) = run_ok(&client, &spec("pip", "pip_env.py", train(1, 1)), code).await;
+    let (_, log) = run_ok(client, &spec("pip", "pip_env.py", train(1, 1)), code).await;
     assert_eq!(
         line(&log, "driver_tabulate="),
         "driver_tabulate=0.9.0 task_tabulate=0.9.0 table=forge  1",
@@ -185,23 +206,22 @@ async fn a_pip_runtime_env_is_installed_by_rays_agent() {
 /// Ray process of its cluster, and removes the nodes' temp dirs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_ray_job_leaves_no_ray_process() {
-    let Some(venv) = ray::venv() else { return };
-    let _one = ray::one_cluster_at_a_time().await;
-    let gw = gateway("h100=2x1", venv).await;
-    let client = gw.client(&gw.token);
+    let Some(rg) = RayGateway::start("h100=2x1").await else {
+        return;
+    };
+    let client = &rg.client;
     let code = zip_of(&[("forever.py", &fixture("forever.py"))]);
     let id = client
         .submit_ok(&spec("forever", "forever.py", train(2, 1)), code)
         .await;
-    let dirs = holding(&client, &id).await;
+    let dirs = holding(client, &id, rg.gw.sim.scratch_root()).await;
     let (status, view) = client
         .call(reqwest::Method::DELETE, &format!("/v1/jobs/{id}"))
         .await;
     assert_eq!(status, 200, "{view}");
-    ray::wait_no_ray_processes(GONE, "after the job was cancelled").await;
-    for dir in dirs {
-        assert!(!dir.exists(), "{} was left", dir.display());
-    }
+    let scope = rg.gw.sim.scratch_root();
+    ray::wait_no_ray_processes(scope, GONE, "after the job was cancelled").await;
+    ray::wait_removed(&dirs, GONE).await;
 }
 
 /// `forge-gateway dev` killed (SIGKILL) while a Ray program runs: its emulator goes
@@ -218,13 +238,11 @@ async fn a_killed_dev_gateway_leaves_no_ray_process() {
     let id = client
         .submit_ok(&spec("forever", "forever.py", train(2, 1)), code)
         .await;
-    let dirs = holding(&client, &id).await;
+    let dirs = holding(&client, &id, &dev.scope).await;
     dev.proc.signal("KILL");
     dev.proc.wait_exit(Duration::from_secs(10)).await;
-    ray::wait_no_ray_processes(GONE, "after forge-gateway dev was killed").await;
-    for d in dirs {
-        assert!(!d.exists(), "{} was left", d.display());
-    }
+    ray::wait_no_ray_processes(&dev.scope, GONE, "after forge-gateway dev was killed").await;
+    ray::wait_removed(&dirs, GONE).await;
     let log = std::fs::read_to_string(&dev.log).unwrap_or_default();
     assert!(
         log.contains("Ray nodes run the installed Ray"),
@@ -234,7 +252,7 @@ async fn a_killed_dev_gateway_leaves_no_ray_process() {
 
 /// Waits until job `id`'s program holds its actors (its log says so); returns the temp
 /// dirs of the Ray nodes running then (two: the gang's machines).
-async fn holding(client: &JobClient, id: &str) -> Vec<std::path::PathBuf> {
+async fn holding(client: &JobClient, id: &str, scope: &Path) -> Vec<std::path::PathBuf> {
     forge_tests::wait::eventually("the Ray program to hold its actors", RUN, || async {
         let (_, log) = client
             .call(reqwest::Method::GET, &format!("/v1/jobs/{id}/logs"))
@@ -247,7 +265,7 @@ async fn holding(client: &JobClient, id: &str) -> Vec<std::path::PathBuf> {
         }
     })
     .await;
-    let dirs = ray::node_dirs();
+    let dirs = ray::node_dirs(scope);
     assert_eq!(dirs.len(), 2, "the gang's two Ray nodes: {dirs:?}");
     dirs
 }

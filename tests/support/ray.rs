@@ -1,9 +1,10 @@
 //! Real Ray for the end-to-end tests: the Ray installation `tests/run.sh` provides
 //! (`FORGE_TEST_RAY_VENV`, made by `deploy/install-ray.sh`), a lock that runs one
 //! real-Ray cluster at a time (every one of them is a few hundred MiB of raylets, GCS
-//! and workers on a 2-core machine), the Ray processes the emulator started (found by
-//! the variable its fate-sharing supervisor passes to each of them), and the dev
-//! gateway as a process of its own (`forge-gateway dev --ray-venv`), to kill.
+//! and workers on a 2-core machine), the Ray processes an emulator started (found by
+//! the variable the kubelet gives each of them, and by the pod's `bin` under the
+//! emulator's scratch root on their `PATH`, so another emulator's are not counted), and
+//! the dev gateway as a process of its own (`forge-gateway dev --ray-venv`), to kill.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -51,8 +52,9 @@ pub struct RayProcess {
     pub cmdline: String,
 }
 
-/// Every live process of an emulated Ray node on this machine (zombies excluded).
-pub fn ray_processes() -> Vec<RayProcess> {
+/// Every live process of a Ray node of the emulator whose scratch root is `scope`
+/// (zombies excluded).
+pub fn ray_processes(scope: &Path) -> Vec<RayProcess> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -65,13 +67,20 @@ pub fn ray_processes() -> Vec<RayProcess> {
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        let Some(node) = environ
+        let vars: Vec<&str> = environ
             .split(|b| *b == 0)
             .filter_map(|v| std::str::from_utf8(v).ok())
-            .find_map(|v| v.strip_prefix(&mark))
-        else {
+            .collect();
+        let Some(node) = vars.iter().find_map(|v| v.strip_prefix(&mark)) else {
             continue;
         };
+        let in_scope = vars
+            .iter()
+            .filter_map(|v| v.strip_prefix("PATH="))
+            .any(|p| std::env::split_paths(p).any(|d| d.starts_with(scope)));
+        if !in_scope {
+            continue;
+        }
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
         let state = stat
             .rsplit_once(") ")
@@ -91,11 +100,11 @@ pub fn ray_processes() -> Vec<RayProcess> {
     found
 }
 
-/// Waits (at most `within`) until no emulated Ray node has a process left, and its temp
-/// dir is gone; panics listing what is left.
-pub async fn wait_no_ray_processes(within: Duration, after: &str) {
+/// Waits (at most `within`) until no Ray node of the emulator with scratch root `scope`
+/// has a process left; panics listing what is left.
+pub async fn wait_no_ray_processes(scope: &Path, within: Duration, after: &str) {
     crate::wait::eventually(&format!("no Ray process left {after}"), within, || async {
-        let left = ray_processes();
+        let left = ray_processes(scope);
         if left.is_empty() {
             Ok(())
         } else {
@@ -105,9 +114,23 @@ pub async fn wait_no_ray_processes(within: Duration, after: &str) {
     .await;
 }
 
-/// The temp dirs of Ray nodes running now (their processes' marks).
-pub fn node_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = ray_processes()
+/// Waits (at most `within`) until every one of `dirs` (Ray nodes' temp dirs) is removed.
+pub async fn wait_removed(dirs: &[PathBuf], within: Duration) {
+    crate::wait::eventually("the Ray nodes' temp dirs removed", within, || async {
+        let left: Vec<&PathBuf> = dirs.iter().filter(|d| d.exists()).collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(crate::wait::not_yet(format!("{left:?}")))
+        }
+    })
+    .await;
+}
+
+/// The temp dirs of the Ray nodes running now (their processes' marks) of the emulator
+/// with scratch root `scope`.
+pub fn node_dirs(scope: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = ray_processes(scope)
         .into_iter()
         .map(|p| PathBuf::from(p.node))
         .collect();
@@ -116,10 +139,12 @@ pub fn node_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// `forge-gateway dev` on real Ray as a process of its own, on a free port, with a
-/// data directory under `dir`; killed on drop.
+/// `forge-gateway dev` on real Ray as a process of its own, on a free port, with its
+/// data directory and its emulator's scratch root (`TMPDIR`) under `dir`; killed on drop.
 pub struct DevProcess {
     pub proc: Proc,
+    /// Its emulator's scratch root is under this directory (see [`ray_processes`]).
+    pub scope: PathBuf,
     pub url: String,
     pub token: String,
     pub log: PathBuf,
@@ -146,6 +171,7 @@ impl DevProcess {
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", dir)
+            .env("TMPDIR", dir)
             .env("FORGE_LISTEN", format!("127.0.0.1:{port}"))
             .env("FORGE_DATA_DIR", dir.join("data"))
             .env("RUST_LOG", "info,kube_client=warn,kube_runtime=warn")
@@ -187,6 +213,7 @@ impl DevProcess {
         .await;
         DevProcess {
             proc,
+            scope: dir.to_path_buf(),
             url,
             token,
             log,

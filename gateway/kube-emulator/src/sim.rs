@@ -129,6 +129,8 @@ pub struct Sim {
     endpoints: Arc<PodEndpoints>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
+    /// Where the kubelet keeps pods' volumes, `bin`s and working directories.
+    scratch_root: PathBuf,
     /// The kubelet's scratch root when the simulator created it (removed on drop).
     /// Declared last so it is removed after everything else has been dropped.
     scratch: Option<ScratchDir>,
@@ -265,6 +267,7 @@ impl Sim {
             endpoints,
             shutdown,
             tasks,
+            scratch_root: cfg.controllers.scratch_root.clone(),
             scratch: None,
         };
         if cfg.run_controllers {
@@ -291,6 +294,12 @@ impl Sim {
     pub fn url(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// The kubelet's scratch root (pods' volumes and working directories; a Ray node's
+    /// processes have their pod's `ray-bin` under it first on `PATH`).
+    pub fn scratch_root(&self) -> &Path {
+        &self.scratch_root
     }
 
     /// The PEM of the CA that signed the serving certificate (HTTPS, i.e. with a
