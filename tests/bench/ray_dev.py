@@ -209,6 +209,15 @@ def end_marked(needle):
         time.sleep(0.05)
 
 
+def node_ports(ip, workers_from):
+    """Ports of their own for two Ray nodes on one machine: some of Ray's listeners bind
+    every interface, so the defaults of a second node would collide with the first's."""
+    flags = ["--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--metrics-export-port",
+             "--runtime-env-agent-port", "--node-manager-port", "--object-manager-port"]
+    ports = [f"{flag}={free_port(ip)}" for flag in flags]
+    return ports + [f"--min-worker-port={workers_from}", f"--max-worker-port={workers_from + 99}"]
+
+
 def bare_ray_round(ray_bin, n):
     """The baseline: the same program on a bare 2-node Ray started on this machine
     (`ray start --head`, `ray start --address`, then `ray job submit`), no Kubernetes,
@@ -226,24 +235,35 @@ def bare_ray_round(ray_bin, n):
     # Its processes carry this mark: they are ended by it (`ray stop` would end every
     # Ray of this user on the machine).
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", FORGE_BENCH_BARE_RAY=tmp)
+    env["PATH"] = f"{ray_bin}:{env.get('PATH', '')}"  # the driver's python3 is Ray's
+    first = result = None
+    seen = []
     t0 = time.monotonic()
     try:
         subprocess.run([f"{ray_bin}/ray", "start", "--head", f"--node-ip-address={ips[0]}", f"--port={gcs}",
-                        f"--dashboard-host={ips[0]}", f"--dashboard-port={dash}", f"--temp-dir={tmp}/h", *common],
+                        f"--dashboard-host={ips[0]}", f"--dashboard-port={dash}", f"--temp-dir={tmp}/h",
+                        *node_ports(ips[0], 21000), *common],
                        check=True, capture_output=True, env=env)
         subprocess.run([f"{ray_bin}/ray", "start", f"--address={ips[0]}:{gcs}", f"--node-ip-address={ips[1]}",
-                        f"--temp-dir={tmp}/w", *common], check=True, capture_output=True, env=env)
-        job = subprocess.Popen([f"{ray_bin}/ray", "job", "submit", f"--address=http://{ips[0]}:{dash}",
-                                f"--working-dir={code}", "--", "python3", "gpu_tasks.py"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        first = result = None
-        for line in job.stdout:
-            now = time.monotonic() - t0
-            if first is None and "forge-bench first line" in line:
-                first = now
-            if "alive=2 gpus=4 tasks=4" in line:
-                result = now
-        job.wait()
+                        f"--temp-dir={tmp}/w", *node_ports(ips[1], 21200), *common],
+                       check=True, capture_output=True, env=env)
+        # Right after `ray start` the head may have no job agent yet ("No available
+        # agent to submit job"): submitted again until one takes it, as KubeRay's
+        # submitter waits for the dashboard first.
+        while first is None and time.monotonic() - t0 < 120:
+            job = subprocess.Popen([f"{ray_bin}/ray", "job", "submit", f"--address=http://{ips[0]}:{dash}",
+                                    f"--working-dir={code}", "--", "python3", "gpu_tasks.py"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            for line in job.stdout:
+                seen.append(line)
+                now = time.monotonic() - t0
+                if first is None and "forge-bench first line" in line:
+                    first = now
+                if "alive=2 gpus=4 tasks=4" in line:
+                    result = now
+            job.wait()
+            if first is None:
+                time.sleep(0.2)
     finally:
         end_marked(b"FORGE_BENCH_BARE_RAY=" + tmp.encode())
         import shutil
@@ -251,7 +271,7 @@ def bare_ray_round(ray_bin, n):
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(code, ignore_errors=True)
     if first is None or result is None:
-        sys.exit(f"bare Ray round {n}: no first line or result")
+        sys.exit(f"bare Ray round {n}: no first line or result:\n{''.join(seen[-30:])}")
     print(f"bare Ray round {n}: first line {first:.2f} s, result {result:.2f} s", flush=True)
     return first, result
 

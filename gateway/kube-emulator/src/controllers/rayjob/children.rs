@@ -57,7 +57,9 @@ pub fn submit_command(v_spec: &Value, dashboard: &str, job_id: &str) -> String {
             submit.push_str(&format!(" {flag} {val}"));
         }
     }
-    submit.push_str(&format!(" -- {}", s(v_spec, "/entrypoint")));
+    // KubeRay trims the entrypoint (`BuildJobSubmitCommand`): a YAML block scalar's
+    // trailing newline would otherwise end the command before ` ; fi`.
+    submit.push_str(&format!(" -- {}", s(v_spec, "/entrypoint").trim()));
     format!(
         "until ray job list --address {addr} >/dev/null 2>&1 ; do echo \"Waiting for Ray Dashboard GCS to become healthy at {addr} ...\" ; sleep 2 ; done ; \
          if ! ray job status --address {addr} {job_id} >/dev/null 2>&1 ; then {submit} ; fi ; \
@@ -243,6 +245,25 @@ pub(super) async fn ensure_submitter(v: &View<'_>, dashboard: &str) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_multi_line_entrypoint_is_trimmed_and_the_script_parses() {
+        let spec = json!({"entrypoint": "python -c \"\nprint(1)\n\"\n"});
+        let cmd = submit_command(&spec, "c-head-svc:8265", "job-x");
+        assert!(
+            cmd.contains("-- python -c \"\nprint(1)\n\" ; fi ;"),
+            "{cmd}"
+        );
+        let check = std::process::Command::new("bash")
+            .args(["-n", "-c", &cmd])
+            .output()
+            .expect("bash -n");
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
 
     #[test]
     fn submit_command_has_the_real_shape() {
