@@ -77,8 +77,13 @@ cargo build --quiet --workspace --bins
 log "schemathesis 4 (venv in target/schemathesis) over every operation of the OpenAPI document, against a dev gateway: every check, bounded"
 bash tests/schemathesis/run.sh
 
-log "unit and integration tests"
-cargo test --workspace --no-fail-fast
+log "unit and integration tests (but the real-Ray group)"
+# The real-Ray e2e group runs on its own below: its clusters are CPU-heavy, and the
+# timing-sensitive tests here should not share the 2 cores with them.
+cargo test --workspace --no-fail-fast -- --skip real_ray::
+
+log "real Ray: the e2e group real_ray:: (Ray programs through Forge on $FORGE_TEST_RAY_VENV)"
+cargo test --workspace --no-fail-fast --test e2e -- real_ray::
 
 log "policy host tests again with a fresh instance per call (FORGE_POLICY_ISOLATION=fresh)"
 # The default run above used warm instances; the interpreter plugins (languages) only

@@ -171,7 +171,8 @@ async fn dev(opts: forge_gateway::dev::DevOptions, allow_remote: bool) -> anyhow
     let sample = forge_gateway::dev::write_sample(&dev.state.config.gateway.data_dir)?;
     let controllers = spawn_controllers(&dev.state);
     println!("Forge gateway (dev) listening on {url}");
-    println!("  token:      {}  (admin, team-a)", dev.token);
+    println!("  token:      {}", dev.token);
+    println!("              (admin of team-a, fresh at every start)");
     let tokens_file = dev.state.config.gateway.tokens_file.as_deref();
     for line in forge_gateway::dev::tokens_file_lines(tokens_file) {
         println!("  {line}");

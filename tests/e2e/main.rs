@@ -26,7 +26,7 @@ mod pod_logs;
 mod policy_admin;
 mod policy_swap;
 mod queue_decisions;
-mod ray;
+mod real_ray;
 mod realism;
 mod replicas;
 mod retention;

@@ -245,7 +245,11 @@ mod tests {
         env.insert("FORGE_IMAGE_NEMO_RL".into(), "ray:1".into());
         let cfg = Config::from_env_map(env).expect("config");
         let s = published_schema(&cfg);
-        assert_eq!(s["properties"]["framework"]["enum"], json!(["nemo-rl"]));
+        // The dev defaults configure the vLLM image too (playgrounds).
+        assert_eq!(
+            s["properties"]["framework"]["enum"],
+            json!(["nemo-rl", "vllm"])
+        );
         assert_eq!(s["properties"]["sharedStorage"]["enum"], json!([false]));
     }
 }
