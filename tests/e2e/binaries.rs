@@ -69,3 +69,22 @@ fn the_emulator_reports_a_bad_flag_value_in_one_line() {
     assert_eq!(code, Some(1), "{stderr}");
     assert_one_line_error(&stderr, "sideways");
 }
+
+/// `dev --ray-venv` naming a directory without Ray is refused at start, in one line
+/// saying which file is missing and how to make a Ray virtualenv.
+#[test]
+fn dev_refuses_a_ray_venv_without_ray_in_one_line() {
+    let empty = tempfile::tempdir().expect("tempdir");
+    let venv = empty.path().display().to_string();
+    let (code, stderr) = failing(
+        "forge-gateway",
+        &["dev", "--ray-venv", &venv],
+        &[("FORGE_LISTEN", "127.0.0.1:0")],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_one_line_error(&stderr, "--ray-venv");
+    assert!(
+        stderr.contains("is not a virtualenv with Ray") && stderr.contains("install-ray.sh"),
+        "{stderr}"
+    );
+}

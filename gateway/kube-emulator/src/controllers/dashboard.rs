@@ -17,7 +17,7 @@ use std::sync::Mutex;
 
 use tokio_util::sync::CancellationToken;
 
-use super::ray::jobs_api::{self, JobsApiError};
+use super::ray::jobs_api::{self, JobDetails, JobsApiError};
 
 /// What `GET /api/jobs/<id>` returns (the fields the operator copies).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +30,17 @@ pub struct RayJobInfo {
     pub start_ms: i64,
     /// End, milliseconds since the epoch (0 = not ended).
     pub end_ms: i64,
+}
+
+impl From<JobDetails> for RayJobInfo {
+    fn from(d: JobDetails) -> Self {
+        Self {
+            status: d.status,
+            message: d.message.unwrap_or_default(),
+            start_ms: d.start_time.unwrap_or(0),
+            end_ms: d.end_time.unwrap_or(0),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -120,7 +131,7 @@ impl Dashboard {
             return Ok(self.get(ns, cluster, id));
         }
         let addr = self.head(ns, cluster)?;
-        Ok(jobs_api::job_info(addr, id).await?)
+        Ok(jobs_api::job_info(addr, id).await?.map(RayJobInfo::from))
     }
 
     /// The operator's `POST /api/jobs/<id>/stop` (errors ignored, as KubeRay's

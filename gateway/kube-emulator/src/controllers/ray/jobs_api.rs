@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::controllers::dashboard::RayJobInfo;
-
 /// Each call's deadline (KubeRay's client uses 2 s for most of its calls).
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -21,15 +19,18 @@ pub struct JobsApiError {
 }
 
 /// The fields of Ray's `JobDetails` the operator reads.
-#[derive(Deserialize)]
-struct JobDetails {
-    status: String,
+#[derive(Debug, Deserialize)]
+pub struct JobDetails {
+    /// PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED.
+    pub status: String,
     #[serde(default)]
-    message: Option<String>,
+    pub message: Option<String>,
+    /// Milliseconds since the epoch.
     #[serde(default)]
-    start_time: Option<i64>,
+    pub start_time: Option<i64>,
+    /// Milliseconds since the epoch.
     #[serde(default)]
-    end_time: Option<i64>,
+    pub end_time: Option<i64>,
 }
 
 fn client() -> &'static reqwest::Client {
@@ -44,7 +45,7 @@ fn client() -> &'static reqwest::Client {
 }
 
 /// `GET /api/jobs/<id>` on the dashboard at `addr`; `Ok(None)` is its 404.
-pub async fn job_info(addr: SocketAddr, id: &str) -> Result<Option<RayJobInfo>, JobsApiError> {
+pub async fn job_info(addr: SocketAddr, id: &str) -> Result<Option<JobDetails>, JobsApiError> {
     let err = |reason: String| JobsApiError { addr, reason };
     let resp = client()
         .get(format!("http://{addr}/api/jobs/{id}"))
@@ -55,13 +56,7 @@ pub async fn job_info(addr: SocketAddr, id: &str) -> Result<Option<RayJobInfo>, 
         return Ok(None);
     }
     let resp = resp.error_for_status().map_err(|e| err(e.to_string()))?;
-    let d: JobDetails = resp.json().await.map_err(|e| err(e.to_string()))?;
-    Ok(Some(RayJobInfo {
-        status: d.status,
-        message: d.message.unwrap_or_default(),
-        start_ms: d.start_time.unwrap_or(0),
-        end_ms: d.end_time.unwrap_or(0),
-    }))
+    resp.json().await.map(Some).map_err(|e| err(e.to_string()))
 }
 
 /// `POST /api/jobs/<id>/stop`: whether the head stopped a running job.
