@@ -65,6 +65,45 @@ impl RayGateway {
         rayjobs(client, &self.gw.state.config.k8s.namespace)
     }
 
+    /// Waits until job `id` ends; panics with the job's report and the tails of its Ray
+    /// nodes' logs when it does not within [`RUN`].
+    async fn wait_terminal(&self, id: &str) -> std::collections::BTreeMap<String, Value> {
+        match self.client.try_wait_terminal(&[id.to_owned()], RUN).await {
+            Ok(done) => done,
+            Err(report) => {
+                let pods = self.pods().await;
+                let nodes = ray::node_log_tails(self.gw.sim.scratch_root(), 25);
+                panic!("{report}\n--- the pods ---\n{pods}\n--- the Ray nodes' logs ---\n{nodes}")
+            }
+        }
+    }
+
+    /// A line per pod of the job namespace: name, phase, and each container's state.
+    async fn pods(&self) -> String {
+        let client = self.gw.sim.client().expect("client");
+        let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(client, &self.gw.state.config.k8s.namespace);
+        let Ok(list) = api.list(&Default::default()).await else {
+            return "(the pods could not be listed)".to_owned();
+        };
+        let mut out = String::new();
+        for pod in list.items {
+            let status = pod.status.unwrap_or_default();
+            let containers: Vec<String> = status
+                .container_statuses
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| format!("{} ready={} {:?}", c.name, c.ready, c.state))
+                .collect();
+            out.push_str(&format!(
+                "{} {:?} {containers:?}\n",
+                pod.metadata.name.unwrap_or_default(),
+                status.phase
+            ));
+        }
+        out
+    }
+
     /// Waits until the job's RayJob is deleted and no Ray process is left.
     async fn all_gone(&self) {
         forge_tests::jobs::wait_no_rayjobs(&self.rayjobs(), GONE).await;
@@ -74,10 +113,11 @@ impl RayGateway {
 }
 
 /// Runs the job to its end; returns its final view and its log. Panics, with the log,
-/// unless it succeeded.
-async fn run_ok(client: &JobClient, spec: &Value, code: Vec<u8>) -> (Value, String) {
+/// unless it succeeded; with the Ray nodes' logs too when it did not end.
+async fn run_ok(rg: &RayGateway, spec: &Value, code: Vec<u8>) -> (Value, String) {
+    let client = &rg.client;
     let id = client.submit_ok(spec, code).await;
-    let done = client.wait_terminal(std::slice::from_ref(&id), RUN).await;
+    let done = rg.wait_terminal(&id).await;
     let job = done[&id].clone();
     let (_, log) = client.logs(&id).await;
     assert_eq!(job["state"], "succeeded", "{job:#}\n--- log ---\n{log}");
@@ -100,14 +140,8 @@ async fn a_ray_program_runs_gpu_tasks_on_the_gangs_pool() {
     let Some(rg) = RayGateway::start("h100=2x2").await else {
         return;
     };
-    let client = &rg.client;
     let code = zip_of(&[("gpu_tasks.py", &fixture("gpu_tasks.py"))]);
-    let (_, log) = run_ok(
-        client,
-        &spec("gpu-tasks", "gpu_tasks.py", train(2, 2)),
-        code,
-    )
-    .await;
+    let (_, log) = run_ok(&rg, &spec("gpu-tasks", "gpu_tasks.py", train(2, 2)), code).await;
     assert_eq!(
         line(&log, "alive="),
         "alive=2 gpus=4 tasks=4 task_nodes=2",
@@ -149,7 +183,7 @@ async fn actors_spread_strictly_across_the_gang_from_an_init_container_capsule()
         working_dir.starts_with("file:///forge/capsule/"),
         "{runtime_env}"
     );
-    let done = client.wait_terminal(std::slice::from_ref(&id), RUN).await;
+    let done = rg.wait_terminal(&id).await;
     let (_, log) = client.logs(&id).await;
     assert_eq!(done[&id]["state"], "succeeded", "{log}");
     assert_eq!(line(&log, "ranks="), "ranks=[0, 1] nodes=2", "{log}");
@@ -169,13 +203,12 @@ async fn tasks_land_on_the_worker_group_of_their_pool_resource() {
     let Some(rg) = RayGateway::start("h100=2x2").await else {
         return;
     };
-    let client = &rg.client;
     let code = zip_of(&[("pools.py", &fixture("pools.py"))]);
     let pools = json!([
         {"name": "a", "nodes": 1, "gpusPerNode": 1},
         {"name": "b", "nodes": 1, "gpusPerNode": 1}
     ]);
-    let (_, log) = run_ok(client, &spec("pools", "pools.py", pools), code).await;
+    let (_, log) = run_ok(&rg, &spec("pools", "pools.py", pools), code).await;
     let a = line(&log, "pool=a ");
     let b = line(&log, "pool=b ");
     assert!(a.contains("-head-") && !a.contains(','), "{a}");
@@ -189,12 +222,11 @@ async fn a_pip_runtime_env_is_installed_by_rays_agent() {
     let Some(rg) = RayGateway::start("h100=1x1").await else {
         return;
     };
-    let client = &rg.client;
     let code = zip_of(&[
         ("pip_env.py", &fixture("pip_env.py")),
         ("requirements.txt", "tabulate==0.9.0\n"),
     ]);
-    let (_, log) = run_ok(client, &spec("pip", "pip_env.py", train(1, 1)), code).await;
+    let (_, log) = run_ok(&rg, &spec("pip", "pip_env.py", train(1, 1)), code).await;
     assert_eq!(
         line(&log, "driver_tabulate="),
         "driver_tabulate=0.9.0 task_tabulate=0.9.0 table=forge  1",

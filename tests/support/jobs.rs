@@ -296,8 +296,21 @@ impl JobClient {
         .await;
     }
 
-    /// Poll until every job is terminal; returns id → final view.
+    /// Poll until every job is terminal; returns id → final view. Panics with
+    /// [`JobClient::stuck_report`] of the jobs that were not.
     pub async fn wait_terminal(&self, ids: &[String], within: Duration) -> BTreeMap<String, Value> {
+        self.try_wait_terminal(ids, within)
+            .await
+            .unwrap_or_else(|report| panic!("{report}"))
+    }
+
+    /// Poll until every job is terminal; returns id → final view, or the report of the
+    /// jobs still not terminal after `within`.
+    pub async fn try_wait_terminal(
+        &self,
+        ids: &[String],
+        within: Duration,
+    ) -> Result<BTreeMap<String, Value>, String> {
         let deadline = tokio::time::Instant::now() + within;
         let mut done = BTreeMap::new();
         loop {
@@ -312,21 +325,48 @@ impl JobClient {
                 }
             }
             if done.len() == ids.len() {
-                return done;
+                return Ok(done);
             }
             if tokio::time::Instant::now() > deadline {
-                let mut pending = Vec::new();
-                for id in ids.iter().filter(|i| !done.contains_key(*i)) {
-                    pending.push(self.try_job(id).await);
-                }
-                panic!(
-                    "{} of {} jobs not terminal within {within:?}: {pending:#?}",
+                let mut report = format!(
+                    "{} of {} jobs not terminal within {within:?}:",
                     ids.len() - done.len(),
                     ids.len()
                 );
+                for id in ids.iter().filter(|i| !done.contains_key(*i)) {
+                    report.push('\n');
+                    report.push_str(&self.stuck_report(id).await);
+                }
+                return Err(report);
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
+    }
+
+    /// What a job that did not end shows: its state, reason and history first (a CI
+    /// log shows the start of a long message), then its view without the decision
+    /// traces, then the last lines of its log.
+    pub async fn stuck_report(&self, id: &str) -> String {
+        const TAIL: usize = 60;
+        let Some(mut job) = self.try_job(id).await else {
+            return format!("job {id}: its view could not be read");
+        };
+        let decisions = job
+            .as_object_mut()
+            .and_then(|o| o.remove("decisions"))
+            .and_then(|d| d.as_array().map(Vec::len))
+            .unwrap_or(0);
+        let (status, log) = self.logs(id).await;
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(TAIL)..].join("\n");
+        format!(
+            "job {id}: state {}, reason {}, history {:?}\n\
+             --- its view ({decisions} decision traces left out) ---\n{job:#}\n\
+             --- the last {TAIL} lines of its log (HTTP {status}) ---\n{tail}",
+            job["state"],
+            job["reason"],
+            history(&job),
+        )
     }
 
     /// `method path` with this client's token; returns the status and the body as

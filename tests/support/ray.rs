@@ -139,6 +139,36 @@ pub fn node_dirs(scope: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// The last lines of every Ray log of every node of the emulator with scratch root
+/// `scope` (the files under each node's `session_latest/logs`: GCS, raylet, agents,
+/// drivers, workers' errors): what a test that timed out on a Ray program prints.
+pub fn node_log_tails(scope: &Path, lines: usize) -> String {
+    let mut out = String::new();
+    for dir in node_dirs(scope) {
+        let logs = dir.join("session_latest/logs");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&logs)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.retain(|f| f.is_file() && std::fs::metadata(f).is_ok_and(|m| m.len() > 0));
+        files.sort();
+        out.push_str(&format!(
+            "=== Ray node {} ({} logs)\n",
+            dir.display(),
+            files.len()
+        ));
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            let all: Vec<&str> = text.lines().collect();
+            let tail = &all[all.len().saturating_sub(lines)..];
+            out.push_str(&format!("--- {}\n{}\n", file.display(), tail.join("\n")));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(no Ray node is running)\n");
+    }
+    out
+}
+
 /// `forge-gateway dev` on real Ray as a process of its own, on a free port, with its
 /// data directory and its emulator's scratch root (`TMPDIR`) under `dir`; killed on drop.
 pub struct DevProcess {
