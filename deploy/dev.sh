@@ -25,4 +25,4 @@ if [ -z "${FORGE_DEV_RAY_VENV:-}" ]; then
   export FORGE_DEV_RAY_VENV
 fi
 
-exec cargo run --quiet --release -p forge-gateway -- dev --plugins-dir target/plugins/components "$@"
+exec cargo run --quiet --release -p forge-gateway --features dev -- dev --plugins-dir target/plugins/components "$@"

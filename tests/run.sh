@@ -61,6 +61,12 @@ bash deploy/validate.sh
 log "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The production gateway (default features, the image's build) links no emulator: only
+# `--features dev` (deploy/dev.sh, the tests) brings in forge-kubesim.
+if cargo tree -e normal -p forge-gateway --prefix none | grep -q '^forge-kubesim '; then
+  echo "forge-gateway's default build depends on forge-kubesim (cargo tree -e normal -p forge-gateway)" >&2
+  exit 1
+fi
 
 log "policy plugins -> WebAssembly components (Python and TypeScript ones cached by content)"
 cargo run --quiet -p forge-plugin-build --bin forge-plugin -- build \

@@ -288,3 +288,24 @@ fn replica_identity(config: &Config) -> String {
 }
 
 pub use crate::controllers::{Controllers, spawn_controllers};
+
+/// Serves until SIGTERM (what Kubernetes sends) or SIGINT, then ends the open event
+/// streams and drains in-flight requests.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    shutdown: crate::shutdown::Shutdown,
+) -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            }
+            shutdown.begin();
+        })
+        .await
+        .context("serving HTTP")
+}

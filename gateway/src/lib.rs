@@ -7,8 +7,9 @@
 //! edge inwards (a module only uses the ones below it):
 //!
 //! - [`http`]: the router, one file per resource, the one error → status mapping;
-//! - [`compose`], [`controllers`], [`dev`]: composition roots (build the state, start
-//!   the controllers and decide which run on this replica);
+//! - [`compose`], [`controllers`], `dev` (feature `dev`): composition roots (build the
+//!   state, start the controllers and decide which run on this replica; `dev` runs it
+//!   on the in-process emulator);
 //! - [`state`]: what the handlers share;
 //! - [`jobs`], [`playground`], [`admission`], [`policy`], [`uploads`], [`leader`],
 //!   [`retention`]: the domain — a job's life, playgrounds (inference servers), how it
@@ -25,6 +26,7 @@ pub mod cluster;
 pub mod compose;
 pub mod config;
 pub mod controllers;
+#[cfg(feature = "dev")]
 pub mod dev;
 pub mod domain;
 pub mod http;

@@ -5,12 +5,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use forge_gateway::auth::hash_token;
-use forge_gateway::compose::{self, CapsuleBackend, spawn_controllers};
+use forge_gateway::compose::{self, CapsuleBackend, serve, spawn_controllers};
 use forge_gateway::config::{self, Config};
 use forge_gateway::live_tokens::{LiveTokens, TokenSource};
 use forge_gateway::policy::boot_links_from_file;
 use forge_gateway::router;
-use forge_gateway::shutdown::Shutdown;
 
 /// mimalloc instead of glibc's malloc. Packing a capsule deflates each small file with a
 /// new zlib-rs stream whose 64-byte-aligned buffers glibc's `memalign` does not reuse:
@@ -41,34 +40,14 @@ enum Command {
         policy_chain: Option<PathBuf>,
     },
     /// The embedded default: an in-process Kubernetes + KubeRay emulator, no S3.
+    #[cfg(feature = "dev")]
+    Dev(forge_gateway::dev::command::DevArgs),
+    /// (Not in this build: the production binary links no emulator.)
+    #[cfg(not(feature = "dev"))]
+    #[command(hide = true, disable_help_flag = true)]
     Dev {
-        /// Node layout: series=NODESxGPUS, comma separated.
-        #[arg(long, default_value = "h100=2x8,h200=2x8")]
-        nodes: String,
-        /// Directory with the built reference policy components.
-        #[arg(long, default_value = "target/plugins/components")]
-        plugins_dir: PathBuf,
-        /// How the embedded cluster runs jobs.
-        #[arg(long, value_enum, default_value = "process")]
-        sim: forge_gateway::dev::SimMode,
-        /// Run this chain file instead of the reference chain.
-        #[arg(long)]
-        policy_chain: Option<PathBuf>,
-        /// An image whose pulls fail in the embedded cluster (repeatable).
-        #[arg(long = "failing-image")]
-        failing_images: Vec<String>,
-        /// Listen on a non-loopback FORGE_LISTEN (dev mode runs job code as your own
-        /// processes and prints an admin token: only for a machine you alone use).
-        #[arg(long)]
-        allow_remote: bool,
-        /// Play a KubeRay operator that predates `preRunningDeadlineSeconds` (ignores it):
-        /// the gateway's own pre-running deadline still times jobs out.
-        #[arg(long)]
-        old_operator: bool,
-        /// The virtualenv with `ray[default]` the embedded cluster's Ray nodes run
-        /// (`bash deploy/install-ray.sh` makes target/ray); without it Ray is simulated.
-        #[arg(long, env = "FORGE_DEV_RAY_VENV")]
-        ray_venv: Option<PathBuf>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        _args: Vec<String>,
     },
     /// Print the SHA-256 to put in the tokens file for a token.
     HashToken { token: String },
@@ -122,85 +101,16 @@ async fn run() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Dev {
-            nodes,
-            plugins_dir,
-            sim,
-            policy_chain,
-            failing_images,
-            allow_remote,
-            old_operator,
-            ray_venv,
-        } => {
-            dev(
-                forge_gateway::dev::DevOptions {
-                    nodes,
-                    plugins_dir,
-                    env: std::env::vars()
-                        .filter(|(k, _)| k.starts_with("FORGE_"))
-                        .collect(),
-                    sim,
-                    policy_chain,
-                    failing_images,
-                    old_operator,
-                    ray_venv,
-                },
-                allow_remote,
-            )
-            .await
-        }
+        #[cfg(feature = "dev")]
+        Command::Dev(args) => forge_gateway::dev::command::run(args).await,
+        #[cfg(not(feature = "dev"))]
+        Command::Dev { .. } => anyhow::bail!(
+            "this forge-gateway was built without dev mode (the production build links no \
+             emulator): build it with `cargo build -p forge-gateway --features dev`, or run \
+             `bash deploy/dev.sh`"
+        ),
         Command::Serve { policy_chain } => serve_cluster(policy_chain).await,
     }
-}
-
-async fn dev(opts: forge_gateway::dev::DevOptions, allow_remote: bool) -> anyhow::Result<()> {
-    let listen = opts
-        .env
-        .get("FORGE_LISTEN")
-        .map(|l| l.parse())
-        .transpose()
-        .context("FORGE_LISTEN")?
-        .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8080)));
-    forge_gateway::dev::check_listen(listen, allow_remote)?;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let public: url::Url = url.parse().context("listen URL")?;
-    let dev = forge_gateway::dev::start(&opts, &public).await?;
-    let sample = forge_gateway::dev::write_sample(&dev.state.config.gateway.data_dir)?;
-    let controllers = spawn_controllers(&dev.state);
-    println!("Forge gateway (dev) listening on {url}");
-    println!("  token:      {}", dev.token);
-    println!("              (admin of team-a, fresh at every start)");
-    let tokens_file = dev.state.config.gateway.tokens_file.as_deref();
-    for line in forge_gateway::dev::tokens_file_lines(tokens_file) {
-        println!("  {line}");
-    }
-    println!(
-        "  kubeconfig: {0}  (kubectl --kubeconfig {0} get rayjobs,pods -w)",
-        dev.kubeconfig.display()
-    );
-    println!("  submit the sample job:");
-    println!(
-        "    curl -s -H 'Authorization: Bearer {}' -F spec=@{} -F code=@{} {url}/v1/jobs",
-        dev.token,
-        sample.spec.display(),
-        sample.code.display()
-    );
-    println!(
-        "  then: curl -s -H 'Authorization: Bearer {}' {url}/v1/jobs/<id>",
-        dev.token
-    );
-    println!(
-        "        curl -s -H 'Authorization: Bearer {}' {url}/v1/jobs/<id>/logs",
-        dev.token
-    );
-    let shutdown = dev.state.shutdown.clone();
-    serve(listener, router(dev.state), shutdown).await?;
-    controllers.shutdown().await;
-    dev.sim.shutdown().await;
-    Ok(())
 }
 
 async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
@@ -240,25 +150,4 @@ async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
     // drained: a successor takes over at once instead of waiting for the lease to expire.
     controllers.shutdown().await;
     Ok(())
-}
-
-/// Serves until SIGTERM (what Kubernetes sends) or SIGINT, then ends the open event
-/// streams and drains in-flight requests.
-async fn serve(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-            }
-            shutdown.begin();
-        })
-        .await
-        .context("serving HTTP")
 }

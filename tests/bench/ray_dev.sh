@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 rounds="${1:-5}"
 venv=$(bash deploy/install-ray.sh "$PWD/target/ray")
 bash tests/wasm-toolchain.sh >/dev/null
-cargo build --quiet --release -p forge-gateway --bin forge-gateway
+cargo build --quiet --release -p forge-gateway --features dev --bin forge-gateway
 cargo run --quiet --release -p forge-plugin-build --bin forge-plugin -- build \
   --target-dir target/plugins --out target/plugins/components \
   plugins/pool-series plugins/team-quota plugins/rwo-guard >/dev/null

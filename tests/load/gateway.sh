@@ -18,7 +18,7 @@ build_gateway() {
   cargo run --quiet --release -p forge-plugin-build --bin forge-plugin -- build \
     --target-dir target/plugins --out target/plugins/components \
     plugins/pool-series plugins/team-quota plugins/rwo-guard
-  cargo build --quiet --release -p forge-gateway
+  cargo build --quiet --release -p forge-gateway --features dev
 }
 
 # start_gateway BIN: `BIN dev --sim api-only` on 5000 nodes x 8 GPUs (room for every

@@ -51,9 +51,19 @@ pub struct LogStream {
 }
 
 /// The offset where the last `n` lines of `data` start — the kubelet's `tailLines`
-/// (the emulator's implementation of it), so live and archived tails agree.
+/// (a trailing newline does not start a line; fewer lines than `n` is the whole log), so
+/// live and archived tails agree. A test holds it against the emulator's kubelet.
 pub fn tail_offset(data: &[u8], n: usize) -> usize {
-    data.len() - forge_kubesim::logs::tail_lines(data, n).len()
+    if n == 0 {
+        return data.len();
+    }
+    let body = data.strip_suffix(b"\n").unwrap_or(data);
+    body.iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(n - 1)
+        .map_or(0, |(i, _)| i + 1)
 }
 
 /// Where the last `n` lines of a `total`-byte log start, reading it backwards a
@@ -388,6 +398,23 @@ mod tests {
             2,
             "an unterminated last line counts"
         );
+        // The same as the emulator's kubelet answers `tailLines`.
+        let logs: [&[u8]; 8] = [
+            b"",
+            b"\n",
+            b"a",
+            b"a\n",
+            b"a\n\nb\n",
+            b"\n\n\n",
+            b"x\ny\nz",
+            log,
+        ];
+        for log in logs {
+            for n in 0..6 {
+                let kubelet = log.len() - forge_kubesim::logs::tail_lines(log, n).len();
+                assert_eq!(tail_offset(log, n), kubelet, "{log:?}, {n} lines");
+            }
+        }
     }
 
     #[tokio::test]

@@ -12,7 +12,13 @@
 //! kind cluster in CI: its nodes have no `nvidia.com/gpu`, only their GPU count in the
 //! `FORGE_K8S_GPU_COUNT_LABEL` label, which capacity, policies and the gang fit read.
 //!
-//! This is a composition root (an edge), so it reports errors with `anyhow`.
+//! This is a composition root (an edge), so it reports errors with `anyhow`. It is
+//! compiled with the `dev` feature only: the production binary links no emulator.
+//! `command.rs` is the `forge-gateway dev` command around [`start`]; `sample.rs` the
+//! sample job it offers.
+
+pub mod command;
+pub mod sample;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -211,36 +217,6 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     })
 }
 
-/// What `dev` prints about the tokens file (`FORGE_TOKENS_FILE`) beside its own fresh
-/// token: one line per entry (its name, team and role — the file holds only hashes, so
-/// there is no token to show), or why the file could not be read.
-pub fn tokens_file_lines(file: Option<&std::path::Path>) -> Vec<String> {
-    let Some(file) = file else {
-        return Vec::new();
-    };
-    let entries = match crate::auth::Tokens::read_entries(file) {
-        Ok(entries) => entries,
-        Err(e) => return vec![format!("tokens file {}: {e}", file.display())],
-    };
-    let mut lines = vec![format!(
-        "tokens file {} ({} entries, reloaded when it changes):",
-        file.display(),
-        entries.len()
-    )];
-    for e in entries {
-        let role = match e.role {
-            Role::Admin => "admin",
-            Role::Member => "member",
-        };
-        let name = e.name.unwrap_or_else(|| {
-            let short: String = e.token_sha256.chars().take(12).collect();
-            format!("sha256 {short}…")
-        });
-        lines.push(format!("  {name}: team {}, {role}", e.team));
-    }
-    lines
-}
-
 /// A GPU-less cluster: the GPU nodes lose `nvidia.com/gpu` and carry their GPU count
 /// in `count_label` instead.
 async fn strip_gpus(
@@ -266,75 +242,9 @@ async fn strip_gpus(
     Ok(())
 }
 
-/// The sample job `dev` prints a submit command for.
-#[derive(Debug, Clone)]
-pub struct Sample {
-    /// The JobSpec (JSON).
-    pub spec: PathBuf,
-    /// The code archive (`.zip` with `train.py`).
-    pub code: PathBuf,
-}
-
-const SAMPLE_TRAIN_PY: &str = r#"import os, time
-print("forge sample: starting on", os.environ.get("FORGE_JOB_ID", "?"), flush=True)
-for step in range(1, 4):
-    print(f"step {step}/3 loss={1.0 / step:.3f}", flush=True)
-    time.sleep(0.2)
-print("forge sample: done", flush=True)
-"#;
-
-/// Write the sample job (spec + code zip) into `<data dir>/sample`.
-pub fn write_sample(data_dir: &std::path::Path) -> anyhow::Result<Sample> {
-    let dir = data_dir.join("sample");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let spec = dir.join("job.json");
-    let doc = serde_json::json!({
-        "name": "sample",
-        "framework": "nemo-rl",
-        "entrypoint": "python3 train.py",
-        "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 8}]
-    });
-    std::fs::write(&spec, serde_json::to_vec_pretty(&doc)?)
-        .with_context(|| format!("writing {}", spec.display()))?;
-    let code = dir.join("code.zip");
-    let file =
-        std::fs::File::create(&code).with_context(|| format!("creating {}", code.display()))?;
-    let mut zip = zip::ZipWriter::new(file);
-    zip.start_file("train.py", zip::write::SimpleFileOptions::default())?;
-    std::io::Write::write_all(&mut zip, SAMPLE_TRAIN_PY.as_bytes())?;
-    zip.finish()?;
-    Ok(Sample { spec, code })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_file_entries_are_listed_without_tokens() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("tokens.yaml");
-        let sha = hash_token("s3cret");
-        std::fs::write(
-            &file,
-            format!(
-                "tokens:\n  - {{token_sha256: {sha}, team: team-b, role: member, name: ci}}\n  \
-                 - {{token_sha256: {sha}, team: ops, role: admin}}\n"
-            ),
-        )
-        .expect("write");
-        let lines = tokens_file_lines(Some(&file));
-        assert_eq!(lines.len(), 3, "{lines:?}");
-        assert!(lines[0].contains("2 entries"), "{lines:?}");
-        assert_eq!(lines[1], "  ci: team team-b, member");
-        assert_eq!(
-            lines[2],
-            format!("  sha256 {}…: team ops, admin", &sha[..12])
-        );
-        assert!(tokens_file_lines(None).is_empty());
-        let missing = tokens_file_lines(Some(&dir.path().join("none.yaml")));
-        assert!(missing[0].contains("none.yaml"), "{missing:?}");
-    }
 
     #[test]
     fn only_loopback_without_allow_remote() {
