@@ -155,6 +155,22 @@ pub enum AuthError {
     Forbidden(String),
 }
 
+/// 401 with a `WWW-Authenticate` challenge, or 403.
+impl crate::answer::Answers for AuthError {
+    fn answer(&self) -> crate::answer::Answer {
+        use crate::answer::Answer;
+        use http::StatusCode;
+        let message = self.to_string();
+        match self {
+            AuthError::Missing => Answer::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+                .challenge("Bearer"),
+            AuthError::Invalid => Answer::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+                .challenge("Bearer error=\"invalid_token\""),
+            AuthError::Forbidden(_) => Answer::new(StatusCode::FORBIDDEN, "forbidden", message),
+        }
+    }
+}
+
 /// Hex SHA-256 of a token, as stored in the tokens file.
 pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))

@@ -17,10 +17,11 @@
 //!   acts (and the fencing that stops a deposed one), what is kept and for how long;
 //! - [`cluster`], [`store`], [`objects`], [`rayjob`]: adapters — the Kubernetes API,
 //!   the database, object storage, the RayJob builder;
-//! - [`config`], [`auth`], [`live_tokens`], [`jobspec`], [`domain`], [`metrics`]:
-//!   shared vocabulary.
+//! - [`config`], [`auth`], [`live_tokens`], [`jobspec`], [`domain`], [`metrics`],
+//!   [`answer`]: shared vocabulary (an error's answer is declared beside the error).
 
 pub mod admission;
+pub mod answer;
 pub mod auth;
 pub mod cluster;
 pub mod compose;

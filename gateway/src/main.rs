@@ -60,13 +60,14 @@ enum Command {
 }
 
 /// Runs the command; a failure is one `error: …` report on stderr (the causes joined on
-/// its first line, never a backtrace, whatever `RUST_BACKTRACE` says) and exit code 1.
+/// its first line, each once: `answer::report`; never a backtrace, whatever
+/// `RUST_BACKTRACE` says) and exit code 1.
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     match run().await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", forge_gateway::answer::report(e.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }

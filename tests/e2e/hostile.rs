@@ -89,10 +89,14 @@ impl DevGateway {
             });
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let (Some(url), Some(token)) = (url, token) else {
+            let log = std::fs::read_to_string(dir.path().join("gateway.log"));
+            panic!("the dev gateway ended before it printed its URL and token: {log:?}")
+        };
         DevGateway {
             child,
-            url: url.expect("url"),
-            token: token.expect("token"),
+            url,
+            token,
             _dir: dir,
         }
     }

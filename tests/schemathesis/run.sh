@@ -46,7 +46,7 @@ trap cleanup EXIT
 
 # api-only: RayJobs and playground pods are stored but nothing runs, so the thousands
 # of requests cannot start processes. A vLLM image is configured so that playgrounds
-# are enabled (without one, creating a playground answers 501 by design).
+# are enabled (without one, creating a playground answers 409 playgrounds-disabled).
 FORGE_LISTEN=127.0.0.1:0 FORGE_DATA_DIR="$work/data" RUST_LOG=warn \
   FORGE_IMAGE_VLLM=vllm/vllm-openai:v0.11.0 \
   "$gateway" dev --nodes h100=2x8,h200=1x8 --sim api-only \

@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use http_body_util::Limited;
 
-use super::error::ApiError;
+use super::error::{ApiError, EdgeError};
 
 /// The two limits, in bytes.
 #[derive(Debug, Clone, Copy)]
@@ -39,10 +39,11 @@ pub fn is_bulk_route(method: &Method, path: &str) -> bool {
 
 /// The `413 body-too-large` answer for a body over `limit` bytes.
 pub fn too_large(field: &str, limit: usize, setting: &str) -> ApiError {
-    ApiError::TooLarge {
+    EdgeError::TooLarge {
         field: field.to_string(),
         message: format!("{field} is larger than {limit} bytes (the gateway's {setting})"),
     }
+    .into()
 }
 
 /// The middleware: picks the limit for the route, refuses a declared length over it and

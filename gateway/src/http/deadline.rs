@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use tower_http::timeout::TimeoutBody;
 
 use super::body_limit::is_bulk_route;
-use super::error::ApiError;
+use super::error::{ApiError, EdgeError};
 
 /// Longest a document request may take.
 pub const DOCUMENT_DEADLINE: Duration = Duration::from_secs(60);
@@ -44,7 +44,7 @@ pub async fn deadline(State(idle): State<Duration>, req: Request, next: Next) ->
     }
     match tokio::time::timeout(DOCUMENT_DEADLINE, next.run(req)).await {
         Ok(response) => response,
-        Err(_) => ApiError::Timeout(DOCUMENT_DEADLINE).into_response(),
+        Err(_) => ApiError::from(EdgeError::Timeout(DOCUMENT_DEADLINE)).into_response(),
     }
 }
 

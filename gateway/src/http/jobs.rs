@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use forge_policy_host::ChainOutcome;
 use serde::{Deserialize, Serialize};
 
-use super::error::ApiError;
+use super::error::{ApiError, EdgeError};
 use super::query::Query;
 use super::submission;
 use crate::auth::{Caller, Role};
@@ -133,9 +133,10 @@ pub struct ListResponse {
 pub fn team_filter(caller: &Caller, asked: Option<String>) -> Result<Option<String>, ApiError> {
     match (caller.role, asked) {
         (Role::Admin, team) => Ok(team),
-        (_, Some(team)) if team != caller.team => Err(ApiError::ForbiddenTeam(
+        (_, Some(team)) if team != caller.team => Err(EdgeError::ForbiddenTeam(
             "members can only see their own team's jobs".into(),
-        )),
+        )
+        .into()),
         _ => Ok(Some(caller.team.clone())),
     }
 }
@@ -191,20 +192,13 @@ fn is_cursor(c: &str) -> bool {
 }
 
 fn bad_cursor() -> ApiError {
-    ApiError::bad(
-        "invalid-query",
-        "cursor",
-        "not a cursor this gateway issued",
-    )
+    StoreError::BadCursor.into()
 }
 
 /// A page of a listing (already filtered to what the caller may see; the console's
 /// jobs page reads the same).
 pub async fn list_page(state: &AppState, query: ListQuery) -> Result<Page, ApiError> {
-    state.jobs.store().list(query).await.map_err(|e| match e {
-        StoreError::BadCursor => bad_cursor(),
-        other => JobError::from(other).into(),
-    })
+    Ok(state.jobs.store().list(query).await?)
 }
 
 /// `GET /v1/jobs/{id}`.

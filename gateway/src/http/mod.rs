@@ -11,7 +11,7 @@
 //! The web console (`/`, `/login`, `/console/…`, see [`console`]) is served by the same
 //! router, authenticated by its session cookie.
 //! Middleware: request ids (`x-request-id`, generated when absent and echoed back),
-//! tracing, body-size limits by route (413, see [`body_limit`]) and a request timeout.
+//! tracing, the log of failures that are not the client's ([`error::log_failures`]), body-size limits by route (413, see [`body_limit`]) and a request timeout.
 
 pub mod admin;
 mod auth;
@@ -141,6 +141,7 @@ pub fn router(state: AppState) -> Router {
             body_idle,
             deadline::deadline,
         ))
+        .layer(axum::middleware::from_fn(error::log_failures))
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))

@@ -340,7 +340,7 @@ fn playground_paths(cfg: &Config) -> Value {
                         "403": error_response("policy-rejected"),
                         "422": error_response("invalid-playground (the field)"),
                         "429": error_response("policy-queued: no room now, retry later"),
-                        "501": error_response("playgrounds-disabled (no FORGE_IMAGE_VLLM)"),
+                        "409": error_response("playgrounds-disabled (no FORGE_IMAGE_VLLM on this installation)"),
                         "503": error_response("policy or cluster view unavailable")}},
                 "get": {"summary": "The team's playgrounds (admins: every team's), newest first",
                     "responses": {"200": {"description": "the playgrounds", "content": {"application/json": {"schema": {

@@ -80,6 +80,6 @@ pub async fn call(
             sse,
             move |u| metrics.playground_tokens(u.prompt, u.completion),
         )))
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(|e| ApiError::internal("the playground relay", e))?;
     Ok(resp)
 }

@@ -3,7 +3,7 @@
 //! - `POST /v1/playgrounds` `{model, series?, gpus, ttlSeconds, idleSeconds?, args?}`:
 //!   201 with the playground (`pending`); 422 `invalid-playground` naming the field,
 //!   403 `policy-rejected`, 429 `policy-queued` (the policy would queue it: playgrounds
-//!   do not wait, retry later), 501 `playgrounds-disabled` without `FORGE_IMAGE_VLLM`.
+//!   do not wait, retry later), 409 `playgrounds-disabled` without `FORGE_IMAGE_VLLM`.
 //! - `GET /v1/playgrounds`: the team's (admins: every team's), newest first.
 //! - `GET /v1/playgrounds/{id}`: with the pod's phase and pending reason and the
 //!   next reclaim. Another team's playground is 404.

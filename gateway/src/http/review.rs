@@ -46,7 +46,7 @@ pub async fn review(
         .map_or(SpecFormat::Json, SpecFormat::from_content_type);
     let spec = jobspec::parse_and_validate(&body, format, &state.config, &caller.team)?;
     let capsule_spec = String::from_utf8(jobspec::capsule_bytes(&spec))
-        .map_err(|e| ApiError::Internal(format!("capsule spec: {e}")))?;
+        .map_err(|e| ApiError::internal("capsule spec", e))?;
     let admission = &state.jobs.admission;
     let request = admission
         .live_request("dry-run", &caller.team, &spec)

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
 use super::body_limit::too_large;
-use super::error::ApiError;
+use super::error::{ApiError, EdgeError};
 use crate::jobs::CodeInput;
 use crate::jobspec::{self, JobSpec, SpecFormat};
 use crate::state::AppState;
@@ -57,10 +57,11 @@ pub async fn read(
 /// A multipart read error: 413 when the body limit was hit, else 400.
 fn multipart_error(field: &str, e: &axum::extract::multipart::MultipartError) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::TooLarge {
+        EdgeError::TooLarge {
             field: field.to_string(),
             message: e.body_text(),
         }
+        .into()
     } else {
         ApiError::bad("invalid-multipart", field, e.body_text())
     }
@@ -188,11 +189,11 @@ async fn spool(
     let spool = crate::spool::dir(&state.config.gateway.data_dir);
     tokio::fs::create_dir_all(&spool)
         .await
-        .map_err(|e| ApiError::Internal(format!("spool dir: {e}")))?;
+        .map_err(|e| ApiError::internal("spool dir", e))?;
     let tmp = tempfile::Builder::new()
         .prefix(".upload-")
         .tempfile_in(&spool)
-        .map_err(|e| ApiError::Internal(format!("spool file: {e}")))?;
+        .map_err(|e| ApiError::internal("spool file", e))?;
     let (file, path) = tmp.into_parts();
     let mut out = tokio::fs::File::from_std(file);
     while let Some(chunk) = field
@@ -202,10 +203,10 @@ async fn spool(
     {
         out.write_all(&chunk)
             .await
-            .map_err(|e| ApiError::Internal(format!("spooling the upload: {e}")))?;
+            .map_err(|e| ApiError::internal("spooling the upload", e))?;
     }
     out.flush()
         .await
-        .map_err(|e| ApiError::Internal(format!("spooling the upload: {e}")))?;
+        .map_err(|e| ApiError::internal("spooling the upload", e))?;
     Ok(path)
 }

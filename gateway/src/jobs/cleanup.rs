@@ -59,7 +59,7 @@ impl Jobs {
         let _one_at_a_time = self.archiving[stripe].lock().await;
         let name = rayjob.name_any();
         if !self.archive_logs(job, &name).await {
-            return Err(JobError::Io(format!(
+            return Err(JobError::Invariant(format!(
                 "archiving the logs of job {} failed; RayJob {name} kept for a retry",
                 job.id
             )));
@@ -151,7 +151,7 @@ impl Jobs {
         if self.objects.object_len(&index_key).await?.is_some() {
             return Ok(());
         }
-        let body = serde_json::to_vec(&index).map_err(|e| JobError::Io(e.to_string()))?;
+        let body = serde_json::to_vec(&index).map_err(|e| JobError::io("the pod log index", e))?;
         self.objects.put_object(&index_key, body.into()).await?;
         Ok(())
     }
@@ -184,26 +184,26 @@ impl Jobs {
             },
         };
         let dir = crate::spool::dir(&self.config.gateway.data_dir);
-        let mut spool = TailSpool::new(&dir, self.log_bound())
-            .map_err(|e| JobError::Io(format!("log spool: {e}")))?;
+        let mut spool =
+            TailSpool::new(&dir, self.log_bound()).map_err(|e| JobError::io("log spool", e))?;
         let mut buf = vec![0u8; 64 << 10];
         loop {
             let n = reader
                 .read(&mut buf)
                 .await
-                .map_err(|e| JobError::Io(format!("reading the log of {pod}/{container}: {e}")))?;
+                .map_err(|e| JobError::io(format!("reading the log of {pod}/{container}"), e))?;
             if n == 0 {
                 break;
             }
             spool
                 .write(&buf[..n])
                 .await
-                .map_err(|e| JobError::Io(format!("log spool: {e}")))?;
+                .map_err(|e| JobError::io("log spool", e))?;
         }
         let tail = spool
             .finish()
             .await
-            .map_err(|e| JobError::Io(format!("log spool: {e}")))?;
+            .map_err(|e| JobError::io("log spool", e))?;
         let key = pod_log_key(&job.id, pod, container)?;
         self.objects.put_object_file(&key, tail.file.path()).await?;
         self.metrics.log_archived();

@@ -538,7 +538,7 @@ impl Jobs {
         let digest = job
             .capsule_sha256
             .clone()
-            .ok_or_else(|| JobError::Io(format!("job {} has no capsule", job.id)))?;
+            .ok_or_else(|| JobError::Invariant(format!("job {} has no capsule", job.id)))?;
         let cfg = &self.config;
         let pre = super::pre_running::deadline_s(&job.spec, cfg);
         let active = job.spec.deadlines.active_seconds;
@@ -557,7 +557,7 @@ impl Jobs {
                 digest.as_str(),
                 Some(&cfg.gateway.capsule_init_image),
             )
-            .map_err(|e| JobError::Io(format!("capsule init container: {e}")))?;
+            .map_err(|e| JobError::io("capsule init container", e))?;
             let init = match &link {
                 Some(link) => init.with_fallback(link),
                 None => init,

@@ -1,7 +1,11 @@
 //! [`JobError`]: why a job operation failed — submission, lookup, cancellation, logs,
-//! dispatch — as variants callers branch on. The HTTP edge maps them to statuses and
-//! stable codes (`http::error`); nothing here knows HTTP.
+//! dispatch — as variants callers branch on, and what each answers a client
+//! ([`Answers`]: status, stable code, details).
 
+use http::StatusCode;
+use serde_json::json;
+
+use crate::answer::{Answer, Answers};
 use crate::domain::{Digest, JobState};
 use crate::jobspec::SpecErrors;
 use crate::objects::ObjectStoreError;
@@ -101,7 +105,90 @@ pub enum JobError {
     /// The Node/Pod caches have not synced yet (the gateway is starting).
     #[error(transparent)]
     NotReady(#[from] crate::admission::NotReady),
-    /// Spooling, packing or a blocking task failed.
+    /// Spooling, packing, reading a log or a blocking task failed: what was being done,
+    /// and why.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A broken invariant (a bug): what was found.
     #[error("{0}")]
-    Io(String),
+    Invariant(String),
+}
+
+impl JobError {
+    /// `what` failed with `e`.
+    pub(crate) fn io(
+        what: impl Into<String>,
+        e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        JobError::Io {
+            what: what.into(),
+            source: e.into(),
+        }
+    }
+}
+
+impl Answers for JobError {
+    fn answer(&self) -> Answer {
+        let message = self.to_string();
+        match self {
+            JobError::NotFound(_) => Answer::new(StatusCode::NOT_FOUND, "not-found", message),
+            JobError::Rejected {
+                job_id,
+                code,
+                message,
+                field,
+                plugin,
+            } => Answer::new(StatusCode::FORBIDDEN, "policy-rejected", message.clone()).details(
+                json!({ "reason": code, "field": field, "plugin": plugin, "jobId": job_id }),
+            ),
+            JobError::InvalidSpec(e) => e.answer(),
+            JobError::Policy(e) => e.answer(),
+            JobError::Limit(e) => e.answer(),
+            JobError::Capsule(e) => e.answer(),
+            JobError::InvalidCapsuleRef => {
+                Answer::new(StatusCode::BAD_REQUEST, "invalid-capsule", message).field("capsule")
+            }
+            JobError::UnknownCapsule(_) => {
+                Answer::new(StatusCode::UNPROCESSABLE_ENTITY, "unknown-capsule", message)
+                    .field("capsule")
+            }
+            JobError::NotCancellable { state, .. } => {
+                Answer::new(StatusCode::CONFLICT, "not-cancellable", message)
+                    .details(json!({ "state": state }))
+            }
+            JobError::LogNotAvailable { log, .. } => {
+                let field = if log.starts_with("pod ") {
+                    "pod"
+                } else {
+                    "name"
+                };
+                Answer::new(StatusCode::NOT_FOUND, "logs-not-archived", message).field(field)
+            }
+            JobError::BadCapsuleLink => {
+                Answer::new(StatusCode::FORBIDDEN, "bad-signature", message).field("sig")
+            }
+            JobError::CapsuleLinkEnded { state, .. } => {
+                Answer::new(StatusCode::GONE, "job-ended", message)
+                    .details(json!({ "state": state }))
+            }
+            JobError::LogsExpired { deleted_at_ms, .. } => {
+                Answer::new(StatusCode::GONE, "logs-expired", message)
+                    .details(json!({ "deletedAtMs": deleted_at_ms }))
+            }
+            JobError::ObjectStore(_) => Answer::storage_unavailable("stored"),
+            JobError::NotReady(_) => {
+                Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message)
+            }
+            JobError::Build(_)
+            | JobError::Store(_)
+            | JobError::Kube(_)
+            | JobError::Io { .. }
+            | JobError::Invariant(_)
+            | JobError::Deposed(_) => Answer::internal(),
+        }
+    }
 }

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use http::StatusCode;
+use serde_json::json;
 
 /// How long a refused team should wait at least (`Retry-After` is whole seconds).
 const MIN_RETRY: Duration = Duration::from_secs(1);
@@ -60,6 +62,26 @@ impl LimitError {
             // A queued job starts or is cancelled on no schedule: a polite default.
             LimitError::QueueFull { .. } => Duration::from_secs(30),
         }
+    }
+}
+
+/// 429 with `Retry-After`: `rate-limited` or `queue-full`, and the limit in the details.
+impl crate::answer::Answers for LimitError {
+    fn answer(&self) -> crate::answer::Answer {
+        let retry = self.retry_after().as_secs().max(1);
+        let (code, details) = match self {
+            LimitError::RateLimited { per_minute, .. } => (
+                "rate-limited",
+                json!({ "perMinute": per_minute, "retryAfterSeconds": retry }),
+            ),
+            LimitError::QueueFull { queued, limit, .. } => (
+                "queue-full",
+                json!({ "queued": queued, "limit": limit, "retryAfterSeconds": retry }),
+            ),
+        };
+        crate::answer::Answer::new(StatusCode::TOO_MANY_REQUESTS, code, self.to_string())
+            .details(details)
+            .retry_after(retry)
     }
 }
 

@@ -154,7 +154,7 @@ impl Jobs {
         let most = usize::try_from(self.log_bound()).unwrap_or(usize::MAX) + 1024;
         let mut out = Vec::new();
         while let Some(chunk) = read.body.next().await {
-            let chunk = chunk.map_err(|e| JobError::Io(format!("reading the log: {e}")))?;
+            let chunk = chunk.map_err(|e| JobError::io("reading the log", e))?;
             out.extend_from_slice(&chunk[..chunk.len().min(most - out.len())]);
             if out.len() >= most {
                 break;
@@ -237,7 +237,9 @@ impl Jobs {
                         let mut range = objects.get_object_range(key, a, Some(b)).await?;
                         let mut out = Vec::new();
                         while let Some(chunk) = range.body.next().await {
-                            out.extend_from_slice(&chunk.map_err(|e| JobError::Io(e.to_string()))?);
+                            out.extend_from_slice(
+                                &chunk.map_err(|e| JobError::io("reading the log", e))?,
+                            );
                         }
                         Ok::<_, JobError>(out)
                     }

@@ -125,7 +125,7 @@ impl Jobs {
         match self.objects.object_len(&key).await? {
             None => return Ok(None),
             Some(n) if n > MAX_INDEX_BYTES => {
-                return Err(JobError::Io(format!("{key} is {n} bytes")));
+                return Err(JobError::Invariant(format!("{key} is {n} bytes")));
             }
             Some(_) => {}
         }
@@ -136,7 +136,7 @@ impl Jobs {
         };
         serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| JobError::Io(format!("{key}: {e}")))
+            .map_err(|e| JobError::io(key, e))
     }
 
     /// A job's pod logs: the archived list once archived, else its live pods'.

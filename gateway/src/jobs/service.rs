@@ -256,7 +256,7 @@ impl Jobs {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(JobError::Io(format!(
+        Err(JobError::Invariant(format!(
             "job {} kept changing; try again",
             job.id
         )))

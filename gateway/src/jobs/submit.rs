@@ -188,7 +188,7 @@ impl Jobs {
             }
         })
         .await
-        .map_err(|e| JobError::Io(format!("capsule task: {e}")))?;
+        .map_err(|e| JobError::io("capsule task", e))?;
         let (capsule, requirements) = capsule?;
         let stored = self
             .store_capsule(team, &capsule.digest, &capsule.path)
@@ -211,8 +211,7 @@ impl Jobs {
         let outcome = self.objects.put_file(digest, path).await?;
         self.metrics
             .capsule(matches!(outcome, PutOutcome::AlreadyPresent));
-        let digest =
-            Digest::parse(digest).map_err(|e| JobError::Io(format!("the capsule digest: {e}")))?;
+        let digest = Digest::parse(digest).map_err(|e| JobError::io("the capsule digest", e))?;
         let seen = self.capsules.grant_capsule(&digest, team).await?;
         if crate::retention::deletion_over(self.capsules.as_ref(), &digest, seen).await? {
             self.objects.put_file(digest.as_str(), path).await?;

@@ -383,5 +383,21 @@ impl JobSpec {
     }
 }
 
+/// 422 `invalid-spec`, every listed problem with its field path.
+impl crate::answer::Answers for SpecErrors {
+    fn answer(&self) -> crate::answer::Answer {
+        crate::answer::Answer::new(
+            http::StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-spec",
+            format!("the job spec has {} problem(s)", self.total),
+        )
+        .details(serde_json::json!({
+            "fields": self.errors,
+            "total": self.total,
+            "omitted": self.omitted(),
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,11 @@
-//! [`PlaygroundError`]: why a playground request failed. `http/error.rs` turns each
-//! variant into a status and a machine-readable code; backend messages are logged
-//! there, never echoed.
+//! [`PlaygroundError`]: why a playground request failed, and what each variant answers
+//! ([`Answers`]); backend failures are logged by the edge, never echoed.
+
+use http::StatusCode;
+use serde_json::json;
 
 use crate::admission::NotReady;
+use crate::answer::{Answer, Answers};
 use crate::policy::EvalError;
 use crate::store::StoreError;
 
@@ -31,7 +34,8 @@ pub enum PlaygroundError {
     /// The playground's server is not ready yet.
     #[error("playground {0} is not ready yet")]
     NotReady(String),
-    /// No inference image is configured (`FORGE_IMAGE_VLLM`).
+    /// No inference image is configured (`FORGE_IMAGE_VLLM`): 409, this installation's
+    /// configuration refuses the request.
     #[error("playgrounds are not enabled: FORGE_IMAGE_VLLM is not set")]
     Disabled,
     /// Refused by policy.
@@ -67,4 +71,57 @@ pub enum PlaygroundError {
     /// The API server failed.
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
+}
+
+/// `Retry-After` of a playground the policy would queue.
+const PLAYGROUND_RETRY_S: u64 = 30;
+
+impl Answers for PlaygroundError {
+    fn answer(&self) -> Answer {
+        let message = self.to_string();
+        match self {
+            PlaygroundError::Invalid { field, .. } => Answer::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-playground",
+                message,
+            )
+            .field(*field),
+            PlaygroundError::NotFound(_) => {
+                Answer::new(StatusCode::NOT_FOUND, "not-found", message)
+            }
+            PlaygroundError::Ended { state, .. } => {
+                Answer::new(StatusCode::CONFLICT, "playground-ended", message)
+                    .details(json!({ "state": state }))
+            }
+            PlaygroundError::NotReady(_) => Answer::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "playground-not-ready",
+                message,
+            ),
+            PlaygroundError::Disabled => {
+                Answer::new(StatusCode::CONFLICT, "playgrounds-disabled", message)
+            }
+            PlaygroundError::Rejected {
+                code,
+                message,
+                field,
+                plugin,
+            } => Answer::new(StatusCode::FORBIDDEN, "policy-rejected", message.clone())
+                .details(json!({ "reason": code, "field": field, "plugin": plugin })),
+            // Playgrounds do not wait in the training queue: try again once the team's
+            // GPUs (or the cluster's) are free.
+            PlaygroundError::NoRoom { code, message } => Answer::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "policy-queued",
+                message.clone(),
+            )
+            .details(json!({ "reason": code }))
+            .retry_after(PLAYGROUND_RETRY_S),
+            PlaygroundError::ClusterNotReady(_) => {
+                Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message)
+            }
+            PlaygroundError::Policy(e) => e.answer(),
+            PlaygroundError::Store(_) | PlaygroundError::Kube(_) => Answer::internal(),
+        }
+    }
 }

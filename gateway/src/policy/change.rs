@@ -278,7 +278,7 @@ impl PolicyManager {
                 .store
                 .version(&key, Some(v))
                 .await?
-                .ok_or_else(|| PolicyAdminError::Internal(format!("{key} v{v} vanished")))?;
+                .ok_or_else(|| PolicyAdminError::Invariant(format!("{key} v{v} vanished")))?;
             let chain = match (self.build(&pv.plugins).await, &scope) {
                 (Ok(chain), _) => chain,
                 (Err(e), Scope::Team(team)) => {

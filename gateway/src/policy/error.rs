@@ -1,10 +1,13 @@
 //! [`PolicyAdminError`]: why a policy-management operation (upload, chain change,
-//! rollback, shadow mode) failed, as variants callers branch on. Nothing is stored or
-//! activated when one of these is returned. The HTTP edge maps them to statuses and
-//! stable codes (`http::error`).
+//! rollback, shadow mode) failed, as variants callers branch on; nothing is stored or
+//! activated when one of these is returned. [`EvalError`]: why an admission could not
+//! be evaluated. Both declare what they answer ([`Answers`]).
 
-use forge_policy_host::{LoadError, RunError};
+use forge_policy_host::{ChainError, LoadError, PluginError, RunError};
+use http::StatusCode;
+use serde_json::{Value, json};
 
+use crate::answer::{Answer, Answers, BoxError};
 use crate::store::StoreError;
 
 /// Why an admission could not be evaluated (it fails closed).
@@ -111,15 +114,27 @@ pub enum PolicyAdminError {
     /// No such scope / version / shadow candidate.
     #[error("{0}")]
     NotFound(String),
-    /// Object storage failed (or holds bytes that do not match their digest).
-    #[error("object storage: {0}")]
-    Storage(String),
+    /// Object storage failed (or holds bytes that do not match their digest): which
+    /// object, and why.
+    #[error("object storage: {what}: {source}")]
+    Storage {
+        what: String,
+        #[source]
+        source: BoxError,
+    },
     /// The store failed.
     #[error("policy store: {0}")]
-    Store(StoreError),
-    /// A bug or a broken invariant.
+    Store(#[source] StoreError),
+    /// A blocking task or the evaluation pool failed: what was being done, and why.
+    #[error("{what}: {source}")]
+    Task {
+        what: &'static str,
+        #[source]
+        source: BoxError,
+    },
+    /// A broken invariant (a bug): what was found.
     #[error("{0}")]
-    Internal(String),
+    Invariant(String),
 }
 
 impl From<StoreError> for PolicyAdminError {
@@ -163,9 +178,25 @@ impl PolicyAdminError {
                 message: format!("validate-settings failed: {source}"),
             },
             LoadError::Cache { path, detail } => {
-                PolicyAdminError::Internal(format!("precompile cache {path}: {detail}"))
+                PolicyAdminError::Invariant(format!("precompile cache {path}: {detail}"))
             }
             other => PolicyAdminError::Component(other),
+        }
+    }
+
+    /// `what` failed in a blocking task or the evaluation pool.
+    pub fn task(what: &'static str, e: impl Into<BoxError>) -> Self {
+        PolicyAdminError::Task {
+            what,
+            source: e.into(),
+        }
+    }
+
+    /// Object storage failed on `what`.
+    pub fn storage(what: impl Into<String>, e: impl Into<BoxError>) -> Self {
+        PolicyAdminError::Storage {
+            what: what.into(),
+            source: e.into(),
         }
     }
 
@@ -181,4 +212,154 @@ impl PolicyAdminError {
             message: message.into(),
         }
     }
+}
+
+/// How long a client should wait when every plugin compile thread is busy.
+const COMPILER_BUSY_RETRY_S: u64 = 10;
+
+/// The stable code of a refused component.
+fn component_code(e: &LoadError) -> &'static str {
+    match e {
+        LoadError::NotAComponent(_) => "plugin.not-a-component",
+        LoadError::ForbiddenImport(_) => "plugin.forbidden-import",
+        LoadError::WrongWorld { .. } | LoadError::MissingExports(_) => "plugin.wrong-world",
+        LoadError::Limits(_) => "plugin.limits",
+        LoadError::TooComplex(_) => "plugin.too-complex",
+        LoadError::CompileTimeout { .. } => "plugin.compile-timeout",
+        _ => "plugin.compile-failed",
+    }
+}
+
+impl Answers for PolicyAdminError {
+    fn answer(&self) -> Answer {
+        use PolicyAdminError as P;
+        let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
+        let message = self.to_string();
+        match self {
+            P::Malformed { what, field, .. } => {
+                let code = match what {
+                    Malformed::Name => "invalid-name",
+                    Malformed::Version => "invalid-version",
+                    Malformed::Link => "invalid-policy",
+                };
+                Answer::new(StatusCode::BAD_REQUEST, code, message).field(field.as_str())
+            }
+            P::Component(LoadError::CompilerBusy { .. }) => Answer::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "plugin.compiler-busy",
+                message,
+            )
+            .retry_after(COMPILER_BUSY_RETRY_S)
+            .field(None),
+            P::Component(load) => {
+                Answer::new(unprocessable, component_code(load), message).field("component")
+            }
+            P::FailedUploads { retry_after, .. } => {
+                let seconds = retry_after.as_secs().max(1);
+                Answer::new(StatusCode::TOO_MANY_REQUESTS, "rate-limited", message)
+                    .retry_after(seconds)
+                    .details(json!({ "field": null, "retryAfterSeconds": seconds }))
+            }
+            P::ChainTooLong { limit, .. } => {
+                Answer::new(unprocessable, "policy.chain-too-long", message)
+                    .details(json!({ "field": "plugins", "limit": limit }))
+            }
+            P::Settings { plugin, field, .. } => {
+                Answer::new(unprocessable, "plugin.invalid-settings", message)
+                    .details(json!({ "field": field, "plugin": plugin }))
+            }
+            P::LimitTooHigh { field, .. } => {
+                Answer::new(unprocessable, "plugin.limit-too-high", message).field(field.as_str())
+            }
+            P::TooLarge { .. } => {
+                Answer::new(StatusCode::PAYLOAD_TOO_LARGE, "plugin.too-large", message)
+                    .field("component")
+            }
+            P::TeamLimit { .. } => {
+                Answer::new(unprocessable, "plugin.team-limit", message).field(None)
+            }
+            P::VersionExists {
+                name,
+                version,
+                digest,
+            } => StoreError::PluginVersionExists {
+                name: name.clone(),
+                version: version.clone(),
+                digest: digest.clone(),
+            }
+            .answer(),
+            P::UnknownPlugin { field, .. } => {
+                Answer::new(unprocessable, "policy.unknown-plugin", message).field(field.as_str())
+            }
+            P::VersionConflict {
+                scope,
+                expected,
+                current,
+            } => StoreError::VersionConflict {
+                scope: scope.clone(),
+                expected: *expected,
+                current: *current,
+            }
+            .answer(),
+            P::NothingToRollBack { .. } => {
+                Answer::new(StatusCode::CONFLICT, "policy.no-previous-version", message).field(None)
+            }
+            P::Forbidden(_) => Answer::new(StatusCode::FORBIDDEN, "forbidden", message).field(None),
+            P::NotFound(_) => Answer::new(StatusCode::NOT_FOUND, "not-found", message).field(None),
+            P::Storage { .. } => Answer::storage_unavailable("changed"),
+            P::Store(_) | P::Task { .. } | P::Invariant(_) => Answer::internal(),
+        }
+    }
+}
+
+impl Answers for EvalError {
+    fn answer(&self) -> Answer {
+        match self {
+            EvalError::Run(RunError::Chain(e)) => {
+                // A widening is the team plugin's own fault and says which field; other
+                // failures are reported by cause only.
+                let what = match &e.source {
+                    PluginError::Widened(w) => format!("widened: {w}"),
+                    other => other.cause().to_string(),
+                };
+                Answer::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "policy-failed",
+                    format!(
+                        "admission policy `{}` failed ({what}); the job was not admitted",
+                        e.plugin
+                    ),
+                )
+                .details(chain_failure_details(e))
+            }
+            EvalError::ScopeUnavailable { scope, version, .. } => Answer::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "policy-unavailable",
+                format!(
+                    "policy `{scope}` (version {version}) cannot be loaded, so this team's \
+                     admissions fail closed; an admin must fix or replace it"
+                ),
+            )
+            .details(json!({ "scope": scope, "version": version }))
+            .logged(),
+            EvalError::Run(RunError::Unavailable(_)) => Answer::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "policy evaluation is unavailable",
+            )
+            .logged(),
+        }
+    }
+}
+
+/// Details of a chain that failed closed: the plugin and the cause, and for a team link
+/// that widened the placement the host's own account of which field it widened (host
+/// text, never the plugin's — a plugin's trap or output is logged, not echoed).
+fn chain_failure_details(e: &ChainError) -> Value {
+    let mut details = json!({ "plugin": e.plugin, "digest": e.digest, "cause": e.source.cause() });
+    if let PluginError::Widened(w) = &e.source {
+        details["field"] = json!(w.field);
+        details["reason"] = json!(w.to_string());
+    }
+    details
 }

@@ -143,8 +143,9 @@ mod tests {
                 waiting: 1
             }
         )));
-        assert!(!counts_as_failure(&PolicyAdminError::Storage(
-            "down".into()
+        assert!(!counts_as_failure(&PolicyAdminError::storage(
+            "plugins/x",
+            "down"
         )));
     }
 }

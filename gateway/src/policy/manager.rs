@@ -80,7 +80,7 @@ impl PolicyManager {
             let pv = store
                 .version(key, Some(*v))
                 .await?
-                .ok_or_else(|| PolicyAdminError::Internal(format!("{key} v{v} vanished")))?;
+                .ok_or_else(|| PolicyAdminError::Invariant(format!("{key} v{v} vanished")))?;
             let chain = match (registry.build_chain(&pv.plugins).await, &scope) {
                 (Ok(chain), _) => chain,
                 (Err(e), Scope::Team(t)) => {
@@ -115,7 +115,7 @@ impl PolicyManager {
             }
         }
         let global =
-            global.ok_or_else(|| PolicyAdminError::Internal("no global policy stored".into()))?;
+            global.ok_or_else(|| PolicyAdminError::Invariant("no global policy stored".into()))?;
         let mut active = ActivePolicy::new(global, teams);
         for (team, u) in unavailable {
             active = active.with_unavailable(&team, u);

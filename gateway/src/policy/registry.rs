@@ -262,14 +262,14 @@ impl Registry {
                 Ok((plugin, unsaved))
             })
             .await
-            .map_err(|e| PolicyAdminError::Internal(e.to_string()))??
+            .map_err(|e| PolicyAdminError::task("checking the upload", e))??
         };
 
-        let key = plugin_key(&digest).map_err(|e| PolicyAdminError::Internal(e.to_string()))?;
+        let key = plugin_key(&digest).map_err(|e| PolicyAdminError::task("the plugin's key", e))?;
         self.blobs
             .put_object(&key, u.component.clone())
             .await
-            .map_err(|e| PolicyAdminError::Storage(e.to_string()))?;
+            .map_err(|e| PolicyAdminError::storage(key.clone(), e))?;
         let record = PluginRecord {
             owner: u.owner,
             name: u.name,
@@ -306,18 +306,18 @@ impl Registry {
             return Ok(p);
         }
         let object =
-            plugin_key(&link.digest).map_err(|e| PolicyAdminError::Internal(e.to_string()))?;
+            plugin_key(&link.digest).map_err(|e| PolicyAdminError::task("the plugin's key", e))?;
         let bytes = self
             .blobs
             .get_object(&object)
             .await
-            .map_err(|e| PolicyAdminError::Storage(format!("{object}: {e}")))?;
+            .map_err(|e| PolicyAdminError::storage(object.clone(), e))?;
         let actual = digest_of(&bytes);
         if actual != link.digest {
-            return Err(PolicyAdminError::Storage(format!(
-                "{object} has digest {actual}, expected {}",
-                link.digest
-            )));
+            return Err(PolicyAdminError::storage(
+                object,
+                format!("it has digest {actual}, expected {}", link.digest),
+            ));
         }
         let record = self
             .store
@@ -335,7 +335,7 @@ impl Registry {
             Plugin::load_with_limits(&engine, &name, &version, &bytes, limits)
         })
         .await
-        .map_err(|e| PolicyAdminError::Internal(e.to_string()))?
+        .map_err(|e| PolicyAdminError::task("loading a plugin", e))?
         .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
         self.cache_insert(&key.0, &key.1, &key.2, plugin.clone());
         Ok(plugin)
@@ -354,7 +354,7 @@ impl Registry {
         let engine = self.engine.clone();
         let chain = tokio::task::spawn_blocking(move || Chain::new(&engine, chain_links))
             .await
-            .map_err(|e| PolicyAdminError::Internal(e.to_string()))?
+            .map_err(|e| PolicyAdminError::task("building a chain", e))?
             .map_err(|e| {
                 let field = match &e {
                     LoadError::InvalidSettings { plugin, .. }

@@ -60,7 +60,7 @@ impl PolicyManager {
                 .runner
                 .run(move || chain.evaluate(&request))
                 .await
-                .map_err(|e| PolicyAdminError::Internal(e.to_string()))?;
+                .map_err(|e| PolicyAdminError::task("replaying a decision", e))?;
             let candidate_says = match result {
                 Ok(o) => summary(&o.decision),
                 Err(e) => format!("error:{}", e.source.cause()),

@@ -1,8 +1,15 @@
 //! [`StoreError`]: why a store operation failed, whichever backend ran it. Callers
 //! branch on the variants (a lost compare-and-set, a stale policy version, a taken
-//! plugin version); backend failures carry their message and are never shown to users.
+//! plugin version); backend failures carry the driver's error as their source (a
+//! caller may downcast it) and are never shown to users.
 
+use std::sync::Arc;
+
+use crate::answer::BoxError;
 use crate::domain::JobState;
+
+/// A driver's error, shared: every write of a batch that failed gets the batch's one.
+pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
 
 /// Store failures callers branch on.
 #[derive(Debug, thiserror::Error)]
@@ -79,16 +86,64 @@ pub enum StoreError {
     /// Stored data cannot be read back (schema drift, manual edits).
     #[error("corrupt row: {0}")]
     Corrupt(String),
-    /// The database failed (I/O, locking, constraint): the backend's message.
+    /// The database failed (I/O, locking, a constraint, the connection): the driver's
+    /// error.
     #[error("database: {0}")]
-    Backend(String),
-    /// The blocking task that ran the query failed.
+    Backend(#[source] Cause),
+    /// The write's batch was rolled back (disk full, I/O): nothing of it was stored.
+    #[error("not committed: {0}")]
+    NotCommitted(#[source] Cause),
+    /// `FORGE_DATABASE_URL` (or the TLS it asks for) cannot be used.
+    #[error("FORGE_DATABASE_URL: {0}")]
+    Config(String),
+    /// The blocking task or the writer thread that ran the query failed.
     #[error("store task: {0}")]
-    Task(String),
+    Task(#[source] BoxError),
+}
+
+impl StoreError {
+    /// The driver failed with `e`.
+    pub fn backend(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError::Backend(Arc::new(e))
+    }
+
+    /// The task or thread running the query failed (`e`: an error, or what happened).
+    pub fn task(e: impl Into<BoxError>) -> Self {
+        StoreError::Task(e.into())
+    }
 }
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Backend(e.to_string())
+        StoreError::backend(e)
+    }
+}
+
+/// Optimistic-concurrency conflicts are the writer's to resolve (409); a foreign cursor
+/// is the client's (400); everything else is internal.
+impl crate::answer::Answers for StoreError {
+    fn answer(&self) -> crate::answer::Answer {
+        use crate::answer::Answer;
+        use http::StatusCode;
+        use serde_json::json;
+        let message = self.to_string();
+        match self {
+            StoreError::VersionConflict {
+                expected, current, ..
+            } => Answer::new(StatusCode::CONFLICT, "policy.version-conflict", message).details(
+                json!({ "field": "expectedVersion", "expected": expected, "current": current }),
+            ),
+            StoreError::PluginVersionExists { digest, .. } => {
+                Answer::new(StatusCode::CONFLICT, "plugin.version-exists", message)
+                    .details(json!({ "field": "version", "digest": digest }))
+            }
+            StoreError::BadCursor => Answer::new(
+                StatusCode::BAD_REQUEST,
+                "invalid-query",
+                "not a cursor this gateway issued",
+            )
+            .field("cursor"),
+            _ => Answer::internal(),
+        }
     }
 }

@@ -1,6 +1,10 @@
-//! [`UploadError`]: why an upload operation failed, as variants the HTTP edge maps to
-//! statuses and stable codes (`http::error`).
+//! [`UploadError`]: why an upload operation failed, and what each variant answers
+//! ([`Answers`]: status, stable code, the request field concerned).
 
+use http::StatusCode;
+use serde_json::json;
+
+use crate::answer::{Answer, Answers};
 use crate::domain::Digest;
 use crate::objects::ObjectStoreError;
 
@@ -85,16 +89,90 @@ pub enum UploadError {
     /// Object storage failed.
     #[error("object store: {0}")]
     ObjectStore(#[from] ObjectStoreError),
-    /// Local disk or a blocking task failed.
     /// Recording or reading capsule ownership failed.
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
-    #[error("{0}")]
-    Io(String),
+    /// Local disk or a blocking task failed: what was being done, and why.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl UploadError {
-    pub(crate) fn io(what: &str, e: impl std::fmt::Display) -> Self {
-        UploadError::Io(format!("{what}: {e}"))
+    pub(crate) fn io(what: &str, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        UploadError::Io {
+            what: what.to_owned(),
+            source: e.into(),
+        }
+    }
+}
+
+impl Answers for UploadError {
+    fn answer(&self) -> Answer {
+        let message = self.to_string();
+        let bad = StatusCode::BAD_REQUEST;
+        match self {
+            UploadError::NotFound(_) => {
+                Answer::new(StatusCode::NOT_FOUND, "upload.not-found", message).field("id")
+            }
+            UploadError::CapsuleAbsent(_) => {
+                Answer::new(StatusCode::NOT_FOUND, "unknown-capsule", message).field("digest")
+            }
+            UploadError::InvalidDigest => {
+                Answer::new(bad, "invalid-digest", message).field("digest")
+            }
+            UploadError::BadSize { size, .. } => {
+                // Nothing to upload is a malformed request, not a large one.
+                let status = if *size == 0 {
+                    bad
+                } else {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                };
+                Answer::new(status, "upload.bad-size", message).field("size")
+            }
+            UploadError::TooManySessions { open, .. } => Answer::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "upload.too-many-sessions",
+                message,
+            )
+            .details(json!({ "field": null, "open": open })),
+            UploadError::BadRange(_) => {
+                Answer::new(bad, "upload.bad-range", message).field("content-range")
+            }
+            UploadError::ChunkTooLarge { limit, .. } => Answer::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "upload.chunk-too-large",
+                message,
+            )
+            .details(json!({ "field": "content-range", "limit": limit })),
+            UploadError::BodyLength { .. } => {
+                Answer::new(bad, "upload.body-length", message).field("body")
+            }
+            UploadError::Interrupted(_) => {
+                Answer::new(bad, "upload.interrupted", message).field("body")
+            }
+            UploadError::Incomplete { missing } => {
+                Answer::new(StatusCode::CONFLICT, "upload.incomplete", message)
+                    .details(json!({ "field": null, "missing": missing }))
+            }
+            UploadError::DigestMismatch { .. } => Answer::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "upload.digest-mismatch",
+                message,
+            )
+            .field("digest"),
+            UploadError::NotCanonical { .. } => Answer::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "upload.not-canonical",
+                message,
+            )
+            .field("body"),
+            UploadError::Capsule(e) => e.answer(),
+            UploadError::ObjectStore(_) => Answer::storage_unavailable("stored"),
+            UploadError::Io { .. } | UploadError::Store(_) => Answer::internal(),
+        }
     }
 }

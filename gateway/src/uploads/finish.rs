@@ -55,7 +55,7 @@ impl Uploads {
         };
         if !matches!(
             &result,
-            Err(UploadError::ObjectStore(_) | UploadError::Io(_))
+            Err(UploadError::ObjectStore(_) | UploadError::Io { .. })
         ) {
             self.remove(&mut s, outcome).await;
         }

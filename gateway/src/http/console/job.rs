@@ -211,9 +211,9 @@ pub async fn cancel(
         return Err(PageError::csrf());
     }
     if f.confirm.as_deref() != Some("yes") {
-        return Err(PageError(
+        return Err(PageError::new(
             StatusCode::BAD_REQUEST,
-            "confirm the cancellation (the checkbox); nothing was changed".into(),
+            "confirm the cancellation (the checkbox); nothing was changed",
         ));
     }
     let job = console.app.jobs.cancel(&viewer.caller, &id).await?;

@@ -41,6 +41,7 @@ use axum::routing::{get, post};
 use maud::html;
 
 use super::ApiError;
+use super::error::Failure;
 use crate::state::AppState;
 use layout::Nav;
 use session::Sessions;
@@ -111,32 +112,40 @@ async fn js() -> impl IntoResponse {
 }
 
 /// A failed console request: the API's status and message for the same domain error,
-/// as a page.
+/// as a page (and its cause for the logging middleware, when the API would log it).
 #[derive(Debug)]
-pub struct PageError(pub StatusCode, pub String);
+pub struct PageError(pub StatusCode, pub String, pub Option<Failure>);
 
 impl<E: Into<ApiError>> From<E> for PageError {
     fn from(e: E) -> Self {
-        let (status, message) = e.into().status_and_message();
-        PageError(status, message)
+        let e = e.into();
+        let answer = e.answer();
+        let failure = e.failure(&answer);
+        PageError(answer.status, answer.message, failure)
     }
 }
 
 impl PageError {
+    /// A refusal of the console's own (not a domain error's).
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        PageError(status, message.into(), None)
+    }
+
     /// A refused form (a missing or wrong CSRF token).
     pub fn csrf() -> Self {
         PageError(
             StatusCode::FORBIDDEN,
             "this form was not issued to your session (CSRF check failed); nothing was changed"
                 .into(),
+            None,
         )
     }
 }
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
-        let PageError(status, message) = self;
-        layout::page_with(
+        let PageError(status, message, failure) = self;
+        let mut page = layout::page_with(
             status,
             status.canonical_reason().unwrap_or("Error"),
             None,
@@ -146,6 +155,10 @@ impl IntoResponse for PageError {
                 p.error role="alert" { (message) }
                 p { a href="/" { "Back to the console" } }
             },
-        )
+        );
+        if let Some(f) = failure {
+            page.extensions_mut().insert(f);
+        }
+        page
     }
 }

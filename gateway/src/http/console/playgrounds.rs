@@ -110,9 +110,9 @@ pub async fn start(
     let idle_seconds = match f.idle_seconds.trim() {
         "" => None,
         s => Some(s.parse::<u64>().map_err(|_| {
-            PageError(
+            PageError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "the idle time-out is a number of seconds".into(),
+                "the idle time-out is a number of seconds",
             )
         })?),
     };
@@ -347,9 +347,9 @@ pub async fn end(
         return Err(PageError::csrf());
     }
     if f.confirm.as_deref() != Some("yes") {
-        return Err(PageError(
+        return Err(PageError::new(
             StatusCode::BAD_REQUEST,
-            "confirm the end (the checkbox); nothing was changed".into(),
+            "confirm the end (the checkbox); nothing was changed",
         ));
     }
     console.app.playgrounds.delete(&viewer.caller, &id).await?;

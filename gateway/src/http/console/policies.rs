@@ -278,7 +278,7 @@ pub async fn settings(
     let team = (!f.team.is_empty()).then(|| f.team.clone());
     let scope = scope_of(&viewer.caller, &query(team), true)?;
     let settings: serde_json::Value = serde_json::from_str(&f.settings).map_err(|e| {
-        PageError(
+        PageError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("settings: not JSON ({e}); nothing was changed"),
         )
@@ -286,9 +286,9 @@ pub async fn settings(
     let m = &console.app.policies;
     let view = m.current().view(&scope);
     if f.index >= view.plugins.len() {
-        return Err(PageError(
+        return Err(PageError::new(
             StatusCode::CONFLICT,
-            "the chain changed since this form was shown; reload the page".into(),
+            "the chain changed since this form was shown; reload the page",
         ));
     }
     let inputs = view

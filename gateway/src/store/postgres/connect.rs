@@ -29,9 +29,8 @@ fn ssl_mode(word: &str) -> Result<SslMode, StoreError> {
         "disable" => Ok(SslMode::Disable),
         "allow" | "prefer" => Ok(SslMode::Prefer),
         "require" | "verify-ca" | "verify-full" => Ok(SslMode::Require),
-        other => Err(StoreError::Backend(format!(
-            "FORGE_DATABASE_URL: unknown sslmode `{other}` (disable, prefer, require, \
-             verify-ca, verify-full)"
+        other => Err(StoreError::Config(format!(
+            "unknown sslmode `{other}` (disable, prefer, require, verify-ca, verify-full)"
         ))),
     }
 }
@@ -45,9 +44,7 @@ fn tls(root_cert: Option<&str>) -> Result<MakeRustlsConnect, StoreError> {
         Some(path) => {
             let certs = CertificateDer::pem_file_iter(path)
                 .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| {
-                    StoreError::Backend(format!("FORGE_DATABASE_URL sslrootcert {path}: {e}"))
-                })?;
+                .map_err(|e| StoreError::Config(format!("sslrootcert {path}: {e}")))?;
             roots.add_parsable_certificates(certs);
         }
         None => {
@@ -57,7 +54,7 @@ fn tls(root_cert: Option<&str>) -> Result<MakeRustlsConnect, StoreError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Backend(format!("TLS configuration: {e}")))?
+        .map_err(|e| StoreError::Config(format!("TLS configuration: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(MakeRustlsConnect::new(config))
@@ -65,7 +62,7 @@ fn tls(root_cert: Option<&str>) -> Result<MakeRustlsConnect, StoreError> {
 
 /// The connection configuration and TLS connector of a `postgres://` URL.
 pub fn config(url: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), StoreError> {
-    let bad = |why: String| StoreError::Backend(format!("FORGE_DATABASE_URL: {why}"));
+    let bad = StoreError::Config;
     let mut parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
     if !matches!(parsed.scheme(), "postgres" | "postgresql") {
         return Err(bad(format!(

@@ -54,10 +54,7 @@ impl std::fmt::Debug for PgDatabase {
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
-        match e.as_db_error() {
-            Some(db) => StoreError::Backend(format!("{}: {}", db.code().code(), db.message())),
-            None => StoreError::Backend(e.to_string()),
-        }
+        StoreError::backend(e)
     }
 }
 
@@ -65,7 +62,7 @@ impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         match e {
             deadpool_postgres::PoolError::Backend(e) => e.into(),
-            other => StoreError::Backend(format!("connection pool: {other}")),
+            other => StoreError::backend(other),
         }
     }
 }
@@ -88,7 +85,7 @@ impl PgDatabase {
             .create_timeout(Some(POOL_WAIT))
             .recycle_timeout(Some(POOL_WAIT))
             .build()
-            .map_err(|e| StoreError::Backend(format!("connection pool: {e}")))?;
+            .map_err(StoreError::backend)?;
         let db = PgDatabase {
             feeds: listen::spawn(cfg, tls),
             pool,

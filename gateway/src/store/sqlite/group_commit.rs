@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+use crate::answer::BoxError;
 use crate::store::StoreError;
+use crate::store::error::Cause;
 
 /// The most writes one transaction takes (bounds how long readers wait for the lock).
 pub(super) const MAX_BATCH: usize = 128;
@@ -69,7 +71,7 @@ impl Writer {
         std::thread::Builder::new()
             .name("forge-sqlite-writer".into())
             .spawn(move || run(&conn, &ops, delay))
-            .map_err(|e| StoreError::Task(format!("start the store writer: {e}")))?;
+            .map_err(|e| StoreError::task(format!("start the store writer: {e}")))?;
         Ok(Self { queue })
     }
 
@@ -83,8 +85,8 @@ impl Writer {
         let op: Op = Box::new(move |conn: Option<&Connection>| {
             let result = match conn {
                 Some(conn) => catch_unwind(AssertUnwindSafe(|| f(conn)))
-                    .unwrap_or_else(|_| Err(StoreError::Task("a store write panicked".into()))),
-                None => Err(StoreError::Task("not run".into())),
+                    .unwrap_or_else(|_| Err(StoreError::task("a store write panicked"))),
+                None => Err(StoreError::task("not run")),
             };
             Staged {
                 ok: result.is_ok(),
@@ -96,7 +98,7 @@ impl Writer {
                 }),
             }
         });
-        let stopped = || StoreError::Task("the store writer has stopped".into());
+        let stopped = || StoreError::task("the store writer has stopped");
         self.queue.send(op).map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
     }
@@ -127,26 +129,27 @@ fn run(conn: &Mutex<Connection>, ops: &mpsc::Receiver<Op>, delay: Duration) {
         busy = batch.len() > 1;
         match conn.lock() {
             Ok(guard) => commit_batch(&guard, batch),
-            Err(_) => fail_unrun(batch, "store mutex poisoned"),
+            Err(_) => fail_unrun(batch, || StoreError::task("store mutex poisoned")),
         }
     }
 }
 
 /// Answers every write of a batch that did not run with the same error.
-fn fail_unrun(batch: Vec<Op>, why: &str) {
+fn fail_unrun(batch: Vec<Op>, error: impl Fn() -> StoreError) {
     for op in batch {
-        (op(None).answer)(Some(StoreError::Backend(why.to_string())));
+        (op(None).answer)(Some(error()));
     }
 }
 
 /// Runs one batch in one transaction and answers each caller.
 fn commit_batch(conn: &Connection, batch: Vec<Op>) {
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-        fail_unrun(batch, &e.to_string());
+        let cause: Cause = Arc::new(e);
+        fail_unrun(batch, || StoreError::Backend(cause.clone()));
         return;
     }
     let mut staged = Vec::with_capacity(batch.len());
-    let mut lost: Option<String> = None;
+    let mut lost: Option<Cause> = None;
     for op in batch {
         if lost.is_some() {
             staged.push(op(None));
@@ -156,7 +159,7 @@ fn commit_batch(conn: &Connection, batch: Vec<Op>) {
             .prepare_cached("SAVEPOINT forge_write")
             .and_then(|mut st| st.execute([]))
         {
-            lost = Some(e.to_string());
+            lost = Some(Arc::new(e));
             staged.push(op(None));
             continue;
         }
@@ -164,7 +167,9 @@ fn commit_batch(conn: &Connection, batch: Vec<Op>) {
         if conn.is_autocommit() {
             // SQLite rolled the whole transaction back (I/O error, disk full,
             // interrupted): what the batch wrote before is gone too.
-            lost = Some("the transaction was rolled back by the database".into());
+            lost = Some(Arc::from(BoxError::from(
+                "the transaction was rolled back by the database",
+            )));
         } else {
             let end = if s.ok {
                 conn.prepare_cached("RELEASE forge_write")
@@ -174,7 +179,7 @@ fn commit_batch(conn: &Connection, batch: Vec<Op>) {
                 conn.execute_batch("ROLLBACK TO forge_write; RELEASE forge_write")
             };
             if let Err(e) = end {
-                lost = Some(e.to_string());
+                lost = Some(Arc::new(e));
             }
         }
         staged.push(s);
@@ -182,7 +187,7 @@ fn commit_batch(conn: &Connection, batch: Vec<Op>) {
     if lost.is_none()
         && let Err(e) = conn.execute_batch("COMMIT")
     {
-        lost = Some(e.to_string());
+        lost = Some(Arc::new(e));
     }
     if let Some(why) = lost {
         if !conn.is_autocommit() {
@@ -193,7 +198,7 @@ fn commit_batch(conn: &Connection, batch: Vec<Op>) {
             "a store batch was not committed: {why}"
         );
         for s in staged {
-            (s.answer)(Some(StoreError::Backend(format!("not committed: {why}"))));
+            (s.answer)(Some(StoreError::NotCommitted(why.clone())));
         }
         return;
     }
@@ -261,7 +266,13 @@ mod tests {
         for h in handles {
             match h.await.expect("join") {
                 Ok(()) => ok += 1,
-                Err(StoreError::Backend(m)) if m.contains("UNIQUE") => duplicate += 1,
+                Err(StoreError::Backend(e))
+                    if e.downcast_ref::<rusqlite::Error>()
+                        .and_then(|e| e.sqlite_error_code())
+                        == Some(rusqlite::ErrorCode::ConstraintViolation) =>
+                {
+                    duplicate += 1
+                }
                 Err(e) => panic!("unexpected error: {e}"),
             }
         }
@@ -301,7 +312,7 @@ mod tests {
             })
             .await;
         assert!(
-            matches!(&lost, Err(StoreError::Backend(m)) if m.contains("not committed")),
+            matches!(&lost, Err(StoreError::NotCommitted(_))),
             "{lost:?}"
         );
         assert!(rows(&conn).is_empty());

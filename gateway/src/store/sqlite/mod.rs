@@ -67,7 +67,7 @@ impl SqliteDatabase {
             && !parent.as_os_str().is_empty()
         {
             std::fs::create_dir_all(parent)
-                .map_err(|e| StoreError::Task(format!("create {}: {e}", parent.display())))?;
+                .map_err(|e| StoreError::task(format!("create {}: {e}", parent.display())))?;
         }
         let mut conn = Connection::open(path.as_ref())?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -114,7 +114,7 @@ impl SqliteDatabase {
         let conn = self
             .conn
             .lock()
-            .map_err(|_| StoreError::Task("store mutex poisoned".into()))?;
+            .map_err(|_| StoreError::task("store mutex poisoned"))?;
         Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
     }
 
@@ -136,7 +136,7 @@ impl SqliteDatabase {
     {
         let readers = Arc::clone(&self.readers);
         tokio::task::spawn_blocking(move || {
-            let poisoned = || StoreError::Task("store mutex poisoned".into());
+            let poisoned = || StoreError::task("store mutex poisoned");
             let free = readers.iter().find_map(|r| r.try_lock().ok());
             let guard = match free {
                 Some(g) => g,
@@ -145,7 +145,7 @@ impl SqliteDatabase {
             f(&guard)
         })
         .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
+        .map_err(StoreError::task)?
     }
 
     /// Runs the write `f` in the next group-commit batch (inside a transaction of its
@@ -168,9 +168,9 @@ where
     tokio::task::spawn_blocking(move || {
         let mut guard = conn
             .lock()
-            .map_err(|_| StoreError::Task("store mutex poisoned".into()))?;
+            .map_err(|_| StoreError::task("store mutex poisoned"))?;
         f(&mut guard)
     })
     .await
-    .map_err(|e| StoreError::Task(e.to_string()))?
+    .map_err(StoreError::task)?
 }
