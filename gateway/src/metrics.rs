@@ -55,51 +55,114 @@ use crate::domain::JobState;
 use forge_policy_host::{ChainError, ChainOutcome};
 
 type Labels = Vec<(&'static str, String)>;
+type CounterFamily = Family<Labels, Counter>;
+type GaugeFamily = Family<Labels, Gauge>;
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 fn plugin_call_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_02, 2.0, 16))
 }
 
-/// The gateway's metrics.
-#[derive(Debug)]
-pub struct Metrics {
-    /// What anyone may scrape.
-    registry: Registry,
-    /// Added for authenticated scrapers: series labelled with plugin (and so team) names.
-    detailed: Registry,
-    decisions: Family<Labels, Counter>,
-    transitions: Family<Labels, Counter>,
-    dispatch: Histogram,
-    pass: Histogram,
-    reused: Counter,
-    capsules: Family<Labels, Counter>,
-    capsule_lookups: Family<Labels, Counter>,
-    upload_bytes: Counter,
-    upload_sessions: Family<Labels, Counter>,
-    logs: Counter,
-    queue_depth: Family<Labels, Gauge>,
-    policy_version: Gauge,
-    plugin_calls_total: Family<Labels, Counter>,
-    plugin_failures_total: Family<Labels, Counter>,
-    plugin_calls: Family<Labels, Counter>,
-    plugin_seconds: HistogramFamily,
-    plugin_failures: Family<Labels, Counter>,
-    leader: Gauge,
-    leader_epoch: Gauge,
-    fenced: Family<Labels, Counter>,
-    rayjob_writes: Family<Labels, Counter>,
-    rayjob_relists: Counter,
-    rayjob_resyncs: Counter,
-    limited: Family<Labels, Counter>,
-    foreign: Family<Labels, Gauge>,
-    playground_requests: Family<Labels, Counter>,
-    playground_ends: Family<Labels, Counter>,
-    playground_tokens: Family<Labels, Counter>,
-    storage_bytes: Family<Labels, Gauge>,
-    storage_objects: Family<Labels, Gauge>,
-    retention_deleted: Family<Labels, Counter>,
-    retention_sweeps: Counter,
+/// Declares the metrics once, a line each — the view it is in (`open`: anyone may
+/// scrape it; `detailed`: only an authenticated scraper, as its labels name plugins
+/// and so teams), its field, type and constructor, its name and help — and builds the
+/// [`Metrics`] struct and its registration from the table, in the table's order.
+macro_rules! metrics {
+    ($( $view:ident $field:ident : $ty:ty = $init:expr, $name:literal, $help:literal; )*) => {
+        /// The gateway's metrics.
+        #[derive(Debug)]
+        pub struct Metrics {
+            /// What anyone may scrape.
+            registry: Registry,
+            /// Added for authenticated scrapers: series labelled with plugin (and so
+            /// team) names.
+            detailed: Registry,
+            $( $field: $ty, )*
+        }
+
+        impl Metrics {
+            /// A registry with every metric registered.
+            pub fn new() -> Self {
+                let mut registry = Registry::default();
+                let mut detailed = Registry::default();
+                $(
+                    let $field: $ty = $init;
+                    metrics!(@view $view, registry, detailed)
+                        .register($name, $help, $field.clone());
+                )*
+                Self { registry, detailed, $( $field, )* }
+            }
+        }
+    };
+    (@view open, $open:ident, $detailed:ident) => { $open };
+    (@view detailed, $open:ident, $detailed:ident) => { $detailed };
+}
+
+metrics! {
+    open decisions: CounterFamily = Family::default(), "forge_admission_decisions",
+        "Policy chain decisions by kind and path";
+    open transitions: CounterFamily = Family::default(), "forge_job_transitions",
+        "Job state changes by new state";
+    open dispatch: Histogram = Histogram::new(exponential_buckets(0.0005, 2.0, 16)), "forge_dispatch_seconds",
+        "Seconds from the dispatch decision to the RayJob created";
+    open pass: Histogram = Histogram::new(exponential_buckets(0.0005, 2.0, 16)), "forge_dispatch_pass_seconds",
+        "Seconds of one dispatcher pass";
+    open reused: Counter = Counter::default(), "forge_dispatch_decisions_reused",
+        "Queued jobs a dispatcher pass did not ask the chain about again: the policy, the cluster view and the team's usage were those of their last decision";
+    open capsules: CounterFamily = Family::default(), "forge_capsule_uploads",
+        "Capsules stored, by outcome";
+    open capsule_lookups: CounterFamily = Family::default(), "forge_capsule_lookups",
+        "Capsule presence questions, by result";
+    open upload_bytes: Counter = Counter::default(), "forge_upload_bytes",
+        "Bytes received in resumable-upload chunks";
+    open upload_sessions: CounterFamily = Family::default(), "forge_upload_sessions",
+        "Resumable-upload sessions, by outcome";
+    open logs: Counter = Counter::default(), "forge_logs_archived",
+        "Job logs archived to object storage";
+    open queue_depth: GaugeFamily = Family::default(), "forge_queue_depth",
+        "Queued jobs per GPU series";
+    open policy_version: Gauge = Gauge::default(), "forge_policy_version",
+        "Version of the active global policy chain";
+    open plugin_calls_total: CounterFamily = Family::default(), "forge_policy_plugin_calls",
+        "Policy plugin calls (all plugins) by outcome";
+    open plugin_failures_total: CounterFamily = Family::default(), "forge_policy_plugin_failures",
+        "Policy plugin calls (all plugins) that failed, by cause";
+    detailed plugin_calls: CounterFamily = Family::default(), "forge_plugin_calls",
+        "Policy plugin calls by plugin, version and outcome";
+    detailed plugin_seconds: HistogramFamily = Family::new_with_constructor(plugin_call_histogram), "forge_plugin_call_seconds",
+        "Seconds of one policy plugin call";
+    detailed plugin_failures: CounterFamily = Family::default(), "forge_plugin_failures",
+        "Policy plugin calls that failed, by cause";
+    open leader: Gauge = Gauge::default(), "forge_leader",
+        "1 while this replica leads (runs the dispatcher and the lifecycle controller)";
+    open leader_epoch: Gauge = Gauge::default(), "forge_leader_epoch",
+        "Epoch (fencing token) of this replica's leadership term, 0 when following";
+    open fenced: CounterFamily = Family::default(), "forge_fenced",
+        "Side effects refused because their leadership term was over";
+    open rayjob_writes: CounterFamily = Family::default(), "forge_rayjob_writes",
+        "RayJob creates and deletes sent by this process";
+    open rayjob_relists: Counter = Counter::default(), "forge_rayjob_relists",
+        "RayJob watch lists (the first and every relist) whose reconcile with the store finished";
+    open rayjob_resyncs: Counter = Counter::default(), "forge_rayjob_resyncs",
+        "Periodic looks at every RayJob of this installation (events or not) that finished, successful or not";
+    open limited: CounterFamily = Family::default(), "forge_submissions_limited",
+        "Submissions refused for a team's submission rate or queue cap";
+    open foreign: GaugeFamily = Family::default(), "forge_foreign_rayjobs",
+        "Managed RayJobs not created by this installation or of no known job (never deleted)";
+    open playground_requests: CounterFamily = Family::default(), "forge_playground_requests",
+        "Calls to playground servers through the gateway, by API and status class";
+    open playground_ends: CounterFamily = Family::default(), "forge_playground_ends",
+        "Playgrounds ended, by reason";
+    open playground_tokens: CounterFamily = Family::default(), "forge_playground_tokens",
+        "Tokens playground servers reported in their answers' usage, by kind";
+    open storage_bytes: GaugeFamily = Family::default(), "forge_storage_bytes",
+        "Bytes object storage holds, by kind (the leader's last retention sweep)";
+    open storage_objects: GaugeFamily = Family::default(), "forge_storage_objects",
+        "Objects object storage holds, by kind (the leader's last retention sweep)";
+    open retention_deleted: CounterFamily = Family::default(), "forge_retention_deleted",
+        "What retention deleted, by kind";
+    open retention_sweeps: Counter = Counter::default(), "forge_retention_sweeps",
+        "Retention sweeps finished";
 }
 
 impl Default for Metrics {
@@ -109,241 +172,6 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A registry with every metric registered.
-    pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let decisions = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_admission_decisions",
-            "Policy chain decisions by kind and path",
-            decisions.clone(),
-        );
-        let transitions = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_job_transitions",
-            "Job state changes by new state",
-            transitions.clone(),
-        );
-        let dispatch = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        registry.register(
-            "forge_dispatch_seconds",
-            "Seconds from the dispatch decision to the RayJob created",
-            dispatch.clone(),
-        );
-        let pass = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        registry.register(
-            "forge_dispatch_pass_seconds",
-            "Seconds of one dispatcher pass",
-            pass.clone(),
-        );
-        let reused = Counter::default();
-        registry.register(
-            "forge_dispatch_decisions_reused",
-            "Queued jobs a dispatcher pass did not ask the chain about again: the policy, the cluster view and the team's usage were those of their last decision",
-            reused.clone(),
-        );
-        let capsules = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_capsule_uploads",
-            "Capsules stored, by outcome",
-            capsules.clone(),
-        );
-        let capsule_lookups = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_capsule_lookups",
-            "Capsule presence questions, by result",
-            capsule_lookups.clone(),
-        );
-        let upload_bytes = Counter::default();
-        registry.register(
-            "forge_upload_bytes",
-            "Bytes received in resumable-upload chunks",
-            upload_bytes.clone(),
-        );
-        let upload_sessions = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_upload_sessions",
-            "Resumable-upload sessions, by outcome",
-            upload_sessions.clone(),
-        );
-        let logs = Counter::default();
-        registry.register(
-            "forge_logs_archived",
-            "Job logs archived to object storage",
-            logs.clone(),
-        );
-        let queue_depth = Family::<Labels, Gauge>::default();
-        registry.register(
-            "forge_queue_depth",
-            "Queued jobs per GPU series",
-            queue_depth.clone(),
-        );
-        let policy_version = Gauge::default();
-        registry.register(
-            "forge_policy_version",
-            "Version of the active global policy chain",
-            policy_version.clone(),
-        );
-        let plugin_calls_total = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_policy_plugin_calls",
-            "Policy plugin calls (all plugins) by outcome",
-            plugin_calls_total.clone(),
-        );
-        let plugin_failures_total = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_policy_plugin_failures",
-            "Policy plugin calls (all plugins) that failed, by cause",
-            plugin_failures_total.clone(),
-        );
-        let mut detailed = Registry::default();
-        let plugin_calls = Family::<Labels, Counter>::default();
-        detailed.register(
-            "forge_plugin_calls",
-            "Policy plugin calls by plugin, version and outcome",
-            plugin_calls.clone(),
-        );
-        let plugin_seconds: HistogramFamily =
-            Family::new_with_constructor(plugin_call_histogram as fn() -> Histogram);
-        detailed.register(
-            "forge_plugin_call_seconds",
-            "Seconds of one policy plugin call",
-            plugin_seconds.clone(),
-        );
-        let plugin_failures = Family::<Labels, Counter>::default();
-        detailed.register(
-            "forge_plugin_failures",
-            "Policy plugin calls that failed, by cause",
-            plugin_failures.clone(),
-        );
-        let leader = Gauge::default();
-        registry.register(
-            "forge_leader",
-            "1 while this replica leads (runs the dispatcher and the lifecycle controller)",
-            leader.clone(),
-        );
-        let leader_epoch = Gauge::default();
-        registry.register(
-            "forge_leader_epoch",
-            "Epoch (fencing token) of this replica's leadership term, 0 when following",
-            leader_epoch.clone(),
-        );
-        let fenced = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_fenced",
-            "Side effects refused because their leadership term was over",
-            fenced.clone(),
-        );
-        let rayjob_writes = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_rayjob_writes",
-            "RayJob creates and deletes sent by this process",
-            rayjob_writes.clone(),
-        );
-        let rayjob_relists = Counter::default();
-        registry.register(
-            "forge_rayjob_relists",
-            "RayJob watch lists (the first and every relist) whose reconcile with the store finished",
-            rayjob_relists.clone(),
-        );
-        let rayjob_resyncs = Counter::default();
-        registry.register(
-            "forge_rayjob_resyncs",
-            "Periodic looks at every RayJob of this installation (events or not) that finished, successful or not",
-            rayjob_resyncs.clone(),
-        );
-        let limited = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_submissions_limited",
-            "Submissions refused for a team's submission rate or queue cap",
-            limited.clone(),
-        );
-        let foreign = Family::<Labels, Gauge>::default();
-        registry.register(
-            "forge_foreign_rayjobs",
-            "Managed RayJobs not created by this installation or of no known job (never deleted)",
-            foreign.clone(),
-        );
-        let playground_requests = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_playground_requests",
-            "Calls to playground servers through the gateway, by API and status class",
-            playground_requests.clone(),
-        );
-        let playground_ends = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_playground_ends",
-            "Playgrounds ended, by reason",
-            playground_ends.clone(),
-        );
-        let playground_tokens = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_playground_tokens",
-            "Tokens playground servers reported in their answers' usage, by kind",
-            playground_tokens.clone(),
-        );
-        let storage_bytes = Family::<Labels, Gauge>::default();
-        registry.register(
-            "forge_storage_bytes",
-            "Bytes object storage holds, by kind (the leader's last retention sweep)",
-            storage_bytes.clone(),
-        );
-        let storage_objects = Family::<Labels, Gauge>::default();
-        registry.register(
-            "forge_storage_objects",
-            "Objects object storage holds, by kind (the leader's last retention sweep)",
-            storage_objects.clone(),
-        );
-        let retention_deleted = Family::<Labels, Counter>::default();
-        registry.register(
-            "forge_retention_deleted",
-            "What retention deleted, by kind",
-            retention_deleted.clone(),
-        );
-        let retention_sweeps = Counter::default();
-        registry.register(
-            "forge_retention_sweeps",
-            "Retention sweeps finished",
-            retention_sweeps.clone(),
-        );
-        Self {
-            registry,
-            retention_sweeps,
-            storage_bytes,
-            storage_objects,
-            retention_deleted,
-            playground_requests,
-            playground_ends,
-            playground_tokens,
-            leader,
-            leader_epoch,
-            fenced,
-            rayjob_writes,
-            rayjob_relists,
-            rayjob_resyncs,
-            limited,
-            foreign,
-            detailed,
-            plugin_calls_total,
-            plugin_failures_total,
-            plugin_calls,
-            plugin_seconds,
-            plugin_failures,
-            decisions,
-            transitions,
-            dispatch,
-            pass,
-            reused,
-            capsules,
-            capsule_lookups,
-            upload_bytes,
-            upload_sessions,
-            logs,
-            queue_depth,
-            policy_version,
-        }
-    }
-
     /// A policy decision.
     pub fn admission(&self, decision: &str, path: &'static str) {
         self.decisions

@@ -369,7 +369,8 @@ async fn the_ttl_controller_warns_then_reclaims_and_the_pod_goes() {
     assert_eq!(status, 201, "{created:#}");
     let id = created["id"].as_str().expect("id").to_string();
     ready(&gw, &id).await;
-    // Extend: the hard TTL moves; past the 24 h lifetime is refused with the field.
+    // Extend: the hard TTL moves; past the 24 h lifetime is refused (409, the
+    // playground's age decides) with the field and how much is still possible.
     let (s, v) = json_of(
         call(
             &gw,
@@ -396,10 +397,19 @@ async fn the_ttl_controller_warns_then_reclaims_and_the_pod_goes() {
     )
     .await;
     assert_eq!(
-        (s, v["error"]["details"]["field"].clone()),
-        (422, json!("seconds")),
+        (
+            s,
+            v["error"]["code"].clone(),
+            v["error"]["details"]["field"].clone()
+        ),
+        (409, json!("playground-lifetime"), json!("seconds")),
         "{v:#}"
     );
+    let most = v["error"]["details"]["maxSeconds"]
+        .as_u64()
+        .expect("maxSeconds");
+    // Created with a 3 600 s TTL, extended by 600 s: 24 h less those.
+    assert_eq!(most, 86_400 - 3_600 - 600, "{v:#}");
 
     // Time passes: the stored clock (what the controller reads, so a restart keeps
     // it) now ends in 2 s. The leader warns first, then reclaims.

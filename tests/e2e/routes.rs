@@ -16,10 +16,10 @@ async fn every_v1_route_needs_a_token() {
     let gw = TestGateway::start("h100=1x8", &[]).await;
     let v1: Vec<_> = ROUTES
         .iter()
-        .filter(|(_, p)| p.starts_with("/v1/"))
+        .filter(|r| r.path.starts_with("/v1/"))
         .collect();
     assert!(v1.len() >= 15, "the route table lists the API: {v1:?}");
-    for (method, path) in v1 {
+    for &forge_gateway::http::Route { method, path, .. } in v1 {
         let url = format!(
             "{}{}",
             gw.url,
@@ -57,10 +57,10 @@ async fn probes_and_metrics_are_open() {
     let gw = TestGateway::start("h100=1x8", &[]).await;
     let open: Vec<_> = ROUTES
         .iter()
-        .filter(|(_, p)| !p.starts_with("/v1/"))
+        .filter(|r| !r.path.starts_with("/v1/"))
         .collect();
     assert_eq!(open.len(), 4, "only probes and metrics are open: {open:?}");
-    for (method, path) in open {
+    for &forge_gateway::http::Route { method, path, .. } in open {
         let resp = gw
             .http
             .request(method_of(method), format!("{}{path}", gw.url))

@@ -7,19 +7,20 @@ for (the JobSpec's are listed in the schema's description, `UNSTATED_RULES`):
 
 - a JSON submission names a capsule that exists: `run.sh` uploads one first
   (FORGE_FUZZ_CAPSULE), and a multipart one carries a real code archive;
-- JobSpec cross-field rules: unique pool names; memory at least 256Mi, object store
-  at least 75Mi and less than the memory; a variable in env or secretEnv, not both;
-  secretEnv Secrets of the caller's team (FORGE_FUZZ_TEAM); pip lines the gateway
-  can vouch for;
-- a plugin's `settings` part is JSON text;
-- a playground's idle TTL is at most its TTL;
-- a log is read from an `offset` or its `tail`, not both, of the driver/head (`name`) or
-  one `pod`, not both (`container` only with `pod`), and without `follow` (it would
-  stream until the job ends, and no job ends in the fuzz run).
+- JobSpec cross-field rules (`UNSTATED_RULES` in the schema's description): unique
+  pool names; memory at least 256Mi, object store at least 75Mi and less than the
+  memory (repaired only when broken, so the quantity patterns are fuzzed); at most 256
+  variables in env and secretEnv together, a name in one of them only; secretEnv
+  Secrets of the caller's team (FORGE_FUZZ_TEAM).
+
+Everything else a positive case must follow is in the document itself (which log and
+where to start, pip lines, quantities, a plugin's settings, chain lengths, a
+playground's idle TTL).
 """
 
 import io
 import os
+import re
 import zipfile
 
 import schemathesis
@@ -39,6 +40,37 @@ def code_archive() -> bytes:
 CODE = code_archive()
 
 
+# Bytes per unit of a Kubernetes quantity (the published pattern's suffixes).
+UNITS = {"": 1, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+         "P": 1e15, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+MIN_MEMORY = 256 * 2**20
+MIN_STORE = 75 * 2**20
+
+
+def quantity_bytes(q):
+    """Bytes of a quantity that follows the published pattern, else None."""
+    m = re.fullmatch(r"([0-9]*\.?[0-9]*)([eE][-+]?[0-9]|[A-Za-z]*)", q)
+    if not m or m.group(1) in ("", "."):
+        return None
+    number, suffix = float(m.group(1)), m.group(2)
+    if suffix[:1] in ("e", "E"):
+        return number * 10 ** int(suffix[1:])
+    return number * UNITS[suffix] if suffix in UNITS else None
+
+
+def repair_pool(pool):
+    memory = pool.get("memoryPerNode")
+    store = pool.get("objectStoreMemory")
+    m = quantity_bytes(memory) if isinstance(memory, str) else None
+    s = quantity_bytes(store) if isinstance(store, str) else None
+    if m is not None and m < MIN_MEMORY:
+        pool["memoryPerNode"], m = "64Gi", 64 * 2**30
+    if s is not None and s < MIN_STORE:
+        pool["objectStoreMemory"], s = "8Gi", 8 * 2**30
+    if m is not None and s is not None and s >= m:
+        pool["memoryPerNode"], pool["objectStoreMemory"] = "64Gi", "8Gi"
+
+
 def repair_spec(spec):
     if not isinstance(spec, dict):
         return spec
@@ -54,10 +86,7 @@ def repair_spec(spec):
                     name = f"p{i}-{len(seen)}"
                 pool["name"] = name
                 seen.add(name)
-            if isinstance(pool.get("memoryPerNode"), str):
-                pool["memoryPerNode"] = "64Gi"
-            if isinstance(pool.get("objectStoreMemory"), str):
-                pool["objectStoreMemory"] = "8Gi"
+            repair_pool(pool)
     env = spec.get("env")
     secret_env = spec.get("secretEnv")
     if isinstance(secret_env, dict):
@@ -71,32 +100,16 @@ def repair_spec(spec):
         if isinstance(env, dict) and len(env) + len(secret_env) > 256:
             for key in list(secret_env)[: len(env) + len(secret_env) - 256]:
                 del secret_env[key]
-    if isinstance(spec.get("pip"), list):
-        spec["pip"] = ["numpy" for _ in spec["pip"]]
     return spec
 
 
 @schemathesis.hook
 def map_case(context, case):
-    path, body, query = case.operation.path, case.body, case.query
-    if path == "/v1/jobs/{id}/logs" and isinstance(query, dict) and query.get("follow") is True:
-        # `follow` keeps the answer open until the job ends, and in the fuzz run
-        # (`--sim api-only`) no job ever ends: every case, positive or negative, reads
-        # the log without it (a negative case keeps its own violation).
-        query["follow"] = False
+    path, body = case.operation.path, case.body
     meta = case.meta
     if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
         return case
-    if path == "/v1/jobs/{id}/logs" and isinstance(query, dict):
-        # `offset` or `tail`, not both; `name` or `pod`, not both; `container` only with
-        # `pod` (parameters cannot exclude or require each other in OpenAPI).
-        if "offset" in query and "tail" in query:
-            del query["tail"]
-        if "name" in query and "pod" in query:
-            del query["name"]
-        if "container" in query and "pod" not in query:
-            del query["container"]
-    elif path == "/v1/admission/review":
+    if path == "/v1/admission/review":
         case.body = repair_spec(body)
     elif path == "/v1/jobs" and case.method.upper() == "POST" and isinstance(body, dict):
         if "spec" in body:
@@ -105,12 +118,4 @@ def map_case(context, case):
             body["capsule"] = CAPSULE
         if "code" in body:
             body["code"] = CODE
-    elif path == "/v1/plugins" and case.method.upper() == "POST" and isinstance(body, dict):
-        # `settings` is a JSON text part: the plugin's own validate-settings judges it.
-        if isinstance(body.get("settings"), str):
-            body["settings"] = "{}"
-    elif path == "/v1/playgrounds" and case.method.upper() == "POST" and isinstance(body, dict):
-        ttl, idle = body.get("ttlSeconds"), body.get("idleSeconds")
-        if isinstance(ttl, (int, float)) and isinstance(idle, (int, float)) and idle > ttl:
-            body["idleSeconds"] = ttl
     return case

@@ -45,10 +45,9 @@ cleanup() {
 trap cleanup EXIT
 
 # api-only: RayJobs and playground pods are stored but nothing runs, so the thousands
-# of requests cannot start processes. A vLLM image is configured so that playgrounds
-# are enabled (without one, creating a playground answers 409 playgrounds-disabled).
+# of requests cannot start processes. Playgrounds are enabled (dev's defaults name a
+# vLLM image; without one, creating a playground answers 409 playgrounds-disabled).
 FORGE_LISTEN=127.0.0.1:0 FORGE_DATA_DIR="$work/data" RUST_LOG=warn \
-  FORGE_IMAGE_VLLM=vllm/vllm-openai:v0.11.0 \
   "$gateway" dev --nodes h100=2x8,h200=1x8 --sim api-only \
   --plugins-dir "$root/target/plugins/components" \
   >"$work/stdout" 2>"$work/gateway.log" &
@@ -66,6 +65,11 @@ if [ -z "$url" ] || [ -z "$token" ]; then
   cat "$work/stdout" "$work/gateway.log" >&2
   exit 1
 fi
+# Ready (store, caches, a policy chain) before the first submission.
+for _ in $(seq 1 300); do
+  curl -sf "$url/readyz" >/dev/null && break
+  sleep 0.2
+done
 echo "gateway at $url; seed $seed (FORGE_SCHEMATHESIS_SEED=$seed replays this run)"
 
 # A stored capsule for the JSON submissions the hooks complete: one small job with

@@ -38,7 +38,7 @@ use zip::{CompressionMethod, DateTime, ZipWriter};
 use crate::error::CapsuleError;
 use crate::limits::CapsuleLimits;
 use crate::manifest::{FORMAT_VERSION, ForgeFile, Manifest, ManifestFile, RunnerInfo};
-use crate::source::{Budget, CodeSource, Origin, StreamError, prepare};
+use crate::source::{Budget, CodeSource, Entry, Origin, StreamError, prepare};
 use crate::tail_hasher::TailHasher;
 
 pub use crate::source::TOP_DIR;
@@ -170,7 +170,10 @@ pub fn assemble(
 }
 
 /// [`assemble`], telling `packed` how many bytes of user code it has just packed
-/// (a client's progress bar); the output is the same.
+/// (a client's progress bar); the output is the same. The steps: check and order the
+/// input ([`prepare`]), stream every code entry into a temporary zip while its tail
+/// is hashed, add the `.forge/` files (JobSpec, runner, manifest), then name the zip
+/// by its digest.
 pub fn assemble_observed(
     input: CodeSource,
     jobspec: &[u8],
@@ -182,136 +185,16 @@ pub fn assemble_observed(
     std::fs::create_dir_all(out_dir).map_err(|e| CapsuleError::io(out_dir, e))?;
     let mut budget = Budget::new(limits);
     let mut prepared = prepare(&input, limits, out_dir, &mut budget)?;
-
-    let tmp = tempfile::Builder::new()
-        .prefix(".capsule-")
-        .suffix(".zip.part")
-        .tempfile_in(out_dir)
-        .map_err(|e| CapsuleError::io(out_dir, e))?;
-    let tmp_path = tmp.path().to_owned();
-    let wio = |e: io::Error| CapsuleError::io(&tmp_path, e);
-    let zio = |e: zip::result::ZipError| CapsuleError::io(&tmp_path, io::Error::other(e));
-    let hasher = TailHasher::start(&tmp_path).map_err(wio)?;
-    let pos = Arc::new(AtomicU64::new(0));
-    let file = tmp.as_file().try_clone().map_err(wio)?;
-    let mut zip = ZipWriter::new(PosWriter {
-        inner: BufWriter::with_capacity(CHUNK, file),
-        pos: pos.clone(),
-    });
-
-    let mut buf = vec![0u8; CHUNK];
+    let mut packer = Packer::start(out_dir)?;
     let mut files = Vec::with_capacity(prepared.entries.len());
     let mut code_bytes = 0u64;
     for entry in &prepared.entries {
-        let settled = pos.load(Ordering::Relaxed);
-        let method = compression_for(&entry.path, entry.declared_size);
-        zip.start_file(
-            format!("{TOP_DIR}/{}", entry.path),
-            options(method, entry.executable, entry.declared_size),
-        )
-        .map_err(zio)?;
-        // start_file finished (patched + flushed) the previous entry.
-        hasher.settled(settled);
-        let mut digest = blake3::Hasher::new();
-        let mut sink = |b: &[u8]| {
-            digest.update(b);
-            packed(b.len() as u64);
-            zip.write_all(b)
-        };
-        let result = match &entry.origin {
-            Origin::Fs(p) => {
-                let mut f = File::open(p).map_err(|e| CapsuleError::io(p, e))?;
-                budget
-                    .stream(&entry.path, None, &mut f, &mut buf, &mut sink)
-                    .map_err(|e| match e {
-                        StreamError::Read(e) => CapsuleError::io(p, e),
-                        other => stream_err(other, &tmp_path),
-                    })
-            }
-            Origin::ZipIndex(i) => {
-                let archive = prepared
-                    .zip
-                    .as_mut()
-                    .expect("zip entries come with their archive");
-                let mut f = archive
-                    .by_index(*i)
-                    .map_err(|e| CapsuleError::InvalidArchive(e.to_string()))?;
-                budget
-                    .stream(
-                        &entry.path,
-                        entry.compressed_size,
-                        &mut f,
-                        &mut buf,
-                        &mut sink,
-                    )
-                    .map_err(|e| match e {
-                        StreamError::Read(e) => {
-                            CapsuleError::InvalidArchive(format!("{}: {e}", entry.path))
-                        }
-                        other => stream_err(other, &tmp_path),
-                    })
-            }
-        };
-        let size = result?;
-        code_bytes += size;
-        files.push(ManifestFile {
-            path: entry.path.clone(),
-            size,
-            blake3: digest.finalize().to_hex().to_string(),
-            executable: entry.executable,
-        });
+        let file = packer.code_entry(entry, prepared.zip.as_mut(), &mut budget, packed)?;
+        code_bytes += file.size;
+        files.push(file);
     }
-
-    let mut add_forge = |zip: &mut ZipWriter<_>,
-                         name: &str,
-                         bytes: &mut dyn Read,
-                         executable: bool|
-     -> Result<ForgeFile, CapsuleError> {
-        let settled = pos.load(Ordering::Relaxed);
-        zip.start_file(
-            format!("{TOP_DIR}/.forge/{name}"),
-            options(CompressionMethod::Deflated, executable, 0),
-        )
-        .map_err(zio)?;
-        hasher.settled(settled);
-        let mut sha = Sha256::new();
-        let mut size = 0u64;
-        loop {
-            let n = bytes.read(&mut buf).map_err(wio)?;
-            if n == 0 {
-                break;
-            }
-            sha.update(&buf[..n]);
-            zip.write_all(&buf[..n]).map_err(wio)?;
-            size += n as u64;
-        }
-        Ok(ForgeFile {
-            path: format!(".forge/{name}"),
-            size,
-            sha256: hex::encode(sha.finalize()),
-        })
-    };
-    let jobspec = add_forge(&mut zip, JOBSPEC_NAME, &mut &jobspec[..], false)?;
-    let runner = match runner {
-        Some(p) => {
-            let name = p
-                .file_name()
-                .and_then(|n| n.to_str())
-                .filter(|n| *n != JOBSPEC_NAME && *n != MANIFEST_NAME)
-                .ok_or_else(|| {
-                    CapsuleError::io(
-                        p,
-                        io::Error::other("runner artifact needs a plain UTF-8 file name"),
-                    )
-                })?
-                .to_owned();
-            let mut f = File::open(p).map_err(|e| CapsuleError::io(p, e))?;
-            let file = add_forge(&mut zip, &name, &mut f, true)?;
-            let version = format!("sha256:{}", file.sha256);
-            Some(RunnerInfo { file, version })
-        }
-        None => None,
-    };
+    let jobspec = packer.forge_file(JOBSPEC_NAME, &mut &jobspec[..], false)?;
+    let runner = runner.map(|p| packer.runner(p)).transpose()?;
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
         packer: format!("forge-capsule {}", env!("CARGO_PKG_VERSION")),
@@ -321,23 +204,200 @@ pub fn assemble_observed(
         files,
     };
     let manifest_bytes = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
-    add_forge(&mut zip, MANIFEST_NAME, &mut &manifest_bytes[..], false)?;
-
-    let writer = zip.finish().map_err(zio)?;
-    let file = writer.inner.into_inner().map_err(|e| wio(e.into_error()))?;
-    let size = file.metadata().map_err(wio)?.len();
-    drop(file);
-    let (digest, hashed) = hasher.finish(size).map_err(wio)?;
-    debug_assert_eq!(hashed, size);
-    let path = out_dir.join(format!("{digest}.zip"));
-    tmp.persist(&path)
-        .map_err(|e| CapsuleError::io(&path, e.error))?;
+    packer.forge_file(MANIFEST_NAME, &mut &manifest_bytes[..], false)?;
+    let (digest, path, size) = packer.finish(out_dir)?;
     Ok(Capsule {
         digest,
         path,
         size,
         manifest,
     })
+}
+
+/// The zip being written: a temporary file in the output directory (removed unless
+/// [`Packer::finish`] names it), its writer, and the hasher reading its settled tail.
+struct Packer {
+    tmp: tempfile::NamedTempFile,
+    tmp_path: PathBuf,
+    zip: ZipWriter<PosWriter<BufWriter<File>>>,
+    /// Where the writer is: what precedes an entry's start is settled (hashable).
+    pos: Arc<AtomicU64>,
+    hasher: TailHasher,
+    buf: Vec<u8>,
+}
+
+impl Packer {
+    fn start(out_dir: &Path) -> Result<Self, CapsuleError> {
+        let tmp = tempfile::Builder::new()
+            .prefix(".capsule-")
+            .suffix(".zip.part")
+            .tempfile_in(out_dir)
+            .map_err(|e| CapsuleError::io(out_dir, e))?;
+        let tmp_path = tmp.path().to_owned();
+        let wio = |e: io::Error| CapsuleError::io(&tmp_path, e);
+        let hasher = TailHasher::start(&tmp_path).map_err(wio)?;
+        let pos = Arc::new(AtomicU64::new(0));
+        let file = tmp.as_file().try_clone().map_err(wio)?;
+        let zip = ZipWriter::new(PosWriter {
+            inner: BufWriter::with_capacity(CHUNK, file),
+            pos: pos.clone(),
+        });
+        Ok(Packer {
+            tmp,
+            tmp_path,
+            zip,
+            pos,
+            hasher,
+            buf: vec![0u8; CHUNK],
+        })
+    }
+
+    fn write_err(&self, e: io::Error) -> CapsuleError {
+        CapsuleError::io(&self.tmp_path, e)
+    }
+
+    fn zip_err(&self, e: zip::result::ZipError) -> CapsuleError {
+        CapsuleError::io(&self.tmp_path, io::Error::other(e))
+    }
+
+    /// Starts entry `name`; what the previous one wrote is settled for the hasher.
+    fn start_file(&mut self, name: String, options: SimpleFileOptions) -> Result<(), CapsuleError> {
+        let settled = self.pos.load(Ordering::Relaxed);
+        self.zip
+            .start_file(name, options)
+            .map_err(|e| self.zip_err(e))?;
+        // start_file finished (patched + flushed) the previous entry.
+        self.hasher.settled(settled);
+        Ok(())
+    }
+
+    /// One entry of the user's code, streamed within the budget; its manifest line.
+    fn code_entry(
+        &mut self,
+        entry: &Entry,
+        archive: Option<&mut zip::ZipArchive<File>>,
+        budget: &mut Budget<'_>,
+        packed: &dyn Fn(u64),
+    ) -> Result<ManifestFile, CapsuleError> {
+        let method = compression_for(&entry.path, entry.declared_size);
+        self.start_file(
+            format!("{TOP_DIR}/{}", entry.path),
+            options(method, entry.executable, entry.declared_size),
+        )?;
+        let mut digest = blake3::Hasher::new();
+        let (zip, buf, tmp_path) = (&mut self.zip, &mut self.buf, &self.tmp_path);
+        let mut sink = |b: &[u8]| {
+            digest.update(b);
+            packed(b.len() as u64);
+            zip.write_all(b)
+        };
+        let size = match &entry.origin {
+            Origin::Fs(p) => {
+                let mut f = File::open(p).map_err(|e| CapsuleError::io(p, e))?;
+                budget
+                    .stream(&entry.path, None, &mut f, buf, &mut sink)
+                    .map_err(|e| match e {
+                        StreamError::Read(e) => CapsuleError::io(p, e),
+                        other => stream_err(other, tmp_path),
+                    })
+            }
+            Origin::ZipIndex(i) => {
+                let archive = archive.expect("zip entries come with their archive");
+                let mut f = archive
+                    .by_index(*i)
+                    .map_err(|e| CapsuleError::InvalidArchive(e.to_string()))?;
+                budget
+                    .stream(&entry.path, entry.compressed_size, &mut f, buf, &mut sink)
+                    .map_err(|e| match e {
+                        StreamError::Read(e) => {
+                            CapsuleError::InvalidArchive(format!("{}: {e}", entry.path))
+                        }
+                        other => stream_err(other, tmp_path),
+                    })
+            }
+        }?;
+        Ok(ManifestFile {
+            path: entry.path.clone(),
+            size,
+            blake3: digest.finalize().to_hex().to_string(),
+            executable: entry.executable,
+        })
+    }
+
+    /// `.forge/<name>` from `bytes`, with its SHA-256.
+    fn forge_file(
+        &mut self,
+        name: &str,
+        bytes: &mut dyn Read,
+        executable: bool,
+    ) -> Result<ForgeFile, CapsuleError> {
+        self.start_file(
+            format!("{TOP_DIR}/.forge/{name}"),
+            options(CompressionMethod::Deflated, executable, 0),
+        )?;
+        let mut sha = Sha256::new();
+        let mut size = 0u64;
+        loop {
+            let n = bytes.read(&mut self.buf).map_err(|e| self.write_err(e))?;
+            if n == 0 {
+                break;
+            }
+            sha.update(&self.buf[..n]);
+            self.zip
+                .write_all(&self.buf[..n])
+                .map_err(|e| self.write_err(e))?;
+            size += n as u64;
+        }
+        Ok(ForgeFile {
+            path: format!(".forge/{name}"),
+            size,
+            sha256: hex::encode(sha.finalize()),
+        })
+    }
+
+    /// The runner artifact at `path` as `.forge/<its file name>` (executable).
+    fn runner(&mut self, path: &Path) -> Result<RunnerInfo, CapsuleError> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| *n != JOBSPEC_NAME && *n != MANIFEST_NAME)
+            .ok_or_else(|| {
+                CapsuleError::io(
+                    path,
+                    io::Error::other("runner artifact needs a plain UTF-8 file name"),
+                )
+            })?
+            .to_owned();
+        let mut f = File::open(path).map_err(|e| CapsuleError::io(path, e))?;
+        let file = self.forge_file(&name, &mut f, true)?;
+        let version = format!("sha256:{}", file.sha256);
+        Ok(RunnerInfo { file, version })
+    }
+
+    /// Finishes the zip and names it `<sha256>.zip` in `out_dir`: its digest, path and
+    /// size.
+    fn finish(self, out_dir: &Path) -> Result<(String, PathBuf, u64), CapsuleError> {
+        let Packer {
+            tmp,
+            tmp_path,
+            zip,
+            hasher,
+            ..
+        } = self;
+        let wio = |e: io::Error| CapsuleError::io(&tmp_path, e);
+        let writer = zip
+            .finish()
+            .map_err(|e| CapsuleError::io(&tmp_path, io::Error::other(e)))?;
+        let file = writer.inner.into_inner().map_err(|e| wio(e.into_error()))?;
+        let size = file.metadata().map_err(wio)?.len();
+        drop(file);
+        let (digest, hashed) = hasher.finish(size).map_err(wio)?;
+        debug_assert_eq!(hashed, size);
+        let path = out_dir.join(format!("{digest}.zip"));
+        tmp.persist(&path)
+            .map_err(|e| CapsuleError::io(&path, e.error))?;
+        Ok((digest, path, size))
+    }
 }
 
 fn stream_err(e: StreamError, out: &Path) -> CapsuleError {

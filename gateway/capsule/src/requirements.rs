@@ -28,7 +28,7 @@ pub const MAX_REQUIREMENTS: usize = 500;
 pub const MAX_REQUIREMENT_BYTES: usize = 1024;
 
 /// Options a runtime-env entry may carry (everything else is refused).
-const ALLOWED_OPTIONS: &[&str] = &[
+pub const ALLOWED_OPTIONS: &[&str] = &[
     "-i",
     "--index-url",
     "--extra-index-url",

@@ -449,30 +449,8 @@ fn list_zip(
     limits: &CapsuleLimits,
 ) -> Result<(Vec<Entry>, zip::ZipArchive<File>), CapsuleError> {
     let mut file = File::open(path).map_err(|e| CapsuleError::io(path, e))?;
-    // What the end record declares is checked before the zip crate reads (and
-    // allocates for) every central-directory entry.
     let max_entries = limits.max_files.saturating_mul(2).saturating_add(16);
-    match zip_directory::declared(&mut file) {
-        Ok(Some(d)) if d.entries > max_entries => {
-            return Err(CapsuleError::TooManyFiles {
-                limit: limits.max_files,
-            });
-        }
-        Ok(Some(d))
-            if d.directory_bytes
-                > d.entries
-                    .max(1)
-                    .saturating_mul(limits.max_zip_directory_bytes_per_entry) =>
-        {
-            return Err(CapsuleError::InvalidArchive(format!(
-                "the central directory declares {} bytes for {} entries (at most {} per entry)",
-                d.directory_bytes, d.entries, limits.max_zip_directory_bytes_per_entry
-            )));
-        }
-        Ok(_) => {}
-        Err(zip_directory::DirectoryError::Io(e)) => return Err(CapsuleError::io(path, e)),
-        Err(e) => return Err(invalid(e)),
-    }
+    check_declared_directory(&mut file, path, limits, max_entries)?;
     let mut archive = zip::ZipArchive::new(file).map_err(invalid)?;
     if archive.len() as u64 > max_entries {
         return Err(CapsuleError::TooManyFiles {
@@ -481,53 +459,94 @@ fn list_zip(
     }
     let mut entries = Vec::new();
     for i in 0..archive.len() {
-        let (raw_name, mode, is_dir, size, compressed, encrypted) = {
-            let f = archive.by_index_raw(i).map_err(invalid)?;
-            (
-                f.name_raw().to_vec(),
-                f.unix_mode(),
-                f.is_dir(),
-                f.size(),
-                f.compressed_size(),
-                f.encrypted(),
-            )
-        };
-        let Some(name) = normalize(&raw_name, limits.max_path_bytes)? else {
-            continue;
-        };
-        let kind = mode.map(|m| m & S_IFMT);
-        if is_dir || kind == Some(S_IFDIR) {
-            continue;
+        if let Some(entry) = zip_entry(&mut archive, i, limits)? {
+            entries.push(entry);
         }
-        if encrypted {
-            return Err(CapsuleError::InvalidArchive(format!(
-                "entry {name:?} is encrypted"
-            )));
-        }
-        match kind {
-            Some(S_IFLNK) => {
-                let mut target = String::new();
-                let f = archive.by_index(i).map_err(invalid)?;
-                f.take(4096).read_to_string(&mut target).map_err(invalid)?;
-                return Err(link_error(&name, &target));
-            }
-            None | Some(0) | Some(S_IFREG) => {}
-            Some(other) => {
-                return Err(CapsuleError::SpecialFile {
-                    path: name,
-                    kind: special_kind(other),
-                });
-            }
-        }
-        entries.push(Entry {
-            path: name,
-            declared_size: size,
-            executable: mode.is_some_and(|m| m & 0o111 != 0),
-            origin: Origin::ZipIndex(i),
-            compressed_size: Some(compressed),
-        });
     }
     Ok((entries, archive))
+}
+
+/// What the end record declares (entries, directory bytes), checked before the zip
+/// crate reads (and allocates for) every central-directory entry.
+fn check_declared_directory(
+    file: &mut File,
+    path: &Path,
+    limits: &CapsuleLimits,
+    max_entries: u64,
+) -> Result<(), CapsuleError> {
+    match zip_directory::declared(file) {
+        Ok(Some(d)) if d.entries > max_entries => Err(CapsuleError::TooManyFiles {
+            limit: limits.max_files,
+        }),
+        Ok(Some(d))
+            if d.directory_bytes
+                > d.entries
+                    .max(1)
+                    .saturating_mul(limits.max_zip_directory_bytes_per_entry) =>
+        {
+            Err(CapsuleError::InvalidArchive(format!(
+                "the central directory declares {} bytes for {} entries (at most {} per entry)",
+                d.directory_bytes, d.entries, limits.max_zip_directory_bytes_per_entry
+            )))
+        }
+        Ok(_) => Ok(()),
+        Err(zip_directory::DirectoryError::Io(e)) => Err(CapsuleError::io(path, e)),
+        Err(e) => Err(invalid(e)),
+    }
+}
+
+/// Zip entry `i` as a capsule entry: `None` for a directory (or a name that normalizes
+/// away), an error for what a capsule refuses (encrypted, links, special files).
+fn zip_entry(
+    archive: &mut zip::ZipArchive<File>,
+    i: usize,
+    limits: &CapsuleLimits,
+) -> Result<Option<Entry>, CapsuleError> {
+    let (raw_name, mode, is_dir, size, compressed, encrypted) = {
+        let f = archive.by_index_raw(i).map_err(invalid)?;
+        (
+            f.name_raw().to_vec(),
+            f.unix_mode(),
+            f.is_dir(),
+            f.size(),
+            f.compressed_size(),
+            f.encrypted(),
+        )
+    };
+    let Some(name) = normalize(&raw_name, limits.max_path_bytes)? else {
+        return Ok(None);
+    };
+    let kind = mode.map(|m| m & S_IFMT);
+    if is_dir || kind == Some(S_IFDIR) {
+        return Ok(None);
+    }
+    if encrypted {
+        return Err(CapsuleError::InvalidArchive(format!(
+            "entry {name:?} is encrypted"
+        )));
+    }
+    match kind {
+        Some(S_IFLNK) => {
+            let mut target = String::new();
+            let f = archive.by_index(i).map_err(invalid)?;
+            f.take(4096).read_to_string(&mut target).map_err(invalid)?;
+            return Err(link_error(&name, &target));
+        }
+        None | Some(0) | Some(S_IFREG) => {}
+        Some(other) => {
+            return Err(CapsuleError::SpecialFile {
+                path: name,
+                kind: special_kind(other),
+            });
+        }
+    }
+    Ok(Some(Entry {
+        path: name,
+        declared_size: size,
+        executable: mode.is_some_and(|m| m & 0o111 != 0),
+        origin: Origin::ZipIndex(i),
+        compressed_size: Some(compressed),
+    }))
 }
 
 fn special_kind(fmt: u32) -> &'static str {
@@ -600,26 +619,15 @@ fn header_error(e: io::Error, limits: &CapsuleLimits) -> Result<CapsuleError, io
     }
 }
 
+/// Unpacks a `.tar.gz` into a staging directory, entry by entry within the budget:
+/// its entries, staged under numbered names.
 fn stage_tar(
     path: &Path,
     limits: &CapsuleLimits,
     staging_parent: &Path,
     budget: &mut Budget<'_>,
 ) -> Result<(Vec<Entry>, tempfile::TempDir), CapsuleError> {
-    let file = File::open(path).map_err(|e| CapsuleError::io(path, e))?;
-    let compressed = Rc::new(Cell::new(0u64));
-    let produced = Rc::new(Cell::new(0u64));
-    let counting = CountingReader {
-        inner: io::BufReader::with_capacity(1 << 16, file),
-        count: compressed.clone(),
-    };
-    let guard = RatioGuard {
-        inner: flate2::read::MultiGzDecoder::new(counting),
-        compressed,
-        produced,
-        limits,
-    };
-    let mut archive = tar::Archive::new(TarGuard::new(guard, limits.max_tar_extension_bytes));
+    let mut archive = open_tar(path, limits)?;
     let staging = tempfile::Builder::new()
         .prefix(".staging-")
         .tempdir_in(staging_parent)
@@ -627,12 +635,11 @@ fn stage_tar(
     let mut seen: HashSet<String> = HashSet::new();
     let mut entries = Vec::new();
     let mut buf = vec![0u8; 1 << 20];
-    let ratio_err = |e: &io::Error| e.get_ref().is_some_and(|inner| inner.is::<RatioExceeded>());
     let iter = archive.entries().map_err(invalid)?;
     for (n, item) in iter.enumerate() {
         let mut item = match item {
             Ok(i) => i,
-            Err(e) if ratio_err(&e) => {
+            Err(e) if is_ratio_error(&e) => {
                 return Err(CapsuleError::CompressionRatio {
                     path: path.display().to_string(),
                     limit: limits.max_compression_ratio,
@@ -649,56 +656,8 @@ fn stage_tar(
         let Some(name) = normalize(&raw, limits.max_path_bytes)? else {
             continue;
         };
-        let ty = item.header().entry_type();
-        use tar::EntryType as T;
-        match ty {
-            T::Regular | T::Continuous => {}
-            T::Directory => continue,
-            T::Symlink | T::Link => {
-                let target = item
-                    .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                if ty == T::Link {
-                    // Hard links name a path from the archive root.
-                    return Err(match normalize(target.as_bytes(), limits.max_path_bytes) {
-                        Ok(Some(_)) => CapsuleError::LinkUnsupported { path: name, target },
-                        _ => CapsuleError::SymlinkEscape { path: name, target },
-                    });
-                }
-                return Err(link_error(&name, &target));
-            }
-            T::Char => {
-                return Err(CapsuleError::SpecialFile {
-                    path: name,
-                    kind: "character device",
-                });
-            }
-            T::Block => {
-                return Err(CapsuleError::SpecialFile {
-                    path: name,
-                    kind: "block device",
-                });
-            }
-            T::Fifo => {
-                return Err(CapsuleError::SpecialFile {
-                    path: name,
-                    kind: "fifo",
-                });
-            }
-            T::GNUSparse => {
-                return Err(CapsuleError::SpecialFile {
-                    path: name,
-                    kind: "sparse file",
-                });
-            }
-            T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink => continue,
-            _ => {
-                return Err(CapsuleError::SpecialFile {
-                    path: name,
-                    kind: "unknown tar entry type",
-                });
-            }
+        if !is_tar_file(&item, &name, limits)? {
+            continue;
         }
         if !seen.insert(name.clone()) {
             return Err(CapsuleError::DuplicatePath { path: name });
@@ -716,26 +675,7 @@ fn stage_tar(
         // Staged under a numbered name: no directory structure is created from
         // untrusted names, so file/dir conflicts cannot fail half-way.
         let staged = staging.path().join(format!("{:08}", entries.len()));
-        let mut out = io::BufWriter::with_capacity(
-            1 << 20,
-            File::create(&staged).map_err(|e| CapsuleError::io(&staged, e))?,
-        );
-        let mut sink = |b: &[u8]| io::Write::write_all(&mut out, b);
-        let size = match budget.stream(&name, None, &mut item, &mut buf, &mut sink) {
-            Ok(s) => s,
-            Err(StreamError::Capsule(e)) => return Err(e),
-            Err(StreamError::Read(e)) if ratio_err(&e) => {
-                return Err(CapsuleError::CompressionRatio {
-                    path: name,
-                    limit: limits.max_compression_ratio,
-                });
-            }
-            Err(StreamError::Read(e)) => {
-                return Err(header_error(e, limits).unwrap_or_else(invalid));
-            }
-            Err(StreamError::Write(e)) => return Err(CapsuleError::io(&staged, e)),
-        };
-        io::Write::flush(&mut out).map_err(|e| CapsuleError::io(&staged, e))?;
+        let size = stage_tar_entry(&mut item, &name, &staged, budget, &mut buf, limits)?;
         entries.push(Entry {
             path: name,
             declared_size: size,
@@ -745,4 +685,106 @@ fn stage_tar(
         });
     }
     Ok((entries, staging))
+}
+
+/// The archive at `path`, read through the guards: compressed bytes counted, the
+/// decompression ratio bounded, tar extension headers bounded.
+fn open_tar<'a>(
+    path: &Path,
+    limits: &'a CapsuleLimits,
+) -> Result<tar::Archive<impl Read + 'a>, CapsuleError> {
+    let file = File::open(path).map_err(|e| CapsuleError::io(path, e))?;
+    let compressed = Rc::new(Cell::new(0u64));
+    let counting = CountingReader {
+        inner: io::BufReader::with_capacity(1 << 16, file),
+        count: compressed.clone(),
+    };
+    let guard = RatioGuard {
+        inner: flate2::read::MultiGzDecoder::new(counting),
+        compressed,
+        produced: Rc::new(Cell::new(0u64)),
+        limits,
+    };
+    Ok(tar::Archive::new(TarGuard::new(
+        guard,
+        limits.max_tar_extension_bytes,
+    )))
+}
+
+fn is_ratio_error(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<RatioExceeded>())
+}
+
+/// Whether tar entry `name` is a file to keep (`false`: a directory or a header entry
+/// to skip); an error for what a capsule refuses (links, devices, sparse files).
+fn is_tar_file<R: Read>(
+    item: &tar::Entry<'_, R>,
+    name: &str,
+    limits: &CapsuleLimits,
+) -> Result<bool, CapsuleError> {
+    use tar::EntryType as T;
+    let ty = item.header().entry_type();
+    let special = |kind: &'static str| CapsuleError::SpecialFile {
+        path: name.to_owned(),
+        kind,
+    };
+    match ty {
+        T::Regular | T::Continuous => Ok(true),
+        T::Directory | T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink => Ok(false),
+        T::Symlink | T::Link => {
+            let target = item
+                .link_name_bytes()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            if ty == T::Link {
+                // Hard links name a path from the archive root.
+                return Err(match normalize(target.as_bytes(), limits.max_path_bytes) {
+                    Ok(Some(_)) => CapsuleError::LinkUnsupported {
+                        path: name.to_owned(),
+                        target,
+                    },
+                    _ => CapsuleError::SymlinkEscape {
+                        path: name.to_owned(),
+                        target,
+                    },
+                });
+            }
+            Err(link_error(name, &target))
+        }
+        T::Char => Err(special("character device")),
+        T::Block => Err(special("block device")),
+        T::Fifo => Err(special("fifo")),
+        T::GNUSparse => Err(special("sparse file")),
+        _ => Err(special("unknown tar entry type")),
+    }
+}
+
+/// Streams tar entry `name` to `staged` within the budget; its size.
+fn stage_tar_entry<R: Read>(
+    item: &mut tar::Entry<'_, R>,
+    name: &str,
+    staged: &Path,
+    budget: &mut Budget<'_>,
+    buf: &mut [u8],
+    limits: &CapsuleLimits,
+) -> Result<u64, CapsuleError> {
+    let mut out = io::BufWriter::with_capacity(
+        1 << 20,
+        File::create(staged).map_err(|e| CapsuleError::io(staged, e))?,
+    );
+    let mut sink = |b: &[u8]| io::Write::write_all(&mut out, b);
+    let size = match budget.stream(name, None, item, buf, &mut sink) {
+        Ok(s) => s,
+        Err(StreamError::Capsule(e)) => return Err(e),
+        Err(StreamError::Read(e)) if is_ratio_error(&e) => {
+            return Err(CapsuleError::CompressionRatio {
+                path: name.to_owned(),
+                limit: limits.max_compression_ratio,
+            });
+        }
+        Err(StreamError::Read(e)) => return Err(header_error(e, limits).unwrap_or_else(invalid)),
+        Err(StreamError::Write(e)) => return Err(CapsuleError::io(staged, e)),
+    };
+    io::Write::flush(&mut out).map_err(|e| CapsuleError::io(staged, e))?;
+    Ok(size)
 }

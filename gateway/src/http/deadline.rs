@@ -1,14 +1,8 @@
-//! How long a request may take, by route. A document request (a JobSpec to review, a
-//! policy, a listing) must be answered within [`DOCUMENT_DEADLINE`], or it gets 408
-//! `request-timeout`. Two kinds of route take as long as they need and are bounded by
-//! silence instead, since a total deadline would cut good requests:
-//!
-//! - the bulk routes (`body_limit::is_bulk_route`): a 256 MiB archive on a slow link
-//!   takes longer than any fixed deadline, so their body may pause at most
-//!   `FORGE_BODY_IDLE_TIMEOUT_S` between two pieces (a stalled or trickling client is
-//!   cut then, and nothing it sent is kept);
-//! - a playground's server (`/v1/playgrounds/{id}/v1/…`): a long generation answers
-//!   late, and the relay bounds silence itself (`playground::relay`).
+//! The time a request may take, by route class ([`super::route_class`]): a document
+//! request must be answered within [`DOCUMENT_DEADLINE`], or it gets `408
+//! request-timeout`; a bulk request takes as long as it needs, but its body may pause at
+//! most `FORGE_BODY_IDLE_TIMEOUT_S` between two pieces (a stalled or trickling client is
+//! cut then, and nothing it sent is kept). A relayed playground call has neither.
 
 use std::time::Duration;
 
@@ -18,39 +12,30 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::timeout::TimeoutBody;
 
-use super::body_limit::is_bulk_route;
 use super::error::{ApiError, EdgeError};
 
 /// Longest a document request may take.
 pub const DOCUMENT_DEADLINE: Duration = Duration::from_secs(60);
 
-/// Whether `path` is a call to a playground's own server.
-fn is_playground_call(path: &str) -> bool {
-    path.strip_prefix("/v1/playgrounds/")
-        .and_then(|rest| rest.split_once('/'))
-        .is_some_and(|(_, tail)| tail == "v1" || tail.starts_with("v1/"))
-}
-
-/// The middleware; `idle` is the longest pause allowed in a bulk body.
-pub async fn deadline(State(idle): State<Duration>, req: Request, next: Next) -> Response {
-    let path = req.uri().path();
-    if is_bulk_route(req.method(), path) {
-        return next
-            .run(req.map(|body| Body::new(TimeoutBody::new(idle, body))))
-            .await;
-    }
-    if is_playground_call(path) {
-        return next.run(req).await;
-    }
+/// The document deadline.
+pub async fn document_deadline(req: Request, next: Next) -> Response {
     match tokio::time::timeout(DOCUMENT_DEADLINE, next.run(req)).await {
         Ok(response) => response,
         Err(_) => ApiError::from(EdgeError::Timeout(DOCUMENT_DEADLINE)).into_response(),
     }
 }
 
+/// A bulk body's longest pause, `idle`.
+pub async fn idle_body(State(idle): State<Duration>, req: Request, next: Next) -> Response {
+    next.run(req.map(|body| Body::new(TimeoutBody::new(idle, body))))
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::body_limit::BodyLimit;
+    use crate::http::route_class::{ClassLimits, RouteClass};
     use axum::Router;
     use axum::http::{Method, StatusCode};
     use axum::routing::{get, post, put};
@@ -58,31 +43,49 @@ mod tests {
     use tower::ServiceExt;
 
     fn app(idle: Duration) -> Router {
+        let limit = |bytes| BodyLimit {
+            bytes,
+            setting: "test",
+            drain: 1 << 20,
+        };
+        let classes = ClassLimits {
+            document: limit(1 << 10),
+            bulk: limit(1 << 20),
+            body_idle: idle,
+        };
         Router::new()
             .route(
                 "/v1/slow",
-                get(|| async {
-                    tokio::time::sleep(DOCUMENT_DEADLINE * 2).await;
-                    "late"
-                }),
+                classes.apply(
+                    RouteClass::Document,
+                    get(|| async {
+                        tokio::time::sleep(DOCUMENT_DEADLINE * 2).await;
+                        "late"
+                    }),
+                ),
             )
             .route(
                 "/v1/playgrounds/{id}/v1/{*rest}",
-                post(|| async {
-                    tokio::time::sleep(DOCUMENT_DEADLINE * 2).await;
-                    "generated"
-                }),
+                classes.apply(
+                    RouteClass::Relay,
+                    post(|| async {
+                        tokio::time::sleep(DOCUMENT_DEADLINE * 2).await;
+                        "generated"
+                    }),
+                ),
             )
             .route(
                 "/v1/uploads/{id}",
-                put(|body: Body| async move {
-                    match axum::body::to_bytes(body, usize::MAX).await {
-                        Ok(b) => (StatusCode::OK, format!("{} bytes", b.len())),
-                        Err(_) => (StatusCode::BAD_REQUEST, "body interrupted".into()),
-                    }
-                }),
+                classes.apply(
+                    RouteClass::Bulk,
+                    put(|body: Body| async move {
+                        match axum::body::to_bytes(body, usize::MAX).await {
+                            Ok(b) => (StatusCode::OK, format!("{} bytes", b.len())),
+                            Err(_) => (StatusCode::BAD_REQUEST, "body interrupted".into()),
+                        }
+                    }),
+                ),
             )
-            .layer(axum::middleware::from_fn_with_state(idle, deadline))
     }
 
     async fn status(app: Router, method: Method, uri: &str, body: Body) -> StatusCode {
@@ -111,8 +114,6 @@ mod tests {
             .await,
             StatusCode::OK
         );
-        assert!(!is_playground_call("/v1/playgrounds/p1"));
-        assert!(!is_playground_call("/v1/playgrounds/p1/extend"));
     }
 
     #[tokio::test(start_paused = true)]

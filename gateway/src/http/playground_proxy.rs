@@ -8,11 +8,12 @@
 //! a comment; an open answer keeps the playground from idling out; the tokens the
 //! server reports are counted (`forge_playground_tokens_total`).
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, Uri, header};
 use axum::response::Response;
 
+use super::body::DocumentBytes;
 use super::error::ApiError;
 use crate::auth::Caller;
 use crate::playground::relay::{RelayTimes, ending_at, relay};
@@ -34,7 +35,7 @@ pub async fn call(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    DocumentBytes(body): DocumentBytes,
 ) -> Result<Response, ApiError> {
     let mut path = format!("/v1/{rest}");
     if let Some(q) = uri.query() {

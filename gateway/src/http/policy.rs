@@ -7,8 +7,8 @@
 //! nothing changes), `POST /v1/policy/rollback[?team=]` (`{"expectedVersion"?,
 //! "toVersion"?, "comment"?}`), `GET /v1/policy/history[?team=&limit=]`.
 
+use super::body::{JsonBody, JsonDocument};
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
@@ -105,6 +105,11 @@ pub struct PutPolicy {
     dry_run: bool,
 }
 
+impl JsonDocument for PutPolicy {
+    const INVALID: &'static str = "invalid-policy";
+    const WHAT: &'static str = "a policy document";
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PutResponse {
@@ -120,16 +125,9 @@ pub async fn put_policy(
     State(state): State<AppState>,
     caller: Caller,
     Query(q): Query<ScopeQuery>,
-    body: Bytes,
+    JsonBody(put): JsonBody<PutPolicy>,
 ) -> Result<Json<PutResponse>, ApiError> {
     let scope = scope_of(&caller, &q, true)?;
-    let put: PutPolicy = crate::domain::json_number::from_slice(&body).map_err(|e| {
-        ApiError::bad(
-            "invalid-policy",
-            "body",
-            format!("not a policy document: {e}"),
-        )
-    })?;
     if put.comment.chars().count() > MAX_COMMENT_CHARS {
         return Err(ApiError::bad(
             "invalid-policy",
@@ -181,25 +179,24 @@ pub struct Rollback {
     comment: String,
 }
 
+impl JsonDocument for Rollback {
+    const INVALID: &'static str = "invalid-policy";
+    const WHAT: &'static str = "a rollback request";
+
+    /// No body: back to the previous version.
+    fn when_empty() -> Option<Self> {
+        Some(Rollback::default())
+    }
+}
+
 /// `POST /v1/policy/rollback`.
 pub async fn rollback(
     State(state): State<AppState>,
     caller: Caller,
     Query(q): Query<ScopeQuery>,
-    body: Bytes,
+    JsonBody(r): JsonBody<Rollback>,
 ) -> Result<Json<Activation>, ApiError> {
     let scope = scope_of(&caller, &q, true)?;
-    let r: Rollback = if body.is_empty() {
-        Rollback::default()
-    } else {
-        crate::domain::json_number::from_slice(&body).map_err(|e| {
-            ApiError::bad(
-                "invalid-policy",
-                "body",
-                format!("not a rollback request: {e}"),
-            )
-        })?
-    };
     let done = state
         .policies
         .rollback(

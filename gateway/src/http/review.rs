@@ -3,12 +3,12 @@
 //! and policy versions, and the spec's bytes as a capsule carries them. Changes nothing.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use forge_policy_host::ChainOutcome;
 use serde::Serialize;
 
+use super::body::DocumentBytes;
 use super::error::ApiError;
 use crate::admission::Path;
 use crate::auth::Caller;
@@ -38,7 +38,7 @@ pub async fn review(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
-    body: Bytes,
+    DocumentBytes(body): DocumentBytes,
 ) -> Result<Json<ReviewResponse>, ApiError> {
     let format = headers
         .get(header::CONTENT_TYPE)

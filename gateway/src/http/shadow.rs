@@ -4,8 +4,8 @@
 //! the differing cases of its own team's jobs only (job ids, team names and decision
 //! codes of other teams never reach it).
 
+use super::body::{JsonBody, JsonDocument};
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +24,11 @@ pub struct PutShadow {
     plugins: Vec<LinkInput>,
     #[serde(default)]
     comment: String,
+}
+
+impl JsonDocument for PutShadow {
+    const INVALID: &'static str = "invalid-policy";
+    const WHAT: &'static str = "a policy document";
 }
 
 #[derive(Serialize)]
@@ -89,16 +94,9 @@ pub async fn get_shadow(
 pub async fn put_shadow(
     State(state): State<AppState>,
     caller: Caller,
-    body: Bytes,
+    JsonBody(put): JsonBody<PutShadow>,
 ) -> Result<Json<ShadowResponse>, ApiError> {
     caller.require_admin()?;
-    let put: PutShadow = crate::domain::json_number::from_slice(&body).map_err(|e| {
-        ApiError::bad(
-            "invalid-policy",
-            "body",
-            format!("not a policy document: {e}"),
-        )
-    })?;
     if put.comment.chars().count() > super::policy::MAX_COMMENT_CHARS {
         return Err(ApiError::bad(
             "invalid-policy",

@@ -6,13 +6,13 @@
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Multipart, Request};
-use axum::http::{StatusCode, header};
-use futures::StreamExt;
+use axum::http::header;
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
+use super::body::{Bounded, multipart_error, read_bounded};
 use super::body_limit::too_large;
-use super::error::{ApiError, EdgeError};
+use super::error::ApiError;
 use crate::jobs::CodeInput;
 use crate::jobspec::{self, JobSpec, SpecFormat};
 use crate::state::AppState;
@@ -35,35 +35,13 @@ pub async fn read(
             .map_err(|e| ApiError::bad("invalid-multipart", "body", e.body_text()))?;
         read_multipart(state, team, multipart).await
     } else {
+        // A JSON submission is a document, whatever the route's bulk limit: at most
+        // FORGE_MAX_DOCUMENT_KIB (a read cut by the route's limit is over it too).
         let limit = state.config.gateway.max_document_bytes();
-        // Past the document limit the rest is read and dropped (bounded by the body
-        // limit), so the client gets the answer rather than a reset connection.
-        let mut stream = request.into_body().into_data_stream();
-        let (mut body, mut size) = (Vec::new(), 0usize);
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|_| too_large("body", limit, "FORGE_MAX_DOCUMENT_KIB"))?;
-            size = size.saturating_add(chunk.len());
-            if size <= limit {
-                body.extend_from_slice(&chunk);
-            }
-        }
-        if size > limit {
-            return Err(too_large("body", limit, "FORGE_MAX_DOCUMENT_KIB"));
-        }
+        let body = read_bounded(request.into_body().into_data_stream(), limit)
+            .await
+            .map_err(|_| too_large("body", limit, "FORGE_MAX_DOCUMENT_KIB"))?;
         read_json(state, team, &body)
-    }
-}
-
-/// A multipart read error: 413 when the body limit was hit, else 400.
-fn multipart_error(field: &str, e: &axum::extract::multipart::MultipartError) -> ApiError {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        EdgeError::TooLarge {
-            field: field.to_string(),
-            message: e.body_text(),
-        }
-        .into()
-    } else {
-        ApiError::bad("invalid-multipart", field, e.body_text())
     }
 }
 
@@ -159,25 +137,13 @@ async fn read_multipart(
 /// even in a submission that carries a large archive.
 async fn read_spec_part(
     state: &AppState,
-    mut field: axum::extract::multipart::Field<'_>,
+    field: axum::extract::multipart::Field<'_>,
 ) -> Result<Bytes, ApiError> {
     let limit = state.config.gateway.max_document_bytes();
-    let mut buf = Vec::new();
-    let mut size = 0usize;
-    while let Some(chunk) = field
-        .chunk()
-        .await
-        .map_err(|e| multipart_error("spec", &e))?
-    {
-        size = size.saturating_add(chunk.len());
-        if size <= limit {
-            buf.extend_from_slice(&chunk);
-        }
-    }
-    if size > limit {
-        return Err(too_large("spec", limit, "FORGE_MAX_DOCUMENT_KIB"));
-    }
-    Ok(Bytes::from(buf))
+    read_bounded(field, limit).await.map_err(|e| match e {
+        Bounded::TooLarge { .. } => too_large("spec", limit, "FORGE_MAX_DOCUMENT_KIB"),
+        Bounded::Failed(e) => multipart_error("spec", &e),
+    })
 }
 
 /// Streams the `code` part to a temporary file in the spool directory (removed when

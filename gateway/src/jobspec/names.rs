@@ -79,27 +79,39 @@ pub fn is_config_map_key(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// A Kubernetes resource quantity that is strictly positive, e.g. `64Gi`, `500M`,
-/// `1.5Gi`, `1e9`. Returns false for zero, negatives and malformed values.
+/// A positive Kubernetes quantity that Forge can compute with: a decimal number with a
+/// non-zero digit, at most 9 fractional digits, then a suffix (`n u m k M G T P` or
+/// `Ki Mi Gi Ti Pi`) or a one-digit decimal exponent, with at most as many integer
+/// digits as keep it below ~10^18 base units in that suffix (so its byte count fits
+/// `u64`: `domain::quantity`). `E`/`Ei`, which `kube_quantity` cannot read, and longer
+/// numbers are refused. The published pattern (`jobspec::published`) is this rule.
 pub fn is_positive_quantity(s: &str) -> bool {
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (number, suffix) = s.split_at(split);
-    if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    if int.is_empty() && frac.is_empty() || frac.contains('.') || frac.len() > 9 {
         return false;
     }
-    let suffix_ok = match suffix {
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T"
-        | "P" | "E" => true,
+    let max_int = match suffix {
+        "" | "n" | "u" | "m" => 18,
+        "k" | "Ki" => 15,
+        "M" | "Mi" => 12,
+        "G" | "Gi" => 9,
+        "T" | "Ti" => 6,
+        "P" | "Pi" => 3,
         exp => {
             let digits = exp
                 .strip_prefix(['e', 'E'])
                 .map(|d| d.strip_prefix(['+', '-']).unwrap_or(d));
-            matches!(digits, Some(d) if !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+            match digits {
+                Some(d) if d.len() == 1 && d.chars().all(|c| c.is_ascii_digit()) => 9,
+                _ => return false,
+            }
         }
     };
-    suffix_ok && number.chars().any(|c| c.is_ascii_digit() && c != '0')
+    int.len() <= max_int && number.chars().any(|c| c.is_ascii_digit() && c != '0')
 }
 
 #[cfg(test)]
@@ -159,11 +171,41 @@ mod tests {
 
     #[test]
     fn quantities() {
-        for ok in ["64Gi", "1", "1.5Gi", "500M", "1e9", "2E+3", "100m", "0.5"] {
+        for ok in [
+            "64Gi",
+            "1",
+            "1.5Gi",
+            "500M",
+            "1e9",
+            "2E+3",
+            "100m",
+            "0.5",
+            ".5",
+            "1.",
+            "999999999999999999",
+            "999Pi",
+            "123456789.123456789e9",
+        ] {
             assert!(is_positive_quantity(ok), "{ok}");
         }
         for bad in [
-            "", "0", "0Gi", "-1Gi", "64GB", "Gi", "1..5", "1e", "abc", "64 Gi", ".",
+            "",
+            "0",
+            "0Gi",
+            "-1Gi",
+            "64GB",
+            "Gi",
+            "1..5",
+            "1e",
+            "abc",
+            "64 Gi",
+            ".",
+            "1Ei",
+            "1E",
+            "1e10",
+            "1000Pi",
+            "9999999999999999999",
+            "0.1234567891",
         ] {
             assert!(!is_positive_quantity(bad), "{bad}");
         }

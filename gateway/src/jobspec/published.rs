@@ -15,17 +15,52 @@ use super::{
     MAX_ENV_VALUE_BYTES, RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES, RESERVED_LABEL_PREFIXES,
 };
 use crate::config::Config;
+use forge_capsule::requirements::{ALLOWED_OPTIONS, MAX_REQUIREMENT_BYTES, MAX_REQUIREMENTS};
 
 /// A DNS-1123 label (`names::is_dns1123_label`).
 const DNS_LABEL: &str = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?";
 /// The name part of a qualified name, non-empty (`names::is_label_name_part`).
 const NAME_PART: &str = "([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]";
-/// A positive Kubernetes quantity (`names::is_positive_quantity`): a number with a
-/// non-zero digit, then a suffix or a decimal exponent.
-const QUANTITY: &str = r"^(?=[0-9.]*[1-9])([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$";
-/// What Rust's `str::trim` removes (Unicode `White_Space`), for "not only blanks".
-const NOT_BLANK: &str =
-    r"[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+/// A positive Kubernetes quantity Forge can compute with (`names::is_positive_quantity`):
+/// a number with a non-zero digit and at most 9 fractional digits, then a suffix or a
+/// one-digit decimal exponent, with at most as many integer digits as the suffix allows
+/// (below ~10^18 base units); no `E`/`Ei`.
+const QUANTITY: &str = concat!(
+    r"^(?=[0-9.]*[1-9])(?:",
+    r"(?:[0-9]{1,18}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})(?:m|u|n)?",
+    r"|(?:[0-9]{1,15}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})(?:Ki|k)",
+    r"|(?:[0-9]{1,12}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})(?:Mi|M)",
+    r"|(?:[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})(?:Gi|G)",
+    r"|(?:[0-9]{1,6}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})(?:Ti|T)",
+    r"|(?:[0-9]{1,3}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})(?:Pi|P)",
+    r"|(?:[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})[eE][-+]?[0-9]",
+    r")$"
+);
+/// What Rust's `str::trim` removes (Unicode `White_Space`), as a character-class body.
+macro_rules! white_space {
+    () => {
+        r"\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+    };
+}
+/// Not only blanks.
+const NOT_BLANK: &str = concat!("[^", white_space!(), "]");
+/// What `char::is_control` is (Unicode `Cc`), as a character-class body.
+const CONTROL: &str = r"\u0000-\u001f\u007f-\u009f";
+/// No URL with credentials other than `${VAR}` references (`check_requirement`).
+const NO_CREDENTIALS: &str =
+    r"(?![\s\S]*://(?=[^/?# \t]*@)(?!(?::|\$\{[^}/?# \t]*\})*@[^@/?# \t]*(?:[/?# \t]|$)))";
+
+/// A pip line as the gateway takes it (`forge_capsule::requirements::check_requirement`
+/// of the trimmed line): not blank, no control characters inside its blanks, an option
+/// only of the allowed ones, and no credentials in a URL.
+fn pip_line() -> String {
+    let ws = white_space!();
+    let options: Vec<&str> = ALLOWED_OPTIONS.iter().map(|o| &o[1..]).collect();
+    let options = options.join("|");
+    format!(
+        "^{NO_CREDENTIALS}[{ws}]*(?=[^{ws}])(?!-(?!(?:{options})(?:[={ws}]|$)))[^{CONTROL}]*[{ws}]*$"
+    )
+}
 
 /// What the published schema cannot state; a request that breaks one of these is
 /// answered 422 `invalid-spec` although it follows the schema.
@@ -34,9 +69,8 @@ pool names are unique; objectStoreMemory is less than memoryPerNode, memoryPerNo
 least 256Mi and objectStoreMemory at least 75Mi; env and secretEnv have at most 256 \
 variables together, a name in one of them only, and env names and values at most 256 KiB \
 in all; a secretEnv Secret is one of the caller's team (its name starts with `<team>.`); \
-pip lines are at most 1024 bytes without control characters, their only options are \
-pip's index and constraint options, and URLs carry no credentials other than ${VAR} \
-references; lengths are in bytes where the schema counts characters.";
+pip lines are at most 1024 bytes; lengths are in bytes where the schema counts \
+characters.";
 
 fn anchored(inner: &str) -> String {
     format!("^{inner}$")
@@ -93,6 +127,9 @@ pub fn published_schema(cfg: &Config) -> Value {
     let frameworks: Vec<&str> = cfg.images.keys().map(String::as_str).collect();
     props["framework"]["enum"] = json!(frameworks);
     props["entrypoint"]["pattern"] = json!(NOT_BLANK);
+    props["pip"]["maxItems"] = json!(MAX_REQUIREMENTS);
+    props["pip"]["items"] =
+        json!({"type": "string", "maxLength": MAX_REQUIREMENT_BYTES, "pattern": pip_line()});
     props["env"]["propertyNames"] = json!({"pattern": env_name()});
     props["env"]["additionalProperties"] =
         json!({"type": "string", "maxLength": MAX_ENV_VALUE_BYTES});
@@ -146,6 +183,59 @@ mod tests {
         let v = jsonschema::validator_for(&json!({"type": "string", "pattern": pattern}))
             .expect("pattern compiles");
         v.is_valid(&json!(s))
+    }
+
+    /// The pattern, the semantic check and the arithmetic agree on `s`: what the
+    /// pattern accepts is a positive byte count.
+    fn assert_quantity(s: &str) {
+        let ok = names::is_positive_quantity(s);
+        assert_eq!(matches(QUANTITY, s), ok, "quantity {s:?}");
+        if ok {
+            assert!(
+                crate::domain::quantity::bytes(s).is_some_and(|b| b > 0),
+                "quantity {s:?} has no byte count"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn quantities_agree_with_the_pattern_and_the_arithmetic(
+            s in "[0-9.]{0,21}(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]{1,2})?"
+        ) {
+            assert_quantity(&s);
+        }
+    }
+
+    #[test]
+    fn pip_lines_follow_the_capsule_check() {
+        use forge_capsule::requirements::check_requirement;
+        let pattern = pip_line();
+        for s in [
+            "numpy",
+            " numpy==1.26 ",
+            "",
+            "   ",
+            "\t",
+            "numpy\u{1}",
+            "numpy \n",
+            "\u{3000}numpy\u{3000}",
+            "-i https://pypi.internal/simple",
+            "--index-url=https://x",
+            "--pre",
+            "--no-deps",
+            "-e .",
+            "--index-urlx",
+            "https://user:pw@host/x.whl",
+            "https://${USER}:${PW}@host/x.whl",
+            "https://:@host/x.whl",
+            "pkg @ git+https://github.com/a/b",
+            "pkg @ https://u@h/x.whl",
+            "pkg; python_version < '3.8'",
+        ] {
+            let expected = !s.trim().is_empty() && check_requirement(s.trim()).is_ok();
+            assert_eq!(matches(&pattern, s), expected, "pip {s:?}");
+        }
     }
 
     #[test]
@@ -213,13 +303,32 @@ mod tests {
             assert_eq!(matches(&env, s), expected, "env name {s:?}");
         }
         for s in [
-            "64Gi", "1.5Gi", "1e9", "500M", ".5", "0", "0Gi", "00.0", "1x", "Gi", "", "1e", "1.2.3",
+            "64Gi",
+            "1.5Gi",
+            "1e9",
+            "500M",
+            ".5",
+            "0",
+            "0Gi",
+            "00.0",
+            "1x",
+            "Gi",
+            "",
+            "1e",
+            "1.2.3",
+            "1Ei",
+            "1E",
+            "1e10",
+            "999Pi",
+            "1000Pi",
+            "999999999999999999",
+            "9999999999999999999",
+            "0.123456789",
+            "0.1234567891",
+            "1.",
+            "123456789.123456789e9",
         ] {
-            assert_eq!(
-                matches(QUANTITY, s),
-                names::is_positive_quantity(s),
-                "quantity {s:?}"
-            );
+            assert_quantity(s);
         }
         for s in ["python x.py", " x ", "\t", " \u{3000} ", "", "\u{1c}"] {
             assert_eq!(

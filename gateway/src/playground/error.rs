@@ -31,6 +31,13 @@ pub enum PlaygroundError {
         /// Its state.
         state: String,
     },
+    /// An extension past the longest life a playground may have: how much it may still
+    /// be extended (its age decides, so the request conflicts with its state).
+    #[error(
+        "playground {id} lives at most {} s in all; it can be extended by at most {max_seconds} s",
+        crate::playground::request::MAX_LIFETIME_SECS
+    )]
+    LifetimeExceeded { id: String, max_seconds: u64 },
     /// The playground's server is not ready yet.
     #[error("playground {0} is not ready yet")]
     NotReady(String),
@@ -92,6 +99,10 @@ impl Answers for PlaygroundError {
             PlaygroundError::Ended { state, .. } => {
                 Answer::new(StatusCode::CONFLICT, "playground-ended", message)
                     .details(json!({ "state": state }))
+            }
+            PlaygroundError::LifetimeExceeded { max_seconds, .. } => {
+                Answer::new(StatusCode::CONFLICT, "playground-lifetime", message)
+                    .details(json!({ "field": "seconds", "maxSeconds": max_seconds }))
             }
             PlaygroundError::NotReady(_) => Answer::new(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -46,12 +46,20 @@ pub struct CreatePlayground {
     pub gpus: u32,
     /// The hard TTL.
     pub ttl_seconds: u64,
-    /// The idle TTL (none: only the hard TTL).
+    /// The idle TTL (none: only the hard TTL; one longer than the hard TTL never
+    /// fires first, so it is the hard TTL: [`CreatePlayground::idle_ttl`]).
     #[serde(default)]
     pub idle_seconds: Option<u64>,
     /// Extra server arguments.
     #[serde(default)]
     pub args: Vec<String>,
+}
+
+impl CreatePlayground {
+    /// The idle TTL that applies: at most the hard TTL.
+    pub fn idle_ttl(&self) -> Option<u64> {
+        self.idle_seconds.map(|idle| idle.min(self.ttl_seconds))
+    }
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> PlaygroundError {
@@ -95,11 +103,11 @@ impl CreatePlayground {
             ));
         }
         if let Some(idle) = self.idle_seconds
-            && !(min_ttl..=self.ttl_seconds).contains(&idle)
+            && !(min_ttl..=MAX_LIFETIME_SECS).contains(&idle)
         {
             return Err(invalid(
                 "idleSeconds",
-                format!("must be {min_ttl} to ttlSeconds ({})", self.ttl_seconds),
+                format!("must be {min_ttl} to {MAX_LIFETIME_SECS}"),
             ));
         }
         if self.args.len() > MAX_ARGS {
@@ -175,7 +183,12 @@ mod tests {
         assert_eq!(field(&with("gpus", 9.into())), "gpus");
         assert_eq!(field(&with("ttlSeconds", 59.into())), "ttlSeconds");
         assert_eq!(field(&with("ttlSeconds", 86_401.into())), "ttlSeconds");
-        assert_eq!(field(&with("idleSeconds", 3601.into())), "idleSeconds");
+        assert_eq!(field(&with("idleSeconds", 86_401.into())), "idleSeconds");
+        // An idle TTL longer than the hard TTL never fires first: it is the hard TTL.
+        let longer = with("idleSeconds", 7_200.into());
+        assert!(longer.validate(&cfg()).is_ok());
+        assert_eq!(longer.idle_ttl(), Some(3_600));
+        assert_eq!(with("idleSeconds", 600.into()).idle_ttl(), Some(600));
         assert_eq!(
             field(&with("args", serde_json::json!(["--port=9"]))),
             "args"

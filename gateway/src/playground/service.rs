@@ -211,6 +211,7 @@ impl Playgrounds {
             });
         };
         let now = now_ms();
+        let idle_seconds = req.idle_ttl();
         let new = NewPlayground {
             id: id.clone(),
             team: caller.team.clone(),
@@ -221,7 +222,7 @@ impl Playgrounds {
             args: req.args,
             created_at_ms: now,
             expires_at_ms: now.saturating_add(secs_ms(req.ttl_seconds)),
-            idle_seconds: req.idle_seconds,
+            idle_seconds,
         };
         let record = self.store.insert_playground(&new).await?;
         if let Err(e) = self
@@ -475,12 +476,10 @@ impl Playgrounds {
             .max(now_ms())
             .saturating_add(secs_ms(seconds));
         if wanted > latest {
-            return Err(PlaygroundError::Invalid {
-                field: "seconds",
-                reason: format!(
-                    "a playground lives at most {MAX_LIFETIME_SECS} s; it can be extended by at most {} s",
-                    (latest - pg.expires_at_ms.max(now_ms())).max(0) / 1000
-                ),
+            return Err(PlaygroundError::LifetimeExceeded {
+                id: pg.id,
+                max_seconds: u64::try_from((latest - pg.expires_at_ms.max(now_ms())).max(0) / 1000)
+                    .unwrap_or(0),
             });
         }
         if !self.store.extend_playground(&pg.id, wanted).await? {

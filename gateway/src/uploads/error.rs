@@ -124,14 +124,10 @@ impl Answers for UploadError {
             UploadError::InvalidDigest => {
                 Answer::new(bad, "invalid-digest", message).field("digest")
             }
-            UploadError::BadSize { size, .. } => {
-                // Nothing to upload is a malformed request, not a large one.
-                let status = if *size == 0 {
-                    bad
-                } else {
-                    StatusCode::PAYLOAD_TOO_LARGE
-                };
-                Answer::new(status, "upload.bad-size", message).field("size")
+            // A declared size outside 1..=the largest capsule is a malformed request
+            // (the document's `minimum` and `maximum`), whatever its body: 400.
+            UploadError::BadSize { .. } => {
+                Answer::new(bad, "upload.bad-size", message).field("size")
             }
             UploadError::TooManySessions { open, .. } => Answer::new(
                 StatusCode::TOO_MANY_REQUESTS,

@@ -4,19 +4,18 @@
 //! - `401 unauthenticated` on every operation that requires the bearer token (the
 //!   [`crate::auth::Caller`] extractor answers it before the handler runs);
 //! - `400 invalid-query` on every operation with query parameters
-//!   ([`super::query::Query`]);
+//!   (`http::query::Query`);
 //! - `400` (a malformed body) and `413 body-too-large` on every operation with a
-//!   request body ([`super::body_limit`]);
-//! - `408 request-timeout` on every operation bounded by the document deadline
-//!   ([`super::deadline`]).
+//!   request body (`http::body_limit`);
+//! - `408 request-timeout` on every operation whose route is of the document class
+//!   (`http::route_class`).
 //!
 //! An operation's own description of a status is kept; the pass only adds what is
 //! missing. Every error answer has the `Error` schema.
 
-use axum::http::Method;
 use serde_json::{Value, json};
 
-use super::body_limit::is_bulk_route;
+use crate::http::{ROUTES, RouteClass};
 
 fn error(description: &str) -> Value {
     json!({
@@ -47,15 +46,16 @@ fn has_query(item: &Value, op: &Value) -> bool {
     })
 }
 
-/// Whether the deadline middleware bounds the operation's total time.
+/// Whether the document deadline bounds the operation's total time (its route's class).
 fn has_deadline(method: &str, path: &str) -> bool {
-    let method = Method::from_bytes(method.to_ascii_uppercase().as_bytes()).unwrap_or(Method::GET);
-    let concrete = path.replace("{id}", "x");
-    !is_bulk_route(&method, &concrete) && !path.contains("/v1/{*rest}")
+    ROUTES
+        .iter()
+        .find(|r| r.method == method && r.path == path)
+        .is_some_and(|r| r.class == RouteClass::Document)
 }
 
 /// Adds the shared answers to every operation of `doc`.
-pub fn complete(doc: &mut Value) {
+pub(super) fn complete(doc: &mut Value) {
     let Some(paths) = doc["paths"].as_object_mut() else {
         return;
     };
@@ -104,9 +104,9 @@ mod tests {
     #[test]
     fn adds_what_is_missing_and_keeps_what_is_there() {
         let mut doc = json!({"paths": {
-            "/v1/things": {
+            "/v1/policy": {
                 "get": {"parameters": [{"name": "q", "in": "query"}], "responses": {"200": {"description": "ok"}}},
-                "post": {"requestBody": {}, "responses": {"400": {"description": "mine"}}}
+                "put": {"requestBody": {}, "responses": {"400": {"description": "mine"}}}
             },
             "/livez": {"get": {"security": [], "responses": {"200": {"description": "ok"}}}},
             "/metrics": {"get": {"security": [{}, {"bearer": []}], "responses": {}}},
@@ -114,15 +114,15 @@ mod tests {
         }});
         complete(&mut doc);
         let p = &doc["paths"];
-        assert!(p["/v1/things"]["get"]["responses"]["401"].is_object());
-        assert!(p["/v1/things"]["get"]["responses"]["400"].is_object());
-        assert!(p["/v1/things"]["get"]["responses"]["408"].is_object());
-        assert!(p["/v1/things"]["get"]["responses"]["413"].is_null());
+        assert!(p["/v1/policy"]["get"]["responses"]["401"].is_object());
+        assert!(p["/v1/policy"]["get"]["responses"]["400"].is_object());
+        assert!(p["/v1/policy"]["get"]["responses"]["408"].is_object());
+        assert!(p["/v1/policy"]["get"]["responses"]["413"].is_null());
         assert_eq!(
-            p["/v1/things"]["post"]["responses"]["400"]["description"],
+            p["/v1/policy"]["put"]["responses"]["400"]["description"],
             "mine"
         );
-        assert!(p["/v1/things"]["post"]["responses"]["413"].is_object());
+        assert!(p["/v1/policy"]["put"]["responses"]["413"].is_object());
         assert!(p["/livez"]["get"]["responses"]["401"].is_null());
         assert!(p["/metrics"]["get"]["responses"]["401"].is_null());
         assert!(

@@ -1,0 +1,36 @@
+//! The operations about the service itself: probes and metrics (open), this document,
+//! the JobSpec schema, live capacity, the caller's identity, and the orphan report.
+
+use serde_json::{Value, json};
+
+use super::error_response;
+
+pub(super) fn paths() -> Value {
+    json!({
+        "/livez": {"get": {"summary": "Liveness: the process serves HTTP (nothing else is checked)", "security": [], "responses": {"200": {"description": "ok"}}}},
+        "/healthz": {"get": {"summary": "Liveness (alias of /livez)", "security": [], "responses": {"200": {"description": "ok"}}}},
+        "/readyz": {"get": {"summary": "Readiness: store reachable, Node/Pod caches synced, a policy chain active; the replica's role",
+            "security": [],
+            "responses": {
+                "200": {"description": "ready", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}},
+                "503": {"description": "not ready: `failing` names the first failed check", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}}}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics: aggregates without a token; with FORGE_METRICS_TOKEN or an admin token also the per-plugin series (which name teams)",
+            "security": [{}, {"bearer": []}],
+            "responses": {"200": {"description": "text exposition format"}, "401": error_response("a token that is neither the metrics token nor a known one")}}},
+        "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+        "/v1/schemas/jobspec": {"get": {"summary": "JobSpec JSON Schema", "responses": {"200": {"description": "schema"}}}},
+        "/v1/capacity": {"get": {"summary": "Live GPU capacity per series and the caller's team usage",
+            "responses": {"200": {"description": "capacity"}, "401": error_response("unauthenticated")}}},
+        "/v1/whoami": {"get": {"summary": "The caller's team, role and token name",
+            "responses": {"200": {"description": "who the token is", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["team", "role"], "properties": {
+                    "team": {"type": "string"}, "role": {"type": "string", "enum": ["member", "admin"]},
+                    "name": {"type": ["string", "null"]}}}}}}}}},
+        "/v1/admin/orphans": {"get": {
+            "summary": "Forge-managed RayJobs this installation did not create (another or no instance label) or whose job its store does not know; reported, never deleted (admins)",
+            "responses": {
+                "200": {"description": "a fresh scan", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/OrphanReport"}}}},
+                "401": error_response("unauthenticated"),
+                "403": error_response("admins only")}}}
+    })
+}

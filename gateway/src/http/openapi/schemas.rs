@@ -1,0 +1,155 @@
+//! The document's shared schemas (`components.schemas`): the JobSpec as this gateway
+//! publishes it (with its own definitions, `#/$defs/X` rewritten to components), the
+//! error answer, jobs and their pages, and the operational answers (readiness, pod
+//! logs, the orphan report).
+
+use serde_json::{Value, json};
+
+use crate::config::Config;
+
+/// Every shared schema.
+pub(super) fn all(cfg: &Config) -> Value {
+    let mut jobspec = crate::jobspec::published_schema(cfg);
+    let defs = jobspec
+        .as_object_mut()
+        .and_then(|o| o.remove("$defs"))
+        .unwrap_or_else(|| json!({}));
+    if let Some(o) = jobspec.as_object_mut() {
+        o.remove("$schema");
+    }
+    let mut schemas = api();
+    schemas["JobSpec"] = rewrite_refs(jobspec);
+    if let (Some(s), Some(d), Value::Object(ops)) =
+        (schemas.as_object_mut(), defs.as_object(), operations())
+    {
+        for (k, v) in d {
+            s.insert(k.clone(), rewrite_refs(v.clone()));
+        }
+        s.extend(ops);
+    }
+    schemas
+}
+
+/// The error answer, a job, a page of jobs, a JSON submission.
+fn api() -> Value {
+    json!({
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "string", "description": "Stable, machine-readable code"},
+                    "message": {"type": "string"},
+                    "details": {"type": "object", "description": "Code-specific details: the request `field`; for invalid-spec `fields` (the first FORGE_MAX_FIELD_ERRORS problems), `total` and `omitted`"}
+                }
+            }}
+        },
+        "Job": {
+            "type": "object",
+            "required": ["id", "team", "name", "state", "spec"],
+            "properties": {
+                "id": {"type": "string"},
+                "team": {"type": "string"},
+                "name": {"type": "string"},
+                "state": {"type": "string", "enum": ["queued", "dispatched", "initializing", "running", "succeeded", "failed", "cancelled", "timed-out", "rejected"]},
+                "reason": {"type": ["string", "null"]},
+                "capsuleSha256": {"type": ["string", "null"]},
+                "rayjobName": {"type": ["string", "null"]},
+                "queue": {"type": "object", "properties": {
+                    "series": {"type": "string"}, "position": {"type": "integer"},
+                    "code": {"type": "string"}, "reason": {"type": "string"}}},
+                "spec": {"$ref": "#/components/schemas/JobSpec"},
+                "admission": {"type": "object", "description": "Decision and per-plugin trace (on submission)"},
+                "history": {"type": "array", "items": {"type": "object"}},
+                "decisions": {"type": "array", "items": {"type": "object"}}
+            }
+        },
+        "JobPage": {
+            "type": "object",
+            "required": ["jobs"],
+            "properties": {
+                "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+                "next": {"type": "string", "description": "cursor of the next page (absent on the last)"}
+            }
+        },
+        "JsonSubmission": {
+            "type": "object",
+            "required": ["spec", "capsule"],
+            "additionalProperties": false,
+            "properties": {
+                "spec": {"$ref": "#/components/schemas/JobSpec"},
+                "capsule": {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+            }
+        }
+    })
+}
+
+/// Readiness, pod logs, the orphan report.
+fn operations() -> Value {
+    json!({
+        "Readiness": {
+            "type": "object",
+            "required": ["ready", "role", "replica", "checks"],
+            "properties": {
+                "ready": {"type": "boolean"},
+                "failing": {"type": "string", "enum": ["store", "caches", "policy"]},
+                "role": {"type": "string", "enum": ["leader", "follower"]},
+                "epoch": {"type": "integer", "description": "leader: the term's fencing token"},
+                "leader": {"type": ["string", "null"], "description": "follower: the lease holder last seen"},
+                "replica": {"type": "string"},
+                "checks": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                    "ok": {"type": "boolean"}, "detail": {"type": "string"}}}}
+            }
+        },
+        "PodLog": {
+            "type": "object",
+            "required": ["pod", "role", "container", "bytes", "truncated", "cutBytes", "archived"],
+            "properties": {
+                "pod": {"type": "string"},
+                "role": {"type": "string", "enum": ["head", "worker", "submitter"]},
+                "container": {"type": "string"},
+                "bytes": {"type": ["integer", "null"], "minimum": 0, "description": "bytes of the archived log (its marker line included); null while live"},
+                "truncated": {"type": "boolean", "description": "the log was over FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD: its tail is archived after a marker line"},
+                "cutBytes": {"type": "integer", "minimum": 0, "description": "bytes cut from the log's start"},
+                "archived": {"type": "boolean", "description": "false: live (the job runs) or the container never started"}
+            }
+        },
+        "OrphanReport": {
+            "type": "object",
+            "required": ["instance", "managed", "orphans"],
+            "properties": {
+                "instance": {"type": "string", "description": "this installation's identity (label forge.dev/instance)"},
+                "managed": {"type": "integer", "description": "Forge-managed RayJobs in the namespace"},
+                "orphans": {"type": "array", "items": {"type": "object", "required": ["name", "reason"], "properties": {
+                    "name": {"type": "string"},
+                    "instance": {"type": ["string", "null"]},
+                    "jobId": {"type": ["string", "null"]},
+                    "reason": {"type": "string", "enum": ["other-instance", "no-instance", "unknown-job"]},
+                    "created": {"type": ["string", "null"]}}}}
+            }
+        }
+    })
+}
+
+/// `#/$defs/X` → `#/components/schemas/X`.
+fn rewrite_refs(v: Value) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| {
+                    let v = match (&*k, v) {
+                        ("$ref", Value::String(s)) => {
+                            Value::String(s.replace("#/$defs/", "#/components/schemas/"))
+                        }
+                        (_, other) => rewrite_refs(other),
+                    };
+                    (k, v)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(rewrite_refs).collect()),
+        other => other,
+    }
+}
