@@ -34,10 +34,14 @@ pub enum PlaygroundError {
     /// An extension past the longest life a playground may have: how much it may still
     /// be extended (its age decides, so the request conflicts with its state).
     #[error(
-        "playground {id} lives at most {} s in all; it can be extended by at most {max_seconds} s",
-        crate::playground::request::MAX_LIFETIME_SECS
+        "playground {id} lives at most {lifetime_seconds} s in all; it can be extended by at \
+         most {max_seconds} s"
     )]
-    LifetimeExceeded { id: String, max_seconds: u64 },
+    LifetimeExceeded {
+        id: String,
+        lifetime_seconds: u64,
+        max_seconds: u64,
+    },
     /// The playground's server is not ready yet.
     #[error("playground {0} is not ready yet")]
     NotReady(String),

@@ -478,6 +478,7 @@ impl Playgrounds {
         if wanted > latest {
             return Err(PlaygroundError::LifetimeExceeded {
                 id: pg.id,
+                lifetime_seconds: MAX_LIFETIME_SECS,
                 max_seconds: u64::try_from((latest - pg.expires_at_ms.max(now_ms())).max(0) / 1000)
                     .unwrap_or(0),
             });
