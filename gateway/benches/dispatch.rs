@@ -80,9 +80,10 @@ async fn main() -> anyhow::Result<()> {
         ray_venv: None,
     };
     let dev = dev::start(&opts, &"http://127.0.0.1:9/".parse()?).await?;
-    let jobs = dev.state.jobs.clone();
-    jobs.cluster().capacity.synced().await;
-    let store = jobs.store();
+    let jobs = dev.state.jobs.dispatcher.clone();
+    let cluster = dev.state.jobs.cluster.clone();
+    cluster.capacity.synced().await;
+    let store = dev.state.jobs.store();
 
     let spec: JobSpec = serde_json::from_value(serde_json::json!({
         "name": "bench", "framework": "nemo-rl", "entrypoint": "python3 train.py",
@@ -155,7 +156,7 @@ async fn main() -> anyhow::Result<()> {
     let (team, team_dispatched) = timed().await;
 
     // A node is cordoned: the cluster view changes for every job.
-    let before = *jobs.cluster().capacity.changes().borrow();
+    let before = *cluster.capacity.changes().borrow();
     let api: Api<Node> = Api::all(dev.sim.client()?);
     let node = api
         .list(&ListParams::default().limit(1))
@@ -171,7 +172,7 @@ async fn main() -> anyhow::Result<()> {
         &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
     )
     .await?;
-    let mut changes = jobs.cluster().capacity.changes();
+    let mut changes = cluster.capacity.changes();
     while *changes.borrow() == before {
         changes.changed().await?;
     }

@@ -16,11 +16,12 @@ use forge_policy_host::{EngineLimits, PolicyEngine, PolicyRunner};
 use url::Url;
 
 use crate::admission::Admission;
+use crate::admission::usage::UsageBoard;
 use crate::cluster::lease::LeaseMirror;
 use crate::cluster::{Capacity, Cluster, NodeConventions};
 use crate::config::Config;
-use crate::jobs::capsule_links;
-use crate::jobs::{Jobs, QueueBoard};
+use crate::jobs::capsule_links::{self as links, CapsuleLinks};
+use crate::jobs::{JobParts, Jobs, QueueBoard};
 use crate::leader::{Leadership, Timings};
 use crate::live_tokens::LiveTokens;
 use crate::metrics::Metrics;
@@ -144,7 +145,8 @@ const DATABASE_WAIT: Duration = Duration::from_secs(60);
 
 /// Build the application state: store, capacity caches, policy, capsules. `boot` is
 /// the global chain to start with when the store has none yet (a fresh data dir);
-/// otherwise the stored active policy is restored.
+/// otherwise the stored active policy is restored. The steps: the data directory and
+/// the store, object storage, the policy, then the domains over them.
 pub async fn build_state(
     config: Config,
     tokens: Arc<LiveTokens>,
@@ -162,18 +164,87 @@ pub async fn build_state(
         .await
         .context("the installation identity (FORGE_INSTANCE)")?;
     tracing::info!(%instance, backend = db.backend.as_str(), "store opened");
-    let conventions = NodeConventions {
-        gpu_label: config.k8s.gpu_node_label.clone(),
-        pods: config.pods.clone(),
+    let storage = open_storage(&config, capsules)?;
+    let metrics = Arc::new(Metrics::new());
+    let policies =
+        start_policies(&config, &db, storage.objects.clone(), metrics.clone(), boot).await?;
+    let config = Arc::new(config);
+    let capacity = Capacity::start(
+        client.clone(),
+        NodeConventions {
+            gpu_label: config.k8s.gpu_node_label.clone(),
+            pods: config.pods.clone(),
+        },
+    );
+    let leadership = Leadership::new(
+        replica_identity(&config),
+        Timings::from_config(&config.leader),
+        db.coord.clone(),
+        Some(LeaseMirror::new(client.clone(), &config.k8s.namespace)),
+        metrics.clone(),
+    );
+    let cluster = Cluster::new(client, &config.k8s.namespace, capacity.clone(), &instance);
+    let admission = Admission::new(
+        config.clone(),
+        capacity,
+        UsageBoard::new(),
+        policies.clone(),
+    );
+    let uploads = open_uploads(&config, &db, storage.objects.clone(), metrics.clone())?;
+    let playgrounds = Playgrounds::new(
+        config.clone(),
+        db.playgrounds.clone(),
+        admission.clone(),
+        cluster.playgrounds.clone(),
+        &instance,
+        metrics.clone(),
+    );
+    let links = match storage.link_base {
+        Some(base) => Some(capsule_links(&db, base).await?),
+        None => None,
     };
-    let capacity = Capacity::start(client.clone(), conventions);
-    // The URL pods reach the gateway at: capsule links go under it.
+    let jobs = Jobs::new(JobParts {
+        config: config.clone(),
+        store: db.jobs.clone(),
+        capsules: db.capsules.clone(),
+        metrics: metrics.clone(),
+        queue: QueueBoard::new(),
+        admission,
+        cluster,
+        objects: storage.objects,
+        links,
+    });
+    Ok(AppState::new(Shared {
+        config,
+        tokens,
+        jobs,
+        playgrounds,
+        policies,
+        metrics,
+        uploads,
+        local_objects: storage.local,
+        database: db,
+        leadership,
+        shutdown: crate::shutdown::Shutdown::default(),
+    }))
+}
+
+/// Object storage as the configuration chose it.
+struct Storage {
+    objects: Arc<dyn ObjectStore>,
+    /// The local store, whose signed URLs the gateway serves itself.
+    local: Option<Arc<LocalStore>>,
+    /// The URL pods reach the gateway at: capsule links go under it.
+    link_base: Option<Url>,
+}
+
+fn open_storage(config: &Config, capsules: CapsuleBackend) -> anyhow::Result<Storage> {
     let link_base = match (&config.gateway.public_url, &capsules) {
         (Some(url), _) => Some(Url::parse(url).context("FORGE_PUBLIC_URL")?),
         (None, CapsuleBackend::Local { base_url }) => Some(base_url.clone()),
         (None, CapsuleBackend::S3(_)) => None,
     };
-    let (objects, local_objects): (Arc<dyn ObjectStore>, _) = match capsules {
+    let (objects, local): (Arc<dyn ObjectStore>, _) = match capsules {
         CapsuleBackend::S3(s3) => (Arc::new(s3), None),
         CapsuleBackend::Local { base_url } => {
             let key = local_url_key(&config.gateway.data_dir)?;
@@ -184,11 +255,25 @@ pub async fn build_state(
             (local.clone() as Arc<dyn ObjectStore>, Some(local))
         }
     };
-    let metrics = Arc::new(Metrics::new());
+    Ok(Storage {
+        objects,
+        local,
+        link_base,
+    })
+}
+
+/// The plugin registry and the active policy (stored, or the start-up chain).
+async fn start_policies(
+    config: &Config,
+    db: &Database,
+    objects: Arc<dyn ObjectStore>,
+    metrics: Arc<Metrics>,
+    boot: Vec<BootLink>,
+) -> anyhow::Result<Arc<PolicyManager>> {
     let gw = &config.gateway;
     let registry = Registry::new(
-        policy_engine(&config)?,
-        objects.clone(),
+        policy_engine(config)?,
+        objects,
         db.policies.clone(),
         RegistryLimits {
             max_plugin_bytes: gw.plugin_max_kib << 10,
@@ -198,31 +283,29 @@ pub async fn build_state(
             max_chain_links: gw.policy_max_chain_links,
         },
     );
-    let policies = PolicyManager::start(
+    PolicyManager::start(
         registry,
         db.policies.clone(),
         PolicyRunner::new(gw.policy_concurrency),
-        metrics.clone(),
+        metrics,
         boot,
     )
     .await
-    .context("activating the policy (stored, or the start-up chain)")?;
-    let config = Arc::new(config);
-    let queue = QueueBoard::new();
-    let leadership = Leadership::new(
-        replica_identity(&config),
-        Timings::from_config(&config.leader),
-        db.coord.clone(),
-        Some(LeaseMirror::new(client.clone(), &config.k8s.namespace)),
-        metrics.clone(),
-    );
-    let cluster = Cluster::new(client, &config.k8s.namespace, capacity.clone(), &instance);
-    let admission = Admission::new(config.clone(), capacity, queue.clone(), policies.clone());
-    let uploads = Uploads::open(
+    .context("activating the policy (stored, or the start-up chain)")
+}
+
+/// The resumable upload sessions of this replica.
+fn open_uploads(
+    config: &Config,
+    db: &Database,
+    objects: Arc<dyn ObjectStore>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<Uploads> {
+    Uploads::open(
         &config.gateway.data_dir,
-        objects.clone(),
+        objects,
         db.capsules.clone(),
-        metrics.clone(),
+        metrics,
         UploadLimits {
             max_sessions_per_team: config.gateway.upload_max_sessions,
             ttl: Duration::from_secs(config.gateway.upload_ttl_s),
@@ -233,47 +316,18 @@ pub async fn build_state(
                 .min(crate::uploads::MAX_CHUNK_BYTES),
         },
     )
-    .context("opening the upload sessions")?;
-    let playgrounds = Playgrounds::new(
-        config.clone(),
-        db.playgrounds.clone(),
-        admission.clone(),
-        cluster.playgrounds.clone(),
-        &instance,
-        metrics.clone(),
-    );
-    let mut jobs = Jobs::new(
-        config.clone(),
-        db.jobs.clone(),
-        db.capsules.clone(),
-        metrics.clone(),
-        queue,
-        admission,
-        cluster,
-        objects,
-    );
-    if let Some(base) = link_base {
-        let key = db
-            .coord
-            .shared_value(capsule_links::KEY_NAME, capsule_links::generate_key())
-            .await
-            .context("the capsule link key")?;
-        let key = hex::decode(key).context("the stored capsule link key is not hex")?;
-        jobs = jobs.with_capsule_links(capsule_links::CapsuleLinks::new(&key, base));
-    }
-    Ok(AppState::new(Shared {
-        config,
-        tokens,
-        jobs,
-        playgrounds,
-        policies,
-        metrics,
-        uploads,
-        local_objects,
-        database: db,
-        leadership,
-        shutdown: crate::shutdown::Shutdown::default(),
-    }))
+    .context("opening the upload sessions")
+}
+
+/// Capsule links under `base`, signed with the installation's shared key.
+async fn capsule_links(db: &Database, base: Url) -> anyhow::Result<CapsuleLinks> {
+    let key = db
+        .coord
+        .shared_value(links::KEY_NAME, links::generate_key())
+        .await
+        .context("the capsule link key")?;
+    let key = hex::decode(key).context("the stored capsule link key is not hex")?;
+    Ok(CapsuleLinks::new(&key, base))
 }
 
 /// This replica's identity in the leader lease: `FORGE_REPLICA`, else the host name.

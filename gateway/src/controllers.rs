@@ -2,13 +2,13 @@
 //!
 //! - on **every replica**: the elector ([`crate::leader::elector`]), the policy sync
 //!   (other replicas' policy changes: notifications where the store has them, polling
-//!   always), and the foreign-RayJob scan ([`crate::jobs::orphans`]);
+//!   always), and the foreign-RayJob scan ([`crate::jobs::lifecycle::orphans`]);
 //! - on **the leader only**, for exactly the length of its term: the dispatcher and the
-//!   lifecycle controller, on a [`Jobs`] bound to the term (fenced), the
+//!   lifecycle controller, bound to the term (fenced), the
 //!   playground TTL controller ([`crate::playground::reclaim`]) and the retention
 //!   sweeper ([`crate::retention`]);
 //! - on **followers**: the queue board refreshed from the store
-//!   ([`crate::jobs::follower`]), so queue standings and usage are right everywhere.
+//!   ([`crate::jobs::dispatch::follower`]), so queue standings and usage are right everywhere.
 //!
 //! A supervisor follows the role: when a term starts it starts the leader's loops with
 //! that term; when the term ends (lost, deadline passed) it aborts them at once — and
@@ -113,7 +113,7 @@ pub fn spawn_controllers(state: &AppState) -> Controllers {
     let mut tasks = vec![
         elector::spawn(state.leadership.clone()),
         state.policies.spawn_sync(sync),
-        jobs::orphans::spawn(state.jobs.clone()),
+        jobs::lifecycle::orphans::spawn(state.jobs.lifecycle.clone()),
         state.uploads.spawn_sweeper(),
     ];
     tasks.extend(state.tokens.spawn_watch());
@@ -157,13 +157,15 @@ fn supervise(
                             epoch,
                             "leading: dispatcher and lifecycle controller started"
                         );
-                        let fenced = jobs.for_term(term.clone());
                         if let Some(old) = dispatcher.take() {
                             old.abort();
                         }
-                        dispatcher = Some(jobs::dispatch::spawn(fenced.clone(), stopping.clone()));
+                        dispatcher = Some(jobs::dispatch::spawn(
+                            jobs.dispatcher.for_term(term.clone()),
+                            stopping.clone(),
+                        ));
                         running.replace(vec![
-                            jobs::lifecycle::spawn(fenced),
+                            jobs::lifecycle::spawn(jobs.lifecycle.for_term(term.clone())),
                             reclaim::spawn(playgrounds.clone(), term.clone()),
                             retention::spawn(retention.clone(), term),
                         ]);
@@ -177,7 +179,9 @@ fn supervise(
                         if let Some(old) = dispatcher.take() {
                             old.abort();
                         }
-                        running.replace(vec![jobs::follower::spawn(jobs.clone())]);
+                        running.replace(vec![jobs::dispatch::follower::spawn(
+                            jobs.dispatcher.clone(),
+                        )]);
                     }
                 }
                 now = Some(role);

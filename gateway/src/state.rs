@@ -71,6 +71,6 @@ pub struct Shared {
 impl Shared {
     /// The live capacity caches.
     pub fn capacity(&self) -> &Capacity {
-        &self.jobs.cluster().capacity
+        &self.jobs.cluster.capacity
     }
 }

@@ -6,6 +6,7 @@
 //! they cannot disagree about what a policy sees.
 
 pub mod decision;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -18,9 +19,9 @@ pub use decision::{decision_record, primary_series, rejecting_plugin};
 
 use crate::cluster::Capacity;
 use crate::config::Config;
-use crate::jobs::queue::QueueBoard;
 use crate::jobspec::JobSpec;
 use crate::policy::{EvalError, Evaluated, PolicyManager};
+use usage::UsageBoard;
 
 /// How long a request waits for the capacity caches of a starting gateway.
 const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -79,7 +80,7 @@ fn with_playgrounds(
 pub struct Admission {
     config: Arc<Config>,
     capacity: Capacity,
-    queue: Arc<QueueBoard>,
+    usage: Arc<UsageBoard>,
     policies: Arc<PolicyManager>,
 }
 
@@ -88,15 +89,20 @@ impl Admission {
     pub fn new(
         config: Arc<Config>,
         capacity: Capacity,
-        queue: Arc<QueueBoard>,
+        usage: Arc<UsageBoard>,
         policies: Arc<PolicyManager>,
     ) -> Self {
         Admission {
             config,
             capacity,
-            queue,
+            usage,
             policies,
         }
+    }
+
+    /// Where the dispatcher publishes the teams' usage.
+    pub fn usage(&self) -> &Arc<UsageBoard> {
+        &self.usage
     }
 
     /// The policy's view of a job spec.
@@ -152,7 +158,7 @@ impl Admission {
     /// A team's usage as policies and users see it: the dispatcher's ledger (its
     /// jobs) plus its playgrounds' GPUs (bound: running; unbound: queued).
     pub fn team_usage(&self, team: &str) -> Vec<SeriesUsage> {
-        with_playgrounds(self.queue.usage(team), self.capacity.playground_gpus(team))
+        with_playgrounds(self.usage.usage(team), self.capacity.playground_gpus(team))
     }
 
     /// The policy's view of a playground (workload kind `inference`): one pool

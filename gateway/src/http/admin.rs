@@ -8,7 +8,7 @@ use axum::extract::State;
 
 use super::error::ApiError;
 use crate::auth::Caller;
-use crate::jobs::orphans::OrphanReport;
+use crate::jobs::lifecycle::OrphanReport;
 use crate::state::AppState;
 
 /// `GET /v1/admin/orphans`: a fresh scan.
@@ -17,5 +17,5 @@ pub async fn orphans(
     caller: Caller,
 ) -> Result<Json<OrphanReport>, ApiError> {
     caller.require_admin()?;
-    Ok(Json(state.jobs.orphans().await?))
+    Ok(Json(state.jobs.lifecycle.orphans().await?))
 }

@@ -43,8 +43,8 @@ pub async fn fetch(
 ) -> Result<Response, ApiError> {
     let links = state
         .jobs
-        .links
-        .clone()
+        .capsule_links()
+        .cloned()
         .ok_or_else(|| JobError::NotFound(job_id.clone()))?;
     let digest = file
         .strip_suffix(".zip")

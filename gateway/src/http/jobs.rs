@@ -31,7 +31,7 @@ use super::submission;
 use crate::auth::{Caller, Role};
 use crate::cluster::LogSource;
 use crate::domain::JobState;
-use crate::jobs::dashboard::Dashboard;
+use crate::jobs::logs::dashboard::Dashboard;
 use crate::jobs::{Diagnosis, JobError, LogStart, LogTarget, PendingReason, PodLog, QueueEntry};
 use crate::state::AppState;
 use crate::store::{
@@ -97,9 +97,9 @@ pub async fn create(
     request: Request,
 ) -> Result<(StatusCode, Json<JobResponse>), ApiError> {
     // Before the body is read: a refused submission costs almost nothing.
-    state.jobs.check_submission_rate(&caller.team)?;
+    state.jobs.submissions.check_submission_rate(&caller.team)?;
     let (spec, code) = submission::read(&state, &caller.team, request).await?;
-    let submitted = state.jobs.submit(&caller, spec, code).await?;
+    let submitted = state.jobs.submissions.submit(&caller, spec, code).await?;
     let mut resp = response(&state, submitted.job);
     resp.admission = Some(Admission {
         policy_version: submitted.policy_version,
@@ -212,7 +212,7 @@ pub async fn get(
     let history = jobs.store().history(&id).await.map_err(JobError::from)?;
     let decisions = jobs.store().decisions(&id).await.map_err(JobError::from)?;
     let pending = if matches!(job.state, JobState::Dispatched | JobState::Initializing) {
-        match jobs.diagnose(&job).await {
+        match jobs.logs.diagnose(&job).await {
             Ok(d) => d.pending,
             Err(e) => {
                 tracing::warn!(job = %job.id, "pending diagnosis: {e}");
@@ -222,7 +222,7 @@ pub async fn get(
     } else {
         None
     };
-    let dashboard = jobs.dashboard(&job).await.unwrap_or_else(|e| {
+    let dashboard = jobs.logs.dashboard(&job).await.unwrap_or_else(|e| {
         tracing::warn!(job = %job.id, "dashboard address: {e}");
         None
     });
@@ -241,7 +241,7 @@ pub async fn events(
     Path(id): Path<String>,
 ) -> Result<Json<Diagnosis>, ApiError> {
     let job = state.jobs.visible(&caller, &id).await?;
-    Ok(Json(state.jobs.diagnose(&job).await?))
+    Ok(Json(state.jobs.logs.diagnose(&job).await?))
 }
 
 /// `DELETE /v1/jobs/{id}`.
@@ -250,7 +250,7 @@ pub async fn delete(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<JobResponse>, ApiError> {
-    let job = state.jobs.cancel(&caller, &id).await?;
+    let job = state.jobs.lifecycle.cancel(&caller, &id).await?;
     Ok(Json(response(&state, job)))
 }
 
@@ -318,7 +318,11 @@ pub async fn logs(
         (None, Some(n)) => LogStart::Tail(n),
         (None, None) => LogStart::Offset(0),
     };
-    let read = state.jobs.log_from(&job, &target, start, q.follow).await?;
+    let read = state
+        .jobs
+        .logs
+        .log_from(&job, &target, start, q.follow)
+        .await?;
     Ok((
         [
             (
@@ -344,7 +348,7 @@ pub async fn log_pods(
 ) -> Result<Json<Vec<PodLog>>, ApiError> {
     let job = state.jobs.visible(&caller, &id).await?;
     logs_kept(&state, &job).await?;
-    Ok(Json(state.jobs.pod_logs(&job).await?))
+    Ok(Json(state.jobs.logs.pod_logs(&job).await?))
 }
 
 /// `410 logs-expired` for an ended job whose archived logs retention deleted.

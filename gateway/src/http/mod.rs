@@ -121,7 +121,7 @@ pub fn router(state: AppState) -> Router {
     let console = console::routes(state.clone());
     let links = state
         .jobs
-        .links
+        .capsule_links()
         .is_some()
         .then(|| capsule_links::routes(state.clone()));
     // The console, capsule links and the local store's signed URLs take documents.

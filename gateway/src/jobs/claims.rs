@@ -9,7 +9,8 @@
 //!   leader's own dispatch in flight looks exactly like that, so reconcile skips
 //!   claimed jobs: their create's own outcome decides (a failed create puts the job
 //!   back in the queue);
-//! - [`super::inflight::InFlight`] runs at most one background task per key.
+//! - the lifecycle's `InFlight` (`lifecycle/inflight.rs`) runs at most one background task
+//!   per key.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -40,7 +40,7 @@ pub enum JobError {
     Policy(#[from] crate::policy::EvalError),
     /// The team went over a submission limit (nothing was stored).
     #[error(transparent)]
-    Limit(#[from] super::limits::LimitError),
+    Limit(#[from] super::submit::limits::LimitError),
     /// The uploaded code is not acceptable (hostile or oversize archive).
     #[error(transparent)]
     Capsule(#[from] forge_capsule::CapsuleError),

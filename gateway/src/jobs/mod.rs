@@ -1,47 +1,35 @@
-//! Jobs: submission, the gang-aware queue and dispatcher, the RayJob lifecycle,
-//! clean-up, cancellation, logs, diagnosis and its explanation in words, the followers'
-//! queue board and the report of foreign RayJobs. [`Jobs`] owns job state; each operation
-//! is an `impl Jobs` block in the file named for it. Nothing here knows HTTP: the
-//! handlers in `http::jobs` call these.
+//! Jobs: a small core that owns job state ([`core::JobCore`]: the store handle, the
+//! feed, `insert` and `transition`) and the services around it, each in its own file or
+//! folder and each holding the core — submission (`submit/`), dispatch with the
+//! gang-aware queue (`dispatch/`), the RayJob lifecycle with clean-up, cancellation
+//! and the foreign-RayJob report (`lifecycle/`), and a job's logs and diagnosis
+//! (`logs/`). [`Jobs`] (`service.rs`) is the domain as the rest of the gateway sees
+//! it; `watch.rs` its streams of a job's or a team's changes. Nothing here knows
+//! HTTP: the handlers in `http::jobs` call these.
 
-pub mod cancel;
 pub mod capsule_links;
 pub mod claims;
-pub mod cleanup;
-pub mod dashboard;
-pub mod decision_memo;
-pub mod diagnosis;
+pub mod core;
 pub mod dispatch;
 pub mod error;
-pub mod explain;
 pub mod feed;
 pub mod fit;
-pub mod follower;
-pub mod inflight;
-pub mod kuberay_status;
 pub mod lifecycle;
-pub mod limits;
-pub mod log_tail;
 pub mod logs;
-pub mod orphans;
-pub mod owners;
-pub mod per_key;
-pub mod pod_logs;
 pub mod pre_running;
 pub mod queue;
 pub mod records;
-pub mod resync_round;
 pub mod service;
 pub mod submit;
 pub mod watch;
 
-pub use diagnosis::{Diagnosis, PendingReason};
 pub use error::JobError;
-pub use explain::pending_sentence;
 pub use feed::{JobEvent, JobFeed, Resume, Sequenced};
+pub use logs::diagnosis::{Diagnosis, PendingReason};
+pub use logs::explain::pending_sentence;
+pub use logs::pod_logs::{LogTarget, PodLog, PodRole};
 pub use logs::{LogStart, LogStream};
-pub use pod_logs::{LogTarget, PodLog, PodRole};
 pub use queue::{QueueBoard, QueueEntry};
-pub use service::Jobs;
+pub use service::{JobParts, Jobs};
 pub use submit::{CodeInput, Submitted};
 pub use watch::WatchEvent;

@@ -1,6 +1,7 @@
 //! The queue board: what the dispatcher last published about the gateway queue — each
-//! queued job's series, position and current reason, and every team's GPU usage — plus
-//! the wake-up signal that makes the dispatcher run again.
+//! queued job's series, position and current reason — plus the wake-up signal that
+//! makes the dispatcher run again. (The teams' usage it counts goes to admission:
+//! `admission::usage`.)
 //!
 //! The queue itself is durable (queued jobs in the store, oldest first); this board is
 //! the in-memory view the API reads so that `GET /v1/jobs/{id}` never waits on a
@@ -16,8 +17,6 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::sync::Notify;
 
-use forge_policy_host::model::SeriesUsage;
-
 /// Where a queued job stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -32,16 +31,11 @@ pub struct QueueEntry {
     pub reason: String,
 }
 
-/// GPUs per team and series: (running = held by dispatched / initializing / running
-/// jobs, queued = wanted by queued jobs).
-pub type Ledger = BTreeMap<String, BTreeMap<String, (u32, u32)>>;
-
 /// The board.
 #[derive(Debug, Default)]
 pub struct QueueBoard {
     wake: Notify,
     entries: ArcSwap<Standings>,
-    ledger: ArcSwap<Ledger>,
 }
 
 impl QueueBoard {
@@ -60,10 +54,9 @@ impl QueueBoard {
         self.wake.notified().await;
     }
 
-    /// Publish a pass's results.
-    pub fn publish(&self, entries: Standings, ledger: Ledger) {
+    /// Publish a pass's standings.
+    pub fn publish(&self, entries: Standings) {
         self.entries.store(Arc::new(entries));
-        self.ledger.store(Arc::new(ledger));
     }
 
     /// Every queued job's standing as the last pass published it.
@@ -84,47 +77,6 @@ impl QueueBoard {
         }
         out
     }
-
-    /// A team's usage as the policy sees it.
-    pub fn usage(&self, team: &str) -> Vec<SeriesUsage> {
-        usage_of(&self.ledger.load(), team)
-    }
-}
-
-/// Adds `gpus` of `series` to a team's running or queued column.
-pub fn add(ledger: &mut Ledger, team: &str, series: &str, gpus: u64, running: bool) {
-    // Keys are allocated only when new (a pass adds every queued job).
-    if !ledger.contains_key(team) {
-        ledger.insert(team.to_string(), BTreeMap::new());
-    }
-    let by_series = ledger.get_mut(team).expect("inserted above");
-    if !by_series.contains_key(series) {
-        by_series.insert(series.to_string(), (0, 0));
-    }
-    let entry = by_series.get_mut(series).expect("inserted above");
-    let g = u32::try_from(gpus).unwrap_or(u32::MAX);
-    if running {
-        entry.0 = entry.0.saturating_add(g);
-    } else {
-        entry.1 = entry.1.saturating_add(g);
-    }
-}
-
-/// A team's usage in a ledger, per series.
-pub fn usage_of(ledger: &Ledger, team: &str) -> Vec<SeriesUsage> {
-    ledger
-        .get(team)
-        .map(|by_series| {
-            by_series
-                .iter()
-                .map(|(series, (running, queued))| SeriesUsage {
-                    series: series.clone(),
-                    running: *running,
-                    queued: *queued,
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -132,12 +84,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn usage_reads_the_published_ledger() {
+    fn the_board_shows_what_the_last_pass_published() {
         let board = QueueBoard::new();
-        let mut ledger = Ledger::new();
-        add(&mut ledger, "vision", "h100", 16, true);
-        add(&mut ledger, "vision", "h100", 8, false);
-        add(&mut ledger, "nlp", "h200", 8, true);
         let mut entries = Standings::default();
         entries.insert(
             "j1".to_string(),
@@ -148,17 +96,9 @@ mod tests {
                 reason: "over quota".into(),
             },
         );
-        board.publish(entries, ledger);
-        assert_eq!(
-            board.usage("vision"),
-            vec![SeriesUsage {
-                series: "h100".into(),
-                running: 16,
-                queued: 8
-            }]
-        );
-        assert!(board.usage("nobody").is_empty());
+        board.publish(entries);
         assert_eq!(board.entry("j1").map(|e| e.position), Some(1));
         assert_eq!(board.depth_by_series().get("h100"), Some(&1));
+        assert!(board.entry("j2").is_none());
     }
 }

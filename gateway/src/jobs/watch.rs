@@ -14,9 +14,9 @@ use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
-use super::diagnosis::PendingReason;
 use super::error::JobError;
 use super::feed::{JobEvent, Resume, Sequenced};
+use super::logs::diagnosis::PendingReason;
 use super::queue::QueueEntry;
 use super::service::Jobs;
 use crate::domain::JobState;
@@ -80,7 +80,7 @@ impl Jobs {
     /// The events of `job` (already checked visible to the caller) until it ends.
     pub fn watch(&self, job: JobRecord) -> impl Stream<Item = WatchEvent> + Send + 'static + use<> {
         // Subscribed before the snapshot is read: no change can fall between them.
-        let feed = self.feed.subscribe();
+        let feed = self.core.feed.subscribe();
         let (tx, rx) = mpsc::channel(32);
         let jobs = self.clone();
         tokio::spawn(async move {
@@ -100,8 +100,8 @@ impl Jobs {
         after: Option<u64>,
     ) -> impl Stream<Item = WatchEvent> + Send + 'static + use<> {
         let (first, feed) = match after {
-            None => (Vec::new(), self.feed.subscribe()),
-            Some(last) => match self.feed.resume(last) {
+            None => (Vec::new(), self.core.feed.subscribe()),
+            Some(last) => match self.core.feed.resume(last) {
                 (Resume::Gap, rx) => (vec![WatchEvent::Resync], rx),
                 (Resume::Missed(missed), rx) => {
                     let mine = |e: &Arc<Sequenced>| team.as_deref().is_none_or(|t| t == e.team());
@@ -131,11 +131,12 @@ impl Jobs {
 
     async fn snapshot(&self, id: &str) -> Result<(JobRecord, WatchEvent), JobError> {
         let job = self
+            .core
             .store
             .get(id)
             .await?
             .ok_or_else(|| JobError::NotFound(id.to_string()))?;
-        let queue = self.queue.entry(&job.id);
+        let queue = self.core.queue.entry(&job.id);
         let pending = self.pending_of(&job).await;
         let event = WatchEvent::Snapshot {
             job: Box::new(job.clone()),
@@ -149,7 +150,7 @@ impl Jobs {
         if !matches!(job.state, JobState::Dispatched | JobState::Initializing) {
             return None;
         }
-        match self.diagnose(job).await {
+        match self.logs.diagnose(job).await {
             Ok(d) => d.pending,
             Err(e) => {
                 tracing::debug!(job = %job.id, "pending diagnosis: {e}");
@@ -182,7 +183,7 @@ impl Jobs {
                         if let JobEvent::State { to, .. } = &e.event {
                             // One read per change (the RayJob name arrives with
                             // `dispatched`), never a polling loop.
-                            job = match self.store.get(&job.id).await? {
+                            job = match self.core.store.get(&job.id).await? {
                                 Some(j) => j,
                                 None => return Ok(()),
                             };

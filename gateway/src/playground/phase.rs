@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::cluster::PlaygroundObjects;
-use crate::jobs::diagnosis::{PendingReason, pending_reason, quote_last_lines};
+use crate::jobs::logs::diagnosis::{PendingReason, pending_reason, quote_last_lines};
 
 /// Restarts after which a server that keeps failing is given up (its playground ends
 /// `pod-failed`, so a broken server does not hold GPUs until its TTL).

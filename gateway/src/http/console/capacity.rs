@@ -22,7 +22,12 @@ pub struct PartParams {
 
 fn tables(console: &Console, viewer: &Viewer) -> Markup {
     let view = console.app.capacity().snapshot();
-    let usage = console.app.jobs.queue().usage(&viewer.caller.team);
+    let usage = console
+        .app
+        .jobs
+        .admission
+        .usage()
+        .usage(&viewer.caller.team);
     html! {
         div.scroll { table #capacity {
             caption { "GPUs per series (nodes labelled " code { (view.gpu_node_label) } ")" }

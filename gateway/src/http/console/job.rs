@@ -50,7 +50,11 @@ pub async fn detail(
     if q.part.as_deref() == Some("live") {
         return Ok(Html(live.into_string()).into_response());
     }
-    let text = jobs.log(&job, LogSource::Driver).await.unwrap_or_default();
+    let text = jobs
+        .logs
+        .log(&job, LogSource::Driver)
+        .await
+        .unwrap_or_default();
     let end = q
         .before
         .map_or(text.len(), |b| (b as usize).min(text.len()));
@@ -118,7 +122,7 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
         .then(|| jobs.queue().entry(&job.id))
         .flatten();
     let diagnosis = if job.rayjob_name.is_some() {
-        match jobs.diagnose(job).await {
+        match jobs.logs.diagnose(job).await {
             Ok(d) => Some(d),
             Err(e) => {
                 tracing::warn!(job = %job.id, "pending diagnosis: {e}");
@@ -216,7 +220,12 @@ pub async fn cancel(
             "confirm the cancellation (the checkbox); nothing was changed",
         ));
     }
-    let job = console.app.jobs.cancel(&viewer.caller, &id).await?;
+    let job = console
+        .app
+        .jobs
+        .lifecycle
+        .cancel(&viewer.caller, &id)
+        .await?;
     Ok(Redirect::to(&format!("/console/jobs/{}", job.id)).into_response())
 }
 
@@ -239,6 +248,7 @@ pub async fn log(
     let jobs = &console.app.jobs;
     let job = jobs.visible(&viewer.caller, &id).await?;
     let read = jobs
+        .logs
         .log_from(
             &job,
             &LogTarget::Source(LogSource::Driver),

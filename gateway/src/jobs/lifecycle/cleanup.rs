@@ -6,29 +6,29 @@
 //! the pods holding the logs) when archival failed, so the lifecycle controller's
 //! resync can try again. NetworkPolicies left without a RayJob (a crash between the
 //! two deletes, a dispatch that never created its RayJob) are removed by the resync
-//! ([`Jobs::sweep_network_policies`]).
+//! ([`Lifecycle::sweep_network_policies`]).
 //!
 //! The delete is the leader's side effect (or a user's cancel): the controllers' copy
 //! checks its term right before it.
 //!
 //! Clean-ups run off the lifecycle controller's event loop (which handles events one
 //! at a time to keep each RayJob's transitions in order): at most one per RayJob and a
-//! bounded number at once ([`super::inflight::InFlight`]).
+//! bounded number at once (`inflight.rs`).
 
 use futures::AsyncReadExt;
 use kube::ResourceExt;
 
-use super::error::JobError;
-use super::log_tail::TailSpool;
+use super::Lifecycle;
 use super::owners::job_id_of;
-use super::pod_logs::{PodLog, PodLogIndex, PodRole, containers_of, role_rank};
-use super::service::Jobs;
 use crate::cluster::api_error::{Failure, classify};
 use crate::cluster::{LogSource, RayJob};
+use crate::jobs::error::JobError;
+use crate::jobs::logs::log_tail::TailSpool;
+use crate::jobs::logs::pod_logs::{PodLog, PodLogIndex, PodRole, containers_of, role_rank};
 use crate::objects::{log_index_key, log_key, pod_log_key};
 use crate::store::JobRecord;
 
-impl Jobs {
+impl Lifecycle {
     /// Archives `job`'s logs and deletes its RayJob in the background, unless a
     /// clean-up of that RayJob is already running.
     pub(crate) fn start_cleanup(&self, job: JobRecord, rayjob: RayJob) {
@@ -64,8 +64,8 @@ impl Jobs {
                 job.id
             )));
         }
-        self.may_act("delete")?;
-        self.metrics.rayjob_write("delete");
+        self.core.may_act("delete")?;
+        self.core.metrics.rayjob_write("delete");
         self.cluster.rayjobs.delete(&name).await?;
         Ok(self.cluster.network_policies.delete(&name).await?)
     }
@@ -84,7 +84,7 @@ impl Jobs {
             if self.cluster.rayjobs.get(&name).await?.is_some() {
                 continue; // its clean-up deletes it
             }
-            self.may_act("delete")?;
+            self.core.may_act("delete")?;
             tracing::info!(policy = %name, "deleting a NetworkPolicy left without its job");
             self.cluster.network_policies.delete(&name).await?;
         }
@@ -92,7 +92,7 @@ impl Jobs {
     }
 
     /// Archives the log of every container of every pod of a job (head, workers,
-    /// submitters), each bounded to its tail ([`super::log_tail`]), then the list of
+    /// submitters), each bounded to its tail (`logs/log_tail.rs`), then the list of
     /// them ([`PodLogIndex`]), which marks the archive complete. A pod that is gone or
     /// a container that never started is listed as not archived, not an error.
     /// Returns false when a log that exists could not be archived (the API server or
@@ -183,9 +183,9 @@ impl Jobs {
                 _ => return Err(e.into()),
             },
         };
-        let dir = crate::spool::dir(&self.config.gateway.data_dir);
-        let mut spool =
-            TailSpool::new(&dir, self.log_bound()).map_err(|e| JobError::io("log spool", e))?;
+        let dir = crate::spool::dir(&self.core.config.gateway.data_dir);
+        let mut spool = TailSpool::new(&dir, self.logs.log_bound())
+            .map_err(|e| JobError::io("log spool", e))?;
         let mut buf = vec![0u8; 64 << 10];
         loop {
             let n = reader
@@ -206,7 +206,7 @@ impl Jobs {
             .map_err(|e| JobError::io("log spool", e))?;
         let key = pod_log_key(&job.id, pod, container)?;
         self.objects.put_object_file(&key, tail.file.path()).await?;
-        self.metrics.log_archived();
+        self.core.metrics.log_archived();
         Ok(Some((tail.bytes, tail.cut)))
     }
 }

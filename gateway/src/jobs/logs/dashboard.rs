@@ -8,10 +8,10 @@
 
 use serde::Serialize;
 
-use super::error::JobError;
-use super::service::Jobs;
+use super::JobLogs;
 use crate::cluster::RayJob;
 use crate::domain::JobState;
+use crate::jobs::error::JobError;
 use crate::store::JobRecord;
 
 /// The dashboard port of a Ray head.
@@ -44,7 +44,7 @@ pub fn dashboard_of(rayjob: &RayJob, namespace: &str) -> Option<Dashboard> {
     })
 }
 
-impl Jobs {
+impl JobLogs {
     /// The dashboard of a job that is initializing or running (`None` otherwise, or
     /// while KubeRay has not reported it).
     pub async fn dashboard(&self, job: &JobRecord) -> Result<Option<Dashboard>, JobError> {

@@ -13,10 +13,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 
-use super::error::JobError;
-use super::service::Jobs;
+use super::JobLogs;
 use crate::cluster::LogSource;
 use crate::cluster::labels::{JOB_NAME, RAY_NODE_TYPE, SUBMITTER_CONTAINER};
+use crate::jobs::error::JobError;
 use crate::objects::{ObjectStoreError, log_index_key, log_key, pod_log_key};
 use crate::store::JobRecord;
 
@@ -113,10 +113,10 @@ pub fn main_container(pod: &Pod) -> Option<String> {
 /// Most bytes of the list document (a job's pods are a handful).
 const MAX_INDEX_BYTES: u64 = 4 << 20;
 
-impl Jobs {
+impl JobLogs {
     /// The per-pod bound of archived logs (`FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD`).
     pub(crate) fn log_bound(&self) -> u64 {
-        self.config.gateway.log_archive_max_bytes_per_pod
+        self.core.config.gateway.log_archive_max_bytes_per_pod
     }
 
     /// The list of a job's archived pod logs, if it was archived.

@@ -13,10 +13,10 @@ use std::time::Duration;
 use kube::ResourceExt;
 use serde::Serialize;
 
-use super::error::JobError;
+use super::Lifecycle;
 use super::owners::job_id_of;
-use super::service::Jobs;
 use crate::cluster::labels::instance_of;
+use crate::jobs::error::JobError;
 
 /// How often each replica scans.
 pub const SCAN_EVERY: Duration = Duration::from_secs(10);
@@ -78,7 +78,7 @@ pub struct OrphanReport {
     pub orphans: Vec<Orphan>,
 }
 
-impl Jobs {
+impl Lifecycle {
     /// Scans the namespace's Forge-managed RayJobs now.
     pub async fn orphans(&self) -> Result<OrphanReport, JobError> {
         let rayjobs = &self.cluster.rayjobs;
@@ -132,7 +132,7 @@ impl Jobs {
                 (r.as_str(), n as u64)
             })
             .collect();
-        self.metrics.foreign_rayjobs(&counts);
+        self.core.metrics.foreign_rayjobs(&counts);
         let Ok(mut logged) = self.reported_orphans.lock() else {
             return Ok(());
         };
@@ -154,7 +154,7 @@ impl Jobs {
 }
 
 /// Scans every [`SCAN_EVERY`] until the task is aborted.
-pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
+pub fn spawn(jobs: Lifecycle) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(SCAN_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -1,4 +1,4 @@
-//! The queue board of a follower. The leader's dispatcher publishes the board (queue
+//! The queue board of a follower (the dispatch service's publishing, without a pass). The leader's dispatcher publishes the board (queue
 //! standings, the usage ledger admission reads) after every pass; a follower runs no
 //! dispatcher, so this loop keeps its board current from the shared store instead: the
 //! ledger exactly as the dispatcher counts it (active jobs as running, queued ones as
@@ -8,23 +8,23 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::dispatch::ledger_of;
-use super::error::JobError;
-use super::queue::QueueEntry;
-use super::service::Jobs;
+use super::Dispatcher;
+use super::demand::ledger_of;
+use crate::jobs::error::JobError;
+use crate::jobs::queue::{QueueEntry, Standings};
 
 /// How often a follower refreshes its board.
 pub const REFRESH: Duration = Duration::from_secs(1);
 
-impl Jobs {
+impl Dispatcher {
     /// Rebuilds the board from the store.
     async fn refresh_board(&self) -> Result<(), JobError> {
         // Only the records that changed are read (as the dispatcher does).
-        let unfinished = self.records.unfinished(self.store.as_ref()).await?;
+        let unfinished = self.records.unfinished(self.core.store.as_ref()).await?;
         let (queued, active) = (unfinished.queued, unfinished.active);
-        let ledger = ledger_of(&active, &queued, &self.config);
+        let ledger = ledger_of(&active, &queued, &self.core.config);
         let mut positions: BTreeMap<String, u32> = BTreeMap::new();
-        let mut entries = super::queue::Standings::default();
+        let mut entries = Standings::default();
         for job in &queued {
             let series = job
                 .queue_series
@@ -47,20 +47,21 @@ impl Jobs {
                 },
             );
         }
-        self.queue.publish(entries, ledger);
+        self.core.queue.publish(entries);
+        self.admission.usage().publish(ledger);
         Ok(())
     }
 }
 
 /// Refreshes the board until the task is aborted.
-pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
+pub fn spawn(jobs: Dispatcher) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             if let Err(e) = jobs.refresh_board().await {
                 tracing::warn!("refreshing the queue board from the store: {e}");
             }
             tokio::select! {
-                () = jobs.queue.woken() => {}
+                () = jobs.core.queue.woken() => {}
                 () = tokio::time::sleep(REFRESH) => {}
             }
         }

@@ -2,22 +2,23 @@
 //! watcher on `app.kubernetes.io/managed-by=forge-gateway` **and**
 //! `forge.dev/instance=<the store's identity>`) and moves each job through
 //! dispatched → initializing → running → succeeded | failed | cancelled | timed-out
-//! ([`super::kuberay_status`]), persisting every transition with its reason. On a
+//! (`kuberay_status.rs`), persisting every transition with its reason. On a
 //! terminal status the job's logs are archived and its RayJob deleted at once
-//! ([`super::cleanup`]; the operator's TTL is only the fallback). A job not running by
+//! (`cleanup.rs`; the operator's TTL is only the fallback). A job not running by
 //! its pre-running deadline is timed out here even when the operator ignores
-//! `preRunningDeadlineSeconds` ([`super::pre_running`]). A failing job whose pods show an
+//! `preRunningDeadlineSeconds` (`jobs::pre_running`). A failing job whose pods show an
 //! OOM kill gets it in its reason (`…; Pod/<name>: container ray-worker was OOMKilled
 //! (limit 8Gi)`).
 //!
 //! It never deletes a RayJob it cannot prove it created: one of its own identity whose
 //! job the store does not know (a store restored from an old backup) is left alone and
-//! reported, like RayJobs of other installations ([`super::orphans`]). Only the leader
-//! runs it, on a [`Jobs`] bound to its term (fenced writes, deletes checked first).
+//! reported, like RayJobs of other installations (`orphans.rs`). Only the leader
+//! runs it, bound to its term ([`Lifecycle::for_term`]: fenced writes, deletes checked
+//! first). A user's cancel (`cancel.rs`) runs on the unbound service.
 //!
 //! Events of different RayJobs are handled concurrently (at most [`CONCURRENCY`] at
 //! once, each waiting on its own store write, which group commit shares); one
-//! RayJob's events are handled in the order they came ([`super::per_key`]). The resync
+//! RayJob's events are handled in the order they came (`per_key.rs`). The resync
 //! and the reconcile after a list leave RayJobs with events in hand to those, so one
 //! event stuck on a slow API server call holds back only its own RayJob.
 //!
@@ -25,18 +26,31 @@
 //! finishes what a transient failure interrupted (archival, delete). The round runs
 //! beside the watch events, not instead of them: its LIST (seconds for thousands of
 //! RayJobs on a real API server) is awaited while events are handled, and what it
-//! listed is looked at as the controller has room ([`super::resync_round`]). After the
+//! listed is looked at as the controller has room (`resync_round.rs`). After the
 //! watcher's initial list (every start and every relist) the store is reconciled with
 //! what exists: a dispatched job without its RayJob (the gateway died between
 //! persisting the intent and creating it) goes back to the queue; a job that was
 //! initializing or running and whose RayJob vanished is failed.
+//!
+//! What a RayJob's status means for its job is `rayjob_events.rs`.
 //!
 //! Why a watcher and not `kube::runtime::Controller`: the controller reconciles objects
 //! that exist, while half of this job is about jobs whose RayJob does *not* exist (never
 //! created, vanished), which only the store knows — so the loop is driven by the
 //! watcher's list boundaries and the store, not by object keys.
 
+mod cancel;
+mod cleanup;
+mod inflight;
+pub mod kuberay_status;
+pub mod orphans;
+mod owners;
+mod per_key;
+mod rayjob_events;
+mod resync_round;
+
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -45,18 +59,18 @@ use futures::stream::FuturesUnordered;
 use kube::ResourceExt;
 use kube::runtime::{WatchStreamExt, watcher};
 
-use super::diagnosis::first_oom_kill;
+use super::claims::Claims;
+use super::core::JobCore;
 use super::error::JobError;
-use super::kuberay_status::target_state;
-use super::owners::job_id_of;
-use super::per_key::PerKey;
-use super::pre_running;
-use super::resync_round::ResyncRound;
-use super::service::Jobs;
-use crate::cluster::RayJob;
-use crate::cluster::labels::LABEL_JOB_ID;
-use crate::domain::JobState;
-use crate::store::{JobRecord, StoreError, Transition};
+use super::logs::JobLogs;
+use crate::cluster::{Cluster, RayJob};
+use crate::objects::ObjectStore;
+use crate::store::JobRecord;
+use inflight::InFlight;
+use per_key::PerKey;
+use resync_round::ResyncRound;
+
+pub use orphans::OrphanReport;
 
 /// How often every RayJob of the gateway is looked at again, events or not.
 const RESYNC: Duration = Duration::from_secs(10);
@@ -69,12 +83,78 @@ const CONCURRENCY: usize = 32;
 /// the rest of the room while a round of thousands is looked at.
 const RESYNC_SHARE: usize = CONCURRENCY / 2;
 
+/// Clean-ups (archive logs, delete the RayJob) that may run at once.
+const CLEANUP_PARALLEL: usize = 16;
+/// Stripes of [`Lifecycle::archiving`].
+const ARCHIVE_STRIPES: usize = 64;
+
+/// The lifecycle service: the controller's RayJob handling, clean-up, cancellation and
+/// the foreign-RayJob report.
+#[derive(Clone)]
+pub struct Lifecycle {
+    core: JobCore,
+    cluster: Cluster,
+    objects: Arc<dyn ObjectStore>,
+    /// A job's logs (clean-up archives them).
+    logs: JobLogs,
+    /// Dispatches whose RayJob create is in flight here (the reconcile leaves them to
+    /// it: `claims.rs`).
+    creating: Arc<Claims>,
+    cleanups: Arc<InFlight>,
+    /// Archive-then-delete of one job runs once at a time in this process (a cancel
+    /// and the controller's clean-up may ask at the same moment), by stripe of the job
+    /// id.
+    archiving: Arc<Vec<tokio::sync::Mutex<()>>>,
+    /// Foreign RayJobs already reported (each is logged once; see `orphans.rs`).
+    reported_orphans: Arc<std::sync::Mutex<BTreeSet<String>>>,
+}
+
+impl std::fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Lifecycle")
+    }
+}
+
+impl Lifecycle {
+    pub fn new(
+        core: JobCore,
+        cluster: Cluster,
+        objects: Arc<dyn ObjectStore>,
+        creating: Arc<Claims>,
+        logs: JobLogs,
+    ) -> Self {
+        Lifecycle {
+            core,
+            cluster,
+            objects,
+            logs,
+            creating,
+            cleanups: InFlight::new(CLEANUP_PARALLEL),
+            archiving: Arc::new(
+                (0..ARCHIVE_STRIPES)
+                    .map(|_| tokio::sync::Mutex::new(()))
+                    .collect(),
+            ),
+            reported_orphans: Arc::default(),
+        }
+    }
+
+    /// The same service, its writes fenced with `term` and its deletes checked against
+    /// it (the leader's controller).
+    pub fn for_term(&self, term: crate::leader::Term) -> Lifecycle {
+        Lifecycle {
+            core: self.core.for_term(term),
+            ..self.clone()
+        }
+    }
+}
+
 /// Runs the controller until the task is aborted.
 ///
 /// Events of different RayJobs are handled concurrently ([`PerKey`]); a resync round
 /// runs beside them ([`ResyncRound`]). The reconcile after a watcher list is still
 /// awaited in the loop (it comes only with a list, and needs the list's names).
-pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
+pub fn spawn(jobs: Lifecycle) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let cfg = watcher::Config::default().labels(&jobs.cluster.rayjobs.own_selector());
         let api = jobs.cluster.rayjobs.api().clone();
@@ -125,7 +205,7 @@ pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
                     {
                         tracing::warn!("lifecycle: {e}");
                     }
-                    jobs.metrics.rayjob_relisted();
+                    jobs.core.metrics.rayjob_relisted();
                 }
                 Ok(watcher::Event::Apply(obj)) => handling.offer(Work::Seen(obj)),
                 Ok(watcher::Event::Delete(obj)) => handling.offer(Work::Deleted(obj)),
@@ -160,7 +240,7 @@ impl Work {
 
 /// The work being handled, at most one per RayJob at a time, and the resync round.
 struct Handling<'a> {
-    jobs: &'a Jobs,
+    jobs: &'a Lifecycle,
     keys: PerKey<Work>,
     /// Each finished future gives its RayJob and whether it was a resync round's item.
     running: FuturesUnordered<BoxFuture<'a, (String, bool)>>,
@@ -168,7 +248,7 @@ struct Handling<'a> {
 }
 
 impl<'a> Handling<'a> {
-    fn new(jobs: &'a Jobs) -> Self {
+    fn new(jobs: &'a Lifecycle) -> Self {
         Self {
             jobs,
             keys: PerKey::default(),
@@ -198,7 +278,7 @@ impl<'a> Handling<'a> {
             }
         }
         if self.round.take_finished() {
-            self.jobs.metrics.rayjob_resynced();
+            self.jobs.core.metrics.rayjob_resynced();
         }
     }
 
@@ -245,176 +325,5 @@ impl<'a> Handling<'a> {
     async fn finish(&mut self) {
         while self.next_done().await.is_some() {}
         debug_assert_eq!(self.keys.running(), 0);
-    }
-}
-
-impl Jobs {
-    /// A resync round's list: every RayJob of this installation (a LIST, not the
-    /// watch) with its job, looked at afterwards as the controller has room; then
-    /// NetworkPolicies left without their job are swept (a failure there is logged:
-    /// the RayJobs are still looked at).
-    async fn resync_list(&self) -> Result<Listed, JobError> {
-        let all = self.cluster.rayjobs.list_own().await?;
-        let mut jobs = self.owners_of(&all).await?;
-        let listed = all
-            .into_iter()
-            .map(|obj| {
-                let job = job_id_of(&obj).and_then(|id| jobs.remove(id)).map(Box::new);
-                (obj.name_any(), (obj, job))
-            })
-            .collect();
-        if let Err(e) = self.sweep_network_policies().await {
-            tracing::warn!("lifecycle resync, NetworkPolicies: {e}");
-        }
-        Ok(listed)
-    }
-
-    /// A RayJob was seen: move its job to what its status says.
-    async fn on_rayjob(&self, obj: &RayJob) -> Result<(), JobError> {
-        if obj.metadata.deletion_timestamp.is_some() {
-            return Ok(());
-        }
-        let job = match job_id_of(obj) {
-            Some(id) => self.store.get(id).await?,
-            None => None,
-        };
-        self.on_rayjob_of(obj, job).await
-    }
-
-    /// [`Jobs::on_rayjob`] with the RayJob's job already read (`None`: the store does
-    /// not know it).
-    async fn on_rayjob_of(&self, obj: &RayJob, job: Option<JobRecord>) -> Result<(), JobError> {
-        let name = obj.name_any();
-        if obj.metadata.deletion_timestamp.is_some() {
-            return Ok(());
-        }
-        let Some(job) = job else {
-            // Ours by its label, but no job of the store owns it: reported by the orphan
-            // scan, never deleted (the store may be an old backup).
-            tracing::debug!(rayjob = %name, "a RayJob of no known job: left alone");
-            return Ok(());
-        };
-        if job.rayjob_name.as_deref().is_some_and(|n| n != name) {
-            tracing::debug!(rayjob = %name, job = %job.id, "not the job's RayJob: left alone");
-            return Ok(());
-        }
-        if job.state.is_terminal() {
-            // Cancelled, or finished but not yet cleaned up (e.g. a crash before the delete).
-            self.start_cleanup(job, obj.clone());
-            return Ok(());
-        }
-        let (mut to, mut reason) = target_state(&obj.status_or_default());
-        if !to.is_terminal()
-            && to != JobState::Running
-            && let Some(why) = pre_running::overrun(
-                &job.spec,
-                &self.config,
-                obj,
-                k8s_openapi::jiff::Timestamp::now(),
-            )
-        {
-            // The operator did not time it out (an older KubeRay ignores the field).
-            (to, reason) = (JobState::TimedOut, why);
-        }
-        if to == JobState::Failed
-            && let Some(oom) = self.oom_kill_of(&job.id, &name).await
-        {
-            reason = format!("{reason}; {oom}");
-        }
-        let job = if to.is_terminal() && job.state == JobState::Dispatched {
-            // Record the passage through initializing for a job that ended before we saw it run.
-            self.advance(job, JobState::Initializing, "kuberay.New".into())
-                .await?
-        } else {
-            job
-        };
-        let job = if to == JobState::Succeeded && job.state == JobState::Initializing {
-            // A job that completed ran, even when the watch missed its Running status (a
-            // dropped watch, a restart): record the passage so no transition is lost.
-            let reason = "kuberay.running: inferred, the job completed before Running was seen";
-            self.advance(job, JobState::Running, reason.into()).await?
-        } else {
-            job
-        };
-        let job = self.advance(job, to, reason).await?;
-        if job.state.is_terminal() {
-            self.start_cleanup(job, obj.clone());
-        }
-        Ok(())
-    }
-
-    /// The first OOM kill among a failing job's pods, which names its likely cause
-    /// (best effort: a failed lookup only loses that detail).
-    async fn oom_kill_of(&self, job_id: &str, rayjob: &str) -> Option<String> {
-        match self.cluster.pods.of_job(job_id, rayjob).await {
-            Ok(pods) => first_oom_kill(pods.iter()),
-            Err(e) => {
-                tracing::warn!(job = %job_id, "looking for OOM kills: {e}");
-                None
-            }
-        }
-    }
-
-    /// A RayJob was deleted: a job still holding GPUs through it has failed.
-    async fn on_rayjob_deleted(&self, obj: &RayJob) -> Result<(), JobError> {
-        let Some(id) = obj.labels().get(LABEL_JOB_ID) else {
-            return Ok(());
-        };
-        let Some(job) = self.store.get(id).await? else {
-            return Ok(());
-        };
-        if job.state.holds_gpus() {
-            let reason = "rayjob.deleted: the RayJob was deleted outside Forge".to_string();
-            self.advance(job, JobState::Failed, reason).await?;
-        }
-        Ok(())
-    }
-
-    /// After a (re)list: fix jobs whose RayJob is missing (`seen`: the RayJobs listed;
-    /// `busy`: RayJobs whose watch events are being handled, left to those).
-    async fn reconcile(
-        &self,
-        seen: &BTreeSet<String>,
-        busy: impl Fn(&str) -> bool,
-    ) -> Result<(), JobError> {
-        for job in self.store.active().await? {
-            let Some(name) = job.rayjob_name.clone() else {
-                continue;
-            };
-            // Seen in the list, or its create is in flight here (not reaching the API
-            // server yet is not "never created": that create decides, see claims.rs).
-            if seen.contains(&name)
-                || busy(&name)
-                || (job.state == JobState::Dispatched && self.creating.contains(&job.id))
-            {
-                continue;
-            }
-            // The watcher's list may predate a create that just happened: ask directly.
-            match self.cluster.rayjobs.get(&name).await? {
-                Some(obj) if !self.cluster.rayjobs.is_own(&obj) => {
-                    // Its name is ours but its label is another installation's: reported
-                    // by the orphan scan; this job is left as it is.
-                    tracing::warn!(job = %job.id, rayjob = %name, "the job's RayJob belongs to another installation");
-                }
-                Some(obj) => self.on_rayjob(&obj).await?,
-                None if job.state == JobState::Dispatched => {
-                    let t = Transition::new(
-                        &job.id,
-                        JobState::Dispatched,
-                        JobState::Queued,
-                        Some("dispatch.retry: the RayJob was never created; queued again".into()),
-                    );
-                    match self.transition(t).await {
-                        Ok(_) | Err(StoreError::Conflict { .. }) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                None => {
-                    let reason = "rayjob.vanished: the RayJob disappeared".to_string();
-                    self.advance(job, JobState::Failed, reason).await?;
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -7,26 +7,30 @@
 //! oversize archive is refused before anything is written.
 //!
 //! A team over its submission rate or queue cap is refused before anything is read or
-//! stored ([`super::limits`]).
+//! stored (`limits.rs`).
 //!
 //! Capsules belong to the teams that uploaded them ([`crate::store::CapsuleStore`]):
 //! a submission naming a capsule by digest is accepted only from one of its owners.
 
+pub mod limits;
+
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use forge_capsule::{CapsuleLimits, CodeSource, assemble, read_requirements};
 use forge_policy_host::ChainOutcome;
 use forge_policy_host::model::Decision;
 use serde::Serialize;
 
+use super::core::JobCore;
 use super::error::JobError;
-use super::service::Jobs;
-use crate::admission::{self, Path};
+use crate::admission::{self, Admission, Path};
 use crate::auth::Caller;
 use crate::domain::{Digest, JobState};
 use crate::jobspec::JobSpec;
-use crate::objects::PutOutcome;
-use crate::store::{JobRecord, NewJob, new_job_id};
+use crate::objects::{ObjectStore, PutOutcome};
+use crate::store::{CapsuleStore, JobRecord, NewJob, new_job_id};
+use limits::SubmissionLimits;
 
 /// Where a submission's code comes from.
 #[derive(Debug)]
@@ -50,12 +54,48 @@ pub struct Submitted {
     pub policy: String,
 }
 
-impl Jobs {
+/// The submission service.
+#[derive(Clone)]
+pub struct Submissions {
+    core: JobCore,
+    admission: Admission,
+    capsules: Arc<dyn CapsuleStore>,
+    objects: Arc<dyn ObjectStore>,
+    /// Per-team submission rate and queue cap (`limits.rs`).
+    limits: Arc<SubmissionLimits>,
+}
+
+impl std::fmt::Debug for Submissions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Submissions")
+    }
+}
+
+impl Submissions {
+    pub fn new(
+        core: JobCore,
+        admission: Admission,
+        capsules: Arc<dyn CapsuleStore>,
+        objects: Arc<dyn ObjectStore>,
+    ) -> Self {
+        let limits = Arc::new(SubmissionLimits::new(
+            core.config.gateway.submissions_per_minute,
+            core.config.gateway.max_queued_per_team,
+        ));
+        Submissions {
+            core,
+            admission,
+            capsules,
+            objects,
+            limits,
+        }
+    }
+
     /// Takes one submission from `caller`'s team's rate (`limits.rs`); call before
     /// reading the submission.
     pub fn check_submission_rate(&self, team: &str) -> Result<(), JobError> {
         self.limits.check_rate(team).inspect_err(|_| {
-            self.metrics.submission_limited("rate");
+            self.core.metrics.submission_limited("rate");
         })?;
         Ok(())
     }
@@ -68,10 +108,10 @@ impl Jobs {
         code: CodeInput,
     ) -> Result<Submitted, JobError> {
         if self.limits.caps_queue() {
-            let queued = self.store.queued_count(&caller.team).await?;
+            let queued = self.core.store.queued_count(&caller.team).await?;
             self.limits
                 .check_queue(&caller.team, queued)
-                .inspect_err(|_| self.metrics.submission_limited("queue"))?;
+                .inspect_err(|_| self.core.metrics.submission_limited("queue"))?;
         }
         let id = new_job_id();
         let request = self
@@ -107,7 +147,7 @@ impl Jobs {
                 capsule_sha256: None,
                 queue_series: None,
             };
-            self.insert(job, Some(decision)).await?;
+            self.core.insert(job, Some(decision)).await?;
             return Err(JobError::Rejected {
                 job_id: id,
                 code: code.clone(),
@@ -149,7 +189,7 @@ impl Jobs {
             reason: Some(reason),
             capsule_sha256: Some(digest),
         };
-        let job = self.insert(job, Some(decision)).await?;
+        let job = self.core.insert(job, Some(decision)).await?;
         Ok(Submitted {
             job,
             outcome,
@@ -170,7 +210,7 @@ impl Jobs {
         upload: tempfile::TempPath,
     ) -> Result<(Digest, Vec<String>), JobError> {
         let spec_bytes = crate::jobspec::capsule_bytes(spec);
-        let out_dir: PathBuf = crate::spool::dir(&self.config.gateway.data_dir);
+        let out_dir: PathBuf = crate::spool::dir(&self.core.config.gateway.data_dir);
         let limits = CapsuleLimits::default();
         let capsule = tokio::task::spawn_blocking(move || {
             let source = CodeSource::Archive(upload.to_path_buf());
@@ -209,7 +249,8 @@ impl Jobs {
         path: &std::path::Path,
     ) -> Result<Digest, JobError> {
         let outcome = self.objects.put_file(digest, path).await?;
-        self.metrics
+        self.core
+            .metrics
             .capsule(matches!(outcome, PutOutcome::AlreadyPresent));
         let digest = Digest::parse(digest).map_err(|e| JobError::io("the capsule digest", e))?;
         let seen = self.capsules.grant_capsule(&digest, team).await?;

@@ -6,8 +6,8 @@
 //! mount). The web console opens a job's page with it; it is pure so it is unit-tested.
 
 use super::diagnosis::PendingReason;
-use super::queue::QueueEntry;
 use crate::domain::JobState;
+use crate::jobs::queue::QueueEntry;
 
 /// Why a job in `state` is not running, in words (`None` when it is running or ended).
 pub fn pending_sentence(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-use super::claims::Claims;
+use crate::jobs::claims::Claims;
 
 /// Keys with a task in flight, and the permits that bound them.
 #[derive(Debug)]

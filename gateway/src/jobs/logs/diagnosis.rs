@@ -18,10 +18,10 @@ use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
 use kube::ResourceExt;
 use serde::Serialize;
 
-use super::error::JobError;
-use super::service::Jobs;
+use super::JobLogs;
 use crate::cluster::Pods;
 use crate::cluster::events::{ObjectEvent, events_of};
+use crate::jobs::error::JobError;
 use crate::store::JobRecord;
 
 /// Why a job is not running yet.
@@ -71,7 +71,7 @@ const STUCK_WAITING: &[&str] = &[
     "CreateContainerError",
 ];
 
-impl Jobs {
+impl JobLogs {
     /// Gathers events and pod states of a dispatched job.
     pub async fn diagnose(&self, job: &JobRecord) -> Result<Diagnosis, JobError> {
         let Some(rayjob) = job.rayjob_name.clone() else {

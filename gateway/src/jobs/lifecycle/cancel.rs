@@ -3,16 +3,16 @@
 //! and its RayJob deleted. If that clean-up fails the job stays cancelled and the
 //! RayJob is kept: the lifecycle controller's resync retries archive-then-delete.
 
-use super::error::JobError;
-use super::service::Jobs;
+use super::Lifecycle;
 use crate::auth::Caller;
 use crate::domain::JobState;
+use crate::jobs::error::JobError;
 use crate::store::JobRecord;
 
-impl Jobs {
+impl Lifecycle {
     /// Cancels job `id` for `caller`.
     pub async fn cancel(&self, caller: &Caller, id: &str) -> Result<JobRecord, JobError> {
-        let job = self.visible(caller, id).await?;
+        let job = self.core.visible(caller, id).await?;
         if job.state.is_terminal() {
             return Err(JobError::NotCancellable {
                 id: job.id,
@@ -23,7 +23,7 @@ impl Jobs {
             "cancelled by {}",
             caller.name.clone().unwrap_or_else(|| caller.team.clone())
         );
-        let cancelled = self.advance(job, JobState::Cancelled, reason).await?;
+        let cancelled = self.core.advance(job, JobState::Cancelled, reason).await?;
         if cancelled.state != JobState::Cancelled {
             // It ended another way while we tried.
             return Err(JobError::NotCancellable {

@@ -9,7 +9,7 @@
 use kube::ResourceExt;
 use rustc_hash::FxHashMap;
 
-use super::service::Jobs;
+use super::Lifecycle;
 use crate::cluster::labels::LABEL_JOB_ID;
 use crate::store::{JobRecord, StoreError};
 
@@ -18,7 +18,7 @@ pub(crate) fn job_id_of<K: ResourceExt>(obj: &K) -> Option<&str> {
     obj.labels().get(LABEL_JOB_ID).map(String::as_str)
 }
 
-impl Jobs {
+impl Lifecycle {
     /// The store's record of each job `objects` name, by job id (jobs the store does
     /// not know are absent).
     pub(crate) async fn owners_of<K: ResourceExt>(
@@ -36,6 +36,7 @@ impl Jobs {
             return Ok(FxHashMap::default());
         }
         Ok(self
+            .core
             .store
             .get_many(ids)
             .await?

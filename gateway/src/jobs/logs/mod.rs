@@ -14,6 +14,13 @@
 //! reached (`forge logs -f`) gets neither a gap nor a repeated line — unless the log
 //! was longer than the per-pod bound: then the archive is its tail after a marker line.
 
+pub mod dashboard;
+pub mod diagnosis;
+pub mod explain;
+pub mod log_tail;
+pub mod pod_logs;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,11 +28,12 @@ use futures::stream::BoxStream;
 use futures::{AsyncReadExt, StreamExt};
 use tokio::sync::mpsc;
 
+use super::core::JobCore;
 use super::error::JobError;
-use super::pod_logs::LogTarget;
-use super::service::Jobs;
-use crate::cluster::LogSource;
+use crate::cluster::{Cluster, LogSource};
+use crate::objects::ObjectStore;
 use crate::store::JobRecord;
+use pod_logs::LogTarget;
 
 /// How long a follower waits for a change before looking again (a pod appearing is
 /// not on the job feed).
@@ -144,7 +152,32 @@ fn skip_bytes(
     )
 }
 
-impl Jobs {
+/// The logs service: a job's logs (archived or live), its pods' logs, what its pods
+/// say about why it is not running (`diagnosis.rs`) and its Ray dashboard.
+#[derive(Clone)]
+pub struct JobLogs {
+    core: JobCore,
+    cluster: Cluster,
+    objects: Arc<dyn ObjectStore>,
+}
+
+impl std::fmt::Debug for JobLogs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobLogs")
+    }
+}
+
+impl JobLogs {
+    pub fn new(core: JobCore, cluster: Cluster, objects: Arc<dyn ObjectStore>) -> Self {
+        JobLogs {
+            core,
+            cluster,
+            objects,
+        }
+    }
+}
+
+impl JobLogs {
     /// A job's log as one buffer (the console's page), at most the per-pod bound
     /// plus the archive's marker line.
     pub async fn log(&self, job: &JobRecord, source: LogSource) -> Result<Bytes, JobError> {
@@ -305,10 +338,10 @@ impl Jobs {
         mut offset: u64,
         tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
     ) -> Result<(), JobError> {
-        let mut feed = self.feed.subscribe();
+        let mut feed = self.core.feed.subscribe();
         let mut ended_at: Option<tokio::time::Instant> = None;
         loop {
-            let Some(job) = self.store.get(id).await? else {
+            let Some(job) = self.core.store.get(id).await? else {
                 return Ok(());
             };
             if let Some(key) = self.archived_key(&job, target).await? {

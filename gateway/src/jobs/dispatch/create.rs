@@ -1,0 +1,216 @@
+//! One job's dispatch: the stored intent (queued → dispatched, with the RayJob's name,
+//! the placement and the decision), then the NetworkPolicy and the RayJob — and the
+//! capsule reference the RayJob's pods fetch their code by.
+
+use std::time::{Duration, Instant};
+
+use forge_policy_host::model::Placement;
+
+use super::Dispatcher;
+use crate::cluster::Created;
+use crate::cluster::api_error::{self, Failure};
+use crate::domain::JobState;
+use crate::jobs::error::JobError;
+use crate::rayjob::{self, CapsuleRef, JobView};
+use crate::store::{JobRecord, NewDecision, StoreError, Transition};
+
+/// Longest a presigned capsule URL may live (S3's SigV4 limit).
+const MAX_URL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl Dispatcher {
+    /// The capsule as the RayJob references it.
+    ///
+    /// Pods fetch straight from the object store whenever that URL outlives the job,
+    /// so a pod that starts while the gateway is down still gets its code:
+    /// - plain-HTTP storage (the init container fetches and verifies): the store's URL
+    ///   first, and the job's capsule link as the fallback when that fails — a pod
+    ///   recreated after the presigned URL expired (at most 7 days) gets a fresh one
+    ///   from the gateway;
+    /// - `https` storage, which Ray fetches itself from one URL: the store's URL when
+    ///   the job's deadlines end before it expires, else the capsule link (valid until
+    ///   the job ends, however long; it needs an `https` gateway URL, since Ray
+    ///   fetches only `https`). Without a link (no URL pods reach the gateway at, or
+    ///   an `http` one) such a job's URL expires after 7 days.
+    async fn capsule_ref(&self, job: &JobRecord) -> Result<CapsuleRef, JobError> {
+        let digest = job
+            .capsule_sha256
+            .clone()
+            .ok_or_else(|| JobError::Invariant(format!("job {} has no capsule", job.id)))?;
+        let cfg = &self.core.config;
+        let pre = crate::jobs::pre_running::deadline_s(&job.spec, cfg);
+        let active = job.spec.deadlines.active_seconds;
+        let lifetime = pre
+            .saturating_add(active.unwrap_or(24 * 3600))
+            .saturating_add(3600);
+        let lifetime = Duration::from_secs(u64::try_from(lifetime).unwrap_or(0));
+        let direct = self
+            .objects
+            .get_url(digest.as_str(), lifetime.min(MAX_URL_TTL))
+            .await?;
+        let link = self.links.as_ref().map(|l| l.link(&job.id, &digest));
+        if direct.scheme() == "http" {
+            let init = forge_capsule::init_container(
+                &direct,
+                digest.as_str(),
+                Some(&cfg.gateway.capsule_init_image),
+            )
+            .map_err(|e| JobError::io("capsule init container", e))?;
+            let init = match &link {
+                Some(link) => init.with_fallback(link),
+                None => init,
+            };
+            return Ok(CapsuleRef {
+                digest,
+                working_dir_url: direct.to_string(),
+                init: Some(init),
+            });
+        }
+        let outlives = active.is_some() && lifetime <= MAX_URL_TTL;
+        let url = match link {
+            Some(link) if !outlives && link.scheme() == "https" => link,
+            _ => direct,
+        };
+        Ok(CapsuleRef {
+            digest,
+            working_dir_url: url.to_string(),
+            init: None,
+        })
+    }
+
+    /// Dispatches one job: persists the intent, then creates (or adopts) its RayJob.
+    /// Returns whether the job was dispatched (false when it was cancelled meanwhile,
+    /// or is being dispatched by another pass of this process).
+    /// `decision` (the admission that placed it) is stored with the dispatch.
+    pub(super) async fn create(
+        &self,
+        job: &JobRecord,
+        placement: Placement,
+        decision: Option<NewDecision>,
+    ) -> Result<bool, JobError> {
+        let started = Instant::now();
+        let capsule = self.capsule_ref(job).await?;
+        let manifest = self.manifest(job, &placement, &capsule).await?;
+        let name = rayjob::rayjob_name(&job.id);
+        // In flight from before the intent is stored until the create returns: the
+        // lifecycle controller's reconcile leaves the job to this create meanwhile. A
+        // job already claimed is being dispatched here by another pass: leave it to it.
+        let Some(_in_flight) = self.creating.try_claim(&job.id) else {
+            return Ok(false);
+        };
+        if !self.store_intent(job, &name, placement, decision).await? {
+            return Ok(false);
+        }
+        // The intent is stored under this term; the create goes out only while the term
+        // lasts (a deposed leader's stored intent is reconciled by its successor).
+        self.core.may_act("create")?;
+        self.core.metrics.rayjob_write("create");
+        self.send(job, &name, &manifest).await?;
+        self.core.metrics.dispatched(started.elapsed());
+        Ok(true)
+    }
+
+    /// The RayJob of `job` as placed; a job that cannot run as placed fails (rather
+    /// than being retried for ever).
+    async fn manifest(
+        &self,
+        job: &JobRecord,
+        placement: &Placement,
+        capsule: &CapsuleRef,
+    ) -> Result<crate::cluster::RayJob, JobError> {
+        let view = JobView {
+            id: &job.id,
+            team: &job.team,
+            spec: &job.spec,
+            instance: self.cluster.rayjobs.instance(),
+        };
+        match rayjob::build_rayjob(&view, placement, capsule, &self.core.config) {
+            Ok(m) => Ok(m),
+            Err(e) => {
+                let t = Transition::new(
+                    &job.id,
+                    JobState::Queued,
+                    JobState::Failed,
+                    Some(format!("dispatch.invalid: {e}")),
+                );
+                self.core.transition(t).await?;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The dispatch intent (queued → dispatched, with the RayJob's name, the placement
+    /// and the decision); false when the job is no longer queued.
+    async fn store_intent(
+        &self,
+        job: &JobRecord,
+        name: &str,
+        placement: Placement,
+        decision: Option<NewDecision>,
+    ) -> Result<bool, JobError> {
+        let mut t = Transition::new(
+            &job.id,
+            JobState::Queued,
+            JobState::Dispatched,
+            Some(format!("RayJob {name} created")),
+        );
+        t.rayjob_name = Some(name.to_owned());
+        t.placement = Some(placement);
+        t.decision = decision;
+        match self.core.transition(t).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The NetworkPolicy (first, so the RayJob's pods are never reachable by others),
+    /// then the RayJob. A refusal fails the job; another failure puts it back in the
+    /// queue.
+    async fn send(
+        &self,
+        job: &JobRecord,
+        name: &str,
+        manifest: &crate::cluster::RayJob,
+    ) -> Result<(), JobError> {
+        let policy = rayjob::network::network_policy(
+            &job.id,
+            &job.team,
+            self.cluster.rayjobs.instance(),
+            &self.core.config,
+        );
+        let created = match self.cluster.network_policies.create_or_adopt(&policy).await {
+            Ok(_) => self.cluster.rayjobs.create_or_adopt(manifest).await,
+            Err(e) => Err(e),
+        };
+        let e = match created {
+            Ok(Created::New) => return Ok(()),
+            Ok(Created::Adopted) => {
+                tracing::info!(job = %job.id, rayjob = %name, "RayJob exists: adopted");
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        let (to, reason) = if api_error::classify(&e) == Failure::Refused {
+            // The API server refused this RayJob (invalid, too large, forbidden): the
+            // same request would be refused again, so the job fails with the server's
+            // message instead of holding its GPUs in every pass.
+            (
+                JobState::Failed,
+                format!(
+                    "dispatch.refused: the Kubernetes API server refused the RayJob: {}",
+                    api_error::message(&e)
+                ),
+            )
+        } else {
+            (
+                JobState::Queued,
+                format!("dispatch.retry: creating the RayJob failed ({e}); will retry"),
+            )
+        };
+        let t = Transition::new(&job.id, JobState::Dispatched, to, Some(reason));
+        if let Err(e2) = self.core.transition(t).await {
+            tracing::warn!(job = %job.id, "after a failed create ({to}): {e2}");
+        }
+        Err(e.into())
+    }
+}

@@ -1,0 +1,403 @@
+//! One dispatcher pass over the queue, in three named steps:
+//!
+//! 1. **reserve** ([`Dispatcher::reserve`]): read the unfinished jobs (only what changed
+//!    since the last pass), count every team's usage, and take out of the free rooms
+//!    the machines of dispatched jobs the scheduler has not bound yet;
+//! 2. **decide** ([`Decide::job`], for each queued job in queue order): ask the policy
+//!    — or reuse its last decision while the policy, the view and the team's usage are
+//!    what it was made from — then, for an admitted job, check the gang fit against
+//!    what this pass has taken so far; a job that waits gets its standing;
+//! 3. **create** ([`Dispatcher::create_admitted`]): each admitted job's dispatch, which
+//!    starts as soon as it is admitted and placed, while the rest of the queue is still
+//!    decided (at most `CREATE_CONCURRENCY` at once).
+//!
+//! The pass ends by publishing the standings and the usage, and keeping the decisions
+//! of the jobs that still wait.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use forge_policy_host::model::{ClusterView, Decision, Placement, SeriesUsage};
+use futures::channel::mpsc;
+use futures::{SinkExt, StreamExt};
+
+use super::decision_memo::{Remembered, Table};
+use super::demand::{add_ahead, adjusted, demands, ledger_of, unbound, usage_ahead};
+use super::{CREATE_CONCURRENCY, Dispatcher};
+use crate::admission::usage::{self, Ledger};
+use crate::admission::{self, Path};
+use crate::domain::JobState;
+use crate::jobs::error::JobError;
+use crate::jobs::fit::{PoolDemand, Rooms};
+use crate::jobs::queue::{QueueEntry, Standings};
+use crate::policy::Evaluated;
+use crate::store::{JobRecord, NewDecision, Transition};
+
+/// An admitted job on its way to its create: the job, where it goes, and the decision
+/// stored with the dispatch.
+type Admitted = (Arc<JobRecord>, Placement, NewDecision);
+
+/// What the reserve step read and counted.
+struct Reserved {
+    queued: Vec<Arc<JobRecord>>,
+    free: Rooms,
+    ledger: Ledger,
+    /// Whether the store was listed (false: nothing was written since the last pass).
+    listed: bool,
+    /// Records read from the store this time.
+    records_read: usize,
+}
+
+impl Dispatcher {
+    /// One pass over the queue; returns how many jobs were dispatched.
+    pub async fn dispatch_pass(&self) -> Result<usize, JobError> {
+        let started = Instant::now();
+        let Reserved {
+            queued,
+            free,
+            ledger,
+            listed,
+            records_read,
+        } = self.reserve().await?;
+        if queued.is_empty() {
+            self.publish(Standings::default(), ledger, &Default::default());
+            self.decisions.keep(Table::default());
+            return Ok(0);
+        }
+        let read = started.elapsed();
+        let (to_create, admitted) = mpsc::channel::<Admitted>(CREATE_CONCURRENCY);
+        let decide = async {
+            let mut decide = Decide::new(self, free, ledger, queued.len(), to_create);
+            for job in &queued {
+                decide.job(job).await;
+            }
+            let decided = started.elapsed();
+            decide.finish(&queued);
+            decided
+        };
+        let (decided, dispatched) = tokio::join!(decide, self.create_admitted(admitted));
+        // Where a pass's time goes: reading the queue, deciding it (creates run
+        // meanwhile), the creates still running after the last decision.
+        tracing::debug!(
+            queued = queued.len(),
+            listed,
+            records_read,
+            dispatched,
+            read_ms = read.as_millis(),
+            decide_ms = (decided - read).as_millis(),
+            creates_after_ms = (started.elapsed() - decided).as_millis(),
+            "dispatcher pass"
+        );
+        Ok(dispatched)
+    }
+
+    /// Step 1: the unfinished jobs, every team's usage, and the free rooms less the
+    /// machines active jobs hold that the scheduler has not bound yet (bound ones are
+    /// in the capacity caches already).
+    async fn reserve(&self) -> Result<Reserved, JobError> {
+        let unfinished = self.records.unfinished(self.core.store.as_ref()).await?;
+        let cfg = &self.core.config;
+        let capacity = &self.cluster.capacity;
+        let mut free = Rooms::new(capacity.rooms());
+        let bound = capacity.bound_machines();
+        let ledger = ledger_of(&unfinished.active, &unfinished.queued, cfg);
+        for job in &unfinished.active {
+            for (i, d) in demands(job, job.placement.as_ref(), cfg)
+                .into_iter()
+                .enumerate()
+            {
+                let pending = PoolDemand {
+                    nodes: unbound(job, &d, i, &bound),
+                    ..d
+                };
+                free.reserve_partially(&pending);
+            }
+        }
+        Ok(Reserved {
+            queued: unfinished.queued,
+            free,
+            ledger,
+            listed: unfinished.listed,
+            records_read: unfinished.read,
+        })
+    }
+
+    /// Step 3: dispatches the admitted jobs as they come (at most
+    /// `CREATE_CONCURRENCY` at once) until the decide step closes the channel; how
+    /// many were dispatched.
+    async fn create_admitted(&self, admitted: mpsc::Receiver<Admitted>) -> usize {
+        admitted
+            .map(|(job, placement, decision)| async move {
+                match self.create(&job, placement, Some(decision)).await {
+                    Ok(created) => created,
+                    Err(e) => {
+                        tracing::warn!(job = %job.id, "dispatch failed: {e}");
+                        false
+                    }
+                }
+            })
+            .buffer_unordered(CREATE_CONCURRENCY)
+            .filter(|created| std::future::ready(*created))
+            .count()
+            .await
+    }
+}
+
+/// Where queued jobs stand after a pass, per series in queue order.
+#[derive(Default)]
+struct Standing {
+    entries: Standings,
+    positions: rustc_hash::FxHashMap<String, u32>,
+}
+
+impl Standing {
+    /// Records that a job keeps waiting in its series' queue (next position, with why).
+    fn waits(&mut self, job_id: &str, series: String, code: &str, reason: String) {
+        let p = match self.positions.get_mut(series.as_str()) {
+            Some(p) => p,
+            None => self.positions.entry(series.clone()).or_default(),
+        };
+        *p += 1;
+        self.entries.insert(
+            job_id.to_string(),
+            QueueEntry {
+                series,
+                position: *p,
+                code: code.to_string(),
+                reason,
+            },
+        );
+    }
+}
+
+/// Step 2, the decide step of one pass: the state it carries from one queued job to
+/// the next (`'q`: the pass's queue).
+struct Decide<'q> {
+    dispatcher: &'q Dispatcher,
+    free: Rooms,
+    ledger: Ledger,
+    /// The cluster view as the capacity caches have it.
+    snapshot: ClusterView,
+    /// The view as the requests carry it: rebuilt only when a reservation in this pass
+    /// changes it.
+    view: Arc<ClusterView>,
+    /// GPUs of each team's jobs still queued ahead of the one being decided: what its
+    /// request's `usage.queued` counts (at submission, a job's is every queued job of
+    /// its team; here it is the same, the ones ahead of it), so a job submitted later
+    /// changes nothing for the jobs before it.
+    ahead: rustc_hash::FxHashMap<&'q str, BTreeMap<&'q str, u32>>,
+    standing: Standing,
+    /// The policy snapshot's generation the decisions are made under.
+    generation: u64,
+    /// The last pass's decisions, taken as the jobs are decided.
+    remembered: Table,
+    /// The decisions of the jobs that keep waiting, for the next pass.
+    kept: Table,
+    reused: u64,
+    to_create: mpsc::Sender<Admitted>,
+}
+
+impl<'q> Decide<'q> {
+    fn new(
+        dispatcher: &'q Dispatcher,
+        mut free: Rooms,
+        ledger: Ledger,
+        queued: usize,
+        to_create: mpsc::Sender<Admitted>,
+    ) -> Self {
+        let snapshot = dispatcher.cluster.capacity.snapshot();
+        let tolerations = &dispatcher.core.config.pods.tolerations;
+        let view = Arc::new(adjusted(snapshot.clone(), &free.totals(tolerations)));
+        let remembered = dispatcher.decisions.take();
+        let kept = Table::with_capacity_and_hasher(queued, Default::default());
+        Decide {
+            dispatcher,
+            free,
+            ledger,
+            snapshot,
+            view,
+            ahead: Default::default(),
+            standing: Standing::default(),
+            generation: dispatcher.admission.policy_generation(),
+            remembered,
+            kept,
+            reused: 0,
+            to_create,
+        }
+    }
+
+    /// Decides one queued job: the policy (or its remembered decision), then what the
+    /// decision asks — reject it, keep it waiting with a reason, or reserve its gang
+    /// and send it to its create.
+    async fn job(&mut self, job: &'q Arc<JobRecord>) {
+        let admission = &self.dispatcher.admission;
+        let usage = Arc::new(admission.usage_with_playgrounds(
+            &job.team,
+            usage_ahead(&self.ledger, &job.team, self.ahead.get(job.team.as_str())),
+        ));
+        let (key, memo) = match self.remembered.remove_entry(&job.id) {
+            Some((k, r)) => (k, Some(r)),
+            None => (job.id.clone(), None),
+        };
+        let Some(evaluated) = self.evaluate(job, memo, &usage).await else {
+            return;
+        };
+        let series = admission::primary_series(&job.spec, Some(&evaluated.outcome.decision));
+        let keep = Remembered {
+            view: self.view.clone(),
+            usage,
+            evaluated,
+        };
+        match &keep.evaluated.outcome.decision {
+            Decision::Reject { code, message, .. } => {
+                let reason = format!("{code}: {message}");
+                self.reject(job, &keep, reason).await;
+            }
+            Decision::Queue { code, message } => {
+                self.standing.waits(&job.id, series, code, message.clone());
+                add_ahead(&mut self.ahead, job);
+                self.kept.insert(key, keep);
+            }
+            Decision::Admit { placement } => {
+                let placement = placement.clone();
+                self.admit(job, key, keep, placement, series).await;
+            }
+        }
+    }
+
+    /// The job's decision: the remembered one while it holds, else the chain's. A
+    /// chain that fails keeps the job waiting (fail closed), with the failure as its
+    /// reason (`None`).
+    async fn evaluate(
+        &mut self,
+        job: &'q JobRecord,
+        memo: Option<Remembered>,
+        usage: &Arc<Vec<SeriesUsage>>,
+    ) -> Option<Evaluated> {
+        if let Some(r) = memo
+            && r.holds(self.generation, &self.view, usage)
+        {
+            self.reused += 1;
+            return Some(r.evaluated);
+        }
+        let request = self.request(job, &self.view, usage);
+        match self
+            .dispatcher
+            .admission
+            .evaluate(&job.team, request, Path::Queue)
+            .await
+        {
+            Ok(e) => Some(e),
+            Err(e) => {
+                let series = admission::primary_series(&job.spec, None);
+                let reason = format!("the admission policy failed: {e}");
+                self.standing
+                    .waits(&job.id, series, "policy.failed", reason);
+                add_ahead(&mut self.ahead, job);
+                None
+            }
+        }
+    }
+
+    /// The admission request of `job` against `view` with `usage`.
+    fn request(
+        &self,
+        job: &JobRecord,
+        view: &ClusterView,
+        usage: &[SeriesUsage],
+    ) -> forge_policy_host::model::PolicyRequest {
+        self.dispatcher.admission.request_with_full_usage(
+            &job.id,
+            &job.team,
+            &job.spec,
+            view.clone(),
+            usage.to_vec(),
+        )
+    }
+
+    /// The decision as it is stored: with the request it was made on (rebuilt only
+    /// for a decision that is stored, a dispatch or a rejection).
+    fn record(&self, job: &JobRecord, keep: &Remembered) -> NewDecision {
+        let request = self.request(job, &keep.view, &keep.usage);
+        admission::decision_record(
+            &job.id,
+            &job.team,
+            &keep.evaluated.outcome,
+            &keep.evaluated.label,
+            Some(&request),
+        )
+    }
+
+    /// The policy now rejects the queued job: it ends, with the decision recorded.
+    async fn reject(&self, job: &JobRecord, keep: &Remembered, reason: String) {
+        let mut t = Transition::new(&job.id, JobState::Queued, JobState::Rejected, Some(reason));
+        t.decision = Some(self.record(job, keep));
+        if let Err(e) = self.dispatcher.core.transition(t).await {
+            tracing::warn!(job = %job.id, "recording a rejection: {e}");
+        }
+    }
+
+    /// The policy admits the job: it goes to its create if its gang fits what this
+    /// pass left free (reserved, and counted as running for its team), else it waits
+    /// with the reason it does not fit.
+    async fn admit(
+        &mut self,
+        job: &'q Arc<JobRecord>,
+        key: String,
+        keep: Remembered,
+        placement: Placement,
+        series: String,
+    ) {
+        let cfg = &self.dispatcher.core.config;
+        let wanted = demands(job, Some(&placement), cfg);
+        match self.free.reserve(&wanted) {
+            Ok(()) => {
+                let decision = self.record(job, &keep);
+                for d in &wanted {
+                    usage::add(&mut self.ledger, &job.team, &d.series, d.gpus(), true);
+                }
+                // What this job takes changes the view (and its team's usage) for every
+                // job after it.
+                let totals = self.free.totals(&cfg.pods.tolerations);
+                self.view = Arc::new(adjusted(self.snapshot.clone(), &totals));
+                // The receiver lives as long as the pass: a send fails only if the pass
+                // is being dropped.
+                let _ = self
+                    .to_create
+                    .send((job.clone(), placement, decision))
+                    .await;
+            }
+            Err(nofit) => {
+                self.standing
+                    .waits(&job.id, series, nofit.code(), nofit.to_string());
+                add_ahead(&mut self.ahead, job);
+                self.kept.insert(key, keep);
+            }
+        }
+    }
+
+    /// The end of the decide step: the creates are told no more come, the waiting
+    /// jobs' decisions are kept for the next pass, and the standings and usage are
+    /// published.
+    fn finish(self, queued: &[Arc<JobRecord>]) {
+        let Decide {
+            dispatcher,
+            ledger,
+            standing,
+            kept,
+            reused,
+            to_create,
+            ..
+        } = self;
+        // Closing the channel ends the creates once the last admitted job is sent.
+        drop(to_create);
+        dispatcher.decisions.keep(kept);
+        dispatcher.core.metrics.dispatch_decisions_reused(reused);
+        let teams: rustc_hash::FxHashMap<&str, &str> = queued
+            .iter()
+            .map(|j| (j.id.as_str(), j.team.as_str()))
+            .collect();
+        dispatcher.publish(standing.entries, ledger, &teams);
+    }
+}
