@@ -1,19 +1,34 @@
 //! [`Config::validate`]: the checks across variables — combinations that are each
-//! valid alone but not together. A single value's format is checked by its parser in
-//! the table (`vars.rs`).
+//! valid alone but not together, by area. A single value's format is checked by its
+//! parser in the table (`vars.rs`).
 
 use super::error::ConfigError;
 use super::model::{Config, FleetKind};
+
+/// `var` needs `requires` to be consistent with it, because of `reason`.
+fn requires(var: &str, requires: &str, reason: String) -> ConfigError {
+    ConfigError::Requires {
+        var: var.to_string(),
+        requires: requires.to_string(),
+        reason,
+    }
+}
 
 impl Config {
     /// Every inconsistent combination in a built config.
     pub fn validate(&self) -> Vec<ConfigError> {
         let mut errors = Vec::new();
-        let requires = |var: &str, requires: &str, reason: String| ConfigError::Requires {
-            var: var.to_string(),
-            requires: requires.to_string(),
-            reason,
-        };
+        self.validate_policy_limits(&mut errors);
+        self.validate_k8s_connection(&mut errors);
+        self.validate_retention(&mut errors);
+        self.validate_leader(&mut errors);
+        self.validate_storage(&mut errors);
+        self.validate_fleet(&mut errors);
+        errors
+    }
+
+    /// Plugin sizes, memory caps and deadlines: a default within its maximum.
+    fn validate_policy_limits(&self, errors: &mut Vec<ConfigError>) {
         let gw = &self.gateway;
         if gw.plugin_max_kib > gw.team_plugin_max_mib.saturating_mul(1024) {
             errors.push(requires(
@@ -45,6 +60,10 @@ impl Config {
                 ),
             ));
         }
+    }
+
+    /// What only an explicit API server connection uses.
+    fn validate_k8s_connection(&self, errors: &mut Vec<ConfigError>) {
         if self.k8s.token.is_some() && self.k8s.api_server.is_none() {
             errors.push(requires(
                 "FORGE_K8S_TOKEN",
@@ -67,6 +86,11 @@ impl Config {
                 ));
             }
         }
+    }
+
+    /// A retention the sweep can keep.
+    fn validate_retention(&self, errors: &mut Vec<ConfigError>) {
+        let gw = &self.gateway;
         for (var, keep) in [
             ("FORGE_RETENTION_REJECTED_S", gw.retention_rejected_s),
             ("FORGE_RETENTION_LOGS_S", gw.retention_logs_s),
@@ -83,6 +107,10 @@ impl Config {
                 ));
             }
         }
+    }
+
+    /// A lease a leader can keep, and stops acting before it is lost.
+    fn validate_leader(&self, errors: &mut Vec<ConfigError>) {
         let l = &self.leader;
         if l.renew_deadline_ms >= l.lease_ms {
             errors.push(requires(
@@ -105,6 +133,10 @@ impl Config {
                 ),
             ));
         }
+    }
+
+    /// The storage claim's mount and common directory.
+    fn validate_storage(&self, errors: &mut Vec<ConfigError>) {
         if self.storage.mount.is_some() && self.storage.pvc.is_none() {
             errors.push(requires(
                 "FORGE_K8S_STORAGE_MOUNT",
@@ -129,12 +161,15 @@ impl Config {
                 ),
             });
         }
+    }
+
+    /// What the fleet kind needs.
+    fn validate_fleet(&self, errors: &mut Vec<ConfigError>) {
         if self.fleet_kind == FleetKind::Kuberay && self.kuberay.ray_version.is_none() {
             errors.push(ConfigError::Missing {
                 var: "FORGE_KUBERAY_RAY_VERSION".to_string(),
                 reason: "when FORGE_DEFAULT_FLEET_KIND is kuberay".to_string(),
             });
         }
-        errors
     }
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use forge_policy_host::{
-    Chain, ChainLink, LoadError, Plugin, PluginLimits, PolicyEngine, digest_of,
+    Chain, ChainLink, LoadError, Plugin, PluginLimits, PolicyEngine, Unsaved, digest_of,
 };
 
 use super::error::{Malformed, PolicyAdminError};
@@ -170,28 +170,11 @@ impl Registry {
         out
     }
 
+    /// The upload's checks, in order — its shape, an identical or conflicting version,
+    /// the team's room, the host's load checks and the plugin's own settings check —
+    /// then the blob, the record and the precompiled form are stored.
     async fn check_and_store(&self, u: Upload) -> Result<(PluginRecord, bool), PolicyAdminError> {
-        if !valid_name(&u.name) {
-            return Err(PolicyAdminError::malformed(
-                Malformed::Name,
-                "name",
-                "a plugin name is 1-63 characters of [a-z0-9-], not starting or ending with `-`",
-            ));
-        }
-        if !valid_version(&u.version) {
-            return Err(PolicyAdminError::malformed(
-                Malformed::Version,
-                "version",
-                "a version is 1-64 characters of [A-Za-z0-9._+-]",
-            ));
-        }
-        let size = u.component.len() as u64;
-        if size > self.limits.max_plugin_bytes {
-            return Err(PolicyAdminError::TooLarge {
-                size,
-                limit: self.limits.max_plugin_bytes,
-            });
-        }
+        let size = self.check_shape(&u)?;
         let limits = self.requested_limits(u.memory_mib, u.deadline_ms)?;
         let digest = digest_of(&u.component);
         if let Some(existing) = self.store.plugin(&u.owner, &u.name, &u.version).await? {
@@ -207,64 +190,10 @@ impl Registry {
             });
         }
         if u.owner != GLOBAL {
-            let (count, bytes) = self.store.owner_usage(&u.owner).await?;
-            if count + 1 > self.limits.team_max_count {
-                return Err(PolicyAdminError::TeamLimit {
-                    team: u.owner,
-                    message: format!(
-                        "has {count} plugins; the limit is {}",
-                        self.limits.team_max_count
-                    ),
-                });
-            }
-            if bytes + size > self.limits.team_max_bytes {
-                return Err(PolicyAdminError::TeamLimit {
-                    team: u.owner,
-                    message: format!(
-                        "has {bytes} bytes of plugins; with this {size}-byte one that exceeds \
-                         the limit of {}",
-                        self.limits.team_max_bytes
-                    ),
-                });
-            }
+            self.check_team_room(&u.owner, size).await?;
         }
-
-        // The host's checks, and the plugin's own settings check, off the async workers.
         let display = display_name(&u.owner, &u.name);
-        let (plugin, unsaved) = {
-            let engine = self.engine.clone();
-            let (display, version, component) =
-                (display.clone(), u.version.clone(), u.component.clone());
-            let settings = u.settings.as_ref().map(settings_text);
-            tokio::task::spawn_blocking(move || -> Result<_, PolicyAdminError> {
-                let (plugin, unsaved) =
-                    Plugin::load_unsaved(&engine, &display, &version, &component, limits)
-                        .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
-                if let Some(settings) = settings {
-                    match plugin.validate_settings(&settings) {
-                        Ok(Ok(())) => {}
-                        Ok(Err(message)) => {
-                            return Err(PolicyAdminError::Settings {
-                                plugin: display.to_string(),
-                                field: "settings".into(),
-                                message,
-                            });
-                        }
-                        Err(e) => {
-                            return Err(PolicyAdminError::Settings {
-                                plugin: display.to_string(),
-                                field: "settings".into(),
-                                message: format!("validate-settings failed: {e}"),
-                            });
-                        }
-                    }
-                }
-                Ok((plugin, unsaved))
-            })
-            .await
-            .map_err(|e| PolicyAdminError::task("checking the upload", e))??
-        };
-
+        let (plugin, unsaved) = self.load_checked(&u, &display, limits).await?;
         let key = plugin_key(&digest).map_err(|e| PolicyAdminError::task("the plugin's key", e))?;
         self.blobs
             .put_object(&key, u.component.clone())
@@ -295,6 +224,91 @@ impl Registry {
         }
         self.cache_insert(&digest, &display, &u.version, plugin);
         Ok(out)
+    }
+
+    /// A well-formed name and version, a component within the size limit; its size.
+    fn check_shape(&self, u: &Upload) -> Result<u64, PolicyAdminError> {
+        if !valid_name(&u.name) {
+            return Err(PolicyAdminError::malformed(
+                Malformed::Name,
+                "name",
+                "a plugin name is 1-63 characters of [a-z0-9-], not starting or ending with `-`",
+            ));
+        }
+        if !valid_version(&u.version) {
+            return Err(PolicyAdminError::malformed(
+                Malformed::Version,
+                "version",
+                "a version is 1-64 characters of [A-Za-z0-9._+-]",
+            ));
+        }
+        let size = u.component.len() as u64;
+        if size > self.limits.max_plugin_bytes {
+            return Err(PolicyAdminError::TooLarge {
+                size,
+                limit: self.limits.max_plugin_bytes,
+            });
+        }
+        Ok(size)
+    }
+
+    /// Whether `team` may store one more plugin of `size` bytes.
+    async fn check_team_room(&self, team: &str, size: u64) -> Result<(), PolicyAdminError> {
+        let (count, bytes) = self.store.owner_usage(team).await?;
+        if count + 1 > self.limits.team_max_count {
+            return Err(PolicyAdminError::TeamLimit {
+                team: team.to_owned(),
+                message: format!(
+                    "has {count} plugins; the limit is {}",
+                    self.limits.team_max_count
+                ),
+            });
+        }
+        if bytes + size > self.limits.team_max_bytes {
+            return Err(PolicyAdminError::TeamLimit {
+                team: team.to_owned(),
+                message: format!(
+                    "has {bytes} bytes of plugins; with this {size}-byte one that exceeds \
+                     the limit of {}",
+                    self.limits.team_max_bytes
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The host's checks, and the plugin's own settings check, off the async workers:
+    /// the loaded plugin and its compiled form, not yet saved.
+    async fn load_checked(
+        &self,
+        u: &Upload,
+        display: &str,
+        limits: PluginLimits,
+    ) -> Result<(Arc<Plugin>, Unsaved), PolicyAdminError> {
+        let engine = self.engine.clone();
+        let (display, version, component) =
+            (display.to_owned(), u.version.clone(), u.component.clone());
+        let settings = u.settings.as_ref().map(settings_text);
+        tokio::task::spawn_blocking(move || -> Result<_, PolicyAdminError> {
+            let (plugin, unsaved) =
+                Plugin::load_unsaved(&engine, &display, &version, &component, limits)
+                    .map_err(|e| PolicyAdminError::from_load(e, "component"))?;
+            if let Some(settings) = settings {
+                let refused = |message| PolicyAdminError::Settings {
+                    plugin: display.clone(),
+                    field: "settings".into(),
+                    message,
+                };
+                match plugin.validate_settings(&settings) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(message)) => return Err(refused(message)),
+                    Err(e) => return Err(refused(format!("validate-settings failed: {e}"))),
+                }
+            }
+            Ok((plugin, unsaved))
+        })
+        .await
+        .map_err(|e| PolicyAdminError::task("checking the upload", e))?
     }
 
     /// The loaded plugin a link names: from memory, else fetched from object storage

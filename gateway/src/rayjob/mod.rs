@@ -252,7 +252,9 @@ fn replicas(n: u32) -> Option<i32> {
     Some(i32::try_from(n).unwrap_or(i32::MAX))
 }
 
-/// Builds the RayJob for an admitted job.
+/// Builds the RayJob for an admitted job. The steps: check the identity and the
+/// placement against the spec, build each pool's group (its series and machine),
+/// then the head and worker groups, then the RayJob around them.
 pub fn build_rayjob(
     job: &JobView<'_>,
     placement: &Placement,
@@ -260,22 +262,7 @@ pub fn build_rayjob(
     cfg: &Config,
 ) -> Result<RayJob, BuildError> {
     let spec = job.spec;
-    if spec.pools.is_empty() {
-        return Err(BuildError::NoPools);
-    }
-    let expected: Vec<String> = spec.pools.iter().map(|p| p.name.clone()).collect();
-    let got: Vec<String> = placement.pools.iter().map(|p| p.pool.clone()).collect();
-    if expected != got {
-        return Err(BuildError::PlacementMismatch { expected, got });
-    }
-    for (what, value) in [("job id", job.id), ("team", job.team)] {
-        if value.is_empty() || !names::is_label_value(value) {
-            return Err(BuildError::BadIdentity {
-                what,
-                value: value.to_string(),
-            });
-        }
-    }
+    check_job(job, placement)?;
     let image = cfg
         .image_for(&spec.framework)
         .ok_or_else(|| BuildError::NoImage(spec.framework.clone()))?;
@@ -284,34 +271,12 @@ pub fn build_rayjob(
         .ray_version
         .as_deref()
         .ok_or(BuildError::NoRayVersion)?;
-
-    let mut groups = Vec::with_capacity(spec.pools.len());
-    for (pool, pp) in spec.pools.iter().zip(&placement.pools) {
-        let series = pp
-            .series
-            .as_deref()
-            .or(pool.series.as_deref())
-            .ok_or_else(|| BuildError::NoSeries {
-                pool: pool.name.clone(),
-            })?;
-        if series.is_empty() || !names::is_label_value(series) {
-            return Err(BuildError::InvalidPlacement {
-                pool: pool.name.clone(),
-                field: "series",
-                reason: format!("`{series}` is not a label value"),
-            });
-        }
-        check_pairs(&pool.name, "nodeSelector", &pp.node_selector, true)?;
-        check_pairs(&pool.name, "labels", &pp.labels, true)?;
-        check_pairs(&pool.name, "annotations", &pp.annotations, false)?;
-        groups.push(pod::Group {
-            pool,
-            placement: pp,
-            series,
-            machine: machine_resources(pool, series, cfg)?,
-        });
-    }
-
+    let groups = spec
+        .pools
+        .iter()
+        .zip(&placement.pools)
+        .map(|(pool, pp)| group(pool, pp, cfg))
+        .collect::<Result<Vec<_>, _>>()?;
     let head_group = &groups[0];
     let submitter_tolerations = scheduling::tolerations(
         &head_group.pool.name,
@@ -322,26 +287,7 @@ pub fn build_rayjob(
         ray_start_params: pod::ray_start_params(head_group)?,
         template: pod::pod_template(head_group, true, job, capsule, cfg, image)?,
     };
-    let mut workers = Vec::new();
-    for (i, group) in groups.iter().enumerate() {
-        let n = if i == 0 {
-            group.pool.nodes.saturating_sub(1)
-        } else {
-            group.pool.nodes
-        };
-        if n == 0 {
-            continue;
-        }
-        workers.push(WorkerGroupSpec {
-            group_name: group.pool.name.clone(),
-            replicas: replicas(n),
-            min_replicas: replicas(n),
-            max_replicas: replicas(n),
-            ray_start_params: pod::ray_start_params(group)?,
-            template: pod::pod_template(group, false, job, capsule, cfg, image)?,
-        });
-    }
-
+    let workers = worker_groups(&groups, job, capsule, cfg, image)?;
     let mut labels = spec.labels.clone();
     labels.extend(job_labels(job.id, job.team, job.instance));
     let mut rayjob = RayJob::new(
@@ -381,6 +327,91 @@ pub fn build_rayjob(
         capsule.digest.to_string(),
     )]));
     Ok(rayjob)
+}
+
+/// A job with pools, placed pool by pool, whose id and team are label values.
+fn check_job(job: &JobView<'_>, placement: &Placement) -> Result<(), BuildError> {
+    let spec = job.spec;
+    if spec.pools.is_empty() {
+        return Err(BuildError::NoPools);
+    }
+    let expected: Vec<String> = spec.pools.iter().map(|p| p.name.clone()).collect();
+    let got: Vec<String> = placement.pools.iter().map(|p| p.pool.clone()).collect();
+    if expected != got {
+        return Err(BuildError::PlacementMismatch { expected, got });
+    }
+    for (what, value) in [("job id", job.id), ("team", job.team)] {
+        if value.is_empty() || !names::is_label_value(value) {
+            return Err(BuildError::BadIdentity {
+                what,
+                value: value.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One pool as placed: its series (a label value) and its machine, with the
+/// placement's selectors, labels and annotations checked.
+fn group<'a>(
+    pool: &'a crate::jobspec::PoolSpec,
+    pp: &'a forge_policy_host::model::PoolPlacement,
+    cfg: &Config,
+) -> Result<pod::Group<'a>, BuildError> {
+    let series = pp
+        .series
+        .as_deref()
+        .or(pool.series.as_deref())
+        .ok_or_else(|| BuildError::NoSeries {
+            pool: pool.name.clone(),
+        })?;
+    if series.is_empty() || !names::is_label_value(series) {
+        return Err(BuildError::InvalidPlacement {
+            pool: pool.name.clone(),
+            field: "series",
+            reason: format!("`{series}` is not a label value"),
+        });
+    }
+    check_pairs(&pool.name, "nodeSelector", &pp.node_selector, true)?;
+    check_pairs(&pool.name, "labels", &pp.labels, true)?;
+    check_pairs(&pool.name, "annotations", &pp.annotations, false)?;
+    Ok(pod::Group {
+        pool,
+        placement: pp,
+        series,
+        machine: machine_resources(pool, series, cfg)?,
+    })
+}
+
+/// The worker groups: the primary pool's machines but the head's, and every other
+/// pool's (a group of no machine is left out).
+fn worker_groups(
+    groups: &[pod::Group<'_>],
+    job: &JobView<'_>,
+    capsule: &CapsuleRef,
+    cfg: &Config,
+    image: &str,
+) -> Result<Vec<WorkerGroupSpec>, BuildError> {
+    let mut workers = Vec::new();
+    for (i, group) in groups.iter().enumerate() {
+        let n = if i == 0 {
+            group.pool.nodes.saturating_sub(1)
+        } else {
+            group.pool.nodes
+        };
+        if n == 0 {
+            continue;
+        }
+        workers.push(WorkerGroupSpec {
+            group_name: group.pool.name.clone(),
+            replicas: replicas(n),
+            min_replicas: replicas(n),
+            max_replicas: replicas(n),
+            ray_start_params: pod::ray_start_params(group)?,
+            template: pod::pod_template(group, false, job, capsule, cfg, image)?,
+        });
+    }
+    Ok(workers)
 }
 
 #[cfg(test)]

@@ -119,18 +119,82 @@ fn valid_env_name(k: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
+/// Where `envFrom` and a key reference read from.
+#[derive(Clone, Copy)]
+enum Source {
+    ConfigMap,
+    Secret,
+}
+
+impl Source {
+    /// As `EnvError::Missing` names it, and as `EnvError::MissingKey` does.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Source::ConfigMap => ("configmap", "ConfigMap"),
+            Source::Secret => ("secret", "Secret"),
+        }
+    }
+}
+
+impl Sources<'_> {
+    /// The data of ConfigMap or Secret `name`; `None` when it does not exist and is
+    /// `optional`.
+    async fn data(
+        &mut self,
+        source: Source,
+        name: &str,
+        optional: bool,
+    ) -> Result<Option<Vec<(String, String)>>, EnvError> {
+        let data = match source {
+            Source::ConfigMap => self.config_map(name).await?.map(config_map_data),
+            Source::Secret => self.secret(name).await?.map(secret_data),
+        };
+        match data {
+            Some(d) => Ok(Some(d)),
+            None if optional => Ok(None),
+            None => Err(EnvError::Missing {
+                kind: source.names().0,
+                name: name.to_owned(),
+            }),
+        }
+    }
+
+    /// Key `key` of ConfigMap or Secret `name`; `None` when either is missing and the
+    /// reference is `optional`.
+    async fn key(
+        &mut self,
+        source: Source,
+        name: &str,
+        key: &str,
+        optional: bool,
+    ) -> Result<Option<String>, EnvError> {
+        let Some(data) = self.data(source, name, optional).await? else {
+            return Ok(None);
+        };
+        match data.into_iter().find(|(k, _)| k == key) {
+            Some((_, v)) => Ok(Some(v)),
+            None if optional => Ok(None),
+            None => Err(EnvError::MissingKey {
+                key: key.to_owned(),
+                kind: source.names().1,
+                namespace: self.ns.clone(),
+                name: name.to_owned(),
+            }),
+        }
+    }
+}
+
 /// The environment of container `c` of `pod`, in the order the kubelet builds it
-/// (later entries win when names repeat).
+/// (later entries win when names repeat): `envFrom` first, then `env`.
 pub async fn resolve(
     client: &Client,
     pod: &Pod,
     c: &Container,
     net: &PodNetwork,
 ) -> Result<Vec<(String, String)>, EnvError> {
-    let ns = pod.namespace().unwrap_or_default();
     let mut src = Sources {
         client,
-        ns: ns.clone(),
+        ns: pod.namespace().unwrap_or_default(),
         config_maps: HashMap::new(),
         secrets: HashMap::new(),
     };
@@ -138,31 +202,15 @@ pub async fn resolve(
     for from in c.env_from.iter().flatten() {
         let prefix = from.prefix.clone().unwrap_or_default();
         let entries = if let Some(r) = &from.config_map_ref {
-            match src.config_map(&r.name).await? {
-                Some(cm) => config_map_data(cm),
-                None if r.optional == Some(true) => Vec::new(),
-                None => {
-                    return Err(EnvError::Missing {
-                        kind: "configmap",
-                        name: r.name.clone(),
-                    });
-                }
-            }
+            src.data(Source::ConfigMap, &r.name, r.optional == Some(true))
+                .await?
         } else if let Some(r) = &from.secret_ref {
-            match src.secret(&r.name).await? {
-                Some(s) => secret_data(s),
-                None if r.optional == Some(true) => Vec::new(),
-                None => {
-                    return Err(EnvError::Missing {
-                        kind: "secret",
-                        name: r.name.clone(),
-                    });
-                }
-            }
+            src.data(Source::Secret, &r.name, r.optional == Some(true))
+                .await?
         } else {
-            Vec::new()
+            None
         };
-        for (k, v) in entries {
+        for (k, v) in entries.into_iter().flatten() {
             let name = format!("{prefix}{k}");
             if valid_env_name(&name) {
                 out.push((name, v));
@@ -172,79 +220,45 @@ pub async fn resolve(
     for e in c.env.iter().flatten() {
         let value = match &e.value_from {
             None => Some(expand(e.value.as_deref().unwrap_or(""), &out)),
-            Some(from) => {
-                if let Some(r) = &from.config_map_key_ref {
-                    let optional = r.optional == Some(true);
-                    match src.config_map(&r.name).await? {
-                        None if optional => None,
-                        None => {
-                            return Err(EnvError::Missing {
-                                kind: "configmap",
-                                name: r.name.clone(),
-                            });
-                        }
-                        Some(cm) => {
-                            match config_map_data(cm).into_iter().find(|(k, _)| *k == r.key) {
-                                Some((_, v)) => Some(v),
-                                None if optional => None,
-                                None => {
-                                    return Err(EnvError::MissingKey {
-                                        key: r.key.clone(),
-                                        kind: "ConfigMap",
-                                        namespace: ns.clone(),
-                                        name: r.name.clone(),
-                                    });
-                                }
-                            }
-                        }
-                    }
-                } else if let Some(r) = &from.secret_key_ref {
-                    let optional = r.optional == Some(true);
-                    match src.secret(&r.name).await? {
-                        None if optional => None,
-                        None => {
-                            return Err(EnvError::Missing {
-                                kind: "secret",
-                                name: r.name.clone(),
-                            });
-                        }
-                        Some(s) => match secret_data(s).into_iter().find(|(k, _)| *k == r.key) {
-                            Some((_, v)) => Some(v),
-                            None if optional => None,
-                            None => {
-                                return Err(EnvError::MissingKey {
-                                    key: r.key.clone(),
-                                    kind: "Secret",
-                                    namespace: ns.clone(),
-                                    name: r.name.clone(),
-                                });
-                            }
-                        },
-                    }
-                } else if let Some(f) = &from.field_ref {
-                    Some(field_value(pod, &f.field_path, net)?)
-                } else if let Some(r) = &from.resource_field_ref {
-                    let container = r.container_name.as_deref().unwrap_or(&c.name);
-                    Some(
-                        resource_value(
-                            client,
-                            pod,
-                            container,
-                            &r.resource,
-                            r.divisor.as_ref().map(|d| d.0.as_str()),
-                        )
-                        .await?,
-                    )
-                } else {
-                    None
-                }
-            }
+            Some(from) => value_from(&mut src, pod, c, from, net).await?,
         };
         if let Some(v) = value {
             out.push((e.name.clone(), v));
         }
     }
     Ok(out)
+}
+
+/// An `env` entry's `valueFrom`: a ConfigMap's or Secret's key, a field of the pod, or
+/// a resource of a container; `None` for an optional reference that is missing.
+async fn value_from(
+    src: &mut Sources<'_>,
+    pod: &Pod,
+    c: &Container,
+    from: &k8s_openapi::api::core::v1::EnvVarSource,
+    net: &PodNetwork,
+) -> Result<Option<String>, EnvError> {
+    if let Some(r) = &from.config_map_key_ref {
+        return src
+            .key(Source::ConfigMap, &r.name, &r.key, r.optional == Some(true))
+            .await;
+    }
+    if let Some(r) = &from.secret_key_ref {
+        return src
+            .key(Source::Secret, &r.name, &r.key, r.optional == Some(true))
+            .await;
+    }
+    if let Some(f) = &from.field_ref {
+        return field_value(pod, &f.field_path, net).map(Some);
+    }
+    if let Some(r) = &from.resource_field_ref {
+        let container = r.container_name.as_deref().unwrap_or(&c.name);
+        let divisor = r.divisor.as_ref().map(|d| d.0.as_str());
+        return resource_value(src.client, pod, container, &r.resource, divisor)
+            .await
+            .map(Some);
+    }
+    Ok(None)
 }
 
 /// `$(VAR)` references to variables defined before replaced by their values (the
