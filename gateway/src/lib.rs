@@ -15,8 +15,8 @@
 //!   [`retention`]: the domain — a job's life, playgrounds (inference servers), how it
 //!   meets the policy, which policy is active, resumable capsule uploads, which replica
 //!   acts (and the fencing that stops a deposed one), what is kept and for how long;
-//! - [`cluster`], [`store`], [`objects`], [`rayjob`]: adapters — the Kubernetes API,
-//!   the database, object storage, the RayJob builder;
+//! - [`cluster`], [`store`], [`objects`], [`manifests`]: adapters — the Kubernetes API,
+//!   the database, object storage, the objects a job's RayJob is built of;
 //! - [`config`], [`auth`], [`live_tokens`], [`jobspec`], [`domain`], [`metrics`],
 //!   [`answer`]: shared vocabulary (an error's answer is declared beside the error).
 
@@ -35,11 +35,11 @@ pub mod jobs;
 pub mod jobspec;
 pub mod leader;
 pub mod live_tokens;
+pub mod manifests;
 pub mod metrics;
 pub mod objects;
 pub mod playground;
 pub mod policy;
-pub mod rayjob;
 pub mod retention;
 pub mod shutdown;
 pub mod spool;

@@ -1,6 +1,6 @@
 //! Capsules end to end (issue 4 "done when"): a capsule assembled from a code tree is
 //! stored in a real S3-compatible server (s3s-fs), the gateway's own RayJob builder
-//! (`forge_gateway::rayjob::build_rayjob`) points the RayJob at it, and the emulator's
+//! (`forge_gateway::manifests::build_rayjob`) points the RayJob at it, and the emulator's
 //! simulated operator and kubelet (process mode) fetch it, verify its SHA-256, unpack it
 //! like Ray and run the entrypoint — once with a presigned URL as `working_dir` and once
 //! in the HTTP-only init-container mode (`working_dir` is a `file://` path the
@@ -16,7 +16,7 @@ use forge_capsule::{Capsule, CapsuleLimits, CodeSource, assemble, init_container
 use forge_gateway::config::Config;
 use forge_gateway::domain::Digest as CapsuleDigest;
 use forge_gateway::jobspec::{Deadlines, JobSpec, PoolSpec};
-use forge_gateway::rayjob::{CapsuleRef, JobView, build_rayjob, rayjob_name};
+use forge_gateway::manifests::{CapsuleRef, JobRef, build_rayjob, rayjob_name};
 use forge_kubesim::Sim;
 use forge_kubesim::controllers::rayjob_resource;
 use forge_object_store::{ObjectStore, S3Config, S3Store, capsule_key};
@@ -152,7 +152,7 @@ impl Harness {
             init,
         };
         let spec = job_spec(if init_mode { "init" } else { "presigned" }, pre_running);
-        let job = JobView {
+        let job = JobRef {
             id: job_id,
             team: TEAM,
             spec: &spec,

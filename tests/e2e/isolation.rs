@@ -93,7 +93,7 @@ async fn rayjob_of(gw: &TestGateway, job_id: &str) -> DynamicObject {
         gw.sim.client().expect("client"),
         &gw.state.config.k8s.namespace,
     );
-    let name = forge_gateway::rayjob::rayjob_name(job_id);
+    let name = forge_gateway::manifests::rayjob_name(job_id);
     eventually("the RayJob", Duration::from_secs(30), || async {
         match api.get_opt(&name).await {
             Ok(Some(o)) => Ok(o),
@@ -722,7 +722,7 @@ async fn each_job_is_fenced_storage_network_and_pod() {
             let selector = match role {
                 "submitter" => format!(
                     "batch.kubernetes.io/job-name={}",
-                    forge_gateway::rayjob::rayjob_name(&id)
+                    forge_gateway::manifests::rayjob_name(&id)
                 ),
                 node_type => format!("forge.dev/job-id={id},ray.io/node-type={node_type}"),
             };

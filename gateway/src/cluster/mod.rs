@@ -18,16 +18,16 @@ pub mod nodes;
 pub mod playgrounds;
 pub mod pod_proxy;
 pub mod pods;
-pub mod rayjob;
-pub mod rayjobs;
+pub mod rayjob_api;
+pub mod rayjob_crd;
 
 pub use capacity::Capacity;
 pub use network_policies::{Applied, NetworkPolicies};
 pub use nodes::{NodeConventions, NodeRoom};
 pub use playgrounds::PlaygroundObjects;
 pub use pods::{LogSource, Pods};
-pub use rayjob::{RayJob, RayJobStatus};
-pub use rayjobs::{Created, RayJobs};
+pub use rayjob_api::{Created, RayJobs};
+pub use rayjob_crd::{RayJob, RayJobStatus};
 
 /// The cluster as the gateway uses it: one client, the gateway's namespace, its
 /// RayJobs and pods, and the capacity caches.

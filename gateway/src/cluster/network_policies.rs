@@ -1,5 +1,5 @@
 //! The NetworkPolicies Forge creates, one per RayJob (built by
-//! [`crate::rayjob::network`]): create (adopting one that exists — the name is the
+//! [`crate::manifests::network`]): create (adopting one that exists — the name is the
 //! RayJob's, so a retried dispatch finds its own), delete, list this installation's own
 //! (`forge.dev/instance`, like its RayJobs: another installation's are never touched).
 //! Transient API failures are retried here, like every other call of this adapter.

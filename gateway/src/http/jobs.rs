@@ -49,7 +49,7 @@ pub struct JobResponse {
     pub queue: Option<QueueEntry>,
     /// The admission decision (on submission).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub admission: Option<Admission>,
+    pub admission: Option<AdmissionTrace>,
     /// State history (single-job reads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<HistoryEntry>>,
@@ -67,7 +67,7 @@ pub struct JobResponse {
 /// The decision made at submission.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Admission {
+pub struct AdmissionTrace {
     pub policy_version: u64,
     /// `global@3` / `global@3+team@1`.
     pub policy: String,
@@ -101,7 +101,7 @@ pub async fn create(
     let (spec, code) = submission::read(&state, &caller.team, request).await?;
     let submitted = state.jobs.submissions.submit(&caller, spec, code).await?;
     let mut resp = response(&state, submitted.job);
-    resp.admission = Some(Admission {
+    resp.admission = Some(AdmissionTrace {
         policy_version: submitted.policy_version,
         policy: submitted.policy,
         outcome: submitted.outcome,

@@ -7,7 +7,7 @@
 //! scrapers and reveal no job data; `/v1/capsules/{sha}.zip` (local object store only) is authorized by its
 //! HMAC-signed, expiring URL instead of a token, so Ray pods can fetch it, and so is a
 //! job's capsule link `/v1/job-capsules/{job}/{sha}.zip` (by its signature, while the
-//! job has not ended: [`capsule_links`]).
+//! job has not ended: [`job_capsules`]).
 //! The web console (`/`, `/login`, `/console/…`, see [`console`]) is served by the same
 //! router, authenticated by its session cookie.
 //! Middleware: request ids (`x-request-id`, generated when absent and echoed back),
@@ -19,12 +19,13 @@ mod auth;
 pub mod body;
 pub mod body_limit;
 pub mod capacity;
-pub mod capsule_links;
 pub mod capsules;
 pub mod console;
 pub mod deadline;
 pub mod error;
 pub mod health;
+pub mod job_capsules;
+pub mod job_streams;
 pub mod jobs;
 pub mod openapi;
 pub mod playground_proxy;
@@ -37,7 +38,6 @@ pub mod route_class;
 pub mod shadow;
 pub mod submission;
 pub mod uploads;
-pub mod watch;
 pub mod whoami;
 
 use axum::Router;
@@ -82,13 +82,13 @@ api_routes! {
     Document post "/v1/admission/review" => review::review,
     Bulk post "/v1/jobs" => jobs::create,
     Document get "/v1/jobs" => jobs::list,
-    Document get "/v1/jobs/watch" => watch::watch_jobs,
+    Document get "/v1/jobs/watch" => job_streams::watch_jobs,
     Document get "/v1/jobs/{id}" => jobs::get,
     Document delete "/v1/jobs/{id}" => jobs::delete,
     Document get "/v1/jobs/{id}/logs" => jobs::logs,
     Document get "/v1/jobs/{id}/logs/pods" => jobs::log_pods,
     Document get "/v1/jobs/{id}/events" => jobs::events,
-    Document get "/v1/jobs/{id}/watch" => watch::watch,
+    Document get "/v1/jobs/{id}/watch" => job_streams::watch,
     Document post "/v1/playgrounds" => playgrounds::create,
     Document get "/v1/playgrounds" => playgrounds::list,
     Document get "/v1/playgrounds/{id}" => playgrounds::get,
@@ -123,7 +123,7 @@ pub fn router(state: AppState) -> Router {
         .jobs
         .capsule_links()
         .is_some()
-        .then(|| capsule_links::routes(state.clone()));
+        .then(|| job_capsules::routes(state.clone()));
     // The console, capsule links and the local store's signed URLs take documents.
     let mut documents = console;
     if let Some(links) = links {

@@ -8,8 +8,8 @@ use serde_json::json;
 use crate::answer::{Answer, Answers};
 use crate::domain::{Digest, JobState};
 use crate::jobspec::SpecErrors;
+use crate::manifests::BuildError;
 use crate::objects::ObjectStoreError;
-use crate::rayjob::BuildError;
 use crate::store::StoreError;
 
 /// Why a job operation failed.

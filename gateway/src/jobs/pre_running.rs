@@ -52,7 +52,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::*;
-    use crate::cluster::rayjob::RayJobSpec;
+    use crate::cluster::rayjob_crd::RayJobSpec;
 
     fn rayjob(created: Option<Timestamp>) -> RayJob {
         let mut rj = RayJob::new("rj", RayJobSpec::default());

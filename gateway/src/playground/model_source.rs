@@ -18,7 +18,7 @@
 use k8s_openapi::api::core::v1::{Volume, VolumeMount};
 
 use crate::config::{Config, StorageConfig};
-use crate::rayjob::{claim_volume, volume_mount};
+use crate::manifests::{claim_volume, volume_mount};
 
 /// Where the model is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //!   tolerations and affinity as for training pods (the policy's placement, the
 //!   configured GPU tolerations), CPU and memory a GPU's share (1/8) of the series'
 //!   machine per GPU; the restricted security settings of Ray pods
-//!   ([`crate::rayjob::security`]); a model on the team's storage mounted read-only
+//!   ([`crate::manifests::security`]); a model on the team's storage mounted read-only
 //!   ([`super::model_source`]); a startup probe on `/health` allowing
 //!   `FORGE_PLAYGROUND_STARTUP_S` for the model to load, then a readiness probe; and
 //!   `activeDeadlineSeconds` = the longest lifetime plus [`BACKSTOP_GRACE_SECS`], the
@@ -40,8 +40,8 @@ use crate::cluster::labels::{
     ANNOTATION_GPUS, GPU_RESOURCE, LABEL_PLAYGROUND_ID, playground_labels,
 };
 use crate::config::Config;
-use crate::rayjob::network::GATEWAY_POD_LABEL;
-use crate::rayjob::{BuildError, scheduling, security};
+use crate::manifests::network::GATEWAY_POD_LABEL;
+use crate::manifests::{BuildError, scheduling, security};
 use crate::store::PlaygroundRecord;
 
 /// The server's container port.

@@ -4,7 +4,7 @@
 //! every change of the jobs the viewer may list (the jobs API's team filter), and `GET
 //! /console/live/jobs/{id}`, one visible job's changes until it ends. The same streams
 //! and the same server-sent-event encoding as `GET /v1/jobs/watch` and `GET
-//! /v1/jobs/{id}/watch` (`http::watch`): changes, not snapshots, resumable with `Last-Event-ID` (the
+//! /v1/jobs/{id}/watch` (`http::job_streams`): changes, not snapshots, resumable with `Last-Event-ID` (the
 //! browser sends it when it reconnects by itself). `GET /console/live/playgrounds/{id}`:
 //! a `state` event whenever one visible playground's state, server phase, pending
 //! reason or reclaim changes (the gateway re-reads it every
@@ -20,8 +20,8 @@ use futures::Stream;
 
 use super::session::Viewer;
 use super::{Console, PageError};
+use crate::http::job_streams::{TeamQuery, last_event_id, sse};
 use crate::http::jobs::team_filter;
-use crate::http::watch::{TeamQuery, last_event_id, sse};
 
 /// How often the playground feed re-reads its playground.
 pub const PLAYGROUND_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);

@@ -11,7 +11,7 @@ use crate::cluster::Created;
 use crate::cluster::api_error::{self, Failure};
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
-use crate::rayjob::{self, CapsuleRef, JobView};
+use crate::manifests::{self, CapsuleRef, JobRef};
 use crate::store::{JobRecord, NewDecision, StoreError, Transition};
 
 /// Longest a presigned capsule URL may live (S3's SigV4 limit).
@@ -90,7 +90,7 @@ impl Dispatcher {
         let started = Instant::now();
         let capsule = self.capsule_ref(job).await?;
         let manifest = self.manifest(job, &placement, &capsule).await?;
-        let name = rayjob::rayjob_name(&job.id);
+        let name = manifests::rayjob_name(&job.id);
         // In flight from before the intent is stored until the create returns: the
         // lifecycle controller's reconcile leaves the job to this create meanwhile. A
         // job already claimed is being dispatched here by another pass: leave it to it.
@@ -117,13 +117,13 @@ impl Dispatcher {
         placement: &Placement,
         capsule: &CapsuleRef,
     ) -> Result<crate::cluster::RayJob, JobError> {
-        let view = JobView {
+        let view = JobRef {
             id: &job.id,
             team: &job.team,
             spec: &job.spec,
             instance: self.cluster.rayjobs.instance(),
         };
-        match rayjob::build_rayjob(&view, placement, capsule, &self.core.config) {
+        match manifests::build_rayjob(&view, placement, capsule, &self.core.config) {
             Ok(m) => Ok(m),
             Err(e) => {
                 let t = Transition::new(
@@ -172,7 +172,7 @@ impl Dispatcher {
         name: &str,
         manifest: &crate::cluster::RayJob,
     ) -> Result<(), JobError> {
-        let policy = rayjob::network::network_policy(
+        let policy = manifests::network::network_policy(
             &job.id,
             &job.team,
             self.cluster.rayjobs.instance(),

@@ -12,7 +12,7 @@ use crate::admission::usage::{self, Ledger};
 use crate::cluster::labels::HEAD_GROUP;
 use crate::config::Config;
 use crate::jobs::fit::PoolDemand;
-use crate::rayjob;
+use crate::manifests;
 use crate::store::JobRecord;
 
 /// What each pool of a job needs, placed by `placement` (or as the spec asks): its
@@ -31,7 +31,7 @@ pub fn demands(job: &JobRecord, placement: Option<&Placement>, cfg: &Config) -> 
                 .or_else(|| pool.series.clone())
                 .or_else(|| job.queue_series.clone())
                 .unwrap_or_else(|| "unplaced".to_string());
-            let (cpu_millis, memory_bytes) = rayjob::cpu_and_memory(pool, &series, cfg);
+            let (cpu_millis, memory_bytes) = manifests::cpu_and_memory(pool, &series, cfg);
             let mut tolerations = cfg.pods.tolerations.clone();
             tolerations.extend(placed.map(|p| p.tolerations.clone()).unwrap_or_default());
             PoolDemand {

@@ -63,7 +63,7 @@ impl JobLogs {
 mod tests {
     use super::*;
     use crate::cluster::RayJobStatus;
-    use crate::cluster::rayjob::RayJobSpec;
+    use crate::cluster::rayjob_crd::RayJobSpec;
 
     fn with_url(url: Option<&str>) -> RayJob {
         let mut rj = RayJob::new("rj", RayJobSpec::default());

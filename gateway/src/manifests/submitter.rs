@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::cluster::labels::{SUBMITTER_CONTAINER, job_labels};
-use crate::cluster::rayjob::SubmitterConfig;
+use crate::cluster::rayjob_crd::SubmitterConfig;
 
 /// CPU of the submitter (requests = limits; KubeRay's default limit).
 const SUBMITTER_CPU: &str = "1";

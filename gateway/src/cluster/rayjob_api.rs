@@ -9,7 +9,7 @@ use kube::{Api, Client};
 
 use super::api_error::{Failure, classify, with_retry};
 use super::labels;
-use super::rayjob::RayJob;
+use super::rayjob_crd::RayJob;
 
 /// What a create did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,7 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::resources::{MachineResources, ray_resource_params};
 use super::security;
-use super::{BuildError, CapsuleRef, DASHBOARD_PORT, JobView, scheduling};
+use super::{BuildError, CapsuleRef, DASHBOARD_PORT, JobRef, scheduling};
 use crate::cluster::labels::{ANNOTATION_CAPSULE, ANNOTATION_GPUS, GPU_RESOURCE, job_labels};
 use crate::config::{Config, StorageConfig};
 use crate::domain::quantity;
@@ -215,7 +215,7 @@ fn container_resources(group: &Group<'_>, cfg: &Config) -> ResourceRequirements 
 pub(super) fn pod_template(
     group: &Group<'_>,
     is_head: bool,
-    job: &JobView<'_>,
+    job: &JobRef<'_>,
     capsule: &CapsuleRef,
     cfg: &Config,
     image: &str,

@@ -201,7 +201,7 @@ fn capsule(init: bool) -> CapsuleRef {
 }
 
 fn build(s: &JobSpec, cfg: &Config, init: bool) -> Value {
-    let job = JobView {
+    let job = JobRef {
         id: "0193ab45cd67ef0123",
         team: "team-a",
         spec: s,
@@ -372,7 +372,7 @@ fn each_team_mounts_its_own_directory_and_the_common_one_read_only() {
     ]);
     let mut s = spec(vec![pool("main", 2, 1, Some("h200"))]);
     s.shared_storage = true;
-    let view = |team| JobView {
+    let view = |team| JobRef {
         id: "0193ab45cd67ef0123",
         team,
         spec: &s,
@@ -572,7 +572,7 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
             ..PoolPlacement::default()
         }],
     };
-    let job = JobView {
+    let job = JobRef {
         id: "abc",
         team: "t",
         spec: &s,
@@ -604,7 +604,7 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
 fn failure_paths() {
     let cfg = cfg_with(&[]);
     let s = spec(vec![pool("main", 1, 8, None)]);
-    let job = JobView {
+    let job = JobRef {
         id: "abc",
         team: "t",
         spec: &s,
@@ -619,7 +619,7 @@ fn failure_paths() {
     );
 
     let s = spec(vec![pool("main", 1, 8, Some("h200"))]);
-    let job = JobView {
+    let job = JobRef {
         id: "abc",
         team: "t",
         spec: &s,
@@ -664,7 +664,7 @@ fn failure_paths() {
 
     let mut other = s.clone();
     other.framework = "verl".into();
-    let job2 = JobView {
+    let job2 = JobRef {
         id: "abc",
         team: "t",
         spec: &other,
@@ -674,7 +674,7 @@ fn failure_paths() {
         build_rayjob(&job2, &initial(&other), &capsule(false), &cfg),
         Err(BuildError::NoImage("verl".into()))
     );
-    let job3 = JobView {
+    let job3 = JobRef {
         id: "abc",
         team: "Team A",
         spec: &s,
@@ -762,7 +762,7 @@ fn resources_are_requests_equal_to_limits_and_ray_params_agree() {
     bad.memory_per_node = Some("1Gi".into());
     let cfg = cfg_with(&[("FORGE_K8S_OBJECT_STORE_MEMORY", "2Gi")]);
     let s = spec(vec![bad]);
-    let job = JobView {
+    let job = JobRef {
         id: "abc",
         team: "t",
         spec: &s,
@@ -811,7 +811,7 @@ fn tolerations_and_node_affinity_come_from_config_and_placement() {
             term: zone,
         }],
     };
-    let job = JobView {
+    let job = JobRef {
         id: "abc",
         team: "t",
         spec: &s,
@@ -1084,7 +1084,7 @@ proptest! {
     #[test]
     fn every_generated_manifest_is_valid(case in arb_case()) {
         prop_assert!(case.spec.validate(&case.cfg).is_empty(), "generator made an invalid spec: {:?}", case.spec.validate(&case.cfg));
-        let job = JobView { id: &case.job_id, team: &case.team, spec: &case.spec, instance: "inst-1" };
+        let job = JobRef { id: &case.job_id, team: &case.team, spec: &case.spec, instance: "inst-1" };
         let m = json_of(build_rayjob(&job, &case.placement, &capsule(case.init), &case.cfg)
             .map_err(|e| TestCaseError::fail(e.to_string()))?);
         let errors = crd_errors(&m);

@@ -1,6 +1,7 @@
-//! The RayJob builder: a pure function from an admitted job (id, team, spec), its
-//! placement, its capsule and the configuration to the typed `ray.io/v1`
-//! [`RayJob`](crate::cluster::RayJob) Forge creates.
+//! The manifests a job runs as — the RayJob builder: a pure function from an admitted
+//! job (id, team, spec), its placement, its capsule and the configuration to the typed
+//! `ray.io/v1` [`RayJob`](crate::cluster::RayJob) Forge creates, with its pods
+//! (`pod.rs`), its NetworkPolicy (`network.rs`) and its submitter (`submitter.rs`).
 //!
 //! Shape (decisions where the issue is silent are marked *decision*):
 //! - name `forge-<job id>` (≤ 47 characters, DNS-1035; a job id that does not fit is
@@ -69,7 +70,9 @@ use forge_policy_host::model::Placement;
 use sha2::{Digest as _, Sha256};
 
 use crate::cluster::labels::{ANNOTATION_CAPSULE, FORGE_PREFIX, job_labels};
-use crate::cluster::rayjob::{HeadGroupSpec, RayClusterSpec, RayJob, RayJobSpec, WorkerGroupSpec};
+use crate::cluster::rayjob_crd::{
+    HeadGroupSpec, RayClusterSpec, RayJob, RayJobSpec, WorkerGroupSpec,
+};
 use crate::config::Config;
 use crate::domain::Digest;
 use crate::jobspec::{JobSpec, names};
@@ -84,7 +87,7 @@ pub const DASHBOARD_PORT: u16 = 8265;
 
 /// The job being built (a view of the stored job record).
 #[derive(Debug, Clone, Copy)]
-pub struct JobView<'a> {
+pub struct JobRef<'a> {
     /// Gateway-assigned job id (a label value).
     pub id: &'a str,
     /// The submitting team (from authentication).
@@ -223,7 +226,7 @@ fn check_pairs(
 }
 
 fn runtime_env_yaml(
-    job: &JobView<'_>,
+    job: &JobRef<'_>,
     capsule: &CapsuleRef,
     cfg: &Config,
 ) -> Result<String, BuildError> {
@@ -256,7 +259,7 @@ fn replicas(n: u32) -> Option<i32> {
 /// placement against the spec, build each pool's group (its series and machine),
 /// then the head and worker groups, then the RayJob around them.
 pub fn build_rayjob(
-    job: &JobView<'_>,
+    job: &JobRef<'_>,
     placement: &Placement,
     capsule: &CapsuleRef,
     cfg: &Config,
@@ -330,7 +333,7 @@ pub fn build_rayjob(
 }
 
 /// A job with pools, placed pool by pool, whose id and team are label values.
-fn check_job(job: &JobView<'_>, placement: &Placement) -> Result<(), BuildError> {
+fn check_job(job: &JobRef<'_>, placement: &Placement) -> Result<(), BuildError> {
     let spec = job.spec;
     if spec.pools.is_empty() {
         return Err(BuildError::NoPools);
@@ -387,7 +390,7 @@ fn group<'a>(
 /// pool's (a group of no machine is left out).
 fn worker_groups(
     groups: &[pod::Group<'_>],
-    job: &JobView<'_>,
+    job: &JobRef<'_>,
     capsule: &CapsuleRef,
     cfg: &Config,
     image: &str,
