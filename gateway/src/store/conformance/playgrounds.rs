@@ -6,7 +6,7 @@
 
 use super::Harness;
 use crate::domain::{EndReason, PlaygroundState};
-use crate::store::{NewPlayground, StoreError};
+use crate::store::{NewPlayground, PlaygroundStore, StoreError};
 
 fn new(id: &str, team: &str, at: i64) -> NewPlayground {
     NewPlayground {
@@ -65,6 +65,32 @@ pub async fn playground_clocks_and_states(h: &dyn Harness) {
     );
     assert_eq!(s.get_playground("nope").await.expect("get"), None);
 
+    set_states_and_clocks(s).await;
+
+    // A restart keeps everything.
+    drop(db);
+    let db = h.open().await;
+    let got = db
+        .playgrounds
+        .get_playground("pg-a")
+        .await
+        .expect("get")
+        .expect("some");
+    assert_eq!(got.state, PlaygroundState::Expired);
+    assert_eq!(got.reason.as_deref(), Some("idle"));
+    assert_eq!(got.ended_at_ms, Some(7_000));
+    assert_eq!(got.last_request_at_ms, 5_000);
+    assert_eq!(got.expires_at_ms, 9_000_000);
+    assert_eq!(got.args, ["--max-model-len", "4096"]);
+    assert_eq!(got.series.as_deref(), Some("h100"));
+    assert_eq!(got.gpus, 2);
+}
+
+/// The middle of [`playground_clocks_and_states`]: compare-and-set of states, the
+/// clocks, and the end (pg-a, pg-b and pg-c are stored).
+async fn set_states_and_clocks(s: &dyn PlaygroundStore) {
+    let ids =
+        |v: Vec<crate::store::PlaygroundRecord>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
     // Compare-and-set: the second mover loses, the first reason stays.
     assert!(
         s.set_playground_state(
@@ -132,22 +158,4 @@ pub async fn playground_clocks_and_states(h: &dyn Harness) {
         .expect("touch ended");
     let active = ids(s.active_playgrounds().await.expect("active"));
     assert_eq!(active, ["pg-b", "pg-c"]);
-
-    // A restart keeps everything.
-    drop(db);
-    let db = h.open().await;
-    let got = db
-        .playgrounds
-        .get_playground("pg-a")
-        .await
-        .expect("get")
-        .expect("some");
-    assert_eq!(got.state, PlaygroundState::Expired);
-    assert_eq!(got.reason.as_deref(), Some("idle"));
-    assert_eq!(got.ended_at_ms, Some(7_000));
-    assert_eq!(got.last_request_at_ms, 5_000);
-    assert_eq!(got.expires_at_ms, 9_000_000);
-    assert_eq!(got.args, ["--max-model-len", "4096"]);
-    assert_eq!(got.series.as_deref(), Some("h100"));
-    assert_eq!(got.gpus, 2);
 }

@@ -7,7 +7,7 @@
 use super::Harness;
 use super::jobs::{new_job, t};
 use crate::domain::{Digest, JobState};
-use crate::store::{Deletion, NewDecision, NewJob, now_ms};
+use crate::store::{CapsuleStore, Deletion, NewDecision, NewJob, RetentionStore, now_ms};
 
 fn rejected(team: &str) -> NewJob {
     NewJob {
@@ -170,17 +170,29 @@ pub async fn capsules_are_claimed_only_when_unowned_and_unused(h: &dyn Harness) 
         1
     );
 
+    claimed_when_unowned_and_unused(capsules, retention, &d, &unused, later).await;
+}
+
+/// The rest of [`capsules_are_claimed_only_when_unowned_and_unused`]: `d` and `unused`
+/// are now unowned and unused.
+async fn claimed_when_unowned_and_unused(
+    capsules: &dyn CapsuleStore,
+    retention: &dyn RetentionStore,
+    d: &Digest,
+    unused: &Digest,
+    later: i64,
+) {
     // Unowned and unused: claimed. A grant after the claim is told of it, and then
     // the digest cannot be claimed again while owned.
     let at = now_ms();
     assert!(
         retention
-            .claim_capsule_deletion(&d, at)
+            .claim_capsule_deletion(d, at)
             .await
             .expect("claim")
     );
     assert_eq!(
-        capsules.capsule_deletion(&d).await.expect("state"),
+        capsules.capsule_deletion(d).await.expect("state"),
         Some(Deletion::Deleting)
     );
     assert_eq!(
@@ -191,18 +203,18 @@ pub async fn capsules_are_claimed_only_when_unowned_and_unused(h: &dyn Harness) 
         vec![d.clone()]
     );
     assert_eq!(
-        capsules.grant_capsule(&d, "team-b").await.expect("grant"),
+        capsules.grant_capsule(d, "team-b").await.expect("grant"),
         Some(Deletion::Deleting)
     );
     assert!(
         !retention
-            .claim_capsule_deletion(&d, at)
+            .claim_capsule_deletion(d, at)
             .await
             .expect("claim")
     );
-    retention.capsule_deleted(&d, at).await.expect("deleted");
+    retention.capsule_deleted(d, at).await.expect("deleted");
     assert_eq!(
-        capsules.capsule_deletion(&d).await.expect("state"),
+        capsules.capsule_deletion(d).await.expect("state"),
         Some(Deletion::Deleted)
     );
     assert!(
@@ -216,12 +228,12 @@ pub async fn capsules_are_claimed_only_when_unowned_and_unused(h: &dyn Harness) 
     // The unused capsule: claimed and deleted; finished deletions are forgotten.
     assert!(
         retention
-            .claim_capsule_deletion(&unused, at)
+            .claim_capsule_deletion(unused, at)
             .await
             .expect("claim")
     );
     retention
-        .capsule_deleted(&unused, at)
+        .capsule_deleted(unused, at)
         .await
         .expect("deleted");
     assert_eq!(
@@ -236,7 +248,7 @@ pub async fn capsules_are_claimed_only_when_unowned_and_unused(h: &dyn Harness) 
         2
     );
     assert_eq!(
-        capsules.capsule_deletion(&unused).await.expect("state"),
+        capsules.capsule_deletion(unused).await.expect("state"),
         None
     );
 }
