@@ -23,6 +23,25 @@ use serde_json::{Value, json};
 /// failures of many kinds.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// An operation that failed (`what` was being done) with its cause: the variant of
+/// the domain errors for failures of the gateway's own work (a spool, a blocking task).
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub struct Failed {
+    pub what: String,
+    #[source]
+    pub source: BoxError,
+}
+
+impl Failed {
+    pub fn new(what: impl Into<String>, e: impl Into<BoxError>) -> Self {
+        Failed {
+            what: what.into(),
+            source: e.into(),
+        }
+    }
+}
+
 /// What a failure answers.
 #[derive(Debug, Clone)]
 pub struct Answer {

@@ -15,7 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::answer::{Answer, Answers, BoxError, report};
+use crate::answer::{Answer, Answers, BoxError, Failed, report};
 
 /// Everything a handler can fail with.
 #[derive(Debug)]
@@ -40,11 +40,7 @@ impl ApiError {
 
     /// A failure of the handler's own work (spooling a body, …): 500, logged.
     pub fn internal(what: &'static str, e: impl Into<BoxError>) -> Self {
-        EdgeError::Internal {
-            what,
-            source: e.into(),
-        }
-        .into()
+        EdgeError::Internal(Failed::new(what, e)).into()
     }
 
     /// What this error answers.
@@ -93,12 +89,8 @@ pub enum EdgeError {
     #[error("the request took longer than {0:?}")]
     Timeout(std::time::Duration),
     /// The handler's own work failed (a bug or the local disk): logged, not echoed.
-    #[error("{what}: {source}")]
-    Internal {
-        what: &'static str,
-        #[source]
-        source: BoxError,
-    },
+    #[error(transparent)]
+    Internal(#[from] Failed),
 }
 
 impl Answers for EdgeError {
@@ -127,7 +119,7 @@ impl Answers for EdgeError {
                     limit.as_secs()
                 ),
             ),
-            EdgeError::Internal { .. } => Answer::internal(),
+            EdgeError::Internal(_) => Answer::internal(),
         }
     }
 }

@@ -5,7 +5,7 @@
 use http::StatusCode;
 use serde_json::json;
 
-use crate::answer::{Answer, Answers};
+use crate::answer::{Answer, Answers, BoxError, Failed};
 use crate::domain::{Digest, JobState};
 use crate::jobspec::SpecErrors;
 use crate::manifests::BuildError;
@@ -105,14 +105,9 @@ pub enum JobError {
     /// The Node/Pod caches have not synced yet (the gateway is starting).
     #[error(transparent)]
     NotReady(#[from] crate::admission::NotReady),
-    /// Spooling, packing, reading a log or a blocking task failed: what was being done,
-    /// and why.
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    /// Spooling, packing, reading a log or a blocking task failed.
+    #[error(transparent)]
+    Io(#[from] Failed),
     /// A broken invariant (a bug): what was found.
     #[error("{0}")]
     Invariant(String),
@@ -120,14 +115,8 @@ pub enum JobError {
 
 impl JobError {
     /// `what` failed with `e`.
-    pub(crate) fn io(
-        what: impl Into<String>,
-        e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        JobError::Io {
-            what: what.into(),
-            source: e.into(),
-        }
+    pub(crate) fn io(what: impl Into<String>, e: impl Into<BoxError>) -> Self {
+        JobError::Io(Failed::new(what, e))
     }
 }
 
@@ -186,7 +175,7 @@ impl Answers for JobError {
             JobError::Build(_)
             | JobError::Store(_)
             | JobError::Kube(_)
-            | JobError::Io { .. }
+            | JobError::Io(_)
             | JobError::Invariant(_)
             | JobError::Deposed(_) => Answer::internal(),
         }

@@ -7,7 +7,7 @@ use forge_policy_host::{ChainError, LoadError, PluginError, RunError};
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::answer::{Answer, Answers, BoxError};
+use crate::answer::{Answer, Answers, BoxError, Failed};
 use crate::store::StoreError;
 
 /// Why an admission could not be evaluated (it fails closed).
@@ -125,13 +125,9 @@ pub enum PolicyAdminError {
     /// The store failed.
     #[error("policy store: {0}")]
     Store(#[source] StoreError),
-    /// A blocking task or the evaluation pool failed: what was being done, and why.
-    #[error("{what}: {source}")]
-    Task {
-        what: &'static str,
-        #[source]
-        source: BoxError,
-    },
+    /// A blocking task or the evaluation pool failed.
+    #[error(transparent)]
+    Task(#[from] Failed),
     /// A broken invariant (a bug): what was found.
     #[error("{0}")]
     Invariant(String),
@@ -186,10 +182,7 @@ impl PolicyAdminError {
 
     /// `what` failed in a blocking task or the evaluation pool.
     pub fn task(what: &'static str, e: impl Into<BoxError>) -> Self {
-        PolicyAdminError::Task {
-            what,
-            source: e.into(),
-        }
+        PolicyAdminError::Task(Failed::new(what, e))
     }
 
     /// Object storage failed on `what`.
@@ -307,7 +300,7 @@ impl Answers for PolicyAdminError {
             P::Forbidden(_) => Answer::new(StatusCode::FORBIDDEN, "forbidden", message).field(None),
             P::NotFound(_) => Answer::new(StatusCode::NOT_FOUND, "not-found", message).field(None),
             P::Storage { .. } => Answer::storage_unavailable("changed"),
-            P::Store(_) | P::Task { .. } | P::Invariant(_) => Answer::internal(),
+            P::Store(_) | P::Task(_) | P::Invariant(_) => Answer::internal(),
         }
     }
 }

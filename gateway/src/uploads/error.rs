@@ -4,7 +4,7 @@
 use http::StatusCode;
 use serde_json::json;
 
-use crate::answer::{Answer, Answers};
+use crate::answer::{Answer, Answers, BoxError, Failed};
 use crate::domain::Digest;
 use crate::objects::ObjectStoreError;
 
@@ -92,21 +92,14 @@ pub enum UploadError {
     /// Recording or reading capsule ownership failed.
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
-    /// Local disk or a blocking task failed: what was being done, and why.
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    /// Local disk or a blocking task failed.
+    #[error(transparent)]
+    Io(#[from] Failed),
 }
 
 impl UploadError {
-    pub(crate) fn io(what: &str, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        UploadError::Io {
-            what: what.to_owned(),
-            source: e.into(),
-        }
+    pub(crate) fn io(what: &str, e: impl Into<BoxError>) -> Self {
+        UploadError::Io(Failed::new(what, e))
     }
 }
 
@@ -168,7 +161,7 @@ impl Answers for UploadError {
             .field("body"),
             UploadError::Capsule(e) => e.answer(),
             UploadError::ObjectStore(_) => Answer::storage_unavailable("stored"),
-            UploadError::Io { .. } | UploadError::Store(_) => Answer::internal(),
+            UploadError::Io(_) | UploadError::Store(_) => Answer::internal(),
         }
     }
 }

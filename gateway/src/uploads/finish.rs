@@ -55,7 +55,7 @@ impl Uploads {
         };
         if !matches!(
             &result,
-            Err(UploadError::ObjectStore(_) | UploadError::Io { .. })
+            Err(UploadError::ObjectStore(_) | UploadError::Io(_))
         ) {
             self.remove(&mut s, outcome).await;
         }
