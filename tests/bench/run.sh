@@ -15,7 +15,7 @@
 #   target/bench/ray-venv, `tests/bench/ray_pack.py`) on the same tree; then the
 #   packer's peak RSS on a 2 GiB tree.
 #
-# - dispatch at scale (`cargo bench -p forge-gateway --bench dispatch`): dispatcher
+# - dispatch at scale (`cargo bench -p forge-gateway --features dev --bench dispatch`): dispatcher
 #   passes over 10 000 queued jobs on 10 000 emulated nodes (cold, idle, after a team's
 #   change, after a capacity change);
 # - admission throughput and submit → RayJob (`tests/load/run.sh`, wrk): reviews and
@@ -45,7 +45,7 @@ echo "==> release builds"
 bash tests/wasm-toolchain.sh
 cargo bench --no-run -p forge-policy-host --bench policy_chain
 cargo bench --no-run -p forge-capsule --bench pack
-cargo bench --no-run -p forge-gateway --bench dispatch
+cargo bench --no-run -p forge-gateway --features dev --bench dispatch
 cargo run --quiet --release -p forge-plugin-build --bin forge-plugin -- build \
   --target-dir target/plugins --out target/plugins/components \
   plugins/pool-series plugins/team-quota plugins/rwo-guard
@@ -59,7 +59,7 @@ FORGE_BENCH_RAY_PYTHON="$PWD/$venv/bin/python" \
   cargo bench -p forge-capsule --bench pack | tee -a "$out"
 
 echo "==> dispatch at scale: 10 000 queued jobs, 10 000 nodes"
-cargo bench -p forge-gateway --bench dispatch | tee -a "$out"
+cargo bench -p forge-gateway --features dev --bench dispatch | tee -a "$out"
 
 echo "==> admission reviews and submissions against /healthz (wrk)"
 bash tests/load/run.sh | tee -a "$out"
