@@ -106,6 +106,7 @@ async fn main() -> anyhow::Result<()> {
                         reason: None,
                         capsule_sha256: Some(digest.clone()),
                         queue_series: Some("h100".into()),
+                        trace_parent: None,
                     },
                     None,
                 )

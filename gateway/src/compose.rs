@@ -205,7 +205,7 @@ pub async fn build_state(
     };
     let jobs = Jobs::new(JobParts {
         config: config.clone(),
-        store: db.jobs.clone(),
+        store: crate::store::metered::Metered::wrap(db.jobs.clone(), metrics.clone()),
         capsules: db.capsules.clone(),
         metrics: metrics.clone(),
         queue: QueueBoard::new(),

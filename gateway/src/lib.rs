@@ -45,6 +45,7 @@ pub mod shutdown;
 pub mod spool;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 pub mod uploads;
 
 pub use http::router;

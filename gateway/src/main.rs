@@ -74,13 +74,17 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,tower_http=warn".into()),
-        )
-        .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    // Logs (FORGE_LOG_FORMAT) and, when OTEL_* asks for them, exported traces.
+    let telemetry = forge_gateway::telemetry::init("info,tower_http=warn")?;
+    let result = run_command(cli).await;
+    // The spans still buffered are sent before the process exits.
+    tokio::task::spawn_blocking(move || telemetry.shutdown()).await?;
+    result
+}
+
+async fn run_command(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
         Command::HashToken { token } => {
             println!("{}", hash_token(&token));
             Ok(())

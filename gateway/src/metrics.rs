@@ -40,6 +40,14 @@
 //! | `forge_storage_objects` | `kind` | open | objects object storage holds, as above |
 //! | `forge_retention_deleted_total` | `kind` (`rejected-jobs`, `job-logs`, `capsule-owners`, `capsules`) | open | what retention deleted (a job's logs count once for all its pods) |
 //! | `forge_retention_sweeps_total` | | open | retention sweeps finished (alert if the leader's stop increasing) |
+//! | `forge_capacity_gpus` | `series`, `state` (`total`, `allocatable`, `in_use`, `free`, `blocked`, `tainted`) | open | GPUs per series from Node objects (what `/v1/capacity` shows), read at scrape time |
+//! | `forge_admission_rejections_total` | `path`, `code` | open | policy rejections by their code |
+//! | `forge_store_operation_seconds` | `op` | open | one job-store operation's latency (`store/metered.rs`) |
+//! | `forge_store_errors_total` | `op` | open | job-store operations that failed in the database (not conflicts) |
+//! | `forge_http_failures_total` | `code` | open | requests that failed on the gateway's side (5xx it logged), by error code |
+//! | `forge_job_queue_wait_seconds` | `series`, `team` | detailed | submitted → dispatched (a job dispatched again after a failed create counts from its submission) |
+//! | `forge_job_time_to_running_seconds` | `series`, `team` | detailed | submitted → running |
+//! | `forge_team_queue_depth` | `team` | detailed | queued jobs per team, read at scrape time |
 //! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`) | open | managed RayJobs this installation did not create or does not know (reported, never deleted) |
 
 use std::time::Duration;
@@ -51,7 +59,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use std::collections::BTreeMap;
+
 use crate::domain::JobState;
+use forge_policy_host::model::SeriesCapacity;
 use forge_policy_host::{ChainError, ChainOutcome};
 
 type Labels = Vec<(&'static str, String)>;
@@ -61,6 +72,16 @@ type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 fn plugin_call_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_02, 2.0, 16))
+}
+
+/// 0.1 s … ~14.5 h: how long jobs wait.
+fn job_wait_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.1, 2.0, 20))
+}
+
+/// 50 µs … ~3.3 s: one database operation.
+fn store_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 17))
 }
 
 /// Declares the metrics once, a line each — the view it is in (`open`: anyone may
@@ -81,8 +102,8 @@ macro_rules! metrics {
         }
 
         impl Metrics {
-            /// A registry with every metric registered.
-            pub fn new() -> Self {
+            /// A registry with every metric registered (and no series yet).
+            fn registered() -> Self {
                 let mut registry = Registry::default();
                 let mut detailed = Registry::default();
                 $(
@@ -163,6 +184,35 @@ metrics! {
         "What retention deleted, by kind";
     open retention_sweeps: Counter = Counter::default(), "forge_retention_sweeps",
         "Retention sweeps finished";
+    open capacity: GaugeFamily = Family::default(), "forge_capacity_gpus",
+        "GPUs per series by state, from Node objects";
+    open rejections: CounterFamily = Family::default(), "forge_admission_rejections",
+        "Policy rejections by path and code";
+    open store_seconds: HistogramFamily = Family::new_with_constructor(store_histogram), "forge_store_operation_seconds",
+        "Seconds of one job-store operation";
+    open store_errors: CounterFamily = Family::default(), "forge_store_errors",
+        "Job-store operations that failed in the database";
+    open http_failures: CounterFamily = Family::default(), "forge_http_failures",
+        "Requests that failed on the gateway's side (logged), by error code";
+    detailed queue_wait: HistogramFamily = Family::new_with_constructor(job_wait_histogram), "forge_job_queue_wait_seconds",
+        "Seconds from submission to dispatch, by series and team";
+    detailed time_to_running: HistogramFamily = Family::new_with_constructor(job_wait_histogram), "forge_job_time_to_running_seconds",
+        "Seconds from submission to running, by series and team";
+    detailed team_queue_depth: GaugeFamily = Family::default(), "forge_team_queue_depth",
+        "Queued jobs per team";
+}
+
+/// What `/metrics` reads at scrape time.
+#[derive(Debug, Default)]
+pub struct Scrape<'a> {
+    /// Queued jobs per series.
+    pub queue_depth: BTreeMap<String, u64>,
+    /// Queued jobs per team.
+    pub team_depth: BTreeMap<String, u64>,
+    /// GPUs per series.
+    pub capacity: &'a [SeriesCapacity],
+    /// Version of the active global chain.
+    pub policy_version: u64,
 }
 
 impl Default for Metrics {
@@ -171,7 +221,133 @@ impl Default for Metrics {
     }
 }
 
+/// Label values known in advance, whose series start at 0 (Prometheus' advice: a
+/// series that first appears at 1 is missed by `rate`/`increase`, and so by alerts).
+mod known {
+    pub const DECISIONS: [&str; 4] = ["admit", "queue", "reject", "error"];
+    pub const PATHS: [&str; 3] = ["submit", "queue", "review"];
+    pub const FAILURE_CAUSES: [&str; 7] = [
+        "deadline",
+        "memory",
+        "trap",
+        "bad-output",
+        "widened",
+        "instantiate",
+        "nondeterministic",
+    ];
+    pub const FENCED: [&str; 4] = ["dispatch", "transition", "create", "delete"];
+    pub const RAYJOB_WRITES: [&str; 2] = ["create", "delete"];
+    pub const LIMITS: [&str; 2] = ["rate", "queue"];
+    /// The job-store operations `store/metered.rs` times.
+    pub const STORE_OPS: [&str; 13] = [
+        "insert",
+        "get",
+        "transition",
+        "list",
+        "queued",
+        "queued_count",
+        "active",
+        "unfinished",
+        "change_version",
+        "get_many",
+        "record_decision",
+        "decisions",
+        "history",
+    ];
+    /// Codes of the failures the gateway logs as its own (`answer::Answer::internal`,
+    /// `storage_unavailable`).
+    pub const FAILURES: [&str; 2] = ["internal", "storage-unavailable"];
+}
+
 impl Metrics {
+    /// Every metric registered, with the series of known label values at 0.
+    pub fn new() -> Self {
+        let m = Self::registered();
+        let one = |k: &'static str, v: &str| vec![(k, v.to_string())];
+        for d in known::DECISIONS {
+            for p in known::PATHS {
+                m.decisions
+                    .get_or_create(&vec![("decision", d.to_string()), ("path", p.to_string())])
+                    .inc_by(0);
+            }
+            m.plugin_calls_total
+                .get_or_create(&one("outcome", d))
+                .inc_by(0);
+        }
+        for s in JobState::ALL {
+            m.transitions
+                .get_or_create(&one("state", s.as_str()))
+                .inc_by(0);
+        }
+        for c in known::FAILURE_CAUSES {
+            m.plugin_failures_total
+                .get_or_create(&one("cause", c))
+                .inc_by(0);
+        }
+        for a in known::FENCED {
+            m.fenced.get_or_create(&one("action", a)).inc_by(0);
+        }
+        for v in known::RAYJOB_WRITES {
+            m.rayjob_writes.get_or_create(&one("verb", v)).inc_by(0);
+        }
+        for l in known::LIMITS {
+            m.limited.get_or_create(&one("limit", l)).inc_by(0);
+        }
+        for op in known::STORE_OPS {
+            m.store_errors.get_or_create(&one("op", op)).inc_by(0);
+        }
+        for code in known::FAILURES {
+            m.http_failures.get_or_create(&one("code", code)).inc_by(0);
+        }
+        m
+    }
+}
+
+impl Metrics {
+    /// A policy rejection's code.
+    pub fn rejection(&self, code: &str, path: &'static str) {
+        self.rejections
+            .get_or_create(&vec![
+                ("path", path.to_string()),
+                ("code", code.to_string()),
+            ])
+            .inc();
+    }
+
+    /// A job-store operation's latency, and whether it failed in the database.
+    pub fn store_operation(&self, op: &'static str, took: Duration, failed: bool) {
+        let op = vec![("op", op.to_string())];
+        self.store_seconds
+            .get_or_create(&op)
+            .observe(took.as_secs_f64());
+        if failed {
+            self.store_errors.get_or_create(&op).inc();
+        }
+    }
+
+    /// A request that failed on the gateway's side, by its error code.
+    pub fn http_failure(&self, code: &str) {
+        self.http_failures
+            .get_or_create(&vec![("code", code.to_string())])
+            .inc();
+    }
+
+    /// A job's phase that ended with a move to `to`: its queue wait (dispatched) or
+    /// its time to running, counted from its submission.
+    pub fn job_phase(&self, to: JobState, series: &str, team: &str, since_submit: Duration) {
+        let family = match to {
+            JobState::Dispatched => &self.queue_wait,
+            JobState::Running => &self.time_to_running,
+            _ => return,
+        };
+        family
+            .get_or_create(&vec![
+                ("series", series.to_string()),
+                ("team", team.to_string()),
+            ])
+            .observe(since_submit.as_secs_f64());
+    }
+
     /// A policy decision.
     pub fn admission(&self, decision: &str, path: &'static str) {
         self.decisions
@@ -197,6 +373,7 @@ impl Metrics {
                             ("outcome", t.outcome.to_string()),
                         ])
                         .inc();
+                    self.first_sight(&t.plugin, &t.version);
                     #[allow(clippy::cast_precision_loss)]
                     self.plugin_seconds
                         .get_or_create(&vec![
@@ -228,6 +405,22 @@ impl Metrics {
                     ])
                     .inc();
             }
+        }
+    }
+
+    /// A plugin version's failure series at 0, the first time it is called.
+    fn first_sight(&self, plugin: &str, version: &str) {
+        let pv = vec![
+            ("plugin", plugin.to_string()),
+            ("version", version.to_string()),
+        ];
+        if self.plugin_seconds.get(&pv).is_some() {
+            return;
+        }
+        for cause in known::FAILURE_CAUSES {
+            let mut labels = pv.clone();
+            labels.push(("cause", cause.to_string()));
+            self.plugin_failures.get_or_create(&labels).inc_by(0);
         }
     }
 
@@ -392,23 +585,46 @@ impl Metrics {
         }
     }
 
-    /// The exposition text, with the scrape-time gauges set first.
     /// The exposition text, with the scrape-time gauges set first; `detailed` adds the
-    /// per-plugin series (authenticated scrapers only: they name teams).
-    pub fn render(
-        &self,
-        queue_depth: &std::collections::BTreeMap<String, u64>,
-        policy_version: u64,
-        detailed: bool,
-    ) -> String {
+    /// per-plugin and per-team series (authenticated scrapers only: they name teams).
+    pub fn render(&self, scrape: &Scrape<'_>, detailed: bool) -> String {
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.queue_depth.clear();
-        for (series, n) in queue_depth {
+        for c in scrape.capacity {
+            self.queue_depth
+                .get_or_create(&vec![("series", c.series.clone())])
+                .set(0);
+        }
+        for (series, n) in &scrape.queue_depth {
             self.queue_depth
                 .get_or_create(&vec![("series", series.clone())])
-                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+                .set(gauge(*n));
         }
-        self.policy_version
-            .set(i64::try_from(policy_version).unwrap_or(i64::MAX));
+        self.team_queue_depth.clear();
+        for (team, n) in &scrape.team_depth {
+            self.team_queue_depth
+                .get_or_create(&vec![("team", team.clone())])
+                .set(gauge(*n));
+        }
+        self.capacity.clear();
+        for c in scrape.capacity {
+            for (state, n) in [
+                ("total", c.total),
+                ("allocatable", c.allocatable),
+                ("in_use", c.in_use),
+                ("free", c.free),
+                ("blocked", c.blocked),
+                ("tainted", c.tainted),
+            ] {
+                self.capacity
+                    .get_or_create(&vec![
+                        ("series", c.series.clone()),
+                        ("state", state.to_string()),
+                    ])
+                    .set(i64::from(n));
+            }
+        }
+        self.policy_version.set(gauge(scrape.policy_version));
         let mut out = String::new();
         let encoded = encode_registry(&mut out, &self.registry)
             .and_then(|()| {
@@ -436,9 +652,12 @@ mod tests {
         m.admission("admit", "submit");
         m.admission("admit", "submit");
         m.transition(JobState::Dispatched);
-        let mut depth = std::collections::BTreeMap::new();
-        depth.insert("h100".to_string(), 3);
-        let text = m.render(&depth, 7, false);
+        let scrape = Scrape {
+            queue_depth: [("h100".to_string(), 3)].into(),
+            policy_version: 7,
+            ..Scrape::default()
+        };
+        let text = m.render(&scrape, false);
         assert!(
             text.contains(r#"forge_admission_decisions_total{decision="admit",path="submit"} 2"#),
             "{text}"
@@ -467,16 +686,17 @@ mod tests {
                 decision: None,
                 error: None,
                 elapsed_us: 12,
+                started_at: std::time::SystemTime::UNIX_EPOCH,
             }],
         }));
-        let open = m.render(&std::collections::BTreeMap::new(), 1, false);
+        let open = m.render(&Scrape::default(), false);
         assert!(!open.contains("team-secret"), "{open}");
         assert!(
             open.contains(r#"forge_policy_plugin_calls_total{outcome="queue"} 1"#),
             "{open}"
         );
         assert_eq!(open.matches("# EOF").count(), 1);
-        let detailed = m.render(&std::collections::BTreeMap::new(), 1, true);
+        let detailed = m.render(&Scrape::default(), true);
         assert!(
             detailed.contains(
                 r#"forge_plugin_calls_total{plugin="team-secret/canary",version="1.0.0",outcome="queue"} 1"#

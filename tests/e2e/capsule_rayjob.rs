@@ -157,6 +157,7 @@ impl Harness {
             team: TEAM,
             spec: &spec,
             instance: "capsule-test",
+            trace_parent: None,
         };
         let manifest = build_rayjob(&job, &initial_placement(&spec), &capsule, &gateway_config())
             .expect("builds");

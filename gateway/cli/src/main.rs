@@ -15,6 +15,7 @@ mod follow;
 mod output;
 mod pack;
 mod progress;
+mod traceparent;
 mod upload;
 
 use std::process::ExitCode;

@@ -18,7 +18,7 @@
 //! composed from this one; a team link's instances serve only the requesting team.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use serde::Serialize;
 
@@ -55,6 +55,10 @@ pub struct TraceEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub elapsed_us: u64,
+    /// When the call started (wall clock), for the plugin's trace span; not part of
+    /// recorded decisions.
+    #[serde(skip)]
+    pub started_at: SystemTime,
 }
 
 /// The chain's decision and how it was reached.
@@ -159,6 +163,7 @@ impl Chain {
             let plugin = &link.plugin;
             digests.push(plugin.digest().to_string());
             let started = Instant::now();
+            let started_at = SystemTime::now();
             let team_link = i < self.team_links;
             // A team link's instance serves only the requesting team; a global link's
             // instances serve only global links.
@@ -190,6 +195,7 @@ impl Chain {
                         decision: None,
                         error: Some(source.to_string()),
                         elapsed_us,
+                        started_at,
                     });
                     tracing::warn!(
                         plugin = plugin.name(),
@@ -198,6 +204,7 @@ impl Chain {
                         "policy failed closed: {source}"
                     );
                     return Err(ChainError {
+                        trace: Box::new(trace),
                         plugin: plugin.name().to_string(),
                         version: plugin.version().to_string(),
                         digest: plugin.digest().to_string(),
@@ -213,6 +220,7 @@ impl Chain {
                 decision: Some(decision.clone()),
                 error: None,
                 elapsed_us,
+                started_at,
             });
             match decision {
                 Decision::Admit { placement: p } => placement = p,

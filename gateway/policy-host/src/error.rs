@@ -126,9 +126,11 @@ impl PluginError {
 }
 
 /// A chain evaluation that failed closed.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[derive(Debug, Error, Clone, PartialEq)]
 #[error("policy `{plugin}` ({digest}) failed: {source}")]
 pub struct ChainError {
+    /// What each plugin that ran did, the failing one last (boxed: errors stay small).
+    pub trace: Box<Vec<crate::chain::TraceEntry>>,
     /// Name of the failing plugin in the chain.
     pub plugin: String,
     /// Version label of the failing plugin.

@@ -22,6 +22,9 @@ pub const ANNOTATION_CAPSULE: &str = "forge.dev/capsule-sha256";
 /// Pod annotation: the GPUs a Forge pod stands for (its logical GPUs when the pod
 /// requests no `nvidia.com/gpu`, on GPU-less clusters).
 pub const ANNOTATION_GPUS: &str = "forge.dev/gpus";
+/// Annotation (RayJob and pod templates): the W3C `traceparent` of the job's trace, so
+/// that what runs in the pods can join it (the Ray processes also get `TRACEPARENT`).
+pub const ANNOTATION_TRACEPARENT: &str = "forge.dev/traceparent";
 /// Label prefix reserved for Forge: plugins and specs may not set it.
 pub const FORGE_PREFIX: &str = "forge.dev/";
 

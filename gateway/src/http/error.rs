@@ -9,13 +9,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::answer::{Answer, Answers, BoxError, Failed, report};
+use crate::metrics::Metrics;
 
 /// Everything a handler can fail with.
 #[derive(Debug)]
@@ -176,7 +177,11 @@ impl IntoResponse for ApiError {
 
 /// The middleware that logs what [`Failure`]s the responses carry, with the request
 /// they answered (method, path, request id), once.
-pub async fn log_failures(req: Request, next: Next) -> Response {
+pub async fn log_failures(
+    State(metrics): State<Arc<Metrics>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let request_id = req
@@ -186,6 +191,7 @@ pub async fn log_failures(req: Request, next: Next) -> Response {
         .map(str::to_owned);
     let response = next.run(req).await;
     if let Some(f) = response.extensions().get::<Failure>() {
+        metrics.http_failure(f.code);
         tracing::error!(
             %method,
             path,

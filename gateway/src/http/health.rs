@@ -145,9 +145,15 @@ pub async fn metrics(
     headers: HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
     let detailed = detailed_scrape(&state, &headers)?;
+    let capacity = state.capacity().snapshot();
+    let queue = state.jobs.queue();
     let text = state.metrics.render(
-        &state.jobs.queue().depth_by_series(),
-        state.policies.current().global().version,
+        &crate::metrics::Scrape {
+            queue_depth: queue.depth_by_series(),
+            team_depth: queue.depth_by_team(),
+            capacity: &capacity.series,
+            policy_version: state.policies.current().global().version,
+        },
         detailed,
     );
     Ok((

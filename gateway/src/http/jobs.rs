@@ -37,6 +37,8 @@ use crate::state::AppState;
 use crate::store::{
     DecisionRecord, HistoryEntry, JobRecord, ListQuery, MAX_PAGE, Page, StoreError,
 };
+use crate::telemetry::job_trace::SubmitTrace;
+use tracing::Instrument as _;
 
 /// A job as the API shows it.
 #[derive(Debug, Serialize)]
@@ -98,8 +100,19 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<JobResponse>), ApiError> {
     // Before the body is read: a refused submission costs almost nothing.
     state.jobs.submissions.check_submission_rate(&caller.team)?;
-    let (spec, code) = submission::read(&state, &caller.team, request).await?;
-    let submitted = state.jobs.submissions.submit(&caller, spec, code).await?;
+    // The job's trace starts here: reading the upload is part of the submission.
+    let trace = SubmitTrace::start(&caller.team, request.headers());
+    let submitted = async {
+        let (spec, code) = submission::read(&state, &caller.team, request).await?;
+        state
+            .jobs
+            .submissions
+            .submit(&caller, spec, code, &trace)
+            .await
+            .map_err(ApiError::from)
+    }
+    .instrument(trace.span.clone())
+    .await?;
     let mut resp = response(&state, submitted.job);
     resp.admission = Some(AdmissionTrace {
         policy_version: submitted.policy_version,

@@ -117,6 +117,7 @@ api_routes! {
 /// The gateway's HTTP API.
 pub fn router(state: AppState) -> Router {
     let limits = ClassLimits::of(&state);
+    let metrics = state.metrics.clone();
     let local = state.local_objects.clone();
     let console = console::routes(state.clone());
     let links = state
@@ -144,7 +145,10 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
         .merge(documents)
         .layer(DefaultBodyLimit::disable())
-        .layer(axum::middleware::from_fn(error::log_failures))
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            error::log_failures,
+        ))
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))

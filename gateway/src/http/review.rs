@@ -14,6 +14,8 @@ use crate::admission::Path;
 use crate::auth::Caller;
 use crate::jobspec::{self, SpecFormat};
 use crate::state::AppState;
+use crate::telemetry::job_trace;
+use tracing::Instrument as _;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -48,13 +50,24 @@ pub async fn review(
     let capsule_spec = String::from_utf8(jobspec::capsule_bytes(&spec))
         .map_err(|e| ApiError::internal("capsule spec", e))?;
     let admission = &state.jobs.admission;
-    let request = admission
-        .live_request("dry-run", &caller.team, &spec)
-        .await
-        .map_err(crate::jobs::JobError::from)?;
-    let evaluated = admission
-        .evaluate(&caller.team, request, Path::Review)
-        .await?;
+    let span = job_trace::review_span(&caller.team, &headers);
+    let evaluated = async {
+        let request = admission
+            .live_request(job_trace::REVIEW_ID, &caller.team, &spec)
+            .await
+            .map_err(crate::jobs::JobError::from)?;
+        let evaluated = admission
+            .evaluate(&caller.team, request, Path::Review)
+            .await;
+        let plugins = match &evaluated {
+            Ok(e) => &e.outcome.trace,
+            Err(e) => e.chain_trace(),
+        };
+        job_trace::plugin_spans(&span, job_trace::REVIEW_ID, &caller.team, plugins);
+        Ok::<_, ApiError>(evaluated?)
+    }
+    .instrument(span.clone())
+    .await?;
     Ok(Json(ReviewResponse {
         policy_version: evaluated.global_version,
         team_policy_version: evaluated.team_version,

@@ -128,6 +128,7 @@ impl JobCore {
             other => other?,
         };
         self.metrics.transition(to);
+        self.phase_ended(from, &job);
         if to == JobState::Queued || to.is_terminal() {
             self.queue.wake();
         }

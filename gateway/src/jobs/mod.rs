@@ -16,6 +16,7 @@ pub mod feed;
 pub mod fit;
 pub mod lifecycle;
 pub mod logs;
+mod phase_end;
 pub mod pre_running;
 pub mod queue;
 pub mod records;

@@ -21,6 +21,9 @@ use tokio::sync::Notify;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueEntry {
+    /// The job's team (for the per-team depth metric; the API's job view says it).
+    #[serde(skip)]
+    pub team: String,
     /// The series queue it waits in.
     pub series: String,
     /// 1-based position in that series' queue (oldest first).
@@ -69,6 +72,15 @@ impl QueueBoard {
         self.entries.load().get(job_id).cloned()
     }
 
+    /// Queued jobs per team (for metrics).
+    pub fn depth_by_team(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for e in self.entries.load().values() {
+            *out.entry(e.team.clone()).or_default() += 1;
+        }
+        out
+    }
+
     /// Queued jobs per series (for metrics).
     pub fn depth_by_series(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
@@ -90,6 +102,7 @@ mod tests {
         entries.insert(
             "j1".to_string(),
             QueueEntry {
+                team: "team-a".into(),
                 series: "h100".into(),
                 position: 1,
                 code: "quota.exceeded".into(),

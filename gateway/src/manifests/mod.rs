@@ -69,7 +69,9 @@ use forge_capsule::CapsuleInit;
 use forge_policy_host::model::Placement;
 use sha2::{Digest as _, Sha256};
 
-use crate::cluster::labels::{ANNOTATION_CAPSULE, FORGE_PREFIX, job_labels};
+use crate::cluster::labels::{
+    ANNOTATION_CAPSULE, ANNOTATION_TRACEPARENT, FORGE_PREFIX, job_labels,
+};
 use crate::cluster::rayjob_crd::{
     HeadGroupSpec, RayClusterSpec, RayJob, RayJobSpec, WorkerGroupSpec,
 };
@@ -96,6 +98,9 @@ pub struct JobRef<'a> {
     pub spec: &'a JobSpec,
     /// The installation identity (labels every object, see [`crate::cluster::labels`]).
     pub instance: &'a str,
+    /// The job's trace context (W3C `traceparent`), passed to the Ray processes as
+    /// `TRACEPARENT` and annotated on the RayJob and its pods.
+    pub trace_parent: Option<&'a str>,
 }
 
 /// The job's code archive.
@@ -237,6 +242,9 @@ fn runtime_env_yaml(
     let mut env: BTreeMap<String, String> = job.spec.env.clone();
     env.insert("FORGE_JOB_ID".into(), job.id.into());
     env.insert("FORGE_TEAM".into(), job.team.into());
+    if let Some(tp) = job.trace_parent {
+        env.insert("TRACEPARENT".into(), tp.into());
+    }
     if job.spec.shared_storage && cfg.storage.pvc.is_some() {
         env.insert("FORGE_STORAGE_ROOT".into(), cfg.storage.mount_path().into());
     }
@@ -325,10 +333,12 @@ pub fn build_rayjob(
     );
     rayjob.metadata.namespace = Some(cfg.k8s.namespace.clone());
     rayjob.metadata.labels = Some(labels);
-    rayjob.metadata.annotations = Some(BTreeMap::from([(
-        ANNOTATION_CAPSULE.to_string(),
-        capsule.digest.to_string(),
-    )]));
+    let mut annotations =
+        BTreeMap::from([(ANNOTATION_CAPSULE.to_string(), capsule.digest.to_string())]);
+    if let Some(tp) = job.trace_parent {
+        annotations.insert(ANNOTATION_TRACEPARENT.to_string(), tp.to_string());
+    }
+    rayjob.metadata.annotations = Some(annotations);
     Ok(rayjob)
 }
 

@@ -32,7 +32,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::resources::{MachineResources, ray_resource_params};
 use super::security;
 use super::{BuildError, CapsuleRef, DASHBOARD_PORT, JobRef, scheduling};
-use crate::cluster::labels::{ANNOTATION_CAPSULE, ANNOTATION_GPUS, GPU_RESOURCE, job_labels};
+use crate::cluster::labels::{
+    ANNOTATION_CAPSULE, ANNOTATION_GPUS, ANNOTATION_TRACEPARENT, GPU_RESOURCE, job_labels,
+};
 use crate::config::{Config, StorageConfig};
 use crate::domain::quantity;
 use crate::jobspec::{JobSpec, PoolSpec};
@@ -226,6 +228,9 @@ pub(super) fn pod_template(
     let mut annotations = group.placement.annotations.clone();
     annotations.insert(ANNOTATION_CAPSULE.into(), capsule.digest.to_string());
     annotations.insert(ANNOTATION_GPUS.into(), group.pool.gpus_per_node.to_string());
+    if let Some(tp) = job.trace_parent {
+        annotations.insert(ANNOTATION_TRACEPARENT.into(), tp.to_string());
+    }
     let mut node_selector = group.placement.node_selector.clone();
     node_selector.insert(cfg.k8s.gpu_node_label.clone(), group.series.into());
 

@@ -206,6 +206,7 @@ fn build(s: &JobSpec, cfg: &Config, init: bool) -> Value {
         team: "team-a",
         spec: s,
         instance: "inst-1",
+        trace_parent: None,
     };
     json_of(build_rayjob(&job, &initial(s), &capsule(init), cfg).expect("builds"))
 }
@@ -377,6 +378,7 @@ fn each_team_mounts_its_own_directory_and_the_common_one_read_only() {
         team,
         spec: &s,
         instance: "inst-1",
+        trace_parent: None,
     };
     for team in ["team-a", "team-b"] {
         let m = json_of(
@@ -577,6 +579,7 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
         team: "t",
         spec: &s,
         instance: "inst-1",
+        trace_parent: None,
     };
     let m =
         json_of(build_rayjob(&job, &placement, &capsule(false), &cfg_with(&[])).expect("builds"));
@@ -609,6 +612,7 @@ fn failure_paths() {
         team: "t",
         spec: &s,
         instance: "inst-1",
+        trace_parent: None,
     };
     let err = build_rayjob(&job, &initial(&s), &capsule(false), &cfg).expect_err("no series");
     assert_eq!(
@@ -624,6 +628,7 @@ fn failure_paths() {
         team: "t",
         spec: &s,
         instance: "inst-1",
+        trace_parent: None,
     };
     let wrong = Placement { pools: vec![] };
     assert!(matches!(
@@ -669,6 +674,7 @@ fn failure_paths() {
         team: "t",
         spec: &other,
         instance: "inst-1",
+        trace_parent: None,
     };
     assert_eq!(
         build_rayjob(&job2, &initial(&other), &capsule(false), &cfg),
@@ -679,6 +685,7 @@ fn failure_paths() {
         team: "Team A",
         spec: &s,
         instance: "inst-1",
+        trace_parent: None,
     };
     assert!(matches!(
         build_rayjob(&job3, &initial(&s), &capsule(false), &cfg),
@@ -767,6 +774,7 @@ fn resources_are_requests_equal_to_limits_and_ray_params_agree() {
         team: "t",
         spec: &s,
         instance: "inst-1",
+        trace_parent: None,
     };
     assert!(matches!(
         build_rayjob(&job, &initial(&s), &capsule(false), &cfg),
@@ -816,6 +824,7 @@ fn tolerations_and_node_affinity_come_from_config_and_placement() {
         team: "t",
         spec: &s,
         instance: "inst-1",
+        trace_parent: None,
     };
     let m = json_of(build_rayjob(&job, &placement, &capsule(false), &cfg).expect("builds"));
     assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
@@ -1084,7 +1093,7 @@ proptest! {
     #[test]
     fn every_generated_manifest_is_valid(case in arb_case()) {
         prop_assert!(case.spec.validate(&case.cfg).is_empty(), "generator made an invalid spec: {:?}", case.spec.validate(&case.cfg));
-        let job = JobRef { id: &case.job_id, team: &case.team, spec: &case.spec, instance: "inst-1" };
+        let job = JobRef { id: &case.job_id, team: &case.team, spec: &case.spec, instance: "inst-1", trace_parent: None };
         let m = json_of(build_rayjob(&job, &case.placement, &capsule(case.init), &case.cfg)
             .map_err(|e| TestCaseError::fail(e.to_string()))?);
         let errors = crd_errors(&m);

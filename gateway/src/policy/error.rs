@@ -27,6 +27,16 @@ pub enum EvalError {
     },
 }
 
+impl EvalError {
+    /// What each plugin that ran did (the failing one last), when a plugin failed.
+    pub fn chain_trace(&self) -> &[forge_policy_host::TraceEntry] {
+        match self {
+            EvalError::Run(forge_policy_host::RunError::Chain(e)) => &e.trace,
+            _ => &[],
+        }
+    }
+}
+
 /// Which name in an upload or chain is malformed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Malformed {

@@ -179,6 +179,9 @@ impl PolicyManager {
         self.metrics.plugin_calls(&result);
         let outcome = result.map_err(forge_policy_host::RunError::from)?;
         self.metrics.admission(outcome.decision.kind(), path);
+        if let forge_policy_host::model::Decision::Reject { code, .. } = &outcome.decision {
+            self.metrics.rejection(code, path);
+        }
         Ok(Evaluated {
             label: selected.label(),
             global_version: selected.global_version,

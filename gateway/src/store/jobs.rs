@@ -59,6 +59,11 @@ pub struct JobRecord {
     pub created_at_ms: i64,
     /// Unix milliseconds of the last change.
     pub updated_at_ms: i64,
+    /// The W3C `traceparent` of the job's trace (its submission span), when the job is
+    /// traced or its submitter sent one: the lifecycle's spans hang from it and the Ray
+    /// containers get it as `TRACEPARENT` (`telemetry/job_trace.rs`).
+    #[serde(skip)]
+    pub trace_parent: Option<String>,
 }
 
 /// A job to insert.
@@ -78,6 +83,8 @@ pub struct NewJob {
     pub capsule_sha256: Option<Digest>,
     /// Series the job queues on.
     pub queue_series: Option<String>,
+    /// The W3C `traceparent` of the job's trace, if any.
+    pub trace_parent: Option<String>,
 }
 
 /// The leadership a write is made under: lease `lease` at epoch `epoch` (the lease's

@@ -25,6 +25,7 @@ pub(crate) mod conformance;
 pub mod coord;
 pub mod error;
 pub mod jobs;
+pub mod metered;
 pub mod migration;
 pub mod playgrounds;
 pub mod policies;

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::api::Api;
+use crate::api::{Api, json};
 use crate::exit::{CliError, code, for_state};
 use crate::follow::{self, Ended, detachable};
 use crate::output::{Format, bytes, emit, field};
@@ -116,20 +116,25 @@ pub async fn submit(api: &Api, args: SubmitArgs, format: Format) -> Result<u8, C
     };
     drop(work);
 
-    let job: Value = api
-        .call(
-            Method::POST,
-            "/v1/jobs",
-            &json!({"spec": spec, "capsule": digest}),
+    // The job's trace hangs from this submission (the caller's TRACEPARENT, or new).
+    let traceparent = crate::traceparent::for_submission();
+    let job: Value = json(
+        api.send(
+            api.request(Method::POST, "/v1/jobs")
+                .header("traceparent", &traceparent)
+                .json(&json!({"spec": spec, "capsule": digest})),
         )
-        .await?;
+        .await?,
+    )
+    .await?;
     let id = field(&job, "/id");
     emit(format, &job, || {
         println!("{id}");
         let decision = field(&job, "/admission/decision/kind");
         note(format!(
-            "submitted job {id} ({}): {}; {decision} by policy {}{}",
+            "submitted job {id} ({}, trace {}): {}; {decision} by policy {}{}",
             field(&job, "/name"),
+            crate::traceparent::trace_id(&traceparent),
             field(&job, "/state"),
             field(&job, "/admission/policy"),
             job["reason"]

@@ -8,6 +8,7 @@ use super::{error_response, id_param, job_response};
 pub(super) fn paths() -> Value {
     let mut paths = json!({
         "/v1/admission/review": {"post": {"summary": "Dry run: the decision the active policy would make now, with a per-plugin trace",
+            "parameters": [traceparent("the review is traced (with a span per plugin) only when this is sent and traces are exported")],
             "requestBody": {"required": true, "content": {
                 "application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}},
                 "application/yaml": {"schema": {"$ref": "#/components/schemas/JobSpec"}}}},
@@ -40,6 +41,14 @@ pub(super) fn paths() -> Value {
     paths
 }
 
+/// The optional W3C trace-context header. Not a pattern: an invalid value is ignored
+/// (a new trace starts), as the W3C Trace Context asks, not refused.
+fn traceparent(what: &str) -> Value {
+    json!({"name": "traceparent", "in": "header", "required": false,
+        "schema": {"type": "string"},
+        "description": format!("W3C Trace Context (`00-<trace id>-<parent id>-<flags>`): {what}; an invalid value is ignored")})
+}
+
 /// `/v1/jobs`: submit and list.
 fn collection() -> Value {
     let job_states: Vec<&str> = crate::domain::JobState::ALL
@@ -48,6 +57,7 @@ fn collection() -> Value {
         .collect();
     json!({
         "post": {"summary": "Submit a job",
+            "parameters": [traceparent("the parent of the job's trace (its submission span); the job's spans, the RayJob's `forge.dev/traceparent` annotation and the Ray processes' `TRACEPARENT` follow from it")],
             "requestBody": {"required": true, "content": {
                 "multipart/form-data": {"schema": {"type": "object", "required": ["spec", "code"], "additionalProperties": false, "properties": {
                     "spec": {"$ref": "#/components/schemas/JobSpec"},

@@ -13,6 +13,8 @@ use crate::domain::JobState;
 use crate::jobs::error::JobError;
 use crate::manifests::{self, CapsuleRef, JobRef};
 use crate::store::{JobRecord, NewDecision, StoreError, Transition};
+use crate::telemetry::job_trace::{JobTrace, LiveSpan};
+use tracing::Instrument as _;
 
 /// Longest a presigned capsule URL may live (S3's SigV4 limit).
 const MAX_URL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -87,6 +89,18 @@ impl Dispatcher {
         placement: Placement,
         decision: Option<NewDecision>,
     ) -> Result<bool, JobError> {
+        self.create_in_span(job, placement, decision)
+            .instrument(JobTrace::span_of(job, LiveSpan::Dispatch))
+            .await
+    }
+
+    /// [`Dispatcher::create`] inside the job's `forge.dispatch` span.
+    async fn create_in_span(
+        &self,
+        job: &JobRecord,
+        placement: Placement,
+        decision: Option<NewDecision>,
+    ) -> Result<bool, JobError> {
         let started = Instant::now();
         let capsule = self.capsule_ref(job).await?;
         let manifest = self.manifest(job, &placement, &capsule).await?;
@@ -104,7 +118,9 @@ impl Dispatcher {
         // lasts (a deposed leader's stored intent is reconciled by its successor).
         self.core.may_act("create")?;
         self.core.metrics.rayjob_write("create");
-        self.send(job, &name, &manifest).await?;
+        self.send(job, &name, &manifest)
+            .instrument(JobTrace::span_of(job, LiveSpan::RayJobCreate))
+            .await?;
         self.core.metrics.dispatched(started.elapsed());
         Ok(true)
     }
@@ -122,6 +138,7 @@ impl Dispatcher {
             team: &job.team,
             spec: &job.spec,
             instance: self.cluster.rayjobs.instance(),
+            trace_parent: job.trace_parent.as_deref(),
         };
         match manifests::build_rayjob(&view, placement, capsule, &self.core.config) {
             Ok(m) => Ok(m),

@@ -40,6 +40,7 @@ impl Dispatcher {
             entries.insert(
                 job.id.clone(),
                 QueueEntry {
+                    team: job.team.clone(),
                     series,
                     position: *p,
                     code,

@@ -153,15 +153,16 @@ struct Standing {
 
 impl Standing {
     /// Records that a job keeps waiting in its series' queue (next position, with why).
-    fn waits(&mut self, job_id: &str, series: String, code: &str, reason: String) {
+    fn waits(&mut self, job: &JobRecord, series: String, code: &str, reason: String) {
         let p = match self.positions.get_mut(series.as_str()) {
             Some(p) => p,
             None => self.positions.entry(series.clone()).or_default(),
         };
         *p += 1;
         self.entries.insert(
-            job_id.to_string(),
+            job.id.clone(),
             QueueEntry {
+                team: job.team.clone(),
                 series,
                 position: *p,
                 code: code.to_string(),
@@ -255,7 +256,7 @@ impl<'q> Decide<'q> {
                 self.reject(job, &keep, reason).await;
             }
             Decision::Queue { code, message } => {
-                self.standing.waits(&job.id, series, code, message.clone());
+                self.standing.waits(job, series, code, message.clone());
                 add_ahead(&mut self.ahead, job);
                 self.kept.insert(key, keep);
             }
@@ -292,8 +293,7 @@ impl<'q> Decide<'q> {
             Err(e) => {
                 let series = admission::primary_series(&job.spec, None);
                 let reason = format!("the admission policy failed: {e}");
-                self.standing
-                    .waits(&job.id, series, "policy.failed", reason);
+                self.standing.waits(job, series, "policy.failed", reason);
                 add_ahead(&mut self.ahead, job);
                 None
             }
@@ -370,7 +370,7 @@ impl<'q> Decide<'q> {
             }
             Err(nofit) => {
                 self.standing
-                    .waits(&job.id, series, nofit.code(), nofit.to_string());
+                    .waits(job, series, nofit.code(), nofit.to_string());
                 add_ahead(&mut self.ahead, job);
                 self.kept.insert(key, keep);
             }

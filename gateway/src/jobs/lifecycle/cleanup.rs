@@ -27,6 +27,8 @@ use crate::jobs::logs::log_tail::TailSpool;
 use crate::jobs::logs::pod_logs::{PodLog, PodLogIndex, PodRole, containers_of, role_rank};
 use crate::objects::{log_index_key, log_key, pod_log_key};
 use crate::store::JobRecord;
+use crate::telemetry::job_trace::{JobTrace, LiveSpan};
+use tracing::Instrument as _;
 
 impl Lifecycle {
     /// Archives `job`'s logs and deletes its RayJob in the background, unless a
@@ -58,7 +60,11 @@ impl Lifecycle {
         };
         let _one_at_a_time = self.archiving[stripe].lock().await;
         let name = rayjob.name_any();
-        if !self.archive_logs(job, &name).await {
+        let archived = self
+            .archive_logs(job, &name)
+            .instrument(JobTrace::span_of(job, LiveSpan::Archive))
+            .await;
+        if !archived {
             return Err(JobError::Invariant(format!(
                 "archiving the logs of job {} failed; RayJob {name} kept for a retry",
                 job.id
@@ -66,8 +72,12 @@ impl Lifecycle {
         }
         self.core.may_act("delete")?;
         self.core.metrics.rayjob_write("delete");
-        self.cluster.rayjobs.delete(&name).await?;
-        Ok(self.cluster.network_policies.delete(&name).await?)
+        async {
+            self.cluster.rayjobs.delete(&name).await?;
+            Ok(self.cluster.network_policies.delete(&name).await?)
+        }
+        .instrument(JobTrace::span_of(job, LiveSpan::Delete))
+        .await
     }
 
     /// Deletes the gateway's NetworkPolicies whose job is over (or unknown) and whose
@@ -153,6 +163,12 @@ impl Lifecycle {
         }
         let body = serde_json::to_vec(&index).map_err(|e| JobError::io("the pod log index", e))?;
         self.objects.put_object(&index_key, body.into()).await?;
+        tracing::info!(
+            job = %job.id,
+            containers = index.pods.len(),
+            archived = index.pods.iter().filter(|p| p.archived).count(),
+            "logs archived"
+        );
         Ok(())
     }
 

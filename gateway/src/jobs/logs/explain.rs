@@ -82,6 +82,7 @@ mod tests {
 
     fn entry(code: &str, reason: &str) -> QueueEntry {
         QueueEntry {
+            team: "team-a".into(),
             series: "h100".into(),
             position: 2,
             code: code.into(),

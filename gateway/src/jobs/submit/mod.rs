@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use forge_capsule::{CapsuleLimits, CodeSource, assemble, read_requirements};
 use forge_policy_host::ChainOutcome;
-use forge_policy_host::model::Decision;
+use forge_policy_host::model::{Decision, PolicyRequest};
 use serde::Serialize;
 
 use super::core::JobCore;
@@ -29,8 +29,11 @@ use crate::auth::Caller;
 use crate::domain::{Digest, JobState};
 use crate::jobspec::JobSpec;
 use crate::objects::{ObjectStore, PutOutcome};
+use crate::policy::Evaluated;
 use crate::store::{CapsuleStore, JobRecord, NewJob, new_job_id};
+use crate::telemetry::job_trace::{self, SubmitTrace};
 use limits::SubmissionLimits;
+use tracing::Instrument as _;
 
 /// Where a submission's code comes from.
 #[derive(Debug)]
@@ -100,12 +103,15 @@ impl Submissions {
         Ok(())
     }
 
-    /// Submits a job for `caller`.
+    /// Submits a job for `caller`, inside the submission's `trace` (its root span
+    /// names the job; admission and the capsule get child spans; the trace context is
+    /// stored with the job).
     pub async fn submit(
         &self,
         caller: &Caller,
         mut spec: JobSpec,
         code: CodeInput,
+        trace: &SubmitTrace,
     ) -> Result<Submitted, JobError> {
         if self.limits.caps_queue() {
             let queued = self.core.store.queued_count(&caller.team).await?;
@@ -114,15 +120,10 @@ impl Submissions {
                 .inspect_err(|_| self.core.metrics.submission_limited("queue"))?;
         }
         let id = new_job_id();
-        let request = self
-            .admission
-            .live_request(&id, &caller.team, &spec)
-            .await?;
-        let evaluated = self
-            .admission
-            .evaluate(&caller.team, request.clone(), Path::Submit)
-            .await?;
+        trace.record_job(&id);
+        let (request, evaluated) = self.admit(&id, &caller.team, &spec).await?;
         let outcome = evaluated.outcome;
+        let trace_parent = trace.stored();
         let decision = admission::decision_record(
             &id,
             &caller.team,
@@ -146,6 +147,7 @@ impl Submissions {
                 reason: Some(format!("{code}: {message}")),
                 capsule_sha256: None,
                 queue_series: None,
+                trace_parent,
             };
             self.core.insert(job, Some(decision)).await?;
             return Err(JobError::Rejected {
@@ -157,25 +159,10 @@ impl Submissions {
             });
         }
 
-        let digest = match code {
-            CodeInput::Capsule(digest) => {
-                let digest = Digest::parse(&digest).map_err(|_| JobError::InvalidCapsuleRef)?;
-                // Only a team that uploaded these bytes may run them; to anyone else the
-                // capsule does not exist (the same answer, so digests cannot be probed).
-                if !self.capsules.use_capsule(&digest, &caller.team).await?
-                    || !self.objects.exists(digest.as_str()).await?
-                {
-                    return Err(JobError::UnknownCapsule(digest));
-                }
-                digest
-            }
-            CodeInput::Upload(path) => {
-                let (digest, requirements) = self.pack_and_store(&caller.team, &spec, path).await?;
-                spec.pip = with_requirements(requirements, std::mem::take(&mut spec.pip));
-                digest
-            }
-        };
-
+        let digest = self
+            .capsule_of(&caller.team, &mut spec, code)
+            .instrument(job_trace::capsule_span(&id, &caller.team))
+            .await?;
         let reason = match &outcome.decision {
             Decision::Queue { code, message } => format!("{code}: {message}"),
             _ => "admitted: waiting for dispatch".to_string(),
@@ -188,6 +175,7 @@ impl Submissions {
             state: JobState::Queued,
             reason: Some(reason),
             capsule_sha256: Some(digest),
+            trace_parent,
         };
         let job = self.core.insert(job, Some(decision)).await?;
         Ok(Submitted {
@@ -196,6 +184,60 @@ impl Submissions {
             policy_version: evaluated.global_version,
             policy: evaluated.label,
         })
+    }
+
+    /// Asks the chain about job `id` (the live cluster view, the team's usage) in the
+    /// job's `forge.admission` span, with a span per plugin under it.
+    async fn admit(
+        &self,
+        id: &str,
+        team: &str,
+        spec: &JobSpec,
+    ) -> Result<(PolicyRequest, Evaluated), JobError> {
+        let span = job_trace::admission_span(id, team);
+        async {
+            let request = self.admission.live_request(id, team, spec).await?;
+            let evaluated = self
+                .admission
+                .evaluate(team, request.clone(), Path::Submit)
+                .await;
+            let plugins = match &evaluated {
+                Ok(e) => &e.outcome.trace,
+                Err(e) => e.chain_trace(),
+            };
+            job_trace::plugin_spans(&span, id, team, plugins);
+            Ok((request, evaluated?))
+        }
+        .instrument(span.clone())
+        .await
+    }
+
+    /// The submission's capsule: a stored one the team owns (by digest), or the upload
+    /// packed with the spec and stored (its `requirements.txt` joins the spec's pip).
+    async fn capsule_of(
+        &self,
+        team: &str,
+        spec: &mut JobSpec,
+        code: CodeInput,
+    ) -> Result<Digest, JobError> {
+        match code {
+            CodeInput::Capsule(digest) => {
+                let digest = Digest::parse(&digest).map_err(|_| JobError::InvalidCapsuleRef)?;
+                // Only a team that uploaded these bytes may run them; to anyone else the
+                // capsule does not exist (the same answer, so digests cannot be probed).
+                if !self.capsules.use_capsule(&digest, team).await?
+                    || !self.objects.exists(digest.as_str()).await?
+                {
+                    return Err(JobError::UnknownCapsule(digest));
+                }
+                Ok(digest)
+            }
+            CodeInput::Upload(path) => {
+                let (digest, requirements) = self.pack_and_store(team, spec, path).await?;
+                spec.pip = with_requirements(requirements, std::mem::take(&mut spec.pip));
+                Ok(digest)
+            }
+        }
     }
 
     /// Packs the uploaded archive with the authoritative spec into a capsule and

@@ -43,8 +43,12 @@ pub fn new_job(team: &str, name: &str, series: &str) -> NewJob {
         reason: Some("quota.exceeded".into()),
         capsule_sha256: Some(Digest::parse(&"ab".repeat(32)).expect("digest")),
         queue_series: Some(series.into()),
+        trace_parent: Some(TRACE_PARENT.into()),
     }
 }
+
+/// The trace context every test job carries (stored and read back as given).
+pub const TRACE_PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn placement() -> Placement {
     Placement {
@@ -108,6 +112,7 @@ pub async fn restart_keeps_everything(h: &dyn Harness) {
         Some(format!("forge-{id}").as_str())
     );
     assert_eq!(job.spec, spec("one"));
+    assert_eq!(job.trace_parent.as_deref(), Some(TRACE_PARENT));
     assert_eq!(job.team, "team-a");
     assert_eq!(job.name, "one");
     assert_eq!(job.placement, Some(placement()));

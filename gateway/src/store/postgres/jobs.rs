@@ -32,6 +32,7 @@ fn job_from_row(row: &Row) -> Result<JobRecord, StoreError> {
         placement: parse_placement(row.try_get(12)?)?,
         created_at_ms: row.try_get(10)?,
         updated_at_ms: row.try_get(11)?,
+        trace_parent: row.try_get(13)?,
     })
 }
 
@@ -113,8 +114,8 @@ impl JobStore for PgDatabase {
         let now = now_ms();
         let sql = format!(
             "INSERT INTO jobs (id, team, name, spec, state, reason, capsule_sha256, \
-             queue_series, created_at_ms, updated_at_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) ON CONFLICT (id) DO NOTHING \
+             queue_series, created_at_ms, updated_at_ms, trace_parent) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10) ON CONFLICT (id) DO NOTHING \
              RETURNING {JOB_COLUMNS}"
         );
         let row = tx
@@ -130,6 +131,7 @@ impl JobStore for PgDatabase {
                     &job.capsule_sha256.as_ref().map(Digest::as_str),
                     &job.queue_series,
                     &now,
+                    &job.trace_parent,
                 ],
             )
             .await?;

@@ -195,6 +195,11 @@ pub const MIGRATIONS: &[Migration] = &[
     CREATE INDEX jobs_state_updated ON jobs (state, updated_at_ms);
     "#,
     },
+    Migration {
+        version: 9,
+        name: "job trace context",
+        sql: "ALTER TABLE jobs ADD COLUMN trace_parent TEXT;",
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

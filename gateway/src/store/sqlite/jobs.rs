@@ -37,6 +37,7 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>
             placement: parse_placement(placement)?,
             created_at_ms: row.get(10)?,
             updated_at_ms: row.get(11)?,
+            trace_parent: row.get(13)?,
         })
     };
     Ok(build())
@@ -136,8 +137,8 @@ impl JobStore for SqliteDatabase {
             // The stored row comes back from the insert itself (no second lookup).
             let sql = format!(
                 "INSERT INTO jobs (id, team, name, spec, state, reason, capsule_sha256, \
-                 queue_series, created_at_ms, updated_at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) ON CONFLICT (id) DO NOTHING \
+                 queue_series, created_at_ms, updated_at_ms, trace_parent) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10) ON CONFLICT (id) DO NOTHING \
                  RETURNING {JOB_COLUMNS}"
             );
             let inserted = tx
@@ -152,7 +153,8 @@ impl JobStore for SqliteDatabase {
                         job.reason,
                         job.capsule_sha256.as_ref().map(Digest::as_str),
                         job.queue_series,
-                        now
+                        now,
+                        job.trace_parent
                     ],
                     job_from_row,
                 )

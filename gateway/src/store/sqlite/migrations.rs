@@ -205,6 +205,12 @@ pub const MIGRATIONS: &[Migration] = &[
     CREATE INDEX jobs_state_updated ON jobs (state, updated_at_ms);
     "#,
     },
+    Migration {
+        version: 9,
+        name: "job trace context",
+        // The W3C traceparent of each job's trace (issue 41; NULL: not traced).
+        sql: "ALTER TABLE jobs ADD COLUMN trace_parent TEXT;",
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

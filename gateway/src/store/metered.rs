@@ -1,0 +1,102 @@
+//! [`Metered`]: a [`JobStore`] that times every operation of the one it wraps and
+//! counts the ones the database failed (`forge_store_operation_seconds{op}`,
+//! `forge_store_errors_total{op}`). A conflict, a fenced write or a duplicate is an
+//! answer, not a failure; a lost connection, a dropped batch or a corrupt row is.
+//! The composition root wraps the backend's job store once (`compose.rs`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use super::{
+    DecisionRecord, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
+    StoreError, Transition,
+};
+use crate::domain::JobState;
+use crate::metrics::Metrics;
+
+/// The wrapped store and where its figures go.
+pub struct Metered {
+    inner: Arc<dyn JobStore>,
+    metrics: Arc<Metrics>,
+}
+
+impl Metered {
+    /// `inner`, timed into `metrics`.
+    pub fn wrap(inner: Arc<dyn JobStore>, metrics: Arc<Metrics>) -> Arc<dyn JobStore> {
+        Arc::new(Metered { inner, metrics })
+    }
+
+    async fn timed<T>(
+        &self,
+        op: &'static str,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let started = Instant::now();
+        let result = call.await;
+        let failed = matches!(
+            result,
+            Err(StoreError::Backend(_)
+                | StoreError::NotCommitted(_)
+                | StoreError::Corrupt(_)
+                | StoreError::Task(_))
+        );
+        self.metrics.store_operation(op, started.elapsed(), failed);
+        result
+    }
+}
+
+#[async_trait]
+impl JobStore for Metered {
+    async fn insert(
+        &self,
+        job: NewJob,
+        decision: Option<NewDecision>,
+    ) -> Result<JobRecord, StoreError> {
+        self.timed("insert", self.inner.insert(job, decision)).await
+    }
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        self.timed("get", self.inner.get(id)).await
+    }
+    async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
+        self.timed("transition", self.inner.transition(t)).await
+    }
+    async fn list(&self, q: ListQuery) -> Result<Page, StoreError> {
+        self.timed("list", self.inner.list(q)).await
+    }
+    async fn queued(&self, series: Option<String>) -> Result<Vec<JobRecord>, StoreError> {
+        self.timed("queued", self.inner.queued(series)).await
+    }
+    async fn queued_count(&self, team: &str) -> Result<u64, StoreError> {
+        self.timed("queued_count", self.inner.queued_count(team))
+            .await
+    }
+    async fn active(&self) -> Result<Vec<JobRecord>, StoreError> {
+        self.timed("active", self.inner.active()).await
+    }
+    async fn unfinished(&self) -> Result<Vec<(String, JobState)>, StoreError> {
+        self.timed("unfinished", self.inner.unfinished()).await
+    }
+    async fn change_version(&self) -> Result<Option<u64>, StoreError> {
+        self.timed("change_version", self.inner.change_version())
+            .await
+    }
+    async fn get_many(&self, ids: Vec<String>) -> Result<Vec<JobRecord>, StoreError> {
+        self.timed("get_many", self.inner.get_many(ids)).await
+    }
+    async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {
+        self.timed("record_decision", self.inner.record_decision(d))
+            .await
+    }
+    async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError> {
+        self.timed("decisions", self.inner.decisions(job_id)).await
+    }
+    async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
+        self.timed("history", self.inner.history(job_id)).await
+    }
+    fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.queue_changes()
+    }
+}
