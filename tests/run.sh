@@ -2,7 +2,8 @@
 # The project's test command (see README). Works on a fresh machine of this kind:
 # installs what the tests need (the WebAssembly toolchain for plugins, PostgreSQL's server
 # binaries, headless Chromium and chromedriver for the console's browser tests, a venv for
-# the manifest checks, the Python and TypeScript SDK toolchains, Ray, schemathesis) inside the clone or from
+# the manifest checks, promtool (Debian's prometheus) for the alert rules' tests, the Python and
+# TypeScript SDK toolchains, Ray, schemathesis, an OTLP receiver) inside the clone or from
 # the distribution, then runs formatting and lint checks and every unit and integration
 # test. The S3-compatible test server
 # (s3s-fs) is a library the tests serve in-process (`forge-testkit`). Each step prints
@@ -55,8 +56,15 @@ log "Ray from PyPI (ray[default] in a venv in target/ray): the emulator's Ray no
 ray_venv=$(bash deploy/install-ray.sh "$PWD/target/ray")
 export FORGE_TEST_RAY_VENV="$ray_venv"
 
+log "OTLP trace receiver (opentelemetry-proto from PyPI, venv in target/otlp): the observability tests export to it"
+otlp_python=$(bash tests/otlp/install.sh "$PWD/target/otlp")
+export FORGE_TEST_OTLP_PYTHON="$otlp_python"
+
 log "deploy/ manifests (kustomize render, Kubernetes schemas, checks)"
 bash deploy/validate.sh
+
+log "deploy/observability (promtool check and unit tests of the alerts, PrometheusRule drift, the dashboard's PromQL; installs Debian's prometheus for promtool)"
+bash deploy/observability/check.sh
 
 log "format and lints"
 cargo fmt --all --check
