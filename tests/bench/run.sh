@@ -22,6 +22,8 @@
 #   submissions against the same run's `/healthz`, and reviews at a fixed 1 000 req/s
 #   (oha, evenly spaced arrivals) for their latency under a steady load, next to /healthz
 #   at the same rate;
+# - tracing's cost (`tests/load/tracing.sh`): reviews with tracing off, on (untraced
+#   requests: the hot path) and on with every review traced, alternated twice;
 # - submit → RayJob on its own (`tests/load/drain.sh`): 12 000 jobs submitted, drained,
 #   and the gateway process's CPU per job; then again with the API server in its own
 #   process (`API=apart`), which splits that CPU between the gateway and the API server.
@@ -64,6 +66,9 @@ cargo bench -p forge-gateway --features dev --bench dispatch | tee -a "$out"
 echo "==> admission reviews and submissions against /healthz (wrk)"
 bash tests/load/run.sh | tee -a "$out"
 
+echo "==> admission reviews with tracing off and on (a real OTLP receiver), alternated"
+bash tests/load/tracing.sh | tee -a "$out"
+
 echo "==> submit -> RayJob: 12 000 jobs submitted (oha), drained; the gateway's CPU per job"
 bash tests/load/drain.sh | tee -a "$out"
 
@@ -104,6 +109,8 @@ awk '
       print "missing figures: the load or dispatch benchmark did not report" > "/dev/stderr"; exit 1
     }
     printf "| admission review throughput (wrk, 32 connections) | | %.1f ms | %.0f req/s = %.2f× `/healthz` (%.0f req/s) | ≥ 0.15× `/healthz` | %s |\n", rv99 / 1000, rv, rv / hz, hz, yes(rv >= 0.15 * hz)
+    toff = v["tracing.off_rps"]; ton = v["tracing.on_rps"]; ttr = v["tracing.traced_rps"]
+    printf "| admission reviews, tracing on (exported to a real OTLP receiver), untraced requests | | | %.0f req/s = %.2f× tracing off (%.0f req/s); every review traced: %.0f req/s = %.2f× | ≥ 0.9× tracing off | %s |\n", ton, ton / toff, toff, ttr, ttr / toff, yes(ton >= 0.9 * toff)
     fr = v["load.fixed_rate"]; frps = v["load.fixed_rps"]; f50 = v["load.fixed_p50_us"]; f99 = v["load.fixed_p99_us"]; fbad = v["load.fixed_non2xx"]; h99 = v["load.fixed_healthz_p99_us"]
     printf "| admission review at a fixed %d req/s (oha) | %.1f ms | %.1f ms | %.0f req/s served, %d not 2xx; `/healthz` at the same rate p99 %.2f ms | p99 ≤ 5 ms at 1 000 req/s | %s |\n", fr, f50 / 1000, f99 / 1000, frps, fbad, h99 / 1000, yes(f99 <= 5000 && frps >= 0.95 * fr && fbad == 0)
     printf "| submit → RayJob created, during 15 s of submissions (wrk) | | | %.0f jobs/s (submits %.0f req/s) | ≥ 2 000 jobs/s | %s |\n", cps, subs, yes(cps >= 2000)

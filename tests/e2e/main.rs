@@ -21,6 +21,7 @@ mod isolation;
 mod jobs;
 mod latency;
 mod limits;
+mod observability;
 mod playground;
 mod pod_logs;
 mod policy_admin;

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod gateway;
 pub mod jobs;
 pub mod kubesim;
+pub mod otlp;
 pub mod plugins;
 pub mod policy;
 pub mod procs;
