@@ -177,7 +177,9 @@ async fn a_job_is_one_trace_from_its_submission_to_its_rayjobs_deletion() {
     assert_eq!(root["parentSpanId"], client_span, "{root}");
     assert_eq!(root["kind"], "SPAN_KIND_SERVER");
     assert_one_tree(&spans, root, &id);
-    assert!(spans.len() >= 6, "{} spans", spans.len());
+    // The root, admission, a span per plugin and one per phase: nothing else, and ≥ 6.
+    let expected = 2 + CHAIN.len() + LIFECYCLE.len();
+    assert_eq!(spans.len(), expected, "{:?}", named.keys());
 
     // Admission: one span, and under it one span per plugin of the chain, in order.
     let admission = named["forge.admission"][0];
