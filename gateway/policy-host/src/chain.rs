@@ -27,6 +27,7 @@ use crate::engine::PolicyEngine;
 use crate::error::{ChainError, LoadError, PluginError};
 use crate::model::{Decision, Placement, PolicyRequest};
 use crate::plugin::Plugin;
+use crate::trace_entry::TraceEntry;
 use crate::warm::WarmPool;
 use crate::{narrowing, narrowing_scheduling};
 
@@ -36,29 +37,6 @@ pub struct ChainLink {
     pub plugin: Arc<Plugin>,
     /// JSON settings document, checked by the plugin's `validate-settings`.
     pub settings: String,
-}
-
-/// What one plugin did during an evaluation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TraceEntry {
-    pub plugin: String,
-    /// The plugin's version label (registry version, else a short digest).
-    pub version: String,
-    pub digest: String,
-    /// `admit`, `queue`, `reject`, or `error`.
-    pub outcome: &'static str,
-    /// The plugin's decision (absent for `error`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decision: Option<Decision>,
-    /// The failure cause (for `error`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    pub elapsed_us: u64,
-    /// When the call started (wall clock), for the plugin's trace span; not part of
-    /// recorded decisions.
-    #[serde(skip)]
-    pub started_at: SystemTime,
 }
 
 /// The chain's decision and how it was reached.

@@ -130,7 +130,7 @@ impl PluginError {
 #[error("policy `{plugin}` ({digest}) failed: {source}")]
 pub struct ChainError {
     /// What each plugin that ran did, the failing one last (boxed: errors stay small).
-    pub trace: Box<Vec<crate::chain::TraceEntry>>,
+    pub trace: Box<Vec<crate::trace_entry::TraceEntry>>,
     /// Name of the failing plugin in the chain.
     pub plugin: String,
     /// Version label of the failing plugin.
