@@ -118,6 +118,23 @@ async fn submit_wait_dedupe_and_the_job_commands() {
     // job.py, lib/util.py and the two ignore files; nothing ignored or excluded.
     assert!(first.stderr.contains("4 files"), "{}", first.stderr);
     let id = first.stdout.lines().next().expect("the job id").to_string();
+    // `forge submit` sent a new trace context (this gateway exports no traces, so the
+    // client's is what the job keeps and its Ray processes get) and named its trace.
+    let stored = gw
+        .state
+        .database
+        .jobs
+        .get(&id)
+        .await
+        .expect("store")
+        .expect("job");
+    let traceparent = stored.trace_parent.expect("the CLI sent a traceparent");
+    let trace_id = traceparent.split('-').nth(1).expect("a trace id");
+    assert!(
+        first.stderr.contains(&format!("trace {trace_id}")),
+        "{}",
+        first.stderr
+    );
     let text = metrics(&gw).await;
     let uploaded = metric(&text, "forge_upload_bytes_total");
     assert!(uploaded > 0.0, "{text}");

@@ -116,6 +116,34 @@ pub async fn submit(api: &Api, args: SubmitArgs, format: Format) -> Result<u8, C
     };
     drop(work);
 
+    let id = post_job(api, format, &spec, &digest).await?;
+    if !args.wait && !args.follow {
+        return Ok(code::OK);
+    }
+    let ended = detachable(&id, async {
+        if args.wait {
+            return follow::watch(api, &id, Format::Table, false).await;
+        }
+        let watched = follow::watch(api, &id, format, true).await?;
+        if watched.state == "rejected" {
+            return Ok(watched);
+        }
+        // Running, or already over (a quick job): its log either way.
+        let logged = follow::logs(api, &id, "name=driver", follow::Start::Offset(0), true).await?;
+        Ok(logged.unwrap_or(watched))
+    })
+    .await?;
+    outcome(&id, ended)
+}
+
+/// Submits the job naming its stored capsule, as a child of the caller's trace (its
+/// `TRACEPARENT`, or a new one), and reports it; returns its id.
+async fn post_job(
+    api: &Api,
+    format: Format,
+    spec: &Value,
+    digest: &str,
+) -> Result<String, CliError> {
     // The job's trace hangs from this submission (the caller's TRACEPARENT, or new).
     let traceparent = crate::traceparent::for_submission();
     let job: Value = json(
@@ -143,23 +171,7 @@ pub async fn submit(api: &Api, args: SubmitArgs, format: Format) -> Result<u8, C
                 .unwrap_or_default()
         ));
     })?;
-    if !args.wait && !args.follow {
-        return Ok(code::OK);
-    }
-    let ended = detachable(&id, async {
-        if args.wait {
-            return follow::watch(api, &id, Format::Table, false).await;
-        }
-        let watched = follow::watch(api, &id, format, true).await?;
-        if watched.state == "rejected" {
-            return Ok(watched);
-        }
-        // Running, or already over (a quick job): its log either way.
-        let logged = follow::logs(api, &id, "name=driver", follow::Start::Offset(0), true).await?;
-        Ok(logged.unwrap_or(watched))
-    })
-    .await?;
-    outcome(&id, ended)
+    Ok(id)
 }
 
 fn rejecting_plugin(review: &Value) -> String {
