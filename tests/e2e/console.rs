@@ -331,6 +331,47 @@ async fn the_console_in_a_real_browser() {
     assert!(b.artifacts().join("job-pending.png").is_file());
 }
 
+/// The login-CSRF attack, in a real browser: a page on another site (`localhost` is
+/// not the gateway's `127.0.0.1`) auto-submits a team-b token to the console's login
+/// form. The browser must not become team-b's member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_posted_from_another_site_opens_no_session() {
+    let gw = gateway().await;
+    let page = format!(
+        "<!doctype html><title>free GPUs</title>\
+         <form id=f method=post action=\"{}/login\">\
+         <input type=hidden name=token value=\"{TEAM_B_TOKEN}\"></form>\
+         <script>document.getElementById('f').submit()</script>",
+        gw.url
+    );
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let page = page.clone();
+            async move { axum::response::Html(page) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("attacker listener");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let b = Browser::start("console-login-csrf").await;
+    b.goto(&format!("http://localhost:{port}/")).await;
+    // The form posted (the browser is on the gateway now), and was refused.
+    b.wait_text("#login-error", "another site", WITHIN).await;
+    b.screenshot("login-csrf-refused").await;
+    b.goto(&format!("{}/console/jobs", gw.url)).await;
+    assert_eq!(
+        b.path().await,
+        "/login",
+        "the attacker's login opened a session"
+    );
+    // The console's own form still logs in.
+    log_in(&b, &gw, TEAM_B_TOKEN).await;
+}
+
 /// The cookie and form rules over plain HTTP (no browser needed).
 #[tokio::test]
 async fn sessions_cookies_and_csrf_over_http() {
@@ -358,6 +399,39 @@ async fn sessions_cookies_and_csrf_over_http() {
     let bad = login("wrong", false).await.expect("login");
     assert_eq!(bad.status(), 401);
     assert!(bad.headers().get("set-cookie").is_none());
+    // Login CSRF: a good token posted from another site opens no session; the
+    // console's own page (its origin, or the browser's same-origin mark) does.
+    for (name, value) in [
+        ("origin", "http://attacker.example"),
+        ("sec-fetch-site", "cross-site"),
+        ("sec-fetch-site", "same-site"),
+    ] {
+        let forged = http
+            .post(format!("{}/login", gw.url))
+            .header(name, value)
+            .form(&[("token", TEAM_B_TOKEN)])
+            .send()
+            .await
+            .expect("login");
+        assert_eq!(forged.status(), 403, "{name}: {value}");
+        assert!(
+            forged.headers().get("set-cookie").is_none(),
+            "{name}: {value}"
+        );
+    }
+    for (name, value) in [
+        ("origin", gw.url.as_str()),
+        ("sec-fetch-site", "same-origin"),
+    ] {
+        let own = http
+            .post(format!("{}/login", gw.url))
+            .header(name, value)
+            .form(&[("token", TEAM_B_TOKEN)])
+            .send()
+            .await
+            .expect("login");
+        assert_eq!(own.status(), 303, "{name}: {value}");
+    }
 
     let ok = login(TEAM_B_TOKEN, false).await.expect("login");
     assert_eq!(ok.status(), 303);

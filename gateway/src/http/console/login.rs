@@ -1,7 +1,8 @@
 //! Logging in and out: `GET /` (the login page, or the jobs page when logged in),
 //! `GET /login`, `POST /login` (form field `token`: checked like a bearer token, then
 //! a session cookie is set and the browser is sent to the jobs page; a wrong token is
-//! answered 401 with the form again) and `POST /logout` (CSRF-checked; ends the session
+//! answered 401 with the form again, a login posted from another site 403:
+//! `login_origin.rs`) and `POST /logout` (CSRF-checked; ends the session
 //! and clears the cookie).
 
 use axum::Form;
@@ -12,6 +13,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::layout::{self, Nav};
+use super::login_origin;
 use super::session::{self, Viewer};
 use super::{Console, PageError};
 
@@ -57,6 +59,19 @@ pub async fn login(
     headers: HeaderMap,
     Form(f): Form<LoginForm>,
 ) -> Response {
+    let secure = session::over_https(&console, &headers);
+    let public_url = console.app.config.gateway.public_url.as_deref();
+    if login_origin::from_another_site(&headers, secure, public_url) {
+        return layout::page_with(
+            StatusCode::FORBIDDEN,
+            "Log in",
+            None,
+            Nav::None,
+            login_form(Some(
+                "This login came from another site and was refused: log in from this page.",
+            )),
+        );
+    }
     if console.app.tokens.current().lookup(f.token.trim()).is_err() {
         return layout::page_with(
             StatusCode::UNAUTHORIZED,
@@ -67,7 +82,6 @@ pub async fn login(
         );
     }
     let id = console.sessions.open(f.token.trim());
-    let secure = session::over_https(&console, &headers);
     with_cookie(
         Redirect::to("/console/jobs"),
         &session::cookie(Some(&id), secure),

@@ -27,6 +27,7 @@ pub mod jobs;
 pub mod layout;
 pub mod live;
 pub mod login;
+mod login_origin;
 pub mod playgrounds;
 pub mod plugins;
 pub mod policies;
