@@ -1,6 +1,6 @@
 //! [`Config::from_env`] / [`Config::from_env_map`]: the optional config file, the
-//! environment over it, the variable table applied to both, then the checks across
-//! variables — every problem reported at once.
+//! environment over it, secrets named by file (`secret_files.rs`), the variable table
+//! applied to all, then the checks across variables — every problem reported at once.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -9,6 +9,7 @@ use super::error::ConfigErrors;
 use super::file;
 use super::model::Config;
 use super::reader;
+use super::secret_files;
 use super::vars::CONFIG_FILE;
 
 impl Config {
@@ -29,6 +30,7 @@ impl Config {
             }
         }
         merged.extend(env);
+        secret_files::resolve(&mut merged, &mut errors);
         let config = reader::read(&merged, &mut errors);
         // A variable already reported as invalid is left out of the checks across
         // variables: its field holds the default, not what the user meant.

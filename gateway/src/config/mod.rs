@@ -55,6 +55,7 @@ mod model;
 mod per_series;
 mod reader;
 mod secret;
+mod secret_files;
 mod table;
 mod validate;
 mod values;

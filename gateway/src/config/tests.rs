@@ -961,3 +961,52 @@ fn table_is_well_formed() {
         }
     }
 }
+
+#[test]
+fn a_secret_is_read_from_its_file_without_the_line_break() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("token");
+    std::fs::write(&path, "s3cr3t-value\n").expect("write");
+    let cfg = Config::from_env_map(with(&[(
+        "FORGE_METRICS_TOKEN_FILE",
+        path.to_str().expect("utf-8"),
+    )]))
+    .expect("valid");
+    let token = cfg.gateway.metrics_token.expect("read from the file");
+    assert_eq!(token.expose(), "s3cr3t-value");
+}
+
+#[test]
+fn rejects_a_secret_set_both_as_itself_and_as_a_file() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("token");
+    std::fs::write(&path, "from-the-file").expect("write");
+    let errors = Config::from_env_map(with(&[
+        ("FORGE_METRICS_TOKEN", "from-the-env"),
+        ("FORGE_METRICS_TOKEN_FILE", path.to_str().expect("utf-8")),
+    ]))
+    .expect_err("both set")
+    .to_string();
+    assert!(
+        errors.contains("FORGE_METRICS_TOKEN_FILE: set FORGE_METRICS_TOKEN or"),
+        "{errors}"
+    );
+    assert!(
+        !errors.contains("from-the"),
+        "a secret in an error: {errors}"
+    );
+}
+
+#[test]
+fn rejects_a_secret_file_that_cannot_be_read() {
+    let errors = Config::from_env_map(with(&[(
+        "FORGE_METRICS_TOKEN_FILE",
+        "/nonexistent/forge/token",
+    )]))
+    .expect_err("unreadable")
+    .to_string();
+    assert!(
+        errors.contains("FORGE_METRICS_TOKEN_FILE: cannot read /nonexistent/forge/token"),
+        "{errors}"
+    );
+}
