@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use forge_tests::gateway::TestGateway;
+use forge_tests::wait::{eventually, not_yet};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -29,14 +30,27 @@ async fn review(gw: &TestGateway, body: &Value) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capacity_is_live_and_follows_cordons() {
     let gw = TestGateway::start("h100=2x8,h200=1x8", &[]).await;
-    let cap: Value = gw
-        .get("/v1/capacity")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    // The Node cache is filled by its watch: the first answer may come before it has
+    // seen every node (CI once read an empty list here).
+    let cap: Value = eventually(
+        "both series in the capacity",
+        Duration::from_secs(60),
+        || async {
+            let cap: Value = gw
+                .get("/v1/capacity")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            match cap["series"].as_array().map(Vec::len) {
+                Some(2) if cap["series"][0]["total"] == 16 => Ok(cap),
+                _ => Err(not_yet(cap.to_string())),
+            }
+        },
+    )
+    .await;
     assert_eq!(cap["gpuNodeLabel"], "starforge/gpu-series");
     let h100 = &cap["series"][0];
     assert_eq!(
@@ -68,31 +82,34 @@ async fn capacity_is_live_and_follows_cordons() {
         )
         .await
         .unwrap();
-    let mut seen = Value::Null;
-    for _ in 0..50 {
-        let cap: Value = gw
-            .get("/v1/capacity")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        seen = cap["series"][0].clone();
-        if seen["blocked"] == 8 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(
-        (
-            seen["blocked"].as_u64(),
-            seen["allocatable"].as_u64(),
-            seen["free"].as_u64()
-        ),
-        (Some(8), Some(8), Some(8)),
-        "{seen}"
-    );
+    // The Node cache follows the watch: wait for it (under a loaded CI this has taken
+    // longer than the 5 s a fixed loop gave it).
+    eventually(
+        "the cordoned node's GPUs blocked",
+        Duration::from_secs(60),
+        || async {
+            let cap: Value = gw
+                .get("/v1/capacity")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let seen = cap["series"][0].clone();
+            let counts = (
+                seen["blocked"].as_u64(),
+                seen["allocatable"].as_u64(),
+                seen["free"].as_u64(),
+            );
+            if counts == (Some(8), Some(8), Some(8)) {
+                Ok(())
+            } else {
+                Err(not_yet(seen.to_string()))
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
