@@ -27,6 +27,17 @@ async fn review(gw: &TestGateway, body: &Value) -> (u16, Value) {
     )
 }
 
+/// `GET /v1/capacity` as JSON.
+async fn capacity(gw: &TestGateway) -> Value {
+    gw.get("/v1/capacity")
+        .send()
+        .await
+        .expect("GET /v1/capacity")
+        .json()
+        .await
+        .expect("capacity JSON")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capacity_is_live_and_follows_cordons() {
     let gw = TestGateway::start("h100=2x8,h200=1x8", &[]).await;
@@ -36,14 +47,7 @@ async fn capacity_is_live_and_follows_cordons() {
         "both series in the capacity",
         Duration::from_secs(60),
         || async {
-            let cap: Value = gw
-                .get("/v1/capacity")
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let cap = capacity(&gw).await;
             match cap["series"].as_array().map(Vec::len) {
                 Some(2) if cap["series"][0]["total"] == 16 => Ok(cap),
                 _ => Err(not_yet(cap.to_string())),
@@ -88,14 +92,7 @@ async fn capacity_is_live_and_follows_cordons() {
         "the cordoned node's GPUs blocked",
         Duration::from_secs(60),
         || async {
-            let cap: Value = gw
-                .get("/v1/capacity")
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let cap = capacity(&gw).await;
             let seen = cap["series"][0].clone();
             let counts = (
                 seen["blocked"].as_u64(),
