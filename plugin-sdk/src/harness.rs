@@ -6,7 +6,7 @@
 //! # use forge_plugin_sdk::harness::{Harness, RequestBuilder};
 //! # struct Allow;
 //! # impl Policy for Allow { type Settings = serde_json::Value;
-//! #   fn evaluate(_: &serde_json::Value, r: &Request) -> Decision { Decision::Admit(r.placement.clone()) } }
+//! #   fn evaluate(_: &serde_json::Value, _: &Request<'_>) -> Decision { Decision::admit() } }
 //! let h = Harness::<Allow>::new("{}").unwrap();
 //! let req = RequestBuilder::new()
 //!     .team("vision")
@@ -18,8 +18,9 @@
 
 pub use crate::log::take_logs;
 use crate::{
-    Cluster, Decision, Job, NodeAffinity, Placement, Policy, Pool, PoolPlacement, Request,
-    SeriesCapacity, SeriesTaint, SeriesUsage, StorageMode, Taint, WorkloadKind,
+    Cluster, Decision, Fleet, Job, NodeAffinity, Placement, PlanVerdict, Policy, Pool,
+    PoolPlacement, PreemptionPlan, Request, RequestParts, SeriesCapacity, SeriesTaint, SeriesUsage,
+    StorageMode, Taint, TeamShare, WorkloadKind,
 };
 
 /// CPU (millicores) [`RequestBuilder::series`] gives a series' machines by default.
@@ -41,8 +42,23 @@ impl<P: Policy> Harness<P> {
     }
 
     /// Evaluate one request.
-    pub fn evaluate(&self, request: &Request) -> Decision {
+    pub fn evaluate(&self, request: &Request<'_>) -> Decision {
         P::evaluate(&self.settings, request)
+    }
+
+    /// Evaluate one request and return the placement an admit hands on (the one the
+    /// policy was given when it admitted unchanged), or the queue/reject decision.
+    pub fn placed(&self, request: &Request<'_>) -> Result<Placement, Decision> {
+        let decision = self.evaluate(request);
+        match decision.placed(request.placement()) {
+            Some(p) => Ok(p.clone()),
+            None => Err(decision),
+        }
+    }
+
+    /// Answer a preemption plan.
+    pub fn plan_preemption(&self, plan: &PreemptionPlan) -> PlanVerdict {
+        P::plan_preemption(&self.settings, plan)
     }
 }
 
@@ -59,6 +75,7 @@ pub struct RequestBuilder {
     job: Job,
     cluster: Cluster,
     usage: Vec<SeriesUsage>,
+    shares: Vec<TeamShare>,
     placement: Option<Placement>,
 }
 
@@ -87,6 +104,7 @@ impl RequestBuilder {
                 series: Vec::new(),
             },
             usage: Vec::new(),
+            shares: Vec::new(),
             placement: None,
         }
     }
@@ -194,7 +212,14 @@ impl RequestBuilder {
             series: series.into(),
             running,
             queued,
+            borrowed: 0,
         });
+        self
+    }
+
+    /// A team's fair-share standing on a series.
+    pub fn share(mut self, share: TeamShare) -> Self {
+        self.shares.push(share);
         self
     }
 
@@ -204,7 +229,7 @@ impl RequestBuilder {
         self
     }
 
-    pub fn build(self) -> Request {
+    pub fn build(self) -> Request<'static> {
         let placement = self.placement.unwrap_or_else(|| Placement {
             pools: self
                 .job
@@ -222,14 +247,25 @@ impl RequestBuilder {
                         required: Vec::new(),
                         preferred: Vec::new(),
                     },
+                    fleets: Vec::new(),
                 })
                 .collect(),
         });
-        Request {
+        // One cluster: one fleet named `default` with the whole capacity, as the host
+        // shows it.
+        let fleets = vec![Fleet {
+            name: "default".into(),
+            labels: Vec::new(),
+            available: true,
+            series: self.cluster.series.clone(),
+        }];
+        Request::from_parts(RequestParts {
             job: self.job,
             cluster: self.cluster,
+            fleets,
             usage: self.usage,
+            shares: self.shares,
             placement,
-        }
+        })
     }
 }

@@ -2,9 +2,14 @@
 //!
 //! Write a Forge admission policy in about twenty lines: implement [`Policy`] for a
 //! type, name its settings type, and call [`export_policy!`]. The crate builds to a
-//! WebAssembly component targeting `forge:policy/policy@0.2.0` (see `wit/` at the
+//! WebAssembly component targeting `forge:policy/policy@0.3.0` (see `wit/` at the
 //! repository root, the same files the gateway's host is generated from). Plugins built
-//! with older SDKs against `0.1.0` keep running in the same chains.
+//! with older SDKs against `0.1.0` or `0.2.0` keep running in the same chains.
+//!
+//! The [`Request`] is read from the host part by part, on first use: a policy pays
+//! only for what it looks at. [`Decision::admit`] lets the job through with the
+//! placement it was given (nothing is copied back); [`Decision::place`] hands on a
+//! changed placement.
 //!
 //! ```
 //! use forge_plugin_sdk::prelude::*;
@@ -25,12 +30,12 @@
 //!         Ok(())
 //!     }
 //!
-//!     fn evaluate(s: &Settings, req: &Request) -> Decision {
-//!         let nodes = req.job.total_nodes();
+//!     fn evaluate(s: &Settings, req: &Request<'_>) -> Decision {
+//!         let nodes = req.job().total_nodes();
 //!         if nodes > u64::from(s.max_nodes) {
 //!             return Decision::reject("nodes.too-many", format!("{nodes} nodes > {}", s.max_nodes), Some("pools"));
 //!         }
-//!         Decision::Admit(req.placement.clone())
+//!         Decision::admit()
 //!     }
 //! }
 //!
@@ -45,18 +50,19 @@
 //! Test the logic natively with [`harness`]; the compiled component runs in the real
 //! gateway host in the repository's integration tests (see the README).
 
+mod configured;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod harness;
 pub mod log;
-mod settings_cache;
+mod request;
 mod types_ext;
 
-/// Generated bindings for `forge:policy/policy@0.2.0` (the guest side).
+/// Generated bindings for `forge:policy/policy@0.3.0` (the guest side).
 #[allow(missing_docs, clippy::all, rust_2018_idioms, unsafe_op_in_unsafe_fn)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit/policy@0.2.0",
-        world: "forge:policy/policy@0.2.0",
+        path: "../wit/policy@0.3.0",
+        world: "forge:policy/policy@0.3.0",
         pub_export_macro: true,
         export_macro_name: "export",
         default_bindings_module: "forge_plugin_sdk::bindings",
@@ -65,21 +71,23 @@ pub mod bindings {
 }
 
 pub use bindings::forge::policy::types::{
-    Cluster, Decision, Hold, Job, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm,
-    Placement, Pool, PoolPlacement, PreferredTerm, Rejection, Request, SelectorOperator,
-    SeriesCapacity, SeriesTaint, SeriesUsage, StorageMode, Taint, TaintEffect, Toleration,
-    TolerationOperator, WorkloadKind,
+    Admission, Cluster, Decision, Fleet, Hold, Job, NodeAffinity, NodeSelectorRequirement,
+    NodeSelectorTerm, Placement, PlanVerdict, Pool, PoolPlacement, PreemptionPlan, PreferredTerm,
+    Rejection, SelectorOperator, SeriesCapacity, SeriesTaint, SeriesUsage, StorageMode, Taint,
+    TaintEffect, TeamShare, Toleration, TolerationOperator, Victim, WorkloadKind,
 };
+pub use request::{Request, RequestParts};
 
 /// Everything a plugin usually needs.
 pub mod prelude {
     pub use crate::export_policy;
     pub use crate::log;
     pub use crate::{
-        Cluster, Decision, Hold, Job, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm,
-        Placement, Policy, Pool, PoolPlacement, PreferredTerm, Rejection, Request,
-        SelectorOperator, SeriesCapacity, SeriesTaint, SeriesUsage, StorageMode, Taint,
-        TaintEffect, Toleration, TolerationOperator, WorkloadKind,
+        Admission, Cluster, Decision, Fleet, Hold, Job, NodeAffinity, NodeSelectorRequirement,
+        NodeSelectorTerm, Placement, PlanVerdict, Policy, Pool, PoolPlacement, PreemptionPlan,
+        PreferredTerm, Rejection, Request, SelectorOperator, SeriesCapacity, SeriesTaint,
+        SeriesUsage, StorageMode, Taint, TaintEffect, TeamShare, Toleration, TolerationOperator,
+        Victim, WorkloadKind,
     };
 }
 
@@ -95,16 +103,27 @@ pub trait Policy {
         Ok(())
     }
 
-    /// Decide about one job. Return `Decision::Admit` with the (possibly extended)
-    /// `request.placement`, `Decision::Queue` to make the job wait, or
-    /// `Decision::Reject` to refuse it.
+    /// Decide about one job. Return [`Decision::admit`] to let it through as placed
+    /// so far, [`Decision::place`] with a changed `request.placement()`,
+    /// [`Decision::queue`] to make the job wait, or [`Decision::reject`] to refuse it.
+    /// An admit may cap the job's priority ([`Decision::with_priority_cap`]) or make
+    /// it non-preemptible ([`Decision::not_preemptible`]; global policies only).
     ///
     /// The decision must depend only on `settings` and `request`, never on an earlier
     /// call: the host reuses an instance for later calls of the same plugin, settings
     /// and team (`FORGE_POLICY_ISOLATION=warm`), and replay and shadow evaluation
     /// assume the same input decides the same way. `FORGE_POLICY_VERIFY` catches a
     /// plugin that keeps state by comparing with a fresh instance.
-    fn evaluate(settings: &Self::Settings, request: &Request) -> Decision;
+    fn evaluate(settings: &Self::Settings, request: &Request<'_>) -> Decision;
+
+    /// Accept, reorder or veto a preemption the host plans for a higher-priority job
+    /// (`plan.candidates` in the host's order, least lost work first). The default
+    /// accepts. A team's policy is asked only about its own team's jobs and may only
+    /// accept or veto.
+    fn plan_preemption(settings: &Self::Settings, plan: &PreemptionPlan) -> PlanVerdict {
+        let _ = (settings, plan);
+        PlanVerdict::Accept
+    }
 }
 
 /// Parse a settings document; an empty document means `{}`. Errors name the setting,
@@ -135,19 +154,33 @@ pub fn __validate<P: Policy>(settings: &str) -> Result<(), String> {
     P::validate(&parse_settings::<P>(settings)?)
 }
 
-/// Implementation of the exported `evaluate`. Settings were validated before the
-/// plugin was activated; if they no longer parse, the plugin fails closed (traps).
-/// The parsed settings are kept for the instance's next call with the same settings
-/// document (the host reuses an instance only for the same settings).
+/// Implementation of the exported `configure`.
 #[doc(hidden)]
-pub fn __evaluate<P: Policy>(settings: &str, request: &Request) -> Decision {
-    match settings_cache::parsed::<P>(settings) {
-        Ok(s) => P::evaluate(&s, request),
+pub fn __configure<P: Policy>(settings: &str) -> Result<(), String> {
+    configured::configure::<P>(settings)
+}
+
+/// The configured settings; without them the plugin fails closed (traps).
+fn configured_settings<P: Policy>() -> std::rc::Rc<P::Settings> {
+    match configured::settings::<P>() {
+        Ok(s) => s,
         Err(e) => {
             log::error(&e);
             panic!("{e}");
         }
     }
+}
+
+/// Implementation of the exported `evaluate`.
+#[doc(hidden)]
+pub fn __evaluate<P: Policy>(request: &Request<'_>) -> Decision {
+    P::evaluate(&configured_settings::<P>(), request)
+}
+
+/// Implementation of the exported `plan-preemption`.
+#[doc(hidden)]
+pub fn __plan_preemption<P: Policy>(plan: &PreemptionPlan) -> PlanVerdict {
+    P::plan_preemption(&configured_settings::<P>(), plan)
 }
 
 /// Export a [`Policy`] implementation as the component's `forge:policy/policy` world.
@@ -168,11 +201,20 @@ macro_rules! export_policy {
                     $crate::__validate::<$policy>(&settings)
                 }
 
-                fn evaluate(
+                fn configure(
                     settings: ::std::string::String,
-                    request: $crate::Request,
+                ) -> ::std::result::Result<(), ::std::string::String> {
+                    $crate::__configure::<$policy>(&settings)
+                }
+
+                fn evaluate(
+                    request: &$crate::bindings::forge::policy::request_view::Request,
                 ) -> $crate::Decision {
-                    $crate::__evaluate::<$policy>(&settings, &request)
+                    $crate::__evaluate::<$policy>(&$crate::Request::from_host(request))
+                }
+
+                fn plan_preemption(plan: $crate::PreemptionPlan) -> $crate::PlanVerdict {
+                    $crate::__plan_preemption::<$policy>(&plan)
                 }
             }
 

@@ -2,11 +2,58 @@
 //! rules they implement.
 
 use crate::{
-    Decision, Hold, Job, NodeSelectorRequirement, NodeSelectorTerm, Placement, PoolPlacement,
-    Rejection, Request, SelectorOperator, SeriesCapacity, Taint, Toleration, TolerationOperator,
+    Admission, Decision, Hold, Job, NodeSelectorRequirement, NodeSelectorTerm, Placement,
+    PoolPlacement, Rejection, Request, SelectorOperator, SeriesCapacity, Taint, Toleration,
+    TolerationOperator,
 };
 
 impl Decision {
+    /// `admit` with the placement this policy was given, unchanged (nothing is copied
+    /// back to the host).
+    pub fn admit() -> Decision {
+        Decision::Admit(Admission {
+            placement: None,
+            priority_cap: None,
+            preemptible: None,
+        })
+    }
+
+    /// `admit` with a changed placement (start from `request.placement().clone()`).
+    pub fn place(placement: Placement) -> Decision {
+        Decision::Admit(Admission {
+            placement: Some(placement),
+            priority_cap: None,
+            preemptible: None,
+        })
+    }
+
+    /// On an admit: the job runs at no more than `cap` (the chain keeps the lowest cap
+    /// of its policies). Other decisions are returned unchanged.
+    pub fn with_priority_cap(mut self, cap: i32) -> Decision {
+        if let Decision::Admit(a) = &mut self {
+            a.priority_cap = Some(a.priority_cap.map_or(cap, |c| c.min(cap)));
+        }
+        self
+    }
+
+    /// On an admit: the job may not be preempted. Only global policies may say so; a
+    /// team's policy that does fails the admission closed.
+    pub fn not_preemptible(mut self) -> Decision {
+        if let Decision::Admit(a) = &mut self {
+            a.preemptible = Some(false);
+        }
+        self
+    }
+
+    /// The placement an admit hands on, given the placement the policy was shown
+    /// (`None` for queue and reject).
+    pub fn placed<'p>(&'p self, given: &'p Placement) -> Option<&'p Placement> {
+        match self {
+            Decision::Admit(a) => Some(a.placement.as_ref().unwrap_or(given)),
+            _ => None,
+        }
+    }
+
     /// `reject` with a stable code, a message saying what to change, and the field.
     pub fn reject(code: &str, message: impl Into<String>, field: Option<&str>) -> Decision {
         Decision::Reject(Rejection {
@@ -40,15 +87,15 @@ impl Job {
     }
 }
 
-impl Request {
+impl Request<'_> {
     /// Capacity of one series, if any node carries it.
     pub fn series(&self, name: &str) -> Option<&SeriesCapacity> {
-        self.cluster.series.iter().find(|s| s.series == name)
+        self.cluster().series.iter().find(|s| s.series == name)
     }
 
     /// GPUs the team has running on a series.
     pub fn running_gpus(&self, series: &str) -> u32 {
-        self.usage
+        self.usage()
             .iter()
             .filter(|u| u.series == series)
             .map(|u| u.running)
@@ -59,9 +106,9 @@ impl Request {
     /// counted under their requested series, or `None`).
     pub fn gpus_by_series(&self) -> Vec<(Option<String>, u64)> {
         let mut out: Vec<(Option<String>, u64)> = Vec::new();
-        for (i, pool) in self.job.pools.iter().enumerate() {
-            let series = self
-                .placement
+        let placement = self.placement();
+        for (i, pool) in self.job().pools.iter().enumerate() {
+            let series = placement
                 .pools
                 .get(i)
                 .and_then(|p| p.series.clone())

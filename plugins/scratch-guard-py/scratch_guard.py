@@ -4,7 +4,10 @@ A *scratch* job is one whose name starts with ``prefix`` (``tmp-``). Scratch job
 not run on ``reserved`` series (rejected at the pool that asks for one), may use at
 most ``max_gpus`` GPUs (rejected), and only run on idle GPUs: while a series has fewer
 free GPUs than the job needs there, the job is queued. Admitted scratch jobs have
-their pods labelled ``<label>=true`` (setting ``label``, default ``forge.io/scratch``). Other jobs pass unchanged.
+their pods labelled ``<label>=true`` (setting ``label``, default ``forge.io/scratch``;
+as a team plugin, a key under ``<team>.teams.forge.dev/``, the only labels a team link
+may add). Other jobs pass unchanged: for them only the job is read from the host, and
+the admit hands the placement on without copying it back.
 
 The same rule as the Rust crate ``plugins/scratch-guard`` and the TypeScript plugin
 ``plugins/scratch-guard-ts``; all three answer the table in
@@ -23,13 +26,13 @@ from forge_policy import (
     SettingsError,
     admit,
     gpus_by_series,
+    pool_series,
     queue,
     reject,
     series_capacity,
     set_label,
     total_gpus,
 )
-from forge_policy.requests import pool_series
 
 
 @dataclass
@@ -55,7 +58,7 @@ class ScratchGuard(Policy[Settings]):
     def evaluate(self, s: Settings, req: Request) -> Decision:
         job = req.job
         if not job.name.startswith(s.prefix):
-            return admit(req.placement)
+            return admit()
         for i in range(len(job.pools)):
             series = pool_series(req, i)
             if series is not None and series in s.reserved:

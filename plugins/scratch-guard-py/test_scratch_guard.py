@@ -1,11 +1,12 @@
-"""scratch-guard (Python) against the shared table, and its own edge cases."""
+"""scratch-guard (Python) against the shared table, and its own edge cases: what it
+reads from the host, and the placement it hands on."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from forge_policy import decision_kind
+from forge_policy import Request, decision_kind
 from forge_policy.harness import (
     Harness,
     RequestBuilder,
@@ -26,7 +27,8 @@ SETTINGS = json.dumps(CASES["settings"])
 @pytest.mark.parametrize("case", CASES["decisions"], ids=lambda c: c["name"])
 def test_shared_table_decisions(case):
     h = Harness(ScratchGuard, SETTINGS)
-    assert decision_to_host(h.evaluate(request_from_host(case["request"]))) == case["expect"]
+    req = request_from_host(case["request"])
+    assert decision_to_host(h.evaluate(req), req.placement) == case["expect"]
 
 
 @pytest.mark.parametrize("case", CASES["invalidSettings"], ids=lambda c: json.dumps(c["settings"]))
@@ -64,5 +66,14 @@ def test_every_pool_is_labelled():
         .series("a100", 32, 16, 4)
         .build()
     )
-    placement = h.evaluate(req).value
+    placement = h.placed(req)
     assert [dict(p.labels) for p in placement.pools] == [{"forge.io/scratch": "true"}] * 2
+
+
+def test_other_jobs_read_only_the_job_and_hand_the_placement_on_unchanged():
+    read = []
+    parts = RequestBuilder().name("train-llm").pool("train", 2, 8, "h100").build()
+    req = Request(lambda part: read.append(part) or getattr(parts, part))
+    decision = Harness(ScratchGuard, SETTINGS).evaluate(req)
+    assert decision.value.placement is None, "admitted as placed so far: nothing copied back"
+    assert read == ["job"]

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 
-import { SettingsError } from 'forge-policy';
+import { Request, SettingsError } from 'forge-policy';
 import {
   Harness,
   RequestBuilder,
@@ -33,7 +33,8 @@ describe('shared table', () => {
   for (const c of CASES.decisions) {
     test(c.name, () => {
       const h = new Harness(policy, SETTINGS);
-      assert.deepEqual(decisionToHost(h.evaluate(requestFromHost(c.request))), c.expect);
+      const req = requestFromHost(c.request);
+      assert.deepEqual(decisionToHost(h.evaluate(req), req.placement), c.expect);
     });
   }
   for (const c of CASES.invalidSettings) {
@@ -75,8 +76,27 @@ test('every pool is labelled', () => {
   assert.equal(d.tag, 'admit');
   if (d.tag === 'admit') {
     assert.deepEqual(
-      d.val.pools.map((p) => p.labels),
+      d.val.placement?.pools.map((p) => p.labels),
       [[['forge.io/scratch', 'true']], [['forge.io/scratch', 'true']]],
     );
   }
+});
+
+test('other jobs are admitted as placed, reading only the job', () => {
+  const h = new Harness(policy, SETTINGS);
+  const given = new RequestBuilder().name('train-llm').pool('train', 2, 8, 'h100').build();
+  const read: string[] = [];
+  const req = Request.fromHost({
+    job: () => (read.push('job'), given.job),
+    cluster: () => (read.push('cluster'), given.cluster),
+    fleets: () => (read.push('fleets'), given.fleets),
+    usage: () => (read.push('usage'), given.usage),
+    shares: () => (read.push('shares'), given.shares),
+    placement: () => (read.push('placement'), given.placement),
+  });
+  assert.deepEqual(h.evaluate(req), {
+    tag: 'admit',
+    val: { placement: undefined, priorityCap: undefined, preemptible: undefined },
+  });
+  assert.deepEqual(read, ['job']);
 });

@@ -5,7 +5,8 @@
  * run on `reserved` series (rejected at the pool that asks for one), may use at most
  * `max_gpus` GPUs (rejected), and only run on idle GPUs: while a series has fewer free
  * GPUs than the job needs there, the job is queued. Admitted scratch jobs have their
- * pods labelled `<label>=true` (setting `label`, default `forge.io/scratch`). Other jobs pass unchanged.
+ * pods labelled `<label>=true` (setting `label`, default `forge.io/scratch`). Other jobs pass
+ * unchanged, reading nothing but the job: their admit hands no placement back.
  *
  * The same rule as the Rust crate `plugins/scratch-guard` and the Python plugin
  * `plugins/scratch-guard-py`; all three answer the table in
@@ -45,7 +46,7 @@ export default definePolicy({
 
   evaluate(s, req) {
     const job = req.job;
-    if (!job.name.startsWith(s.prefix)) return admit(req.placement);
+    if (!job.name.startsWith(s.prefix)) return admit();
     for (let i = 0; i < job.pools.length; i++) {
       const series = poolSeries(req, i);
       if (series !== undefined && s.reserved.includes(series)) {

@@ -91,6 +91,7 @@ awk '
     f50 = v["policy_chain.wasm-fresh.p50_us"]; f99 = v["policy_chain.wasm-fresh.p99_us"]
     n50 = v["policy_chain.native.p50_us"]; n99 = v["policy_chain.native.p99_us"]
     o50 = v["policy_chain.native-parsed-once.p50_us"]; o99 = v["policy_chain.native-parsed-once.p99_us"]
+    l50 = v["policy_chain.wasm-warm-floor.p50_us"]; l99 = v["policy_chain.wasm-warm-floor.p99_us"]
     cap = v["capsule.assemble.mib_s"]; ssl = v["capsule.openssl.mib_s"]; ray = v["capsule.ray.mib_s"]
     if (w99 == "" || f99 == "" || n99 == "" || cap == "" || ssl == "" || ray == "") {
       print "missing figures: a benchmark did not report" > "/dev/stderr"; exit 1
@@ -98,6 +99,7 @@ awk '
     print "| measure | p50 | p99 | ratio / figure | goal | |"
     print "| --- | --- | --- | --- | --- | --- |"
     printf "| 3-plugin chain, wasm, warm instances (default) | %s | %s | p99 %.1f× native | p99 ≤ 50 µs and ≤ 5× native p99 | %s |\n", us(w50), us(w99), w99 / n99, yes(w99 <= 50 && w99 <= 5 * n99)
+    printf "| 3 warm links that read nothing (the calls' floor) | %s | %s | p99 %.1f× native | | |\n", us(l50), us(l99), l99 / n99
     printf "| 3-plugin chain, wasm, fresh instance per call | %s | %s | p99 %.1f× native | p99 ≤ 130 µs | %s |\n", us(f50), us(f99), f99 / n99, yes(f99 <= 130)
     printf "| 3-plugin chain, native (settings parsed per call) | %s | %s | baseline | | |\n", us(n50), us(n99)
     printf "| 3-plugin chain, native (settings parsed once) | %s | %s | warm wasm p99 %.1f× this | | |\n", us(o50), us(o99), w99 / o99

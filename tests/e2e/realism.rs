@@ -1,7 +1,7 @@
 //! RayJobs a real cluster runs well, end to end through the gateway (dev composition,
 //! emulator in process mode): a GPU-less cluster runs the sample; tainted GPU nodes
 //! keep jobs waiting with the reason until a global policy tolerates the taint; a chain
-//! mixing a component built from the frozen `forge:policy@0.1.0` contract with 0.2.0
+//! mixing a component built from the frozen `forge:policy@0.1.0` contract with 0.3.0
 //! components admits, queues and rejects; the code's `requirements.txt` and the spec's
 //! `pip` become the runtime env's `pip` list, and credentials in it are refused; an
 //! operator that ignores `preRunningDeadlineSeconds` does not keep a job waiting forever;
@@ -236,7 +236,7 @@ async fn a_chain_mixing_contract_versions_admits_queues_and_rejects() {
 
     let client = gw.client(&gw.token);
     // Admitted through every link; the 0.1.0 link's label is on the pods, and the
-    // 0.2.0 toleration set before it survived it.
+    // 0.3.0 toleration set before it survived it.
     let id = client.submit_ok(&sample("mixed", 8), code()).await;
     let done = client
         .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(120))

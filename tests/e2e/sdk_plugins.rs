@@ -97,7 +97,7 @@ async fn python_and_typescript_plugins_are_uploaded_activated_swapped_and_rolled
             .await;
         assert_eq!(s, 201, "{name}: {rec:#}");
         assert_eq!(rec["owner"], "team-a");
-        assert_eq!(rec["world"], "forge:policy/policy@0.1.0");
+        assert_eq!(rec["world"], "forge:policy/policy@0.3.0");
         assert_eq!(rec["size"], size);
         assert!(
             size > 8 << 20,

@@ -4,6 +4,9 @@
 //! policies linked natively and run with the same chain semantics (settings parsed per
 //! call, and parsed once), in the same run.
 //!
+//! A fifth variant, `wasm-warm-floor`, is three warm links that read nothing and admit
+//! unchanged: the fixed cost of calling plugins, apart from what they read.
+//!
 //! Criterion reports the means; a second pass times 20,000 individual decisions of each
 //! and prints p50/p99 (and `BENCH` lines `tests/bench/run.sh` turns into its table).
 //! Run: `cargo bench -p forge-policy-host --bench policy_chain`.
@@ -81,9 +84,31 @@ fn request() -> PolicyRequest {
 }
 
 /// The host request as the SDK sees it (what the host lowers into the component).
-fn to_sdk(req: &PolicyRequest) -> sdk::Request {
+fn to_sdk(req: &PolicyRequest) -> sdk::Request<'static> {
     let job = &req.job;
-    sdk::Request {
+    let cluster = sdk::Cluster {
+        gpu_node_label: req.cluster.gpu_node_label.clone(),
+        series: req
+            .cluster
+            .series
+            .iter()
+            .map(|s| sdk::SeriesCapacity {
+                series: s.series.clone(),
+                total: s.total,
+                allocatable: s.allocatable,
+                in_use: s.in_use,
+                blocked: s.blocked,
+                free: s.free,
+                largest_free_block: s.largest_free_block,
+                nodes: s.nodes,
+                tainted: s.tainted,
+                taints: Vec::new(),
+                default_cpu_millis: s.default_cpu_millis,
+                default_memory_bytes: s.default_memory_bytes,
+            })
+            .collect(),
+    };
+    sdk::Request::from_parts(sdk::RequestParts {
         job: sdk::Job {
             id: job.id.clone(),
             team: job.team.clone(),
@@ -113,28 +138,13 @@ fn to_sdk(req: &PolicyRequest) -> sdk::Request {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         },
-        cluster: sdk::Cluster {
-            gpu_node_label: req.cluster.gpu_node_label.clone(),
-            series: req
-                .cluster
-                .series
-                .iter()
-                .map(|s| sdk::SeriesCapacity {
-                    series: s.series.clone(),
-                    total: s.total,
-                    allocatable: s.allocatable,
-                    in_use: s.in_use,
-                    blocked: s.blocked,
-                    free: s.free,
-                    largest_free_block: s.largest_free_block,
-                    nodes: s.nodes,
-                    tainted: s.tainted,
-                    taints: Vec::new(),
-                    default_cpu_millis: s.default_cpu_millis,
-                    default_memory_bytes: s.default_memory_bytes,
-                })
-                .collect(),
-        },
+        fleets: vec![sdk::Fleet {
+            name: "default".into(),
+            labels: Vec::new(),
+            available: true,
+            series: cluster.series.clone(),
+        }],
+        cluster,
         usage: req
             .usage
             .iter()
@@ -142,6 +152,7 @@ fn to_sdk(req: &PolicyRequest) -> sdk::Request {
                 series: u.series.clone(),
                 running: u.running,
                 queued: u.queued,
+                borrowed: 0,
             })
             .collect(),
         placement: sdk::Placement {
@@ -160,19 +171,21 @@ fn to_sdk(req: &PolicyRequest) -> sdk::Request {
                         required: vec![],
                         preferred: vec![],
                     },
+                    fleets: vec![],
                 })
                 .collect(),
         },
-    }
+        shares: Vec::new(),
+    })
 }
 
 /// The native baseline: same policies, same settings parsing (per call), same chain
 /// semantics.
 fn native_chain(req: &PolicyRequest) -> sdk::Decision {
-    let steps: [fn(&str, &sdk::Request) -> sdk::Decision; 3] = [
-        sdk::__evaluate::<forge_policy_pool_series::PoolSeries>,
-        sdk::__evaluate::<forge_policy_team_quota::TeamQuota>,
-        sdk::__evaluate::<forge_policy_rwo_guard::RwoGuard>,
+    let steps: [fn(&str, &sdk::Request<'_>) -> sdk::Decision; 3] = [
+        parse_then_evaluate::<forge_policy_pool_series::PoolSeries>,
+        parse_then_evaluate::<forge_policy_team_quota::TeamQuota>,
+        parse_then_evaluate::<forge_policy_rwo_guard::RwoGuard>,
     ];
     let settings = [POOL_SERIES, TEAM_QUOTA, RWO_GUARD];
     run_native(
@@ -180,8 +193,15 @@ fn native_chain(req: &PolicyRequest) -> sdk::Decision {
         steps
             .iter()
             .zip(settings)
-            .map(|(step, s)| move |r: &sdk::Request| step(s, r)),
+            .map(|(step, s)| move |r: &sdk::Request<'_>| step(s, r)),
     )
+}
+
+/// One native step with its settings parsed on every call (what the host did with
+/// every call before plugins kept their settings).
+fn parse_then_evaluate<P: sdk::Policy>(settings: &str, r: &sdk::Request<'_>) -> sdk::Decision {
+    let settings = sdk::parse_settings::<P>(settings).expect("the bench's settings parse");
+    P::evaluate(&settings, r)
 }
 
 /// The same policies with their settings parsed once, as a native host would keep
@@ -202,7 +222,7 @@ impl NativeParsed {
     }
 
     fn decide(&self, req: &PolicyRequest) -> sdk::Decision {
-        let steps: [&dyn Fn(&sdk::Request) -> sdk::Decision; 3] = [
+        let steps: [&dyn Fn(&sdk::Request<'_>) -> sdk::Decision; 3] = [
             &|r| self.pool_series.evaluate(r),
             &|r| self.team_quota.evaluate(r),
             &|r| self.rwo_guard.evaluate(r),
@@ -213,7 +233,7 @@ impl NativeParsed {
 
 /// Chain semantics over native steps: lower the request once, admit replaces the
 /// placement, first reject wins, first hold queues.
-fn run_native<F: Fn(&sdk::Request) -> sdk::Decision>(
+fn run_native<F: Fn(&sdk::Request<'_>) -> sdk::Decision>(
     req: &PolicyRequest,
     steps: impl IntoIterator<Item = F>,
 ) -> sdk::Decision {
@@ -221,14 +241,17 @@ fn run_native<F: Fn(&sdk::Request) -> sdk::Decision>(
     let mut hold = None;
     for step in steps {
         match step(&r) {
-            sdk::Decision::Admit(p) => r.placement = p,
+            sdk::Decision::Admit(sdk::Admission {
+                placement: Some(p), ..
+            }) => r.replace_placement(p),
+            sdk::Decision::Admit(_) => {}
             q @ sdk::Decision::Queue(_) => {
                 hold.get_or_insert(q);
             }
             rej @ sdk::Decision::Reject(_) => return rej,
         }
     }
-    hold.unwrap_or(sdk::Decision::Admit(r.placement))
+    hold.unwrap_or_else(|| sdk::Decision::place(r.placement().clone()))
 }
 
 /// An engine in `isolation` with the tests' limits.
@@ -239,6 +262,19 @@ fn engine_in(isolation: Isolation) -> PolicyEngine {
     };
     let cache = plugins::workspace_root().join("target/plugins/cwasm");
     PolicyEngine::new(limits, Some(cache)).expect("engine")
+}
+
+/// The floor of a warm 3-link chain: three links that read nothing of the request and
+/// admit unchanged (what calling a plugin costs before it looks at anything).
+fn floor() -> Chain {
+    let e = engine_in(Isolation::Warm);
+    let links = (0..3)
+        .map(|_| forge_policy_host::ChainLink {
+            plugin: plugins::load(&e, "hostile"),
+            settings: r#"{"mode": "ok"}"#.into(),
+        })
+        .collect();
+    Chain::new(&e, links).expect("floor chain")
 }
 
 /// The reference chain in an engine with warm instances and in one with fresh ones.
@@ -305,7 +341,8 @@ fn report_percentiles() {
     let (warm, fresh) = warm_and_fresh();
     let parsed = NativeParsed::new();
     let req = request();
-    let variants: [(&str, &dyn Fn()); 4] = [
+    let floor = floor();
+    let variants: [(&str, &dyn Fn()); 5] = [
         ("wasm-warm", &|| {
             black_box(warm.evaluate(black_box(&req)).expect("chain evaluates"));
         }),
@@ -317,6 +354,9 @@ fn report_percentiles() {
         }),
         ("native-parsed-once", &|| {
             black_box(parsed.decide(black_box(&req)));
+        }),
+        ("wasm-warm-floor", &|| {
+            black_box(floor.evaluate(black_box(&req)).expect("chain evaluates"));
         }),
     ];
     const ROUNDS: usize = 3;

@@ -1,22 +1,26 @@
 //! An ordered chain of (plugin, settings) and its evaluation semantics.
 //!
-//! Semantics (the contract in `wit/policy@0.1.0/policy.wit` documents them for plugin
+//! Semantics (the contract in `wit/policy@0.3.0/policy.wit` documents them for plugin
 //! authors): plugins run in order; each sees the job, the cluster, the team's usage and
-//! the placement so far; an admit replaces the placement; the first reject ends the
-//! chain and wins; a queue (hold) is remembered and the chain continues so that a later
-//! plugin can still reject; if nothing rejected, the first hold queues the job; if every
-//! plugin admitted, the last placement is the decision. Any plugin failure fails the
-//! whole evaluation closed.
+//! the placement so far; an admit replaces the placement (a 0.3.0 admit without one
+//! keeps it); the first reject ends the chain and wins; a queue (hold) is remembered
+//! and the chain continues so that a later plugin can still reject; if nothing
+//! rejected, the first hold queues the job; if every plugin admitted, the last
+//! placement is the decision, with the lowest priority cap any link gave and
+//! non-preemptible if any link said so. Any plugin failure fails the whole evaluation
+//! closed.
 //!
 //! A chain composed for a team ([`Chain::team_then_global`]) knows which of its links
 //! are the team's: after each team link that admits, the host checks that the link only
 //! narrowed the placement it was given — selectors, resources, labels and annotations
-//! ([`crate::narrowing`]), tolerations and node affinity (`narrowing_scheduling`) — and
-//! fails closed (`widened`, naming the field) otherwise.
+//! ([`crate::narrowing`]), tolerations, node affinity and fleets
+//! (`narrowing_scheduling`) — and did not make the job non-preemptible, and fails
+//! closed (`widened`, naming the field) otherwise.
 //!
 //! Each link has a pool of warm instances (`crate::warm`), shared by the chains
 //! composed from this one; a team link's instances serve only the requesting team.
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -25,6 +29,7 @@ use serde::Serialize;
 use crate::contract_check::check_decision;
 use crate::engine::PolicyEngine;
 use crate::error::{ChainError, LoadError, PluginError};
+use crate::link_input::LinkInput;
 use crate::model::{Decision, Placement, PolicyRequest};
 use crate::plugin::Plugin;
 use crate::trace_entry::TraceEntry;
@@ -132,7 +137,9 @@ impl Chain {
     /// Evaluate synchronously on the current thread (blocking, CPU-bound): call this
     /// from a runner thread, see [`PolicyRunner`](super::runner::PolicyRunner).
     pub fn evaluate(&self, request: &PolicyRequest) -> Result<ChainOutcome, ChainError> {
-        let mut placement = Placement::initial(&request.job);
+        let mut placement = Arc::new(Placement::initial(&request.job));
+        let shared = OnceCell::new();
+        let mut terms = AdmitTerms::default();
         let mut hold: Option<Decision> = None;
         let mut trace = Vec::with_capacity(self.links.len());
         let mut digests = Vec::with_capacity(self.links.len());
@@ -146,21 +153,23 @@ impl Chain {
             // A team link's instance serves only the requesting team; a global link's
             // instances serve only global links.
             let owner = team_link.then_some(request.job.team.as_str());
-            let result =
-                self.pools[i].call(plugin, owner, &link.settings, request, &placement, |d| {
-                    let d = check_decision(request, d)?;
-                    match &d {
-                        Decision::Admit { placement: after } if team_link => {
-                            // Scheduling fields first (tolerations, affinity), then
-                            // selectors, resources, labels and annotations.
-                            let d = check_narrowing(&placement, d.clone())?;
-                            narrowing::check(request, &placement, after)
-                                .map_err(|w| PluginError::Widened(Box::new(w)))?;
-                            Ok(d)
-                        }
-                        _ => Ok(d),
+            let input = LinkInput::new(request, &placement, &shared);
+            let result = self.pools[i].call(plugin, owner, &link.settings, &input, |d| {
+                let d = check_decision(request, d)?;
+                match &d {
+                    Decision::Admit {
+                        placement: after, ..
+                    } if team_link => {
+                        // Scheduling fields first (tolerations, affinity, fleets), then
+                        // selectors, resources, labels and annotations; then the terms.
+                        let d = check_narrowing(&placement, d.clone())?;
+                        narrowing::check(request, &placement, after)
+                            .map_err(|w| PluginError::Widened(Box::new(w)))?;
+                        check_team_terms(d)
                     }
-                });
+                    _ => Ok(d),
+                }
+            });
             let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             let decision = match result {
                 Ok(d) => d,
@@ -201,7 +210,14 @@ impl Chain {
                 started_at,
             });
             match decision {
-                Decision::Admit { placement: p } => placement = p,
+                Decision::Admit {
+                    placement: p,
+                    priority_cap,
+                    preemptible,
+                } => {
+                    placement = p;
+                    terms.add(priority_cap, preemptible);
+                }
                 Decision::Queue { .. } => {
                     if hold.is_none() {
                         hold = Some(decision);
@@ -217,17 +233,62 @@ impl Chain {
             }
         }
         Ok(ChainOutcome {
-            decision: hold.unwrap_or(Decision::Admit { placement }),
+            decision: hold.unwrap_or_else(|| terms.admit(placement)),
             digests,
             trace,
         })
     }
 }
 
+/// The terms of the links' admissions so far: the lowest priority cap, and whether
+/// any link made the job non-preemptible (contract 0.3.0; older links add none).
+#[derive(Debug, Default)]
+struct AdmitTerms {
+    priority_cap: Option<i32>,
+    preemptible: Option<bool>,
+}
+
+impl AdmitTerms {
+    fn add(&mut self, cap: Option<i32>, preemptible: Option<bool>) {
+        self.priority_cap = match (self.priority_cap, cap) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.preemptible = match (self.preemptible, preemptible) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (a, b) => a.or(b),
+        };
+    }
+
+    fn admit(self, placement: Arc<Placement>) -> Decision {
+        Decision::Admit {
+            placement,
+            priority_cap: self.priority_cap,
+            preemptible: self.preemptible,
+        }
+    }
+}
+
+/// A team link may cap its jobs' priority (caps only ever lower it) but may not make
+/// them non-preemptible: that would promote them over every other team's.
+fn check_team_terms(d: Decision) -> Result<Decision, PluginError> {
+    if let Decision::Admit {
+        preemptible: Some(false),
+        ..
+    } = d
+    {
+        return Err(PluginError::Widened(Box::new(narrowing::Widening {
+            field: "admission.preemptible".into(),
+            reason: "makes the job non-preemptible; only global policies may".into(),
+        })));
+    }
+    Ok(d)
+}
+
 /// A team link's admit may only narrow the placement it was given (the decision has
 /// passed the contract check, so its pools line up with `given`'s).
 fn check_narrowing(given: &Placement, d: Decision) -> Result<Decision, PluginError> {
-    if let Decision::Admit { placement } = &d {
+    if let Decision::Admit { placement, .. } = &d {
         for (i, (before, after)) in given.pools.iter().zip(&placement.pools).enumerate() {
             narrowing_scheduling::check_pool(i, before, after)?;
         }

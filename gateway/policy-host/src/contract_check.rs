@@ -1,14 +1,15 @@
 //! The contract a plugin's answer must keep, enforced on every decision (in a chain or
 //! a single call): an admit places exactly the job's pools, in order, with non-negative
-//! finite Ray resources, well-formed tolerations and node affinity; queue and reject
+//! finite Ray resources, well-formed tolerations and node affinity, fleets that exist;
+//! queue and reject
 //! codes are stable identifiers. A violation is
 //! a [`PluginError::BadOutput`] and fails the admission closed.
 
 use crate::error::PluginError;
-use crate::model::{Decision, PolicyRequest, TolerationOperator};
+use crate::model::{DEFAULT_FLEET, Decision, PolicyRequest, TolerationOperator};
 
 /// Stable codes are short lowercase identifiers: `[a-z0-9][a-z0-9.-]*`, ≤ 64 chars.
-fn valid_code(code: &str) -> bool {
+pub(crate) fn valid_code(code: &str) -> bool {
     !code.is_empty()
         && code.len() <= 64
         && code
@@ -23,7 +24,7 @@ pub(crate) fn check_decision(
     d: Decision,
 ) -> Result<Decision, PluginError> {
     match &d {
-        Decision::Admit { placement } => {
+        Decision::Admit { placement, .. } => {
             let pools = &request.job.pools;
             if placement.pools.len() != pools.len() {
                 return Err(PluginError::BadOutput(format!(
@@ -58,6 +59,12 @@ pub(crate) fn check_decision(
                             "placement.pools[{i}].tolerations[{j}]: Equal needs a key, Exists takes no value"
                         )));
                     }
+                }
+                if let Some(f) = pp.fleets.iter().find(|f| f.as_str() != DEFAULT_FLEET) {
+                    return Err(PluginError::BadOutput(format!(
+                        "placement.pools[{i}].fleets names `{f}`, which is not a fleet \
+                         (this gateway drives one: `{DEFAULT_FLEET}`)"
+                    )));
                 }
                 if let Some(problem) = pp.affinity.problem() {
                     return Err(PluginError::BadOutput(format!(

@@ -19,7 +19,7 @@ use crate::error::LoadError;
 use crate::isolation::Isolation;
 use crate::limits::EngineLimits;
 use crate::sandbox::HostState;
-use crate::{wit_v0_1_0, wit_v0_2_0};
+use crate::{wit_v0_1_0, wit_v0_2_0, wit_v0_3_0};
 
 /// Bytes of each linear memory and table reset in place (only the pages the last
 /// instance dirtied, found with Linux's `PAGEMAP_SCAN`) instead of `madvise`d away.
@@ -106,6 +106,8 @@ impl PolicyEngine {
             .map_err(|e| LoadError::Compile(format!("linking 0.1.0 host imports: {e:#}")))?;
         wit_v0_2_0::Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| LoadError::Compile(format!("linking 0.2.0 host imports: {e:#}")))?;
+        wit_v0_3_0::Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| LoadError::Compile(format!("linking 0.3.0 host imports: {e:#}")))?;
 
         let cache = cache_dir
             .as_deref()

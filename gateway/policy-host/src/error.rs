@@ -12,8 +12,11 @@ pub enum LoadError {
     /// The bytes are not a WebAssembly component (a core module, garbage, …).
     #[error("not a WebAssembly component: {0}")]
     NotAComponent(String),
-    /// The component imports something other than the policy host interface.
-    #[error("component imports `{0}`, but policies may only import `forge:policy/host`")]
+    /// The component imports something other than the policy contract's interfaces.
+    #[error(
+        "component imports `{0}`, but policies may only import `forge:policy/host` and \
+         `forge:policy/request-view`"
+    )]
     ForbiddenImport(String),
     /// The component does not export the `forge:policy/policy` world of a supported version.
     #[error("component does not implement a supported policy world ({supported}): {detail}")]
@@ -23,8 +26,8 @@ pub enum LoadError {
     },
     /// The component does not export a function every supported world exports.
     #[error(
-        "component does not export {0}: build it against forge:policy/policy@0.2.0 \
-         (or @0.1.0)"
+        "component does not export {0}: build it against forge:policy/policy@0.3.0 \
+         (or @0.2.0, @0.1.0)"
     )]
     MissingExports(String),
     /// The component's shape is beyond the engine's limits (`crate::ShapeLimits`),

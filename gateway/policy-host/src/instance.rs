@@ -9,12 +9,13 @@
 use wasmtime::Store;
 
 use crate::sandbox::HostState;
-use crate::{wit_v0_1_0, wit_v0_2_0};
+use crate::{wit_v0_1_0, wit_v0_2_0, wit_v0_3_0};
 
 /// The instantiated exports, per contract version.
 pub(crate) enum Bindings {
     V0_1_0(wit_v0_1_0::Policy),
     V0_2_0(wit_v0_2_0::Policy),
+    V0_3_0(wit_v0_3_0::Policy),
 }
 
 /// A live plugin instance.
@@ -25,6 +26,8 @@ pub(crate) struct Instance {
     owner: Option<String>,
     /// Calls completed.
     calls: u32,
+    /// Contract 0.3.0: `configure` has run with the link's settings.
+    configured: bool,
     /// Linear memory after the first call; any growth beyond it retires the instance.
     baseline: Option<usize>,
 }
@@ -36,6 +39,7 @@ impl Instance {
             bindings,
             owner: owner.map(str::to_string),
             calls: 0,
+            configured: false,
             baseline: None,
         }
     }
@@ -43,6 +47,16 @@ impl Instance {
     /// The team this instance serves (`None` for a global link's instance).
     pub(crate) fn owner(&self) -> Option<&str> {
         self.owner.as_deref()
+    }
+
+    /// Whether `configure` has run (contract 0.3.0).
+    pub(crate) fn configured(&self) -> bool {
+        self.configured
+    }
+
+    /// Record that `configure` ran.
+    pub(crate) fn set_configured(&mut self) {
+        self.configured = true;
     }
 
     /// Calls completed so far.

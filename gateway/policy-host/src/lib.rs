@@ -1,8 +1,8 @@
 //! `forge-policy-host`: the WebAssembly policy host.
 //!
 //! Admission asks a chain of sandboxed policy plugins (components targeting
-//! `forge:policy/policy@0.2.0` or the older `@0.1.0`, side by side in one chain, see
-//! `wit/`) whether and where a job may run. This crate
+//! `forge:policy/policy@0.3.0` or the older `@0.2.0` and `@0.1.0`, side by side in one
+//! chain, see `wit/`) whether and where a job may run. This crate
 //! runs them and knows nothing of HTTP, jobs or storage, so the gateway, the `forge`
 //! command-line client (`forge plugin run`) and the tests all use the same host with the
 //! same checks and limits.
@@ -21,12 +21,14 @@
 //!   links of a composed chain may only narrow the placement ([`narrowing`]).
 //! - [`PolicyRunner`]: runs evaluations on its own bounded threads, fairly between
 //!   scopes.
-//! - [`model`]: the host's version-independent request and decision types.
+//! - [`model`]: the host's version-independent request and decision types;
+//!   [`preemption`]: a planned preemption and its verdicts.
 //! - [`chain_file`]: chain files (ordered plugins and settings, YAML or JSON).
 
 mod cache;
 pub mod chain;
 pub mod chain_file;
+mod chain_plan;
 pub mod compile;
 mod contract_check;
 pub mod engine;
@@ -35,19 +37,23 @@ mod fair_queue;
 mod instance;
 pub mod isolation;
 pub mod limits;
+mod link_input;
 pub mod model;
 pub mod narrowing;
 mod narrowing_scheduling;
 pub mod plugin;
 pub mod precheck;
+pub mod preemption;
 pub mod runner;
 mod sandbox;
 pub mod scheduling;
 mod trace_entry;
 mod warm;
+mod wit_convert;
 mod wit_maps;
 mod wit_v0_1_0;
 mod wit_v0_2_0;
+mod wit_v0_3_0;
 
 pub use chain::{Chain, ChainLink, ChainOutcome};
 pub use compile::CompileLimits;

@@ -1,12 +1,13 @@
 //! The host's own view of policy inputs and decisions.
 //!
 //! These types are independent of any WIT version: every supported contract version
-//! (`wit_v0_1_0`, `wit_v0_2_0`) converts to and from them, so the rest of the gateway
+//! (`wit_v0_1_0`, `wit_v0_2_0`, `wit_v0_3_0`) converts to and from them, so the rest of the gateway
 //! never depends on generated bindings. They serialize to stable camelCase JSON for
 //! the API (decision traces, dry-run reviews) and the job store; fields added after
 //! 0.1.0 default when absent, so records written before them still read.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -102,6 +103,10 @@ pub struct SeriesCapacity {
     pub default_memory_bytes: u64,
 }
 
+/// The name of the one fleet (cluster) the gateway drives: what contract 0.3.0 shows
+/// as `request.fleets()` and the only name a placement's `fleets` may hold.
+pub const DEFAULT_FLEET: &str = "default";
+
 /// The cluster as the scheduler sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -145,6 +150,9 @@ pub struct PoolPlacement {
     /// Node affinity of the pool's pods.
     #[serde(default, skip_serializing_if = "NodeAffinity::is_empty")]
     pub affinity: NodeAffinity,
+    /// The fleets the pool may run in (contract 0.3.0); empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fleets: Vec<String>,
 }
 
 /// Placement of every pool, in the order of the job's pools.
@@ -176,8 +184,18 @@ impl Placement {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Decision {
-    /// The job may run with this placement.
-    Admit { placement: Placement },
+    /// The job may run with this placement (shared: a link that admits unchanged, the
+    /// chain and its trace hold the same one).
+    Admit {
+        placement: Arc<Placement>,
+        /// The highest priority it may run at (contract 0.3.0; the chain keeps the
+        /// lowest cap of its links).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        priority_cap: Option<i32>,
+        /// `Some(false)`: it may not be preempted (any link saying so wins).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preemptible: Option<bool>,
+    },
     /// The job waits; re-evaluated when capacity or usage changes.
     Queue { code: String, message: String },
     /// The job is refused.
@@ -190,6 +208,16 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// An admit with this placement and no terms (no priority cap, the host's
+    /// preemptible default): what every 0.1.0 and 0.2.0 admit means.
+    pub fn admit(placement: Placement) -> Self {
+        Decision::Admit {
+            placement: Arc::new(placement),
+            priority_cap: None,
+            preemptible: None,
+        }
+    }
+
     /// Short name of the decision kind, for metrics and traces.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -1,8 +1,9 @@
 //! "A team's links may only narrow": the rule for the scheduling fields of a pool
-//! placement (contract 0.2.0) — tolerations and node affinity. A team link may not add
-//! a toleration (it would let the team's pods onto nodes the cluster keeps them off),
-//! and may not loosen the required node affinity it was given. Preferred terms are
-//! soft (they choose among nodes the pod may use anyway) and are not restricted.
+//! placement (contract 0.2.0) — tolerations and node affinity — and for the fleets
+//! (contract 0.3.0). A team link may not add a toleration (it would let the team's pods
+//! onto nodes the cluster keeps them off), may not loosen the required node affinity it
+//! was given, and may not allow a fleet it was not allowed. Preferred terms are soft
+//! (they choose among nodes the pod may use anyway) and are not restricted.
 //!
 //! One function per field group, so the rule for the other placement fields can live
 //! beside these without touching them; [`check_pool`] applies every group here.
@@ -19,7 +20,30 @@ pub fn check_pool(
     after: &PoolPlacement,
 ) -> Result<(), PluginError> {
     check_tolerations(at, &before.tolerations, &after.tolerations)?;
-    check_affinity(at, &before.affinity, &after.affinity)
+    check_affinity(at, &before.affinity, &after.affinity)?;
+    check_fleets(at, &before.fleets, &after.fleets)
+}
+
+/// The fleets a team link allows must be among those it was allowed: an empty list
+/// (any fleet) may become any list; a non-empty one only a non-empty subset of itself.
+pub fn check_fleets(at: usize, before: &[String], after: &[String]) -> Result<(), PluginError> {
+    if before.is_empty() {
+        return Ok(());
+    }
+    let field = format!("placement.pools[{at}].fleets");
+    if after.is_empty() {
+        return Err(widened(
+            field,
+            "allows every fleet where it was given a list; only global policies may".into(),
+        ));
+    }
+    match after.iter().find(|f| !before.contains(f)) {
+        None => Ok(()),
+        Some(added) => Err(widened(
+            field,
+            format!("allows the fleet `{added}` it was not given"),
+        )),
+    }
 }
 
 /// Every toleration a team link returns must have been given to it.
@@ -175,5 +199,18 @@ mod tests {
                 if w.field == "placement.pools[1].affinity.required[1]"),
             "an added alternative widens: {err}"
         );
+    }
+
+    #[test]
+    fn fleets_may_only_narrow() {
+        let names = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Any fleet → a pin is narrowing.
+        assert!(check_fleets(0, &[], &names(&["eu"])).is_ok());
+        assert!(check_fleets(0, &names(&["eu", "us"]), &names(&["eu"])).is_ok());
+        let err = check_fleets(1, &names(&["eu"]), &names(&["eu", "us"])).unwrap_err();
+        assert_eq!(err.field(), Some("placement.pools[1].fleets"));
+        assert!(err.to_string().contains("`us`"), "{err}");
+        let err = check_fleets(0, &names(&["eu"]), &[]).unwrap_err();
+        assert!(err.to_string().contains("every fleet"), "{err}");
     }
 }

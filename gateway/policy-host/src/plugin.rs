@@ -7,6 +7,7 @@
 //! ([`Instance`]); whether a call gets a fresh one or a warm one is the chain's choice
 //! (`crate::warm`).
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -18,16 +19,23 @@ use crate::engine::PolicyEngine;
 use crate::error::{LoadError, PluginError};
 use crate::instance::{Bindings, Instance};
 use crate::limits::PluginLimits;
+use crate::link_input::LinkInput;
 use crate::model;
 use crate::precheck::precheck;
+use crate::preemption::{PlanVerdict, PreemptionPlan};
 use crate::sandbox::HostState;
-use crate::{wit_v0_1_0, wit_v0_2_0};
+use crate::{wit_v0_1_0, wit_v0_2_0, wit_v0_3_0};
 
 /// Contract versions this host can run, for error messages.
-pub const SUPPORTED_WORLDS: &str = "forge:policy/policy@0.2.0, forge:policy/policy@0.1.0";
+pub const SUPPORTED_WORLDS: &str =
+    "forge:policy/policy@0.3.0, forge:policy/policy@0.2.0, forge:policy/policy@0.1.0";
 
-/// Every import a plugin of a supported version may have (host and types interfaces).
-const ALLOWED_IMPORTS: [&str; 4] = [
+/// Every import a plugin of a supported version may have (host, types and, from
+/// 0.3.0, the request resource's interface).
+const ALLOWED_IMPORTS: [&str; 7] = [
+    wit_v0_3_0::HOST_IMPORT,
+    wit_v0_3_0::TYPES_IMPORT,
+    wit_v0_3_0::REQUEST_IMPORT,
     wit_v0_2_0::HOST_IMPORT,
     wit_v0_2_0::TYPES_IMPORT,
     wit_v0_1_0::HOST_IMPORT,
@@ -41,6 +49,7 @@ const REQUIRED_EXPORTS: [&str; 2] = ["evaluate", "validate-settings"];
 enum Abi {
     V0_1_0(wit_v0_1_0::PolicyPre<HostState>),
     V0_2_0(wit_v0_2_0::PolicyPre<HostState>),
+    V0_3_0(wit_v0_3_0::PolicyPre<HostState>),
 }
 
 /// A policy plugin ready to be instantiated per call.
@@ -144,18 +153,7 @@ impl Plugin {
             .map_err(|e| LoadError::ForbiddenImport(format!("{e:#}")))?;
         // The newest contract first; a component's exports type-check against exactly
         // one version's bindings.
-        let (world, abi) = match wit_v0_2_0::PolicyPre::new(instance_pre.clone()) {
-            Ok(pre) => ("forge:policy/policy@0.2.0", Abi::V0_2_0(pre)),
-            Err(v2) => match wit_v0_1_0::PolicyPre::new(instance_pre) {
-                Ok(pre) => ("forge:policy/policy@0.1.0", Abi::V0_1_0(pre)),
-                Err(v1) => {
-                    return Err(LoadError::WrongWorld {
-                        supported: SUPPORTED_WORLDS,
-                        detail: format!("as 0.2.0: {v2:#}; as 0.1.0: {v1:#}"),
-                    });
-                }
-            },
-        };
+        let (world, abi) = abi_of(instance_pre)?;
         let plugin = Arc::new(Plugin {
             name: name.to_string(),
             version: version.to_string(),
@@ -209,6 +207,7 @@ impl Plugin {
         match bindings {
             Bindings::V0_1_0(b) => b.call_validate_settings(&mut *store, settings),
             Bindings::V0_2_0(b) => b.call_validate_settings(&mut *store, settings),
+            Bindings::V0_3_0(b) => b.call_validate_settings(&mut *store, settings),
         }
         .map_err(|e| store.data().classify(&e, deadline_ms))
     }
@@ -221,9 +220,11 @@ impl Plugin {
         settings: &str,
         request: &model::PolicyRequest,
     ) -> Result<model::Decision, PluginError> {
-        let placement = model::Placement::initial(&request.job);
+        let placement = Arc::new(model::Placement::initial(&request.job));
+        let shared = OnceCell::new();
+        let input = LinkInput::new(request, &placement, &shared);
         let mut inst = self.instantiate(None)?;
-        self.call(&mut inst, settings, request, &placement)
+        self.call(&mut inst, settings, &input)
             .and_then(|d| crate::contract_check::check_decision(request, d))
     }
 
@@ -240,6 +241,7 @@ impl Plugin {
         let bindings = match &self.abi {
             Abi::V0_1_0(pre) => pre.instantiate(&mut store).map(Bindings::V0_1_0),
             Abi::V0_2_0(pre) => pre.instantiate(&mut store).map(Bindings::V0_2_0),
+            Abi::V0_3_0(pre) => pre.instantiate(&mut store).map(Bindings::V0_3_0),
         }
         .map_err(|e| classify_instantiate(&store, &e, deadline_ms))?;
         Ok(Instance::new(store, bindings, owner))
@@ -251,19 +253,22 @@ impl Plugin {
         &self,
         inst: &mut Instance,
         settings: &str,
-        request: &model::PolicyRequest,
-        placement: &model::Placement,
+        input: &LinkInput<'_>,
     ) -> Result<model::Decision, PluginError> {
         let deadline_ms = self.limits.deadline_ms();
-        let reused = inst.calls() > 0;
+        if inst.calls() > 0 {
+            // A fresh instance's first call keeps the deadline set at instantiation.
+            inst.store
+                .set_epoch_deadline(PolicyEngine::deadline_ticks(self.limits.deadline));
+        }
+        inst.store.data_mut().begin_call();
+        if matches!(inst.bindings, Bindings::V0_3_0(_)) && !inst.configured() {
+            self.configure(inst, settings)?;
+        }
         let Instance {
             store, bindings, ..
         } = inst;
-        store.data_mut().begin_call();
-        if reused {
-            // A fresh instance's first call keeps the deadline set at instantiation.
-            store.set_epoch_deadline(PolicyEngine::deadline_ticks(self.limits.deadline));
-        }
+        let (request, placement) = (input.request, &**input.placement);
         match bindings {
             Bindings::V0_1_0(b) => {
                 let req = wit_v0_1_0::request_to_wit(request, placement);
@@ -277,9 +282,91 @@ impl Plugin {
                 let out = b
                     .call_evaluate(&mut *store, settings, &req)
                     .map_err(|e| store.data().classify(&e, deadline_ms))?;
-                wit_v0_2_0::decision_from_wit(out)
+                wit_v0_2_0::decision_from_wit(out, placement)
+            }
+            Bindings::V0_3_0(b) => {
+                let rep = wit_v0_3_0::RequestRep::new(
+                    input.shared_request(),
+                    Arc::clone(input.placement),
+                );
+                let handle = store
+                    .data_mut()
+                    .requests_mut()
+                    .push(rep)
+                    .map_err(|e| PluginError::Instantiate(format!("request handle: {e}")))?;
+                let borrowed = wasmtime::component::Resource::new_borrow(handle.rep());
+                let out = b.call_evaluate(&mut *store, borrowed);
+                // The handle dies with the call, whatever the plugin did.
+                let _ = store.data_mut().requests_mut().delete(handle);
+                let out = out.map_err(|e| store.data().classify(&e, deadline_ms))?;
+                wit_v0_3_0::decision_from_wit(out, input.placement)
             }
         }
+    }
+
+    /// Contract 0.3.0: hand the link's settings to a new instance, once.
+    fn configure(&self, inst: &mut Instance, settings: &str) -> Result<(), PluginError> {
+        let deadline_ms = self.limits.deadline_ms();
+        let Bindings::V0_3_0(b) = &inst.bindings else {
+            return Ok(());
+        };
+        match b.call_configure(&mut inst.store, settings) {
+            Ok(Ok(())) => {
+                inst.set_configured();
+                Ok(())
+            }
+            Ok(Err(message)) => Err(PluginError::BadOutput(format!(
+                "configure refused the settings that passed validate-settings: {message}"
+            ))),
+            Err(e) => Err(inst.store.data().classify(&e, deadline_ms)),
+        }
+    }
+
+    /// Ask this plugin about a planned preemption, in a fresh instance (planning is
+    /// rare; it never shares an instance with admissions). A plugin built against a
+    /// contract before 0.3.0 has no say: it accepts. The verdict is checked against
+    /// the plan ([`crate::preemption`]).
+    pub fn plan_preemption(
+        &self,
+        settings: &str,
+        plan: &PreemptionPlan,
+        team_link: bool,
+    ) -> Result<PlanVerdict, PluginError> {
+        if !matches!(self.abi, Abi::V0_3_0(_)) {
+            return Ok(PlanVerdict::Accept);
+        }
+        let deadline_ms = self.limits.deadline_ms();
+        let mut inst = self.instantiate(None)?;
+        self.configure(&mut inst, settings)?;
+        let Bindings::V0_3_0(b) = &inst.bindings else {
+            return Ok(PlanVerdict::Accept);
+        };
+        let out = b
+            .call_plan_preemption(&mut inst.store, &wit_v0_3_0::plan_to_wit(plan))
+            .map_err(|e| inst.store.data().classify(&e, deadline_ms))?;
+        crate::preemption::check_verdict(plan, wit_v0_3_0::verdict_from_wit(out), team_link)
+    }
+}
+
+/// The contract version a component implements: the newest first, since a
+/// component's exports type-check against exactly one version's bindings.
+fn abi_of(
+    instance_pre: wasmtime::component::InstancePre<HostState>,
+) -> Result<(&'static str, Abi), LoadError> {
+    let v3 = match wit_v0_3_0::PolicyPre::new(instance_pre.clone()) {
+        Ok(pre) => return Ok(("forge:policy/policy@0.3.0", Abi::V0_3_0(pre))),
+        Err(e) => e,
+    };
+    let v2 = match wit_v0_2_0::PolicyPre::new(instance_pre.clone()) {
+        Ok(pre) => return Ok(("forge:policy/policy@0.2.0", Abi::V0_2_0(pre))),
+        Err(e) => e,
+    };
+    match wit_v0_1_0::PolicyPre::new(instance_pre) {
+        Ok(pre) => Ok(("forge:policy/policy@0.1.0", Abi::V0_1_0(pre))),
+        Err(v1) => Err(LoadError::WrongWorld {
+            supported: SUPPORTED_WORLDS,
+            detail: format!("as 0.3.0: {v3:#}; as 0.2.0: {v2:#}; as 0.1.0: {v1:#}"),
+        }),
     }
 }
 
@@ -297,10 +384,15 @@ fn classify_instantiate(
     }
 }
 
-/// Refuse any import other than the policy host interface, naming it.
+/// Refuse any import other than the policy host interfaces, naming it. Type imports
+/// (a world's `use` of the request resource's type, in 0.3.0) grant nothing and pass,
+/// as in [`precheck`].
 fn check_imports(engine: &PolicyEngine, component: &Component) -> Result<(), LoadError> {
     let ty = component.component_type();
     for (name, item) in ty.imports(engine.engine()) {
+        if matches!(item.ty, ComponentItem::Type(_) | ComponentItem::Resource(_)) {
+            continue;
+        }
         let allowed = matches!(item.ty, ComponentItem::ComponentInstance(_))
             && ALLOWED_IMPORTS.contains(&name);
         if !allowed {

@@ -1,11 +1,12 @@
 //! The sandbox every plugin call runs in: per-store state, the memory cap and the
 //! classification of a failed call into a typed [`PluginError`].
 //!
-//! A plugin gets no ambient authority: the only import linked is the `log` function,
-//! there is no WASI, memory growth beyond the cap is refused (and remembered, so the
+//! A plugin gets no ambient authority: the only imports linked are the `log` function
+//! and (contract 0.3.0) reading the request it is asked about; there is no WASI, memory growth beyond the cap is refused (and remembered, so the
 //! resulting trap is reported as a memory failure rather than a generic trap), and the
 //! epoch deadline interrupts a call that runs too long.
 
+use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Trap};
 
 use crate::error::PluginError;
@@ -27,6 +28,9 @@ pub struct HostState {
     dropped_log_lines: usize,
     /// Bytes of linear memory (all memories of the instance) granted so far.
     memory_bytes: usize,
+    /// Host resources handed to the plugin (contract 0.3.0's `request`, one entry
+    /// during an `evaluate` call).
+    requests: ResourceTable,
 }
 
 impl HostState {
@@ -39,7 +43,18 @@ impl HostState {
             log_lines: 0,
             dropped_log_lines: 0,
             memory_bytes: 0,
+            requests: ResourceTable::new(),
         }
+    }
+
+    /// The resources handed to the plugin.
+    pub(crate) fn requests(&self) -> &ResourceTable {
+        &self.requests
+    }
+
+    /// The resources handed to the plugin, to add or remove one.
+    pub(crate) fn requests_mut(&mut self) -> &mut ResourceTable {
+        &mut self.requests
     }
 
     /// Start one call: the log budget is per call.

@@ -17,7 +17,8 @@ use crate::engine::PolicyEngine;
 use crate::error::{Mismatch, PluginError};
 use crate::instance::Instance;
 use crate::isolation::Isolation;
-use crate::model::{Decision, Placement, PolicyRequest};
+use crate::link_input::LinkInput;
+use crate::model::Decision;
 use crate::plugin::Plugin;
 
 /// Most idle instances one link keeps (about the evaluations that run at once).
@@ -105,15 +106,12 @@ impl WarmPool {
         plugin: &Plugin,
         owner: Option<&str>,
         settings: &str,
-        request: &PolicyRequest,
-        placement: &Placement,
+        input: &LinkInput<'_>,
         check: impl FnOnce(Decision) -> Result<Decision, PluginError>,
     ) -> Result<Decision, PluginError> {
         if self.engine.isolation() == Isolation::Fresh {
             let mut inst = plugin.instantiate(owner)?;
-            return plugin
-                .call(&mut inst, settings, request, placement)
-                .and_then(check);
+            return plugin.call(&mut inst, settings, input).and_then(check);
         }
         let mut inst = match self.take(owner) {
             Some(inst) => inst,
@@ -121,11 +119,9 @@ impl WarmPool {
         };
         let reused = inst.calls() > 0;
         // On failure `inst` is dropped here: a failed instance never serves again.
-        let decision = plugin
-            .call(&mut inst, settings, request, placement)
-            .and_then(check)?;
+        let decision = plugin.call(&mut inst, settings, input).and_then(check)?;
         if reused && self.engine.verify_due() {
-            self.verify(plugin, settings, request, placement, &decision)?;
+            self.verify(plugin, settings, input, &decision)?;
         }
         if inst.completed(self.engine.limits().warm_max_calls) {
             self.put(inst);
@@ -139,13 +135,12 @@ impl WarmPool {
         &self,
         plugin: &Plugin,
         settings: &str,
-        request: &PolicyRequest,
-        placement: &Placement,
+        input: &LinkInput<'_>,
         warm: &Decision,
     ) -> Result<(), PluginError> {
         let fresh = plugin
             .instantiate(None)
-            .and_then(|mut inst| plugin.call(&mut inst, settings, request, placement));
+            .and_then(|mut inst| plugin.call(&mut inst, settings, input));
         if fresh.as_ref() == Ok(warm) {
             return Ok(());
         }

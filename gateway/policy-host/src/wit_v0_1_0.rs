@@ -8,7 +8,7 @@
 //! A 0.1.0 plugin sees the subset of the request it knows: GPUs on nodes whose taints
 //! Forge's pods do not tolerate count as `blocked` (they are not usable), and the job's
 //! kind and resources are not shown. Its placement carries the fields added after 0.1.0
-//! (tolerations, node affinity) forward unchanged from the placement it was given.
+//! (tolerations, node affinity, fleets) forward unchanged from the placement it was given.
 
 use crate::error::PluginError;
 use crate::model;
@@ -130,27 +130,26 @@ pub fn decision_from_wit(
 ) -> Result<model::Decision, PluginError> {
     let carried = |pool: &str| given.pools.iter().find(|p| p.pool == pool);
     Ok(match d {
-        wit::Decision::Admit(p) => model::Decision::Admit {
-            placement: model::Placement {
-                pools: p
-                    .pools
-                    .into_iter()
-                    .map(|pp| {
-                        let before = carried(&pp.pool);
-                        model::PoolPlacement {
-                            tolerations: before.map(|b| b.tolerations.clone()).unwrap_or_default(),
-                            affinity: before.map(|b| b.affinity.clone()).unwrap_or_default(),
-                            pool: pp.pool,
-                            series: pp.series,
-                            node_selector: map_from_wit(pp.node_selector),
-                            ray_resources: pp.ray_resources.into_iter().collect(),
-                            labels: map_from_wit(pp.labels),
-                            annotations: map_from_wit(pp.annotations),
-                        }
-                    })
-                    .collect(),
-            },
-        },
+        wit::Decision::Admit(p) => model::Decision::admit(model::Placement {
+            pools: p
+                .pools
+                .into_iter()
+                .map(|pp| {
+                    let before = carried(&pp.pool);
+                    model::PoolPlacement {
+                        tolerations: before.map(|b| b.tolerations.clone()).unwrap_or_default(),
+                        affinity: before.map(|b| b.affinity.clone()).unwrap_or_default(),
+                        fleets: before.map(|b| b.fleets.clone()).unwrap_or_default(),
+                        pool: pp.pool,
+                        series: pp.series,
+                        node_selector: map_from_wit(pp.node_selector),
+                        ray_resources: pp.ray_resources.into_iter().collect(),
+                        labels: map_from_wit(pp.labels),
+                        annotations: map_from_wit(pp.annotations),
+                    }
+                })
+                .collect(),
+        }),
         wit::Decision::Queue(h) => model::Decision::Queue {
             code: h.code,
             message: h.message,

@@ -42,7 +42,7 @@ pub fn decision_record(
 /// The series a job queues on: its primary pool's series as placed (when admitted),
 /// else as requested, else `unplaced`.
 pub fn primary_series(spec: &JobSpec, decision: Option<&Decision>) -> String {
-    if let Some(Decision::Admit { placement }) = decision
+    if let Some(Decision::Admit { placement, .. }) = decision
         && let Some(series) = placement.pools.first().and_then(|p| p.series.clone())
     {
         return series;

@@ -202,7 +202,9 @@ impl Playgrounds {
                     message: message.clone(),
                 });
             }
-            Decision::Admit { placement } => placement.pools.first().cloned().unwrap_or_default(),
+            Decision::Admit { placement, .. } => {
+                placement.pools.first().cloned().unwrap_or_default()
+            }
         };
         let Some(series) = placement.series.clone().or_else(|| req.series.clone()) else {
             return Err(PlaygroundError::Invalid {

@@ -1,7 +1,8 @@
 //! Python plugins: the `Policy` subclass named in `forge-plugin.toml`, the SDK
 //! (`plugin-sdk/python/forge_policy`) and dacite, componentized with `componentize-py
 //! --stub-wasi` (CPython and the plugin pre-initialized into one component whose WASI
-//! imports are replaced by trapping stubs, so it imports only `forge:policy/host`).
+//! imports are replaced by trapping stubs, so it imports only the contract's interfaces:
+//! `forge:policy/host`, `forge:policy/types` and, from 0.3.0, `forge:policy/request-view`).
 //! Tests run natively with pytest against the bindings componentize-py generates from
 //! the same contract.
 

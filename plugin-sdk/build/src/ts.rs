@@ -2,7 +2,8 @@
 //! with `definePolicy`) is type-checked with `tsc` against the types jco generates from
 //! the contract, bundled with the SDK and zod by esbuild behind a generated entry that
 //! binds the host's `log` import, and componentized by componentize-js with every WASI
-//! feature disabled, so the component imports only `forge:policy/host`. Tests
+//! feature disabled, so the component imports only the contract's interfaces
+//! (`forge:policy/host`, `types` and `request-view`). Tests
 //! (`*.test.ts`) are bundled the same way and run natively with `node --test`.
 
 use std::path::{Path, PathBuf};
@@ -19,6 +20,10 @@ use crate::sdk::{Sdk, run, wit_version, write_atomic};
 /// WASI features componentize-js must not import.
 const DISABLED_FEATURES: &[&str] = &["stdio", "random", "clocks", "http", "fetch-event"];
 
+/// The world's exports the generated entry binds (the contract's functions, as
+/// `exportPolicy` returns them); part of the cache key, so a contract change rebuilds.
+const ENTRY_EXPORTS: &str = "validateSettings, configure, evaluate, planPreemption";
+
 /// Build the TypeScript plugin in `dir` into `<out_dir>/<name>.wasm`.
 pub fn build(dir: &Path, opts: &BuildOptions, sdk: &Sdk) -> Result<PathBuf, BuildError> {
     let manifest = read_manifest(dir)?;
@@ -33,6 +38,7 @@ pub fn build(dir: &Path, opts: &BuildOptions, sdk: &Sdk) -> Result<PathBuf, Buil
     let key = InputHash::new("ts")
         .text("name", &manifest.name)
         .text("entry", &manifest.entry)
+        .text("exports", ENTRY_EXPORTS)
         .tree(&js.join("package-lock.json"))?
         .tree(&js.join("src"))?
         .tree(&js.join("tsconfig.plugin.json"))?
@@ -53,7 +59,7 @@ pub fn build(dir: &Path, opts: &BuildOptions, sdk: &Sdk) -> Result<PathBuf, Buil
              import {{ log }} from 'forge:policy/host@{version}';\n\
              import {{ exportPolicy }} from 'forge-policy/component';\n\
              import policy from {path};\n\
-             export const {{ validateSettings, evaluate }} = exportPolicy(policy, log);\n",
+             export const {{ {ENTRY_EXPORTS} }} = exportPolicy(policy, log);\n",
             version = wit_version(&wit)?,
             path = serde_json::Value::from(entry_file.display().to_string()),
         );

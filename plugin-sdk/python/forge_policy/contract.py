@@ -1,41 +1,84 @@
 """The contract's types, as componentize-py generates them from the WIT folder named in
-``plugin-sdk/sdk.toml`` (inside a component, the generated module is built in; natively,
-``forge-plugin test`` puts the same generated bindings on the path)."""
+``plugin-sdk/sdk.toml`` (``wit/policy@0.3.0``; inside a component, the generated module
+is built in; natively, ``forge-plugin test`` puts the same generated bindings on the
+path).
+
+Everything of the ``types`` interface is re-exported, plus the log ``Level`` of
+``host``. The request itself is not a record any more but a host resource
+(``request-view.request``), wrapped by :class:`forge_policy.requests.Request`."""
 
 from wit_world.imports.host import Level
 from wit_world.imports.types import (
+    Admission,
     Cluster,
     Decision,
     Decision_Admit,
     Decision_Queue,
     Decision_Reject,
+    Fleet,
     Hold,
     Job,
+    NodeAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     Placement,
+    PlanVerdict,
+    PlanVerdict_Accept,
+    PlanVerdict_Reorder,
+    PlanVerdict_Veto,
     Pool,
     PoolPlacement,
+    PreemptionPlan,
+    PreferredTerm,
     Rejection,
-    Request,
+    SelectorOperator,
     SeriesCapacity,
+    SeriesTaint,
     SeriesUsage,
     StorageMode,
+    Taint,
+    TaintEffect,
+    TeamShare,
+    Toleration,
+    TolerationOperator,
+    Victim,
+    WorkloadKind,
 )
 
 __all__ = [
+    "Admission",
     "Cluster",
     "Decision",
     "Decision_Admit",
     "Decision_Queue",
     "Decision_Reject",
+    "Fleet",
     "Hold",
     "Job",
     "Level",
+    "NodeAffinity",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
     "Placement",
+    "PlanVerdict",
+    "PlanVerdict_Accept",
+    "PlanVerdict_Reorder",
+    "PlanVerdict_Veto",
     "Pool",
     "PoolPlacement",
+    "PreemptionPlan",
+    "PreferredTerm",
     "Rejection",
-    "Request",
+    "SelectorOperator",
     "SeriesCapacity",
+    "SeriesTaint",
     "SeriesUsage",
     "StorageMode",
+    "Taint",
+    "TaintEffect",
+    "TeamShare",
+    "Toleration",
+    "TolerationOperator",
+    "Victim",
+    "WorkloadKind",
 ]

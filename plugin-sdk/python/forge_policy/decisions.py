@@ -1,28 +1,48 @@
-"""Building a policy's answer: admit with a placement, queue with a hold, reject with a
-stable code, a message saying what to change and the field it is about."""
+"""Building a policy's answers: admit (with the placement it was given, or a changed
+one, optionally capping the job's priority or keeping it from being preempted), queue
+with a hold, reject with a stable code, a message saying what to change and the field
+it is about; and the verdicts on a planned preemption: accept, reorder, veto."""
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from .contract import (
+    Admission,
     Decision,
     Decision_Admit,
     Decision_Queue,
     Decision_Reject,
     Hold,
     Placement,
+    PlanVerdict,
+    PlanVerdict_Accept,
+    PlanVerdict_Reorder,
+    PlanVerdict_Veto,
     Rejection,
 )
 
 
-def admit(placement: Placement) -> Decision:
-    """The job may run with this placement (usually ``request.placement``, possibly
-    extended)."""
-    return Decision_Admit(placement)
+def admit(
+    placement: Optional[Placement] = None,
+    *,
+    priority_cap: Optional[int] = None,
+    preemptible: Optional[bool] = None,
+) -> Decision:
+    """The job may run. Without ``placement``, with the placement this policy was given,
+    unchanged (nothing is copied back to the host); with one (``request.placement``,
+    extended), the next policy sees that one.
+
+    ``priority_cap``: the job runs at no more than this priority (the chain keeps the
+    lowest cap). ``preemptible=False``: the job may not be preempted (global policies
+    only; a team's policy that says so fails the admission closed). ``None`` leaves
+    either to the host."""
+    return Decision_Admit(
+        Admission(placement=placement, priority_cap=priority_cap, preemptible=preemptible)
+    )
 
 
 def queue(code: str, message: str) -> Decision:
-    """The job waits and is re-evaluated when capacity or usage changes. ``code`` is a
-    stable identifier (``[a-z0-9.-]``)."""
+    """The job waits and is re-evaluated when capacity, usage or shares change.
+    ``code`` is a stable identifier (``[a-z0-9.-]``)."""
     return Decision_Queue(Hold(code=code, message=message))
 
 
@@ -41,3 +61,29 @@ def decision_kind(decision: Decision) -> str:
     if isinstance(decision, Decision_Reject):
         return "reject"
     raise TypeError(f"not a decision: {decision!r}")
+
+
+def placed(decision: Decision, given: Placement) -> Optional[Placement]:
+    """The placement an admit hands on to the next policy: its own, or ``given`` (the
+    placement the policy was shown) when it admitted unchanged. ``None`` for queue and
+    reject."""
+    if isinstance(decision, Decision_Admit):
+        own = decision.value.placement
+        return own if own is not None else given
+    return None
+
+
+def accept() -> PlanVerdict:
+    """Preempt in the host's order (what a policy without an opinion answers)."""
+    return PlanVerdict_Accept()
+
+
+def reorder(job_ids: Iterable[str]) -> PlanVerdict:
+    """Preempt in this order: the same job ids as the plan's candidates (global
+    policies only)."""
+    return PlanVerdict_Reorder(list(job_ids))
+
+
+def veto(code: str, message: str) -> PlanVerdict:
+    """No preemption for this job now: it keeps waiting with this hold."""
+    return PlanVerdict_Veto(Hold(code=code, message=message))

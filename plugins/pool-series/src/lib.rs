@@ -127,9 +127,9 @@ impl Policy for PoolSeries {
         Ok(())
     }
 
-    fn evaluate(s: &Settings, req: &Request) -> Decision {
-        let mut placement = req.placement.clone();
-        for (i, pool) in req.job.pools.iter().enumerate() {
+    fn evaluate(s: &Settings, req: &Request<'_>) -> Decision {
+        let mut placement = req.placement().clone();
+        for (i, pool) in req.job().pools.iter().enumerate() {
             let field = format!("pools[{i}].series");
             let requested = pool.series.as_ref();
             if let Some(r) = requested
@@ -161,7 +161,7 @@ impl Policy for PoolSeries {
             };
             let Some(cap) = req.series(series) else {
                 let known: Vec<&str> = req
-                    .cluster
+                    .cluster()
                     .series
                     .iter()
                     .map(|c| c.series.as_str())
@@ -170,7 +170,7 @@ impl Policy for PoolSeries {
                     "series.unknown",
                     format!(
                         "no node carries series `{series}` (label {}); known series: {}",
-                        req.cluster.gpu_node_label,
+                        req.cluster().gpu_node_label,
                         if known.is_empty() {
                             "none".to_string()
                         } else {
@@ -198,7 +198,7 @@ impl Policy for PoolSeries {
                 );
             };
             pp.series = Some(series.clone());
-            pp.select(&req.cluster.gpu_node_label, series);
+            pp.select(&req.cluster().gpu_node_label, series);
             let units = f64::from(pool.gpus_per_node.max(1));
             pp.ray_resource(&format!("forge-series-{series}"), units);
             pp.ray_resource(&format!("forge-pool-{}", pool.name), units);
@@ -210,7 +210,7 @@ impl Policy for PoolSeries {
                 }
             }
         }
-        Decision::Admit(placement)
+        Decision::place(placement)
     }
 }
 
@@ -238,7 +238,7 @@ mod tests {
             .pool("train", 2, 8, None)
             .pool("rollout", 1, 4, None)
             .build();
-        let Decision::Admit(p) = h.evaluate(&req) else {
+        let Ok(p) = h.placed(&req) else {
             panic!("expected admit")
         };
         assert_eq!(p.pools[0].series.as_deref(), Some("h200"));
@@ -263,7 +263,7 @@ mod tests {
     fn requested_series_wins_when_allowed() {
         let h = Harness::<PoolSeries>::new(SETTINGS).unwrap();
         let req = cluster().pool("rollout", 1, 8, Some("h200")).build();
-        let Decision::Admit(p) = h.evaluate(&req) else {
+        let Ok(p) = h.placed(&req) else {
             panic!("expected admit")
         };
         assert_eq!(p.pools[0].series.as_deref(), Some("h200"));
@@ -325,7 +325,7 @@ mod tests {
             .pool("a", 1, 8, Some("h100"))
             .build();
         let plain = Harness::<PoolSeries>::new("{}").unwrap();
-        let Decision::Admit(p) = plain.evaluate(&req) else {
+        let Ok(p) = plain.placed(&req) else {
             panic!("a tainted series waits for a toleration, it is not unavailable")
         };
         assert!(p.pools[0].tolerations.is_empty());
@@ -335,7 +335,7 @@ mod tests {
                                 "*": [{"key": "spot", "value": "yes"}]}}"#,
         )
         .unwrap();
-        let Decision::Admit(p) = tolerant.evaluate(&req) else {
+        let Ok(p) = tolerant.placed(&req) else {
             panic!("admit")
         };
         let keys: Vec<_> = p.pools[0]

@@ -34,9 +34,9 @@ impl Policy for RwoGuard {
         Ok(())
     }
 
-    fn evaluate(s: &Settings, req: &Request) -> Decision {
-        let nodes = req.job.total_nodes();
-        if req.job.storage == StorageMode::ReadWriteOnce && nodes > u64::from(s.max_nodes) {
+    fn evaluate(s: &Settings, req: &Request<'_>) -> Decision {
+        let nodes = req.job().total_nodes();
+        if req.job().storage == StorageMode::ReadWriteOnce && nodes > u64::from(s.max_nodes) {
             return Decision::reject(
                 "storage.rwo-multi-node",
                 format!(
@@ -48,7 +48,7 @@ impl Policy for RwoGuard {
                 Some("pools"),
             );
         }
-        Decision::Admit(req.placement.clone())
+        Decision::admit()
     }
 }
 

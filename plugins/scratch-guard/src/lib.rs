@@ -64,14 +64,14 @@ impl Policy for ScratchGuard {
         Ok(())
     }
 
-    fn evaluate(s: &Settings, req: &Request) -> Decision {
-        let job = &req.job;
+    fn evaluate(s: &Settings, req: &Request<'_>) -> Decision {
+        let job = req.job();
         if !job.name.starts_with(&s.prefix) {
-            return Decision::Admit(req.placement.clone());
+            return Decision::admit();
         }
         for (i, pool) in job.pools.iter().enumerate() {
             let series = req
-                .placement
+                .placement()
                 .pools
                 .get(i)
                 .and_then(|p| p.series.as_ref())
@@ -115,11 +115,11 @@ impl Policy for ScratchGuard {
                 );
             }
         }
-        let mut placement = req.placement.clone();
+        let mut placement = req.placement().clone();
         for pool in &mut placement.pools {
             pool.label(&s.label, "true");
         }
-        Decision::Admit(placement)
+        Decision::place(placement)
     }
 }
 

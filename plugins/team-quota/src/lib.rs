@@ -62,8 +62,8 @@ impl Policy for TeamQuota {
         Ok(())
     }
 
-    fn evaluate(s: &Settings, req: &Request) -> Decision {
-        let team = &req.job.team;
+    fn evaluate(s: &Settings, req: &Request<'_>) -> Decision {
+        let team = &req.job().team;
         for (series, needed) in req.gpus_by_series() {
             let key = series.as_deref().unwrap_or("*");
             let Some(limit) = s.limit(team, key) else {
@@ -91,7 +91,7 @@ impl Policy for TeamQuota {
                 );
             }
         }
-        Decision::Admit(req.placement.clone())
+        Decision::admit()
     }
 }
 

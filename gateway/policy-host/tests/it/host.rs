@@ -90,7 +90,7 @@ fn pool_series_admits_with_selector_and_rejects_unknown_series() {
             StorageMode::Shared,
         ))
         .unwrap();
-    let Decision::Admit { placement } = &out.decision else {
+    let Decision::Admit { placement, .. } = &out.decision else {
         panic!("{:?}", out.decision)
     };
     assert_eq!(placement.pools[0].series.as_deref(), Some("h200"));
@@ -184,7 +184,7 @@ fn chain_admits_with_the_last_placement_and_records_digests() {
             StorageMode::Shared,
         ))
         .unwrap();
-    let Decision::Admit { placement } = &out.decision else {
+    let Decision::Admit { placement, .. } = &out.decision else {
         panic!("{:?}", out.decision)
     };
     assert_eq!(placement.pools[0].series.as_deref(), Some("h200"));

@@ -99,6 +99,9 @@ fn shapes_beyond_the_limits_are_refused_before_compiling() {
 fn every_shipped_plugin_fits_the_default_shape() {
     let limits = forge_policy_host::ShapeLimits::default();
     let allowed = [
+        "forge:policy/host@0.3.0",
+        "forge:policy/types@0.3.0",
+        "forge:policy/request-view@0.3.0",
         "forge:policy/host@0.2.0",
         "forge:policy/types@0.2.0",
         "forge:policy/host@0.1.0",

@@ -145,7 +145,7 @@ fn component_of_another_world_is_rejected_at_load() {
         LoadError::WrongWorld { supported, detail } => {
             assert_eq!(
                 *supported,
-                "forge:policy/policy@0.2.0, forge:policy/policy@0.1.0"
+                "forge:policy/policy@0.3.0, forge:policy/policy@0.2.0, forge:policy/policy@0.1.0"
             );
             assert!(
                 detail.contains("as 0.2.0") && detail.contains("as 0.1.0"),
@@ -321,7 +321,7 @@ fn a_team_link_may_narrow_but_never_widen_the_placement() {
     );
     assert_eq!(ok.team_links(), 1);
     let out = ok.evaluate(&request()).expect("narrowing is allowed");
-    let Decision::Admit { placement } = out.decision else {
+    let Decision::Admit { placement, .. } = out.decision else {
         panic!("admitted: {:?}", out.decision);
     };
     assert_eq!(placement.pools[0].node_selector["zone"], "a");

@@ -1,10 +1,11 @@
-//! Contract versions side by side: a component built from the frozen
-//! `wit/policy@0.1.0` (the `legacy-guard` fixture, bindings generated straight from the
-//! WIT) in one chain with the 0.2.0 reference policies — admit, queue and reject across
-//! versions, the 0.1.0 view of the new fields (taint-blocked GPUs are `blocked`), the
-//! new placement fields carried through a 0.1.0 link unchanged — and the rule that a
+//! Contract versions side by side: components built from the frozen
+//! `wit/policy@0.1.0` and `wit/policy@0.2.0` (the `legacy-guard` and `toleration-guard`
+//! fixtures, bindings generated straight from the WIT) in one chain with the 0.3.0
+//! reference policies — admit, queue and reject across versions, the 0.1.0 view of the
+//! new fields (taint-blocked GPUs are `blocked`), the newer placement fields
+//! (tolerations, fleets) carried through older links unchanged — and the rule that a
 //! team's links may only narrow tolerations (affinity narrowing is unit-tested in the
-//! host's `narrowing_scheduling`).
+//! host's `narrowing_scheduling`). 0.3.0's own semantics are in `contract_0_3_0`.
 
 use crate::support::{POOL_SERIES, engine, load};
 use forge_policy_host::model::{
@@ -13,8 +14,7 @@ use forge_policy_host::model::{
 };
 use forge_policy_host::{Chain, ChainLink, PluginError, PolicyEngine};
 
-const TOLERATE_GPU: &str = r#"{"default_series": "h100",
-    "tolerations": {"h100": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}"#;
+const TOLERATE_GPU: &str = r#"{"tolerate": "nvidia.com/gpu", "max_gpus": 64}"#;
 
 fn request(gpus: u32, labels: &[(&str, &str)]) -> PolicyRequest {
     PolicyRequest {
@@ -74,7 +74,7 @@ fn mixed(e: &PolicyEngine) -> Chain {
     Chain::new(
         e,
         vec![
-            link(e, "pool-series", TOLERATE_GPU),
+            link(e, "toleration-guard", TOLERATE_GPU),
             link(
                 e,
                 "legacy-guard",
@@ -83,7 +83,7 @@ fn mixed(e: &PolicyEngine) -> Chain {
             link(e, "team-quota", r#"{"default": {"*": 64}}"#),
         ],
     )
-    .expect("a chain mixing 0.1.0 and 0.2.0 components")
+    .expect("a chain mixing 0.1.0, 0.2.0 and 0.3.0 components")
 }
 
 #[test]
@@ -93,19 +93,24 @@ fn each_component_runs_against_the_contract_it_was_built_for() {
         load(&e, "legacy-guard").world(),
         "forge:policy/policy@0.1.0"
     );
-    assert_eq!(load(&e, "pool-series").world(), "forge:policy/policy@0.2.0");
+    assert_eq!(
+        load(&e, "toleration-guard").world(),
+        "forge:policy/policy@0.2.0"
+    );
+    assert_eq!(load(&e, "pool-series").world(), "forge:policy/policy@0.3.0");
 }
 
 #[test]
 fn a_mixed_chain_admits_and_carries_the_new_fields_through_a_0_1_0_link() {
     let e = engine();
     let out = mixed(&e).evaluate(&request(8, &[])).expect("evaluates");
-    let Decision::Admit { placement } = &out.decision else {
+    let Decision::Admit { placement, .. } = &out.decision else {
         panic!("{:?}", out.decision)
     };
     let pool = &placement.pools[0];
-    assert_eq!(pool.series.as_deref(), Some("h100"));
-    // Set by the 0.2.0 pool-series, kept through the 0.1.0 link that cannot see it.
+    assert_eq!(pool.labels["team-a.teams.forge.dev/v2-seen"], "v0-2-0");
+    // Set by the 0.2.0 link, kept through the 0.1.0 link that cannot see it and the
+    // 0.3.0 link that admits without copying the placement back.
     assert_eq!(pool.tolerations.len(), 1, "{pool:?}");
     assert_eq!(pool.tolerations[0].key.as_deref(), Some("nvidia.com/gpu"));
     assert_eq!(pool.tolerations[0].operator, TolerationOperator::Exists);
@@ -142,7 +147,7 @@ fn a_mixed_chain_queues_and_rejects_through_either_version() {
     );
     assert_eq!(out.trace.len(), 2, "a reject ends the chain");
 
-    // A 0.2.0 link rejecting after the 0.1.0 one.
+    // A 0.3.0 link rejecting after the 0.1.0 one.
     let strict = Chain::new(
         &e,
         vec![
@@ -164,16 +169,16 @@ fn a_mixed_chain_queues_and_rejects_through_either_version() {
 #[test]
 fn a_team_link_may_narrow_but_never_add_tolerations_or_loosen_affinity() {
     let e = engine();
-    let global = Chain::new(&e, vec![link(&e, "pool-series", TOLERATE_GPU)]).expect("global");
+    let global = Chain::new(&e, vec![link(&e, "toleration-guard", TOLERATE_GPU)]).expect("global");
 
     // The same plugin, as a team link, adds a toleration: the admission fails closed.
-    let team = Chain::new(&e, vec![link(&e, "pool-series", TOLERATE_GPU)]).expect("team");
+    let team = Chain::new(&e, vec![link(&e, "toleration-guard", TOLERATE_GPU)]).expect("team");
     let chain = Chain::team_then_global(&team, &global);
     assert_eq!(chain.team_links(), 1);
     let err = chain
         .evaluate(&request(8, &[]))
         .expect_err("widening fails closed");
-    assert_eq!(err.plugin, "pool-series");
+    assert_eq!(err.plugin, "toleration-guard");
     assert!(
         matches!(&err.source, PluginError::Widened(w)
             if w.field == "placement.pools[0].tolerations"),
@@ -187,8 +192,32 @@ fn a_team_link_may_narrow_but_never_add_tolerations_or_loosen_affinity() {
     let out = Chain::team_then_global(&team, &global)
         .evaluate(&request(8, &[]))
         .expect("narrowing team link");
-    let Decision::Admit { placement } = &out.decision else {
+    let Decision::Admit { placement, .. } = &out.decision else {
         panic!("{:?}", out.decision)
     };
+    assert_eq!(placement.pools[0].tolerations.len(), 1);
+}
+
+#[test]
+fn fleets_a_0_3_0_link_pins_are_carried_through_0_1_0_and_0_2_0_links() {
+    let e = engine();
+    let chain = Chain::new(
+        &e,
+        vec![
+            link(
+                &e,
+                "hostile",
+                r#"{"mode": "shape", "shape": {"fleets": ["default"]}}"#,
+            ),
+            link(&e, "toleration-guard", TOLERATE_GPU),
+            link(&e, "legacy-guard", r#"{"max_gpus": 64}"#),
+        ],
+    )
+    .expect("chain");
+    let out = chain.evaluate(&request(8, &[])).expect("evaluates");
+    let Decision::Admit { placement, .. } = &out.decision else {
+        panic!("{:?}", out.decision)
+    };
+    assert_eq!(placement.pools[0].fleets, ["default"]);
     assert_eq!(placement.pools[0].tolerations.len(), 1);
 }

@@ -260,9 +260,10 @@ impl<'q> Decide<'q> {
                 add_ahead(&mut self.ahead, job);
                 self.kept.insert(key, keep);
             }
-            Decision::Admit { placement } => {
+            Decision::Admit { placement, .. } => {
                 let placement = placement.clone();
-                self.admit(job, key, keep, placement, series).await;
+                self.admit(job, key, keep, Arc::unwrap_or_clone(placement), series)
+                    .await;
             }
         }
     }

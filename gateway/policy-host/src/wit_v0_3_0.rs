@@ -1,0 +1,252 @@
+//! Bindings for the contract `forge:policy@0.3.0` and conversions between its
+//! generated types and the host's [`model`](super::model) and
+//! [`preemption`](super::preemption) types.
+//!
+//! The request is a host resource ([`RequestRep`]): the store's resource table holds
+//! one entry per `evaluate` call, sharing the evaluation's request and placement, and
+//! each method converts only the part the plugin asks for. The entry is removed when
+//! the call returns, so a plugin cannot use it later.
+//!
+//! What the host has no data for yet is shown as what it is: one fleet named
+//! `default` (the one cluster the gateway drives), no team shares (fair share keeps no
+//! usage ledger yet) and no borrowed GPUs (quotas have no borrowing yet).
+
+use std::sync::Arc;
+
+use wasmtime::component::Resource;
+
+use crate::error::PluginError;
+use crate::model;
+use crate::preemption as plan;
+use crate::sandbox::HostState;
+use crate::wit_convert::shared_conversions;
+use crate::wit_maps::{map_from_wit, map_to_wit};
+
+wasmtime::component::bindgen!({
+    path: "../../wit/policy@0.3.0",
+    world: "forge:policy/policy@0.3.0",
+    imports: { default: trappable },
+    with: { "forge:policy/request-view.request": RequestRep },
+});
+
+pub use self::forge::policy::types as wit;
+
+/// The interface name of the log import.
+pub const HOST_IMPORT: &str = "forge:policy/host@0.3.0";
+
+/// The implicit import of the shared types interface (types only, no functions).
+pub const TYPES_IMPORT: &str = "forge:policy/types@0.3.0";
+
+/// The request resource's interface.
+pub const REQUEST_IMPORT: &str = "forge:policy/request-view@0.3.0";
+
+/// What a `request` handle stands for during one call.
+pub struct RequestRep {
+    request: Arc<model::PolicyRequest>,
+    placement: Arc<model::Placement>,
+}
+
+impl RequestRep {
+    pub(crate) fn new(
+        request: Arc<model::PolicyRequest>,
+        placement: Arc<model::Placement>,
+    ) -> Self {
+        RequestRep { request, placement }
+    }
+}
+
+impl self::forge::policy::types::Host for HostState {}
+
+impl self::forge::policy::host::Host for HostState {
+    fn log(
+        &mut self,
+        level: self::forge::policy::host::Level,
+        message: String,
+    ) -> wasmtime::Result<()> {
+        use self::forge::policy::host::Level;
+        let level = match level {
+            Level::Debug => tracing::Level::DEBUG,
+            Level::Info => tracing::Level::INFO,
+            Level::Warn => tracing::Level::WARN,
+            Level::Error => tracing::Level::ERROR,
+        };
+        self.log(level, message);
+        Ok(())
+    }
+}
+
+impl self::forge::policy::request_view::Host for HostState {}
+
+impl self::forge::policy::request_view::HostRequest for HostState {
+    fn job(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<wit::Job> {
+        Ok(job_to_wit(&self.request(&this)?.request.job))
+    }
+
+    fn cluster(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<wit::Cluster> {
+        let cluster = &self.request(&this)?.request.cluster;
+        Ok(wit::Cluster {
+            gpu_node_label: cluster.gpu_node_label.clone(),
+            series: cluster.series.iter().map(series_to_wit).collect(),
+        })
+    }
+
+    fn fleets(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<Vec<wit::Fleet>> {
+        let cluster = &self.request(&this)?.request.cluster;
+        Ok(vec![wit::Fleet {
+            name: model::DEFAULT_FLEET.to_string(),
+            labels: Vec::new(),
+            available: true,
+            series: cluster.series.iter().map(series_to_wit).collect(),
+        }])
+    }
+
+    fn usage(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<Vec<wit::SeriesUsage>> {
+        Ok(self
+            .request(&this)?
+            .request
+            .usage
+            .iter()
+            .map(|u| wit::SeriesUsage {
+                series: u.series.clone(),
+                running: u.running,
+                queued: u.queued,
+                borrowed: 0,
+            })
+            .collect())
+    }
+
+    fn shares(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<Vec<wit::TeamShare>> {
+        // No usage ledger yet, so no team has a standing to show (see the module doc);
+        // the handle is still checked like every other method's.
+        self.request(&this)?;
+        Ok(Vec::new())
+    }
+
+    fn placement(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<wit::Placement> {
+        Ok(placement_to_wit(&self.request(&this)?.placement))
+    }
+
+    fn drop(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<()> {
+        // Plugins only ever borrow a request; the host removes the entry itself.
+        self.requests_mut().delete(this)?;
+        Ok(())
+    }
+}
+
+impl HostState {
+    fn request(&self, handle: &Resource<RequestRep>) -> wasmtime::Result<&RequestRep> {
+        Ok(self.requests().get(handle)?)
+    }
+}
+
+shared_conversions!();
+
+fn pool_placement_to_wit(pp: &model::PoolPlacement) -> wit::PoolPlacement {
+    wit::PoolPlacement {
+        pool: pp.pool.clone(),
+        series: pp.series.clone(),
+        node_selector: map_to_wit(&pp.node_selector),
+        ray_resources: pp
+            .ray_resources
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect(),
+        labels: map_to_wit(&pp.labels),
+        annotations: map_to_wit(&pp.annotations),
+        tolerations: pp.tolerations.iter().map(toleration_to_wit).collect(),
+        affinity: affinity_to_wit(&pp.affinity),
+        fleets: pp.fleets.clone(),
+    }
+}
+
+fn placement_to_wit(p: &model::Placement) -> wit::Placement {
+    wit::Placement {
+        pools: p.pools.iter().map(pool_placement_to_wit).collect(),
+    }
+}
+
+fn pool_placement_from_wit(pp: wit::PoolPlacement) -> model::PoolPlacement {
+    model::PoolPlacement {
+        pool: pp.pool,
+        series: pp.series,
+        node_selector: map_from_wit(pp.node_selector),
+        ray_resources: pp.ray_resources.into_iter().collect(),
+        labels: map_from_wit(pp.labels),
+        annotations: map_from_wit(pp.annotations),
+        tolerations: pp
+            .tolerations
+            .into_iter()
+            .map(toleration_from_wit)
+            .collect(),
+        affinity: affinity_from_wit(pp.affinity),
+        fleets: pp.fleets,
+    }
+}
+
+/// Generated `decision` → host decision; an admission without a placement keeps
+/// `given`, the placement the plugin was shown (shared, not copied).
+pub fn decision_from_wit(
+    d: wit::Decision,
+    given: &Arc<model::Placement>,
+) -> Result<model::Decision, PluginError> {
+    Ok(match d {
+        wit::Decision::Admit(a) => model::Decision::Admit {
+            placement: match a.placement {
+                Some(p) => Arc::new(model::Placement {
+                    pools: p.pools.into_iter().map(pool_placement_from_wit).collect(),
+                }),
+                None => Arc::clone(given),
+            },
+            priority_cap: a.priority_cap,
+            preemptible: a.preemptible,
+        },
+        wit::Decision::Queue(h) => model::Decision::Queue {
+            code: h.code,
+            message: h.message,
+        },
+        wit::Decision::Reject(r) => model::Decision::Reject {
+            code: r.code,
+            message: r.message,
+            field: r.field,
+        },
+    })
+}
+
+fn victim_to_wit(v: &plan::Victim) -> wit::Victim {
+    wit::Victim {
+        job_id: v.job_id.clone(),
+        team: v.team.clone(),
+        priority: v.priority,
+        gpus: v.gpus,
+        series: v.series.clone(),
+        fleet: v.fleet.clone(),
+        running_seconds: v.running_seconds,
+        checkpoint_age_seconds: v.checkpoint_age_seconds,
+        checkpoint_step: v.checkpoint_step,
+        lost_gpu_seconds: v.lost_gpu_seconds,
+        grace_seconds: v.grace_seconds,
+        preemptions_in_window: v.preemptions_in_window,
+    }
+}
+
+/// Host plan → the generated `preemption-plan`.
+pub fn plan_to_wit(p: &plan::PreemptionPlan) -> wit::PreemptionPlan {
+    wit::PreemptionPlan {
+        preemptor: job_to_wit(&p.preemptor),
+        series: p.series.clone(),
+        gpus_needed: p.gpus_needed,
+        candidates: p.candidates.iter().map(victim_to_wit).collect(),
+    }
+}
+
+/// Generated `plan-verdict` → host verdict.
+pub fn verdict_from_wit(v: wit::PlanVerdict) -> plan::PlanVerdict {
+    match v {
+        wit::PlanVerdict::Accept => plan::PlanVerdict::Accept,
+        wit::PlanVerdict::Reorder(order) => plan::PlanVerdict::Reorder { order },
+        wit::PlanVerdict::Veto(h) => plan::PlanVerdict::Veto {
+            code: h.code,
+            message: h.message,
+        },
+    }
+}
