@@ -21,6 +21,8 @@ use crate::cluster::lease::LeaseMirror;
 use crate::cluster::{Capacity, Cluster, NodeConventions};
 use crate::config::Config;
 use crate::jobs::capsule_links::{self as links, CapsuleLinks};
+use crate::jobs::job_access::{self, JobAccess};
+use crate::jobs::pod_links::PodLinks;
 use crate::jobs::{JobParts, Jobs, QueueBoard};
 use crate::leader::{Leadership, Timings};
 use crate::live_tokens::LiveTokens;
@@ -200,7 +202,7 @@ pub async fn build_state(
         metrics.clone(),
     );
     let links = match storage.link_base {
-        Some(base) => Some(capsule_links(&db, base).await?),
+        Some(base) => Some(pod_links(&db, base).await?),
         None => None,
     };
     let jobs = Jobs::new(JobParts {
@@ -319,15 +321,26 @@ fn open_uploads(
     .context("opening the upload sessions")
 }
 
-/// Capsule links under `base`, signed with the installation's shared key.
-async fn capsule_links(db: &Database, base: Url) -> anyhow::Result<CapsuleLinks> {
+/// Capsule links and job access under `base`, each signed with its own key shared by
+/// the installation's replicas.
+async fn pod_links(db: &Database, base: Url) -> anyhow::Result<PodLinks> {
     let key = db
         .coord
         .shared_value(links::KEY_NAME, links::generate_key())
         .await
         .context("the capsule link key")?;
     let key = hex::decode(key).context("the stored capsule link key is not hex")?;
-    Ok(CapsuleLinks::new(&key, base))
+    let capsules = CapsuleLinks::new(&key, base.clone());
+    let key = db
+        .coord
+        .shared_value(job_access::KEY_NAME, job_access::generate_key())
+        .await
+        .context("the job token key")?;
+    let key = hex::decode(key).context("the stored job token key is not hex")?;
+    Ok(PodLinks {
+        capsules,
+        jobs: JobAccess::new(&key, base),
+    })
 }
 
 /// This replica's identity in the leader lease: `FORGE_REPLICA`, else the host name.

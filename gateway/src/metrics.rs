@@ -239,7 +239,7 @@ mod known {
     pub const RAYJOB_WRITES: [&str; 2] = ["create", "delete"];
     pub const LIMITS: [&str; 2] = ["rate", "queue"];
     /// The job-store operations `store/metered.rs` times.
-    pub const STORE_OPS: [&str; 13] = [
+    pub const STORE_OPS: [&str; 14] = [
         "insert",
         "get",
         "transition",
@@ -251,6 +251,7 @@ mod known {
         "change_version",
         "get_many",
         "record_decision",
+        "record_checkpoint",
         "decisions",
         "history",
     ];

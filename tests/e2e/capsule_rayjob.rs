@@ -158,6 +158,8 @@ impl Harness {
             spec: &spec,
             instance: "capsule-test",
             trace_parent: None,
+            access: None,
+            resume_step: None,
         };
         let manifest = build_rayjob(&job, &initial_placement(&spec), &capsule, &gateway_config())
             .expect("builds");

@@ -8,6 +8,7 @@ mod api;
 mod binaries;
 mod capsule_links;
 mod capsule_rayjob;
+mod checkpoints;
 mod cli;
 mod cli_plugins;
 mod cli_scaffold;

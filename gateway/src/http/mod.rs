@@ -25,6 +25,7 @@ pub mod deadline;
 pub mod error;
 pub mod health;
 pub mod job_capsules;
+pub mod job_checkpoints;
 pub mod job_streams;
 pub mod jobs;
 pub mod openapi;
@@ -89,6 +90,7 @@ api_routes! {
     Document get "/v1/jobs/{id}/logs/pods" => jobs::log_pods,
     Document get "/v1/jobs/{id}/events" => jobs::events,
     Document get "/v1/jobs/{id}/watch" => job_streams::watch,
+    Document post "/v1/jobs/{id}/checkpoints" => job_checkpoints::acknowledge,
     Document post "/v1/playgrounds" => playgrounds::create,
     Document get "/v1/playgrounds" => playgrounds::list,
     Document get "/v1/playgrounds/{id}" => playgrounds::get,

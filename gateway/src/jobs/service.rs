@@ -20,8 +20,10 @@ use super::core::JobCore;
 use super::dispatch::Dispatcher;
 use super::error::JobError;
 use super::feed::JobFeed;
+use super::job_access::JobAccess;
 use super::lifecycle::Lifecycle;
 use super::logs::JobLogs;
+use super::pod_links::PodLinks;
 use super::queue::QueueBoard;
 use super::records::RecordCache;
 use super::submit::Submissions;
@@ -53,9 +55,10 @@ pub struct JobParts {
     pub admission: Admission,
     pub cluster: Cluster,
     pub objects: Arc<dyn ObjectStore>,
-    /// Capsule links for `working_dir` (`capsule_links.rs`), when the gateway knows
-    /// the URL pods reach it at; otherwise pods get the object store's URL.
-    pub links: Option<CapsuleLinks>,
+    /// Capsule links for `working_dir` and the job's API access (`pod_links.rs`),
+    /// when the gateway knows the URL pods reach it at; otherwise pods get the object
+    /// store's URL and no job access.
+    pub links: Option<PodLinks>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -123,8 +126,13 @@ impl Jobs {
 
     /// The capsule links pods fetch capsules through, if the gateway hands them out
     /// (the routes that serve them are mounted then).
-    pub fn capsule_links(&self) -> Option<&Arc<CapsuleLinks>> {
-        self.dispatcher.links.as_ref()
+    pub fn capsule_links(&self) -> Option<&CapsuleLinks> {
+        self.dispatcher.links.as_deref().map(|l| &l.capsules)
+    }
+
+    /// The job tokens and URLs jobs reach the gateway with, if it hands them out.
+    pub fn job_access(&self) -> Option<&JobAccess> {
+        self.dispatcher.links.as_deref().map(|l| &l.jobs)
     }
 
     /// A job the caller may see (another team's job is "not found").

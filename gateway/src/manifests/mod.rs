@@ -77,6 +77,7 @@ use crate::cluster::rayjob_crd::{
 };
 use crate::config::Config;
 use crate::domain::Digest;
+use crate::jobs::job_access::JobAccess;
 use crate::jobspec::{JobSpec, names};
 
 pub(crate) use pod::{claim_volume, volume_mount};
@@ -101,6 +102,12 @@ pub struct JobRef<'a> {
     /// The job's trace context (W3C `traceparent`), passed to the Ray processes as
     /// `TRACEPARENT` and annotated on the RayJob and its pods.
     pub trace_parent: Option<&'a str>,
+    /// The job's access to the gateway (`FORGE_JOB_URL`, `FORGE_JOB_TOKEN`), when the
+    /// gateway hands it out.
+    pub access: Option<&'a JobAccess>,
+    /// The step of the last checkpoint the job acknowledged, on a run after it
+    /// (`FORGE_RESUME_STEP`).
+    pub resume_step: Option<u64>,
 }
 
 /// The job's code archive.
@@ -246,7 +253,19 @@ fn runtime_env_yaml(
         env.insert("TRACEPARENT".into(), tp.into());
     }
     if job.spec.shared_storage && cfg.storage.pvc.is_some() {
-        env.insert("FORGE_STORAGE_ROOT".into(), cfg.storage.mount_path().into());
+        let root = cfg.storage.mount_path();
+        env.insert("FORGE_STORAGE_ROOT".into(), root.into());
+        // The team's own directory of the claim is mounted there: a per-job directory
+        // in it outlives every run of the job.
+        let dir = format!("{}/checkpoints/{}", root.trim_end_matches('/'), job.id);
+        env.insert("FORGE_CHECKPOINT_DIR".into(), dir);
+    }
+    if let Some(access) = job.access {
+        env.insert("FORGE_JOB_URL".into(), access.url(job.id).into());
+        env.insert("FORGE_JOB_TOKEN".into(), access.token(job.id));
+    }
+    if let Some(step) = job.resume_step {
+        env.insert("FORGE_RESUME_STEP".into(), step.to_string());
     }
     if let Some(dir) = &cfg.nemo_rl_dir {
         env.insert("FORGE_NEMO_RL_DIR".into(), dir.clone());

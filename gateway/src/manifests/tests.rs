@@ -207,6 +207,8 @@ fn build(s: &JobSpec, cfg: &Config, init: bool) -> Value {
         spec: s,
         instance: "inst-1",
         trace_parent: None,
+        access: None,
+        resume_step: None,
     };
     json_of(build_rayjob(&job, &initial(s), &capsule(init), cfg).expect("builds"))
 }
@@ -274,6 +276,14 @@ fn exact_shape_of_a_two_pool_job() {
     assert_eq!(env["env_vars"]["WANDB_MODE"], "offline");
     assert_eq!(env["env_vars"]["FORGE_JOB_ID"], "0193ab45cd67ef0123");
     assert_eq!(env["env_vars"]["FORGE_STORAGE_ROOT"], "/starforge");
+    assert_eq!(
+        env["env_vars"]["FORGE_CHECKPOINT_DIR"],
+        "/starforge/checkpoints/0193ab45cd67ef0123"
+    );
+    // No job access without a URL pods reach the gateway at; no resume on a first run.
+    for absent in ["FORGE_JOB_URL", "FORGE_JOB_TOKEN", "FORGE_RESUME_STEP"] {
+        assert!(env["env_vars"].get(absent).is_none(), "{absent}");
+    }
 
     let head = &sp["rayClusterSpec"]["headGroupSpec"];
     let hc = &head["template"]["spec"]["containers"][0];
@@ -379,6 +389,8 @@ fn each_team_mounts_its_own_directory_and_the_common_one_read_only() {
         spec: &s,
         instance: "inst-1",
         trace_parent: None,
+        access: None,
+        resume_step: None,
     };
     for team in ["team-a", "team-b"] {
         let m = json_of(
@@ -580,6 +592,8 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
         spec: &s,
         instance: "inst-1",
         trace_parent: None,
+        access: None,
+        resume_step: None,
     };
     let m =
         json_of(build_rayjob(&job, &placement, &capsule(false), &cfg_with(&[])).expect("builds"));
@@ -613,6 +627,8 @@ fn failure_paths() {
         spec: &s,
         instance: "inst-1",
         trace_parent: None,
+        access: None,
+        resume_step: None,
     };
     let err = build_rayjob(&job, &initial(&s), &capsule(false), &cfg).expect_err("no series");
     assert_eq!(
@@ -629,6 +645,8 @@ fn failure_paths() {
         spec: &s,
         instance: "inst-1",
         trace_parent: None,
+        access: None,
+        resume_step: None,
     };
     let wrong = Placement { pools: vec![] };
     assert!(matches!(
@@ -675,6 +693,8 @@ fn failure_paths() {
         spec: &other,
         instance: "inst-1",
         trace_parent: None,
+        access: None,
+        resume_step: None,
     };
     assert_eq!(
         build_rayjob(&job2, &initial(&other), &capsule(false), &cfg),
@@ -686,6 +706,8 @@ fn failure_paths() {
         spec: &s,
         instance: "inst-1",
         trace_parent: None,
+        access: None,
+        resume_step: None,
     };
     assert!(matches!(
         build_rayjob(&job3, &initial(&s), &capsule(false), &cfg),
@@ -775,6 +797,8 @@ fn resources_are_requests_equal_to_limits_and_ray_params_agree() {
         spec: &s,
         instance: "inst-1",
         trace_parent: None,
+        access: None,
+        resume_step: None,
     };
     assert!(matches!(
         build_rayjob(&job, &initial(&s), &capsule(false), &cfg),
@@ -825,6 +849,8 @@ fn tolerations_and_node_affinity_come_from_config_and_placement() {
         spec: &s,
         instance: "inst-1",
         trace_parent: None,
+        access: None,
+        resume_step: None,
     };
     let m = json_of(build_rayjob(&job, &placement, &capsule(false), &cfg).expect("builds"));
     assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
@@ -1093,7 +1119,7 @@ proptest! {
     #[test]
     fn every_generated_manifest_is_valid(case in arb_case()) {
         prop_assert!(case.spec.validate(&case.cfg).is_empty(), "generator made an invalid spec: {:?}", case.spec.validate(&case.cfg));
-        let job = JobRef { id: &case.job_id, team: &case.team, spec: &case.spec, instance: "inst-1", trace_parent: None };
+        let job = JobRef { id: &case.job_id, team: &case.team, spec: &case.spec, instance: "inst-1", trace_parent: None, access: None, resume_step: None };
         let m = json_of(build_rayjob(&job, &case.placement, &capsule(case.init), &case.cfg)
             .map_err(|e| TestCaseError::fail(e.to_string()))?);
         let errors = crd_errors(&m);
@@ -1118,4 +1144,36 @@ proptest! {
             prop_assert_eq!(&env["env_vars"][k], &json!(v));
         }
     }
+}
+
+#[test]
+fn the_job_gets_its_url_token_and_resume_step() {
+    let cfg = cfg_with(&[]);
+    let s = spec(vec![pool("trainer", 1, 8, Some("h200"))]);
+    let access = crate::jobs::job_access::JobAccess::new(
+        b"key",
+        url::Url::parse("https://forge.example").expect("url"),
+    );
+    let job = JobRef {
+        id: "0193ab45cd67ef0123",
+        team: "team-a",
+        spec: &s,
+        instance: "inst-1",
+        trace_parent: None,
+        access: Some(&access),
+        resume_step: Some(1200),
+    };
+    let m = json_of(build_rayjob(&job, &initial(&s), &capsule(false), &cfg).expect("builds"));
+    let env: Value = serde_saphyr::from_str(m["spec"]["runtimeEnvYAML"].as_str().expect("yaml"))
+        .expect("parses");
+    let vars = &env["env_vars"];
+    assert_eq!(
+        vars["FORGE_JOB_URL"],
+        "https://forge.example/v1/jobs/0193ab45cd67ef0123"
+    );
+    let token = vars["FORGE_JOB_TOKEN"].as_str().expect("token");
+    assert_eq!(access.job_of(token), Some("0193ab45cd67ef0123"));
+    assert_eq!(vars["FORGE_RESUME_STEP"], "1200");
+    // Without shared storage there is no checkpoint directory to give.
+    assert!(vars.get("FORGE_CHECKPOINT_DIR").is_none());
 }

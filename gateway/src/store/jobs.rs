@@ -23,6 +23,7 @@ use sha2::{Digest as _, Sha256};
 use forge_policy_host::model::Placement;
 
 use super::StoreError;
+use super::checkpoints::{Checkpoint, CheckpointOutcome};
 use crate::domain::{Digest, JobState};
 use crate::jobspec::JobSpec;
 
@@ -64,6 +65,8 @@ pub struct JobRecord {
     /// containers get it as `TRACEPARENT` (`telemetry/job_trace.rs`).
     #[serde(skip)]
     pub trace_parent: Option<String>,
+    /// The last checkpoint the job acknowledged (`POST …/checkpoints`), if any.
+    pub last_checkpoint: Option<Checkpoint>,
 }
 
 /// A job to insert.
@@ -249,6 +252,14 @@ pub trait JobStore: Send + Sync {
     async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError>;
     /// A job's state history, oldest first.
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError>;
+    /// Records `step` as the job's last acknowledged checkpoint, at `at_ms`, if the job
+    /// holds GPUs and acknowledged no later step ([`crate::store::checkpoints`]).
+    async fn record_checkpoint(
+        &self,
+        job_id: &str,
+        step: u64,
+        at_ms: i64,
+    ) -> Result<CheckpointOutcome, StoreError>;
     /// A feed that changes when any replica queues a job (PostgreSQL's
     /// `LISTEN/NOTIFY`), so the leader's dispatcher wakes for another replica's
     /// submission; `None` when the backend has none (the dispatcher's tick covers it).

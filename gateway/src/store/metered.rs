@@ -11,8 +11,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{
-    DecisionRecord, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
-    StoreError, Transition,
+    CheckpointOutcome, DecisionRecord, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision,
+    NewJob, Page, StoreError, Transition,
 };
 use crate::domain::JobState;
 use crate::metrics::Metrics;
@@ -89,6 +89,15 @@ impl JobStore for Metered {
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {
         self.timed("record_decision", self.inner.record_decision(d))
             .await
+    }
+    async fn record_checkpoint(
+        &self,
+        job_id: &str,
+        step: u64,
+        at_ms: i64,
+    ) -> Result<CheckpointOutcome, StoreError> {
+        let write = self.inner.record_checkpoint(job_id, step, at_ms);
+        self.timed("record_checkpoint", write).await
     }
     async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError> {
         self.timed("decisions", self.inner.decisions(job_id)).await

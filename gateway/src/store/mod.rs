@@ -19,6 +19,7 @@
 //! backends are held to the new behaviour.
 
 pub mod capsules;
+pub mod checkpoints;
 pub mod codec;
 #[cfg(test)]
 pub(crate) mod conformance;
@@ -37,6 +38,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use capsules::{CapsuleStore, Deletion};
+pub use checkpoints::{Checkpoint, CheckpointOutcome};
 pub use coord::{Acquire, CoordStore, Lease};
 pub use error::StoreError;
 pub use jobs::{

@@ -146,6 +146,13 @@ fn print_status(job: &Value) {
         );
     }
     println!("capsule   {}", field(job, "/capsuleSha256"));
+    if let Some(c) = job.get("lastCheckpoint").filter(|c| c.is_object()) {
+        println!(
+            "checkpoint step {} at {}",
+            field(c, "/step"),
+            c["atMs"].as_i64().map_or_else(|| "-".into(), time)
+        );
+    }
     if let Some(history) = job["history"].as_array() {
         println!("\nhistory:");
         let rows = history.iter().map(|h| {

@@ -1,5 +1,6 @@
 //! One job: `GET /console/jobs/{id}` opens with the "pending because…" sentence
-//! ([`crate::jobs::pending_sentence`]) above a timeline merging the state history, the
+//! ([`crate::jobs::pending_sentence`]) and the last acknowledged checkpoint above a
+//! timeline merging the state history, the
 //! admission decisions (with the per-plugin trace and the policy versions) and the
 //! Kubernetes events of its objects; then its log, opened at the tail (earlier pages
 //! with `?before=<byte offset>`) and followed live until the job ends, when the
@@ -164,6 +165,9 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
         @if let Some(s) = &sentence { p.sentence #pending-sentence role="status" { (s) } }
         @if let Some(q) = &queue {
             p #standing { "Queue: position " (q.position) " on " (q.series) " (" code { (q.code) } ")" }
+        }
+        @if let Some(c) = &job.last_checkpoint {
+            p #checkpoint { "Last checkpoint: step " (c.step) " at " (layout::time(c.at_ms)) }
         }
         h2 { "Timeline" }
         ol #timeline {

@@ -26,6 +26,24 @@ pub(super) fn paths() -> Value {
             "get": {"summary": "Deduplicated Kubernetes events of the job's objects and the structured pending reason",
                 "responses": {"200": {"description": "{pending?, events[]}: pending is {code, message, object, count, container?, lastLines?}; a crash-looping container (CrashLoopBackOff) is named with its pod and container, its last exit code and lastLines, the last (at most 10, each at most 200 characters) lines of its previous instance's log"}, "404": error_response("not found")}}
         },
+        "/v1/jobs/{id}/checkpoints": {
+            "parameters": id_param(),
+            "post": {"summary": "A running job acknowledges a checkpoint it can resume from (its step); authorized by the job's own FORGE_JOB_TOKEN, not a team token",
+                "security": [{"jobToken": []}],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["step"], "additionalProperties": false,
+                    "properties": {"step": {"type": "integer", "minimum": 0, "maximum": crate::store::checkpoints::MAX_STEP}}}}}},
+                "responses": {
+                    "201": {"description": "recorded as the job's last checkpoint", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Checkpoint"}}}},
+                    "200": {"description": "the same step was acknowledged before: that record", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Checkpoint"}}}},
+                    "400": error_response("invalid-checkpoint (details.field)"),
+                    "401": error_response("unauthenticated: not this installation's job token"),
+                    "403": error_response("token-for-another-job"),
+                    "404": error_response("not found"),
+                    "409": error_response("job-not-running (queued) or checkpoint-stale (a step below the last one; details.lastCheckpoint)"),
+                    "410": error_response("job-ended: the token ended with the job"),
+                    "413": error_response("body-too-large")}}
+        },
         "/v1/jobs/{id}/logs": logs(),
         "/v1/jobs/{id}/logs/pods": {
             "parameters": id_param(),

@@ -81,7 +81,10 @@ pub fn document(cfg: &Config) -> Value {
         },
         "security": [{"bearer": []}],
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "jobToken": {"type": "http", "scheme": "bearer",
+                    "description": "a job's own token (FORGE_JOB_TOKEN in its processes): good for that job while it holds GPUs"}},
             "schemas": schemas::all(cfg)
         },
         "paths": paths

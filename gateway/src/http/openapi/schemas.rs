@@ -63,7 +63,17 @@ fn api() -> Value {
                 "spec": {"$ref": "#/components/schemas/JobSpec"},
                 "admission": {"type": "object", "description": "Decision and per-plugin trace (on submission)"},
                 "history": {"type": "array", "items": {"type": "object"}},
-                "decisions": {"type": "array", "items": {"type": "object"}}
+                "decisions": {"type": "array", "items": {"type": "object"}},
+                "lastCheckpoint": {"oneOf": [{"$ref": "#/components/schemas/Checkpoint"}, {"type": "null"}],
+                    "description": "the last checkpoint the job acknowledged (POST /v1/jobs/{id}/checkpoints)"}
+            }
+        },
+        "Checkpoint": {
+            "type": "object",
+            "required": ["step", "atMs"],
+            "properties": {
+                "step": {"type": "integer", "minimum": 0},
+                "atMs": {"type": "integer", "description": "Unix milliseconds of the acknowledgement"}
             }
         },
         "JobPage": {

@@ -49,7 +49,10 @@ impl Dispatcher {
             .objects
             .get_url(digest.as_str(), lifetime.min(MAX_URL_TTL))
             .await?;
-        let link = self.links.as_ref().map(|l| l.link(&job.id, &digest));
+        let link = self
+            .links
+            .as_ref()
+            .map(|l| l.capsules.link(&job.id, &digest));
         if direct.scheme() == "http" {
             let init = forge_capsule::init_container(
                 &direct,
@@ -139,6 +142,8 @@ impl Dispatcher {
             spec: &job.spec,
             instance: self.cluster.rayjobs.instance(),
             trace_parent: job.trace_parent.as_deref(),
+            access: self.links.as_deref().map(|l| &l.jobs),
+            resume_step: job.last_checkpoint.map(|c| c.step),
         };
         match manifests::build_rayjob(&view, placement, capsule, &self.core.config) {
             Ok(m) => Ok(m),

@@ -39,10 +39,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::capsule_links::CapsuleLinks;
 use super::claims::Claims;
 use super::core::JobCore;
 use super::feed::JobEvent;
+use super::pod_links::PodLinks;
 use super::queue::{QueueEntry, Standings};
 use super::records::RecordCache;
 use crate::admission::Admission;
@@ -66,9 +66,9 @@ pub struct Dispatcher {
     admission: Admission,
     cluster: Cluster,
     objects: Arc<dyn ObjectStore>,
-    /// Capsule links for `working_dir` (`capsule_links.rs`), if the gateway hands
-    /// them out.
-    pub(crate) links: Option<Arc<CapsuleLinks>>,
+    /// Capsule links for `working_dir` and the job's API access (`pod_links.rs`), if
+    /// the gateway hands them out.
+    pub(crate) links: Option<Arc<PodLinks>>,
     /// The decisions a pass may reuse (`decision_memo.rs`).
     decisions: Arc<decision_memo::DecisionMemo>,
     /// The unfinished jobs' records, read only as they change (`records.rs`).
@@ -89,7 +89,7 @@ impl Dispatcher {
         admission: Admission,
         cluster: Cluster,
         objects: Arc<dyn ObjectStore>,
-        links: Option<Arc<CapsuleLinks>>,
+        links: Option<Arc<PodLinks>>,
         records: Arc<RecordCache>,
         creating: Arc<Claims>,
     ) -> Self {

@@ -423,3 +423,90 @@ pub async fn queue_is_fifo_per_series(h: &dyn Harness) {
     assert_eq!(got.len(), lots.len());
     assert!(store.get_many(Vec::new()).await.expect("none").is_empty());
 }
+
+/// Acknowledged checkpoints: kept only while the job holds GPUs, never going back a
+/// step, the same step answered with the record kept, read back with the job (by
+/// another handle too: a checkpoint may reach any replica).
+pub async fn checkpoints_move_forward_while_the_job_runs(h: &dyn Harness) {
+    use crate::store::{Checkpoint, CheckpointOutcome};
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let job = store
+        .insert(new_job("a", "ckpt", "h200"), None)
+        .await
+        .expect("insert");
+    assert_eq!(
+        store.record_checkpoint(&job.id, 1, 10).await.expect("ack"),
+        CheckpointOutcome::NotRunning(JobState::Queued),
+        "a queued job has no process to checkpoint"
+    );
+    for (from, to) in [
+        (JobState::Queued, JobState::Dispatched),
+        (JobState::Dispatched, JobState::Running),
+    ] {
+        store.transition(t(&job.id, from, to)).await.expect("move");
+    }
+    let first = Checkpoint {
+        step: 100,
+        at_ms: 1_000,
+    };
+    assert_eq!(
+        store
+            .record_checkpoint(&job.id, 100, 1_000)
+            .await
+            .expect("ack"),
+        CheckpointOutcome::Recorded(first)
+    );
+    assert_eq!(
+        store
+            .record_checkpoint(&job.id, 100, 2_000)
+            .await
+            .expect("ack"),
+        CheckpointOutcome::Repeated(first),
+        "the same step again keeps the first record"
+    );
+    assert_eq!(
+        store
+            .record_checkpoint(&job.id, 50, 3_000)
+            .await
+            .expect("ack"),
+        CheckpointOutcome::Stale(first)
+    );
+    let later = Checkpoint {
+        step: 200,
+        at_ms: 4_000,
+    };
+    assert_eq!(
+        store
+            .record_checkpoint(&job.id, 200, 4_000)
+            .await
+            .expect("ack"),
+        CheckpointOutcome::Recorded(later)
+    );
+    let other = h.open().await;
+    let read = other.jobs.get(&job.id).await.expect("get").expect("job");
+    assert_eq!(read.last_checkpoint, Some(later));
+
+    store
+        .transition(t(&job.id, JobState::Running, JobState::Succeeded))
+        .await
+        .expect("end");
+    assert_eq!(
+        store
+            .record_checkpoint(&job.id, 300, 5_000)
+            .await
+            .expect("ack"),
+        CheckpointOutcome::NotRunning(JobState::Succeeded),
+        "an ended job acknowledges nothing"
+    );
+    assert_eq!(
+        store.record_checkpoint("nope", 1, 1).await.expect("ack"),
+        CheckpointOutcome::NotFound
+    );
+    let end = store.get(&job.id).await.expect("get").expect("job");
+    assert_eq!(
+        end.last_checkpoint,
+        Some(later),
+        "the record outlives the job"
+    );
+}

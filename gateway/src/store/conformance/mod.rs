@@ -82,6 +82,7 @@ suite! {
     queue_is_fifo_per_series => super::jobs::queue_is_fifo_per_series,
     change_version_moves_with_every_writer => super::jobs::change_version_moves_with_every_writer,
     replicas_race_one_transition => super::jobs::replicas_race_one_transition,
+    checkpoints_move_forward_while_the_job_runs => super::jobs::checkpoints_move_forward_while_the_job_runs,
     append_is_compare_and_set_and_survives_reopen => super::policies::append_is_compare_and_set_and_survives_reopen,
     replicas_race_one_append => super::policies::replicas_race_one_append,
     plugins_are_immutable_per_version => super::policies::plugins_are_immutable_per_version,

@@ -8,6 +8,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{PgDatabase, QUEUE_CHANNEL};
 use crate::domain::{Digest, JobState};
+use crate::store::checkpoints::{self, ACKNOWLEDGING_STATES, Checkpoint, CheckpointOutcome};
 use crate::store::codec::{
     JOB_COLUMNS, fence_holds, from_json, json_text, page_bounds, page_of, parse_digest,
     parse_placement, parse_state, to_u64, transition_columns,
@@ -33,6 +34,7 @@ fn job_from_row(row: &Row) -> Result<JobRecord, StoreError> {
         created_at_ms: row.try_get(10)?,
         updated_at_ms: row.try_get(11)?,
         trace_parent: row.try_get(13)?,
+        last_checkpoint: checkpoints::from_columns(row.try_get(14)?, row.try_get(15)?),
     })
 }
 
@@ -283,6 +285,38 @@ impl JobStore for PgDatabase {
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY($1)");
         let rows = self.client().await?.query(&sql, &[&ids]).await?;
         jobs_from_rows(&rows)
+    }
+
+    async fn record_checkpoint(
+        &self,
+        job_id: &str,
+        step: u64,
+        at_ms: i64,
+    ) -> Result<CheckpointOutcome, StoreError> {
+        let stored = checkpoints::to_column(step)?;
+        let client = self.client().await?;
+        let sql = format!(
+            "UPDATE jobs SET checkpoint_step = $1, checkpoint_at_ms = $2 \
+             WHERE id = $3 AND state IN ({ACKNOWLEDGING_STATES}) \
+             AND (checkpoint_step IS NULL OR checkpoint_step < $1)"
+        );
+        if client.execute(&sql, &[&stored, &at_ms, &job_id]).await? == 1 {
+            return Ok(CheckpointOutcome::Recorded(Checkpoint { step, at_ms }));
+        }
+        let row = client
+            .query_opt(
+                "SELECT state, checkpoint_step, checkpoint_at_ms FROM jobs WHERE id = $1",
+                &[&job_id],
+            )
+            .await?;
+        let row = match row {
+            Some(r) => Some((
+                parse_state(r.try_get(0)?)?,
+                checkpoints::from_columns(r.try_get(1)?, r.try_get(2)?),
+            )),
+            None => None,
+        };
+        Ok(checkpoints::classify(step, row))
     }
 
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {

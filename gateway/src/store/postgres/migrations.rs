@@ -200,6 +200,14 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "job trace context",
         sql: "ALTER TABLE jobs ADD COLUMN trace_parent TEXT;",
     },
+    Migration {
+        version: 10,
+        name: "acknowledged checkpoints",
+        sql: r#"
+    ALTER TABLE jobs ADD COLUMN checkpoint_step BIGINT;
+    ALTER TABLE jobs ADD COLUMN checkpoint_at_ms BIGINT;
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

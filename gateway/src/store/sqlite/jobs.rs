@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::SqliteDatabase;
 use crate::domain::{Digest, JobState};
+use crate::store::checkpoints::{self, ACKNOWLEDGING_STATES, Checkpoint, CheckpointOutcome};
 use crate::store::codec::{
     JOB_COLUMNS, fence_holds, from_json, json_text, page_bounds, page_of, parse_digest,
     parse_placement, parse_state, to_u64, transition_columns,
@@ -38,6 +39,7 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>
             created_at_ms: row.get(10)?,
             updated_at_ms: row.get(11)?,
             trace_parent: row.get(13)?,
+            last_checkpoint: checkpoints::from_columns(row.get(14)?, row.get(15)?),
         })
     };
     Ok(build())
@@ -325,6 +327,44 @@ impl JobStore for SqliteDatabase {
                 out.extend(query_jobs(conn, &sql, &args)?);
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn record_checkpoint(
+        &self,
+        job_id: &str,
+        step: u64,
+        at_ms: i64,
+    ) -> Result<CheckpointOutcome, StoreError> {
+        let job_id = job_id.to_string();
+        let stored = checkpoints::to_column(step)?;
+        self.write(move |conn| {
+            let sql = format!(
+                "UPDATE jobs SET checkpoint_step = ?1, checkpoint_at_ms = ?2 \
+                 WHERE id = ?3 AND state IN ({ACKNOWLEDGING_STATES}) \
+                 AND (checkpoint_step IS NULL OR checkpoint_step < ?1)"
+            );
+            if conn.execute(&sql, rusqlite::params![stored, at_ms, job_id])? == 1 {
+                return Ok(CheckpointOutcome::Recorded(Checkpoint { step, at_ms }));
+            }
+            let row = conn
+                .query_row(
+                    "SELECT state, checkpoint_step, checkpoint_at_ms FROM jobs WHERE id = ?1",
+                    [&job_id],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            checkpoints::from_columns(r.get(1)?, r.get(2)?),
+                        ))
+                    },
+                )
+                .optional()?;
+            let row = match row {
+                Some((state, last)) => Some((parse_state(&state)?, last)),
+                None => None,
+            };
+            Ok(checkpoints::classify(step, row))
         })
         .await
     }

@@ -211,6 +211,15 @@ pub const MIGRATIONS: &[Migration] = &[
         // The W3C traceparent of each job's trace (issue 41; NULL: not traced).
         sql: "ALTER TABLE jobs ADD COLUMN trace_parent TEXT;",
     },
+    Migration {
+        version: 10,
+        name: "acknowledged checkpoints",
+        // Each job's last acknowledged checkpoint (issue 38; NULL: none yet).
+        sql: r#"
+    ALTER TABLE jobs ADD COLUMN checkpoint_step INTEGER;
+    ALTER TABLE jobs ADD COLUMN checkpoint_at_ms INTEGER;
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.
