@@ -18,6 +18,9 @@
 # - dispatch at scale (`cargo bench -p forge-gateway --features dev --bench dispatch`): dispatcher
 #   passes over 10 000 queued jobs on 10 000 emulated nodes (cold, idle, after a team's
 #   change, after a capacity change);
+# - a simulated day of preemption (`cargo bench -p forge-gateway --bench preemption_day`):
+#   1 000 mixed-priority jobs that checkpoint every 10 minutes, preempted with the
+#   gateway's planner and notice against suspend-now (Kueue's way), same arrivals;
 # - admission throughput and submit → RayJob (`tests/load/run.sh`, wrk): reviews and
 #   submissions against the same run's `/healthz`, and reviews at a fixed 1 000 req/s
 #   (oha, evenly spaced arrivals) for their latency under a steady load, next to /healthz
@@ -48,6 +51,7 @@ bash tests/wasm-toolchain.sh
 cargo bench --no-run -p forge-policy-host --bench policy_chain
 cargo bench --no-run -p forge-capsule --bench pack
 cargo bench --no-run -p forge-gateway --features dev --bench dispatch
+cargo bench --no-run -p forge-gateway --bench preemption_day
 cargo run --quiet --release -p forge-plugin-build --bin forge-plugin -- build \
   --target-dir target/plugins --out target/plugins/components \
   plugins/pool-series plugins/team-quota plugins/rwo-guard
@@ -59,6 +63,9 @@ cargo bench -p forge-policy-host --bench policy_chain -- \
 echo "==> capsule build + hash against openssl dgst -sha256 and Ray's packager (1 GiB tree), peak RSS (2 GiB tree)"
 FORGE_BENCH_RAY_PYTHON="$PWD/$venv/bin/python" \
   cargo bench -p forge-capsule --bench pack | tee -a "$out"
+
+echo "==> a simulated day of preemption: checkpoint-aware against suspend-now"
+cargo bench -p forge-gateway --bench preemption_day | tee -a "$out"
 
 echo "==> dispatch at scale: 10 000 queued jobs, 10 000 nodes"
 cargo bench -p forge-gateway --features dev --bench dispatch | tee -a "$out"
@@ -99,7 +106,7 @@ awk '
     print "| measure | p50 | p99 | ratio / figure | goal | |"
     print "| --- | --- | --- | --- | --- | --- |"
     printf "| 3-plugin chain, wasm, warm instances (default) | %s | %s | p99 %.1f× native | p99 ≤ 50 µs and ≤ 5× native p99 | %s |\n", us(w50), us(w99), w99 / n99, yes(w99 <= 50 && w99 <= 5 * n99)
-    printf "| 3 warm links that read nothing (the calls' floor) | %s | %s | p99 %.1f× native | | |\n", us(l50), us(l99), l99 / n99
+    printf "| 3 warm links that read nothing (the floor of a call) | %s | %s | p99 %.1f× native | | |\n", us(l50), us(l99), l99 / n99
     printf "| 3-plugin chain, wasm, fresh instance per call | %s | %s | p99 %.1f× native | p99 ≤ 130 µs | %s |\n", us(f50), us(f99), f99 / n99, yes(f99 <= 130)
     printf "| 3-plugin chain, native (settings parsed per call) | %s | %s | baseline | | |\n", us(n50), us(n99)
     printf "| 3-plugin chain, native (settings parsed once) | %s | %s | warm wasm p99 %.1f× this | | |\n", us(o50), us(o99), w99 / o99
@@ -120,6 +127,8 @@ awk '
     printf "| submit → RayJob created, %d jobs submitted then drained (oha) | | | %.0f jobs/s (submits %.0f req/s); %.0f µs of the process'"'"'s CPU a job, emulated API server included; every job initializing after %.1f s (%.0f µs a job through then) | ≥ 2 000 jobs/s | %s |\n", v["drain.jobs"], dps, v["drain.submit_rps"], v["drain.cpu_us_per_job"], v["drain.settled_s"], v["drain.cpu_settled_us_per_job"], yes(dps >= 2000)
     aps = v["drain_apart.created_per_s"]
     printf "| the same, API server in its own process (as in a cluster) | | | %.0f jobs/s; CPU a job: gateway %.0f µs, API server %.0f µs | ≥ 2 000 jobs/s | %s |\n", aps, v["drain_apart.cpu_us_per_job"], v["drain_apart.api_cpu_us_per_job"], yes(aps >= 2000)
+    pf = v["preemption.forge_lost_gpu_h"]; ps = v["preemption.suspend_lost_gpu_h"]
+    printf "| a simulated day of preemption: GPU-hours lost, checkpoint-aware vs suspend-now | | | %.1f vs %.1f GPU-h = %.1f %% (%d vs %d preemptions; planner p99 %.1f µs) | ≤ 10 %% of suspend-now | %s |\n", pf, ps, 100 * pf / ps, v["preemption.forge_preemptions"], v["preemption.suspend_preemptions"], v["preemption.planner_p99_us"], yes(pf <= 0.1 * ps)
     printf "| dispatcher pass, 10 000 queued on 10 000 nodes, nothing changed | %.1f ms | %.1f ms | cold pass %.0f ms | ≤ 50 ms | %s |\n", idle50, idle99, v["dispatch.cold_ms"], yes(idle99 <= 50)
     printf "| dispatcher pass after one job of a team ended | | | %.0f ms (%d dispatched) | grows with what changed | |\n", v["dispatch.team_ms"], v["dispatch.team_dispatched"]
     printf "| dispatcher pass after a capacity change (every job asked again) | | | %.0f ms | baseline of a full pass | |\n", v["dispatch.capacity_ms"]

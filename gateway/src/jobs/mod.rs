@@ -20,6 +20,7 @@ pub mod logs;
 mod phase_end;
 pub mod pod_links;
 pub mod pre_running;
+pub mod preemption_plan;
 pub mod queue;
 pub mod records;
 pub mod service;
