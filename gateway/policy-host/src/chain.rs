@@ -155,60 +155,27 @@ impl Chain {
             let owner = team_link.then_some(request.job.team.as_str());
             let input = LinkInput::new(request, &placement, &shared);
             let result = self.pools[i].call(plugin, owner, &link.settings, &input, |d| {
-                let d = check_decision(request, d)?;
-                match &d {
-                    Decision::Admit {
-                        placement: after, ..
-                    } if team_link => {
-                        // Scheduling fields first (tolerations, affinity, fleets), then
-                        // selectors, resources, labels and annotations; then the terms.
-                        let d = check_narrowing(&placement, d.clone())?;
-                        narrowing::check(request, &placement, after)
-                            .map_err(|w| PluginError::Widened(Box::new(w)))?;
-                        check_team_terms(d)
-                    }
-                    _ => Ok(d),
-                }
+                check_link(request, &placement, team_link, d)
             });
             let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            let decision = match result {
-                Ok(d) => d,
-                Err(source) => {
-                    trace.push(TraceEntry {
-                        plugin: plugin.name().to_string(),
-                        version: plugin.version().to_string(),
-                        digest: plugin.digest().to_string(),
-                        outcome: "error",
-                        decision: None,
-                        error: Some(source.to_string()),
-                        elapsed_us,
-                        started_at,
-                    });
-                    tracing::warn!(
-                        plugin = plugin.name(),
-                        digest = plugin.digest(),
-                        cause = source.cause(),
-                        "policy failed closed: {source}"
-                    );
-                    return Err(ChainError {
-                        trace: Box::new(trace),
-                        plugin: plugin.name().to_string(),
-                        version: plugin.version().to_string(),
-                        digest: plugin.digest().to_string(),
-                        source,
-                    });
-                }
-            };
-            trace.push(TraceEntry {
+            let entry = |outcome, decision, error| TraceEntry {
                 plugin: plugin.name().to_string(),
                 version: plugin.version().to_string(),
                 digest: plugin.digest().to_string(),
-                outcome: decision.kind(),
-                decision: Some(decision.clone()),
-                error: None,
+                outcome,
+                decision,
+                error,
                 elapsed_us,
                 started_at,
-            });
+            };
+            let decision = match result {
+                Ok(d) => d,
+                Err(source) => {
+                    trace.push(entry("error", None, Some(source.to_string())));
+                    return Err(failed(plugin, trace, source));
+                }
+            };
+            trace.push(entry(decision.kind(), Some(decision.clone()), None));
             match decision {
                 Decision::Admit {
                     placement: p,
@@ -237,6 +204,46 @@ impl Chain {
             digests,
             trace,
         })
+    }
+}
+
+/// The checks of one link's decision: the contract, and for a team link that admits,
+/// narrowing — scheduling fields first (tolerations, affinity, fleets), then
+/// selectors, resources, labels and annotations — and the admission's terms.
+fn check_link(
+    request: &PolicyRequest,
+    given: &Placement,
+    team_link: bool,
+    d: Decision,
+) -> Result<Decision, PluginError> {
+    let d = check_decision(request, d)?;
+    match &d {
+        Decision::Admit {
+            placement: after, ..
+        } if team_link => {
+            let d = check_narrowing(given, d.clone())?;
+            narrowing::check(request, given, after)
+                .map_err(|w| PluginError::Widened(Box::new(w)))?;
+            check_team_terms(d)
+        }
+        _ => Ok(d),
+    }
+}
+
+/// The chain failed closed at `plugin`: logged, with the trace so far.
+fn failed(plugin: &Plugin, trace: Vec<TraceEntry>, source: PluginError) -> ChainError {
+    tracing::warn!(
+        plugin = plugin.name(),
+        digest = plugin.digest(),
+        cause = source.cause(),
+        "policy failed closed: {source}"
+    );
+    ChainError {
+        trace: Box::new(trace),
+        plugin: plugin.name().to_string(),
+        version: plugin.version().to_string(),
+        digest: plugin.digest().to_string(),
+        source,
     }
 }
 

@@ -1,7 +1,8 @@
 //! Conversions between the host's [`model`](crate::model) and the generated types that
 //! contract versions 0.2.0 and 0.3.0 share field for field (the job, series capacity,
-//! taints, tolerations, node affinity). Each version's bindings are distinct Rust types,
-//! so the functions are stamped into each binding module by [`shared_conversions!`]
+//! taints, tolerations, node affinity, pool placements but for their fleets). Each
+//! version's bindings are distinct Rust types, so the functions are stamped into each
+//! binding module by [`shared_conversions!`] and [`pool_placement_conversions!`]
 //! instead of being written twice.
 
 /// Expands, inside a binding module that has `wit` (its generated types), `model` and
@@ -184,3 +185,53 @@ macro_rules! shared_conversions {
 }
 
 pub(crate) use shared_conversions;
+
+/// Expands to `pool_placement_to_wit` and `pool_placement_from_wit(pp, given)` over the
+/// pool-placement fields 0.2.0 and 0.3.0 share. `$pp` and `$given` name the
+/// parameters; `[…]` are the fields to add to the generated record (0.3.0's `fleets`);
+/// `fleets:` is the host pool's fleets (read from `$pp`, or carried from `$given`).
+macro_rules! pool_placement_conversions {
+    ($pp:ident, [$($to_extra:tt)*], $given:ident, fleets: $fleets:expr) => {
+        fn pool_placement_to_wit($pp: &model::PoolPlacement) -> wit::PoolPlacement {
+            wit::PoolPlacement {
+                pool: $pp.pool.clone(),
+                series: $pp.series.clone(),
+                node_selector: map_to_wit(&$pp.node_selector),
+                ray_resources: $pp
+                    .ray_resources
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect(),
+                labels: map_to_wit(&$pp.labels),
+                annotations: map_to_wit(&$pp.annotations),
+                tolerations: $pp.tolerations.iter().map(toleration_to_wit).collect(),
+                affinity: affinity_to_wit(&$pp.affinity),
+                $($to_extra)*
+            }
+        }
+
+        fn pool_placement_from_wit(
+            $pp: wit::PoolPlacement,
+            $given: &model::Placement,
+        ) -> model::PoolPlacement {
+            let fleets = $fleets;
+            model::PoolPlacement {
+                pool: $pp.pool,
+                series: $pp.series,
+                node_selector: map_from_wit($pp.node_selector),
+                ray_resources: $pp.ray_resources.into_iter().collect(),
+                labels: map_from_wit($pp.labels),
+                annotations: map_from_wit($pp.annotations),
+                tolerations: $pp
+                    .tolerations
+                    .into_iter()
+                    .map(toleration_from_wit)
+                    .collect(),
+                affinity: affinity_from_wit($pp.affinity),
+                fleets,
+            }
+        }
+    };
+}
+
+pub(crate) use pool_placement_conversions;

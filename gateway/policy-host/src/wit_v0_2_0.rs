@@ -6,7 +6,7 @@
 use crate::error::PluginError;
 use crate::model;
 use crate::sandbox::HostState;
-use crate::wit_convert::shared_conversions;
+use crate::wit_convert::{pool_placement_conversions, shared_conversions};
 use crate::wit_maps::{map_from_wit, map_to_wit};
 
 wasmtime::component::bindgen!({
@@ -38,6 +38,19 @@ impl self::forge::policy::host::Host for HostState {
 }
 
 shared_conversions!();
+// The fields added after 0.2.0 (fleets) carry forward from the placement given.
+pool_placement_conversions!(pp, [], given, fleets: carried_fleets(&pp, given));
+
+/// The fleets the pool had in the placement a 0.2.0 plugin was given (it cannot see
+/// them, so it keeps them).
+fn carried_fleets(pp: &wit::PoolPlacement, given: &model::Placement) -> Vec<String> {
+    given
+        .pools
+        .iter()
+        .find(|g| g.pool == pp.pool)
+        .map(|g| g.fleets.clone())
+        .unwrap_or_default()
+}
 
 /// Host request + placement so far → the generated `request` record.
 pub fn request_to_wit(req: &model::PolicyRequest, placement: &model::Placement) -> wit::Request {
@@ -59,51 +72,6 @@ pub fn request_to_wit(req: &model::PolicyRequest, placement: &model::Placement) 
         placement: wit::Placement {
             pools: placement.pools.iter().map(pool_placement_to_wit).collect(),
         },
-    }
-}
-
-fn pool_placement_to_wit(pp: &model::PoolPlacement) -> wit::PoolPlacement {
-    wit::PoolPlacement {
-        pool: pp.pool.clone(),
-        series: pp.series.clone(),
-        node_selector: map_to_wit(&pp.node_selector),
-        ray_resources: pp
-            .ray_resources
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect(),
-        labels: map_to_wit(&pp.labels),
-        annotations: map_to_wit(&pp.annotations),
-        tolerations: pp.tolerations.iter().map(toleration_to_wit).collect(),
-        affinity: affinity_to_wit(&pp.affinity),
-    }
-}
-
-fn pool_placement_from_wit(
-    pp: wit::PoolPlacement,
-    given: &model::Placement,
-) -> model::PoolPlacement {
-    // The fields added after 0.2.0 (fleets) carry forward from the placement given.
-    let fleets = given
-        .pools
-        .iter()
-        .find(|g| g.pool == pp.pool)
-        .map(|g| g.fleets.clone())
-        .unwrap_or_default();
-    model::PoolPlacement {
-        pool: pp.pool,
-        series: pp.series,
-        node_selector: map_from_wit(pp.node_selector),
-        ray_resources: pp.ray_resources.into_iter().collect(),
-        labels: map_from_wit(pp.labels),
-        annotations: map_from_wit(pp.annotations),
-        tolerations: pp
-            .tolerations
-            .into_iter()
-            .map(toleration_from_wit)
-            .collect(),
-        affinity: affinity_from_wit(pp.affinity),
-        fleets,
     }
 }
 

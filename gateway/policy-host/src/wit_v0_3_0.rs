@@ -19,7 +19,7 @@ use crate::error::PluginError;
 use crate::model;
 use crate::preemption as plan;
 use crate::sandbox::HostState;
-use crate::wit_convert::shared_conversions;
+use crate::wit_convert::{pool_placement_conversions, shared_conversions};
 use crate::wit_maps::{map_from_wit, map_to_wit};
 
 wasmtime::component::bindgen!({
@@ -140,46 +140,11 @@ impl HostState {
 }
 
 shared_conversions!();
-
-fn pool_placement_to_wit(pp: &model::PoolPlacement) -> wit::PoolPlacement {
-    wit::PoolPlacement {
-        pool: pp.pool.clone(),
-        series: pp.series.clone(),
-        node_selector: map_to_wit(&pp.node_selector),
-        ray_resources: pp
-            .ray_resources
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect(),
-        labels: map_to_wit(&pp.labels),
-        annotations: map_to_wit(&pp.annotations),
-        tolerations: pp.tolerations.iter().map(toleration_to_wit).collect(),
-        affinity: affinity_to_wit(&pp.affinity),
-        fleets: pp.fleets.clone(),
-    }
-}
+pool_placement_conversions!(pp, [fleets: pp.fleets.clone(),], _given, fleets: pp.fleets.clone());
 
 fn placement_to_wit(p: &model::Placement) -> wit::Placement {
     wit::Placement {
         pools: p.pools.iter().map(pool_placement_to_wit).collect(),
-    }
-}
-
-fn pool_placement_from_wit(pp: wit::PoolPlacement) -> model::PoolPlacement {
-    model::PoolPlacement {
-        pool: pp.pool,
-        series: pp.series,
-        node_selector: map_from_wit(pp.node_selector),
-        ray_resources: pp.ray_resources.into_iter().collect(),
-        labels: map_from_wit(pp.labels),
-        annotations: map_from_wit(pp.annotations),
-        tolerations: pp
-            .tolerations
-            .into_iter()
-            .map(toleration_from_wit)
-            .collect(),
-        affinity: affinity_from_wit(pp.affinity),
-        fleets: pp.fleets,
     }
 }
 
@@ -193,7 +158,11 @@ pub fn decision_from_wit(
         wit::Decision::Admit(a) => model::Decision::Admit {
             placement: match a.placement {
                 Some(p) => Arc::new(model::Placement {
-                    pools: p.pools.into_iter().map(pool_placement_from_wit).collect(),
+                    pools: p
+                        .pools
+                        .into_iter()
+                        .map(|pp| pool_placement_from_wit(pp, given))
+                        .collect(),
                 }),
                 None => Arc::clone(given),
             },
