@@ -221,6 +221,67 @@ impl Default for Metrics {
     }
 }
 
+/// A job-store operation (`store/metered.rs` times each), as
+/// `forge_store_operation_seconds{op}` labels it; every one starts at 0
+/// ([`StoreOp::ALL`]), so the list is here once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOp {
+    Insert,
+    Get,
+    Transition,
+    List,
+    Queued,
+    QueuedCount,
+    Active,
+    Unfinished,
+    ChangeVersion,
+    GetMany,
+    RecordDecision,
+    RecordCheckpoint,
+    Decisions,
+    History,
+}
+
+impl StoreOp {
+    /// Every operation.
+    pub const ALL: [StoreOp; 14] = [
+        StoreOp::Insert,
+        StoreOp::Get,
+        StoreOp::Transition,
+        StoreOp::List,
+        StoreOp::Queued,
+        StoreOp::QueuedCount,
+        StoreOp::Active,
+        StoreOp::Unfinished,
+        StoreOp::ChangeVersion,
+        StoreOp::GetMany,
+        StoreOp::RecordDecision,
+        StoreOp::RecordCheckpoint,
+        StoreOp::Decisions,
+        StoreOp::History,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreOp::Insert => "insert",
+            StoreOp::Get => "get",
+            StoreOp::Transition => "transition",
+            StoreOp::List => "list",
+            StoreOp::Queued => "queued",
+            StoreOp::QueuedCount => "queued_count",
+            StoreOp::Active => "active",
+            StoreOp::Unfinished => "unfinished",
+            StoreOp::ChangeVersion => "change_version",
+            StoreOp::GetMany => "get_many",
+            StoreOp::RecordDecision => "record_decision",
+            StoreOp::RecordCheckpoint => "record_checkpoint",
+            StoreOp::Decisions => "decisions",
+            StoreOp::History => "history",
+        }
+    }
+}
+
 /// Label values known in advance, whose series start at 0 (Prometheus' advice: a
 /// series that first appears at 1 is missed by `rate`/`increase`, and so by alerts).
 mod known {
@@ -238,23 +299,6 @@ mod known {
     pub const FENCED: [&str; 4] = ["dispatch", "transition", "create", "delete"];
     pub const RAYJOB_WRITES: [&str; 2] = ["create", "delete"];
     pub const LIMITS: [&str; 2] = ["rate", "queue"];
-    /// The job-store operations `store/metered.rs` times.
-    pub const STORE_OPS: [&str; 14] = [
-        "insert",
-        "get",
-        "transition",
-        "list",
-        "queued",
-        "queued_count",
-        "active",
-        "unfinished",
-        "change_version",
-        "get_many",
-        "record_decision",
-        "record_checkpoint",
-        "decisions",
-        "history",
-    ];
     /// Codes of the failures the gateway logs as its own (`answer::Answer::internal`,
     /// `storage_unavailable`).
     pub const FAILURES: [&str; 2] = ["internal", "storage-unavailable"];
@@ -294,8 +338,10 @@ impl Metrics {
         for l in known::LIMITS {
             m.limited.get_or_create(&one("limit", l)).inc_by(0);
         }
-        for op in known::STORE_OPS {
-            m.store_errors.get_or_create(&one("op", op)).inc_by(0);
+        for op in StoreOp::ALL {
+            m.store_errors
+                .get_or_create(&one("op", op.as_str()))
+                .inc_by(0);
         }
         for code in known::FAILURES {
             m.http_failures.get_or_create(&one("code", code)).inc_by(0);

@@ -15,7 +15,7 @@ use super::{
     NewJob, Page, StoreError, Transition,
 };
 use crate::domain::JobState;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, StoreOp};
 
 /// The wrapped store and where its figures go.
 pub struct Metered {
@@ -31,7 +31,7 @@ impl Metered {
 
     async fn timed<T>(
         &self,
-        op: &'static str,
+        op: StoreOp,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         let started = Instant::now();
@@ -43,7 +43,8 @@ impl Metered {
                 | StoreError::Corrupt(_)
                 | StoreError::Task(_))
         );
-        self.metrics.store_operation(op, started.elapsed(), failed);
+        self.metrics
+            .store_operation(op.as_str(), started.elapsed(), failed);
         result
     }
 }
@@ -55,39 +56,42 @@ impl JobStore for Metered {
         job: NewJob,
         decision: Option<NewDecision>,
     ) -> Result<JobRecord, StoreError> {
-        self.timed("insert", self.inner.insert(job, decision)).await
+        self.timed(StoreOp::Insert, self.inner.insert(job, decision))
+            .await
     }
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
-        self.timed("get", self.inner.get(id)).await
+        self.timed(StoreOp::Get, self.inner.get(id)).await
     }
     async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
-        self.timed("transition", self.inner.transition(t)).await
+        self.timed(StoreOp::Transition, self.inner.transition(t))
+            .await
     }
     async fn list(&self, q: ListQuery) -> Result<Page, StoreError> {
-        self.timed("list", self.inner.list(q)).await
+        self.timed(StoreOp::List, self.inner.list(q)).await
     }
     async fn queued(&self, series: Option<String>) -> Result<Vec<JobRecord>, StoreError> {
-        self.timed("queued", self.inner.queued(series)).await
+        self.timed(StoreOp::Queued, self.inner.queued(series)).await
     }
     async fn queued_count(&self, team: &str) -> Result<u64, StoreError> {
-        self.timed("queued_count", self.inner.queued_count(team))
+        self.timed(StoreOp::QueuedCount, self.inner.queued_count(team))
             .await
     }
     async fn active(&self) -> Result<Vec<JobRecord>, StoreError> {
-        self.timed("active", self.inner.active()).await
+        self.timed(StoreOp::Active, self.inner.active()).await
     }
     async fn unfinished(&self) -> Result<Vec<(String, JobState)>, StoreError> {
-        self.timed("unfinished", self.inner.unfinished()).await
+        self.timed(StoreOp::Unfinished, self.inner.unfinished())
+            .await
     }
     async fn change_version(&self) -> Result<Option<u64>, StoreError> {
-        self.timed("change_version", self.inner.change_version())
+        self.timed(StoreOp::ChangeVersion, self.inner.change_version())
             .await
     }
     async fn get_many(&self, ids: Vec<String>) -> Result<Vec<JobRecord>, StoreError> {
-        self.timed("get_many", self.inner.get_many(ids)).await
+        self.timed(StoreOp::GetMany, self.inner.get_many(ids)).await
     }
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {
-        self.timed("record_decision", self.inner.record_decision(d))
+        self.timed(StoreOp::RecordDecision, self.inner.record_decision(d))
             .await
     }
     async fn record_checkpoint(
@@ -97,13 +101,15 @@ impl JobStore for Metered {
         at_ms: i64,
     ) -> Result<CheckpointOutcome, StoreError> {
         let write = self.inner.record_checkpoint(job_id, step, at_ms);
-        self.timed("record_checkpoint", write).await
+        self.timed(StoreOp::RecordCheckpoint, write).await
     }
     async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError> {
-        self.timed("decisions", self.inner.decisions(job_id)).await
+        self.timed(StoreOp::Decisions, self.inner.decisions(job_id))
+            .await
     }
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
-        self.timed("history", self.inner.history(job_id)).await
+        self.timed(StoreOp::History, self.inner.history(job_id))
+            .await
     }
     fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.queue_changes()
