@@ -126,6 +126,15 @@ async fn review_runs_the_compiled_chain_and_changes_nothing() {
     );
     assert_eq!(out["policyVersion"], 1);
     assert_eq!(out["trace"].as_array().unwrap().len(), 3);
+    // The dev chain caps every team's priority at 100 (team-quota's `max_priority`):
+    // a member asking for more is admitted at the cap, not promoted.
+    assert_eq!(out["decision"]["priorityCap"], 100, "{out}");
+    let mut urgent = spec(json!([{"name": "train", "nodes": 1, "gpusPerNode": 8}]));
+    urgent["priority"] = json!(1000);
+    let (status, capped) = review(&gw, &urgent).await;
+    assert_eq!(status, 200, "{capped}");
+    assert_eq!(capped["decision"]["kind"], "admit");
+    assert_eq!(capped["decision"]["priorityCap"], 100, "{capped}");
     assert!(out["digests"][0].as_str().unwrap().starts_with("sha256:"));
 
     let (_, out) = review(

@@ -190,7 +190,11 @@ pub enum Decision {
         placement: Arc<Placement>,
         /// The highest priority it may run at (contract 0.3.0; the chain keeps the
         /// lowest cap of its links).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            rename = "priorityCap",
+            skip_serializing_if = "Option::is_none"
+        )]
         priority_cap: Option<i32>,
         /// `Some(false)`: it may not be preempted (any link saying so wins).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -225,5 +229,35 @@ impl Decision {
             Decision::Queue { .. } => "queue",
             Decision::Reject { .. } => "reject",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_admit_serializes_its_terms_in_camel_case_and_reads_back() {
+        let admit = Decision::Admit {
+            placement: Arc::new(Placement::default()),
+            priority_cap: Some(100),
+            preemptible: Some(false),
+        };
+        let json = serde_json::to_value(&admit).expect("serializes");
+        assert_eq!(
+            json,
+            serde_json::json!({"kind": "admit", "placement": {"pools": []},
+                "priorityCap": 100, "preemptible": false})
+        );
+        assert_eq!(
+            serde_json::from_value::<Decision>(json).expect("reads"),
+            admit
+        );
+        // A record written before the terms existed still reads, without them.
+        let old = serde_json::json!({"kind": "admit", "placement": {"pools": []}});
+        assert_eq!(
+            serde_json::from_value::<Decision>(old).expect("reads"),
+            Decision::admit(Placement::default())
+        );
     }
 }

@@ -113,7 +113,10 @@ pub fn reference_links(plugins_dir: &std::path::Path) -> Vec<LinkSpec> {
             "pool-series",
             serde_json::json!({"default_series": "h100", "allowed": ["h100", "h200"]}),
         ),
-        link("team-quota", serde_json::json!({"default": {"*": 16}})),
+        link(
+            "team-quota",
+            serde_json::json!({"default": {"*": 16}, "max_priority": {"*": 100}}),
+        ),
         link("rwo-guard", serde_json::json!({})),
     ]
 }

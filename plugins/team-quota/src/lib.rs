@@ -8,9 +8,12 @@
 //! series yet are checked against the `*` limit.
 //!
 //! Settings (limits in GPUs; `*` applies to series not listed; teams not listed get
-//! `default`; no limit at all means unlimited):
+//! `default`; no limit at all means unlimited), and the highest priority each team's
+//! jobs run at (`max_priority`, `*` for teams not listed; a job asking for more is
+//! admitted with the cap, contract 0.3.0's `priority-cap`; no entry: uncapped):
 //! ```json
-//! { "limits": { "vision": { "h100": 16, "*": 8 } }, "default": { "*": 8 } }
+//! { "limits": { "vision": { "h100": 16, "*": 8 } }, "default": { "*": 8 },
+//!   "max_priority": { "*": 100, "interns": 10 } }
 //! ```
 
 use std::collections::BTreeMap;
@@ -30,9 +33,21 @@ pub struct Settings {
     /// Limits of teams not listed.
     #[serde(default)]
     pub default: Limits,
+    /// Team → the highest priority its jobs run at (`*`: teams not listed; no entry:
+    /// uncapped). A job asking for more is admitted at the cap: members cannot
+    /// promote their own jobs past what their team is allowed.
+    #[serde(default)]
+    pub max_priority: BTreeMap<String, i32>,
 }
 
 impl Settings {
+    fn priority_cap(&self, team: &str) -> Option<i32> {
+        self.max_priority
+            .get(team)
+            .or_else(|| self.max_priority.get("*"))
+            .copied()
+    }
+
     fn limit(&self, team: &str, series: &str) -> Option<u32> {
         let limits = self.limits.get(team).unwrap_or(&self.default);
         limits.get(series).or_else(|| limits.get("*")).copied()
@@ -58,6 +73,9 @@ impl Policy for TeamQuota {
             if let Some(series) = limits.keys().find(|k| k.trim().is_empty()) {
                 return Err(format!("limits.{team}: empty series name `{series}`"));
             }
+        }
+        if s.max_priority.keys().any(|t| t.trim().is_empty()) {
+            return Err("max_priority: team names must not be empty".into());
         }
         Ok(())
     }
@@ -91,7 +109,10 @@ impl Policy for TeamQuota {
                 );
             }
         }
-        Decision::admit()
+        match s.priority_cap(team) {
+            Some(cap) => Decision::admit().with_priority_cap(cap),
+            None => Decision::admit(),
+        }
     }
 }
 
@@ -177,5 +198,24 @@ mod tests {
         assert!(err.contains("invalid settings"), "{err}");
         let err = validate::<TeamQuota>(r#"{"limits": {"a": {"": 3}}}"#).unwrap_err();
         assert!(err.contains("limits.a"), "{err}");
+    }
+
+    #[test]
+    fn priorities_are_capped_per_team() {
+        let settings = r#"{"max_priority": {"*": 100, "interns": 10}}"#;
+        let h = Harness::<TeamQuota>::new(settings).unwrap();
+        let cap = |team: &str| match h.evaluate(&job(team, 1, 8, "h100").build()) {
+            Decision::Admit(a) => a.priority_cap,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(cap("interns"), Some(10));
+        assert_eq!(cap("vision"), Some(100));
+        let uncapped = Harness::<TeamQuota>::new("{}").unwrap();
+        let Decision::Admit(a) = uncapped.evaluate(&job("x", 1, 8, "h100").build()) else {
+            panic!("admits")
+        };
+        assert_eq!((a.priority_cap, a.placement), (None, None));
+        let err = validate::<TeamQuota>(r#"{"max_priority": {"": 1}}"#).unwrap_err();
+        assert!(err.contains("max_priority"), "{err}");
     }
 }
