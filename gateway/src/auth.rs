@@ -284,17 +284,23 @@ impl Tokens {
     /// Authenticates an `Authorization` header value (`None`: no header; a value that
     /// is not visible ASCII is passed as `Some("")`).
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, AuthError> {
-        let value = authorization.ok_or(AuthError::Missing)?;
-        let (scheme, token) = value.split_once(' ').ok_or(AuthError::Invalid)?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(AuthError::Invalid);
-        }
-        let token = token.trim();
-        if token.is_empty() {
-            return Err(AuthError::Invalid);
-        }
-        self.lookup(token)
+        self.lookup(bearer_token(authorization)?)
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme in any case), or
+/// why there is none: every route reads its bearer token through this.
+pub fn bearer_token(authorization: Option<&str>) -> Result<&str, AuthError> {
+    let value = authorization.ok_or(AuthError::Missing)?;
+    let (scheme, token) = value.split_once(' ').ok_or(AuthError::Invalid)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(AuthError::Invalid);
+    }
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(AuthError::Invalid);
+    }
+    Ok(token)
 }
 
 #[cfg(test)]
@@ -466,5 +472,15 @@ mod tests {
             Tokens::load(&dir.path().join("tokens.json")),
             Err(TokensFileError::Io { .. } | TokensFileError::Parse { .. })
         ));
+    }
+
+    #[test]
+    fn a_bearer_token_is_read_in_any_case_of_the_scheme() {
+        assert_eq!(bearer_token(Some("Bearer abc")), Ok("abc"));
+        assert_eq!(bearer_token(Some("bearer  abc ")), Ok("abc"));
+        assert_eq!(bearer_token(None), Err(AuthError::Missing));
+        for bad in ["Basic abc", "Bearer", "Bearer  ", "abc"] {
+            assert_eq!(bearer_token(Some(bad)), Err(AuthError::Invalid), "{bad}");
+        }
     }
 }

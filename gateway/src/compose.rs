@@ -324,23 +324,24 @@ fn open_uploads(
 /// Capsule links and job access under `base`, each signed with its own key shared by
 /// the installation's replicas.
 async fn pod_links(db: &Database, base: Url) -> anyhow::Result<PodLinks> {
-    let key = db
-        .coord
-        .shared_value(links::KEY_NAME, links::generate_key())
-        .await
-        .context("the capsule link key")?;
-    let key = hex::decode(key).context("the stored capsule link key is not hex")?;
-    let capsules = CapsuleLinks::new(&key, base.clone());
-    let key = db
-        .coord
-        .shared_value(job_access::KEY_NAME, job_access::generate_key())
-        .await
-        .context("the job token key")?;
-    let key = hex::decode(key).context("the stored job token key is not hex")?;
+    let capsule_key = shared_key(db, links::KEY_NAME).await?;
+    let job_key = shared_key(db, job_access::KEY_NAME).await?;
     Ok(PodLinks {
-        capsules,
-        jobs: JobAccess::new(&key, base),
+        capsules: CapsuleLinks::new(&capsule_key, base.clone()),
+        jobs: JobAccess::new(&job_key, base),
     })
+}
+
+/// The signing key `name` every replica shares: a random 32-byte key the first replica
+/// records in the database's metadata, hex.
+async fn shared_key(db: &Database, name: &str) -> anyhow::Result<Vec<u8>> {
+    let generated = hex::encode(rand::random::<[u8; 32]>());
+    let key = db
+        .coord
+        .shared_value(name, generated)
+        .await
+        .with_context(|| format!("the shared key `{name}`"))?;
+    hex::decode(key).with_context(|| format!("the stored key `{name}` is not hex"))
 }
 
 /// This replica's identity in the leader lease: `FORGE_REPLICA`, else the host name.

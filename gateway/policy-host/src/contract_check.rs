@@ -9,7 +9,7 @@ use crate::error::PluginError;
 use crate::model::{DEFAULT_FLEET, Decision, PolicyRequest, TolerationOperator};
 
 /// Stable codes are short lowercase identifiers: `[a-z0-9][a-z0-9.-]*`, ≤ 64 chars.
-pub(crate) fn valid_code(code: &str) -> bool {
+fn valid_code(code: &str) -> bool {
     !code.is_empty()
         && code.len() <= 64
         && code
@@ -73,15 +73,19 @@ pub(crate) fn check_decision(
                 }
             }
         }
-        Decision::Queue { code, .. } | Decision::Reject { code, .. } => {
-            if !valid_code(code) {
-                return Err(PluginError::BadOutput(format!(
-                    "code `{code}` is not a stable identifier ([a-z0-9.-], at most 64 characters)"
-                )));
-            }
-        }
+        Decision::Queue { code, .. } | Decision::Reject { code, .. } => check_code(code)?,
     }
     Ok(d)
+}
+
+/// A hold's, rejection's or veto's code must be a stable identifier.
+pub(crate) fn check_code(code: &str) -> Result<(), PluginError> {
+    if valid_code(code) {
+        return Ok(());
+    }
+    Err(PluginError::BadOutput(format!(
+        "code `{code}` is not a stable identifier ([a-z0-9.-], at most 64 characters)"
+    )))
 }
 
 #[cfg(test)]

@@ -123,12 +123,11 @@ pub(crate) fn check_verdict(
                 )))
             }
         }
-        PlanVerdict::Veto { code, .. } if !crate::contract_check::valid_code(code) => {
-            Err(PluginError::BadOutput(format!(
-                "code `{code}` is not a stable identifier ([a-z0-9.-], at most 64 characters)"
-            )))
+        PlanVerdict::Veto { code, .. } => {
+            crate::contract_check::check_code(code)?;
+            Ok(verdict)
         }
-        _ => Ok(verdict),
+        PlanVerdict::Accept => Ok(verdict),
     }
 }
 

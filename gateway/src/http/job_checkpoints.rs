@@ -21,6 +21,7 @@ use serde_json::json;
 use super::body::{JsonBody, JsonDocument};
 use super::error::ApiError;
 use crate::answer::{Answer, Answers};
+use crate::auth::bearer_token;
 use crate::domain::JobState;
 use crate::jobs::JobError;
 use crate::state::AppState;
@@ -106,13 +107,12 @@ impl FromRequestParts<AppState> for JobToken {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let bearer = parts
+        let header = parts
             .headers
             .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        let job = match (state.jobs.job_access(), bearer) {
-            (Some(access), Some(token)) => access.job_of(token.trim()),
+            .and_then(|v| v.to_str().ok());
+        let job = match (state.jobs.job_access(), bearer_token(header)) {
+            (Some(access), Ok(token)) => access.job_of(token),
             _ => None,
         };
         job.map(|j| JobToken(j.to_string()))

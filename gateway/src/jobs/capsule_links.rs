@@ -41,11 +41,6 @@ impl std::fmt::Debug for CapsuleLinks {
     }
 }
 
-/// A new random signing key, hex (what the first replica records).
-pub fn generate_key() -> String {
-    hex::encode(rand::random::<[u8; 32]>())
-}
-
 impl CapsuleLinks {
     /// Links under `base` (the gateway as pods reach it) signed with `key`.
     pub fn new(key: &[u8], base: Url) -> Self {

@@ -39,11 +39,6 @@ impl std::fmt::Debug for JobAccess {
     }
 }
 
-/// A new random signing key, hex (what the first replica records).
-pub fn generate_key() -> String {
-    hex::encode(rand::random::<[u8; 32]>())
-}
-
 impl JobAccess {
     /// Access under `base` (the gateway as pods reach it), tokens signed with `key`.
     pub fn new(key: &[u8], base: Url) -> Self {
