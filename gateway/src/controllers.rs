@@ -166,6 +166,7 @@ fn supervise(
                         ));
                         running.replace(vec![
                             jobs::lifecycle::spawn(jobs.lifecycle.for_term(term.clone())),
+                            jobs::lifecycle::release::spawn(jobs.lifecycle.for_term(term.clone())),
                             reclaim::spawn(playgrounds.clone(), term.clone()),
                             retention::spawn(retention.clone(), term),
                         ]);

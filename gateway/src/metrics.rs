@@ -28,7 +28,7 @@
 //! | `forge_upload_sessions_total` | `outcome` (`started`, `resumed`, `completed`, `failed`, `aborted`, `expired`) | open | resumable-upload sessions |
 //! | `forge_leader` | | open | 1 while this replica leads (dispatches), else 0 |
 //! | `forge_leader_epoch` | | open | the epoch (fencing token) of this replica's term, 0 when following |
-//! | `forge_fenced_total` | `action` (`dispatch`, `transition`, `create`, `delete`) | open | side effects refused because their term was over |
+//! | `forge_fenced_total` | `action` (`dispatch`, `transition`, `create`, `delete`, `stop`) | open | side effects refused because their term was over |
 //! | `forge_rayjob_writes_total` | `verb` (`create`, `delete`) | open | RayJob creates and deletes this process sent |
 //! | `forge_rayjob_relists_total` | | open | RayJob watch lists (the first and every relist) whose reconcile with the store finished |
 //! | `forge_rayjob_resyncs_total` | | open | periodic looks at every RayJob of this installation (events or not) that finished, successful or not |
@@ -48,6 +48,9 @@
 //! | `forge_job_queue_wait_seconds` | `series`, `team` | detailed | submitted → dispatched (a job dispatched again after a failed create counts from its submission) |
 //! | `forge_job_time_to_running_seconds` | `series`, `team` | detailed | submitted → running |
 //! | `forge_team_queue_depth` | `team` | detailed | queued jobs per team, read at scrape time |
+//! | `forge_preemptions_total` | `series`, `reason` (`priority`) | open | running jobs given a preemption notice (SIGTERM), by the series of the GPUs freed |
+//! | `forge_preemption_releases_total` | `how` (`exited`, `checkpointed`, `grace-ended`, `rayjob-gone`) | open | preempted jobs released back to the queue, by what ended their notice |
+//! | `forge_preemption_lost_gpu_seconds_total` | | open | GPU-seconds of work preemption threw away: from each victim's last acknowledged checkpoint (or its start) to its release |
 //! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`) | open | managed RayJobs this installation did not create or does not know (reported, never deleted) |
 
 use std::time::Duration;
@@ -168,6 +171,12 @@ metrics! {
         "Periodic looks at every RayJob of this installation (events or not) that finished, successful or not";
     open limited: CounterFamily = Family::default(), "forge_submissions_limited",
         "Submissions refused for a team's submission rate or queue cap";
+    open preemptions: CounterFamily = Family::default(), "forge_preemptions",
+        "Running jobs given a preemption notice, by series and reason";
+    open preemption_releases: CounterFamily = Family::default(), "forge_preemption_releases",
+        "Preempted jobs released back to the queue, by what ended their notice";
+    open preemption_lost: Counter<f64, std::sync::atomic::AtomicU64> = Counter::default(), "forge_preemption_lost_gpu_seconds",
+        "GPU-seconds of work lost to preemption (since each victim's last acknowledged checkpoint)";
     open foreign: GaugeFamily = Family::default(), "forge_foreign_rayjobs",
         "Managed RayJobs not created by this installation or of no known job (never deleted)";
     open playground_requests: CounterFamily = Family::default(), "forge_playground_requests",
@@ -240,11 +249,13 @@ pub enum StoreOp {
     RecordCheckpoint,
     Decisions,
     History,
+    Preemptions,
+    PreemptionsSince,
 }
 
 impl StoreOp {
     /// Every operation.
-    pub const ALL: [StoreOp; 14] = [
+    pub const ALL: [StoreOp; 16] = [
         StoreOp::Insert,
         StoreOp::Get,
         StoreOp::Transition,
@@ -259,6 +270,8 @@ impl StoreOp {
         StoreOp::RecordCheckpoint,
         StoreOp::Decisions,
         StoreOp::History,
+        StoreOp::Preemptions,
+        StoreOp::PreemptionsSince,
     ];
 
     /// The label value.
@@ -278,6 +291,8 @@ impl StoreOp {
             StoreOp::RecordCheckpoint => "record_checkpoint",
             StoreOp::Decisions => "decisions",
             StoreOp::History => "history",
+            StoreOp::Preemptions => "preemptions",
+            StoreOp::PreemptionsSince => "preemptions_since",
         }
     }
 }
@@ -296,7 +311,7 @@ mod known {
         "instantiate",
         "nondeterministic",
     ];
-    pub const FENCED: [&str; 4] = ["dispatch", "transition", "create", "delete"];
+    pub const FENCED: [&str; 5] = ["dispatch", "transition", "create", "delete", "stop"];
     pub const RAYJOB_WRITES: [&str; 2] = ["create", "delete"];
     pub const LIMITS: [&str; 2] = ["rate", "queue"];
     /// Codes of the failures the gateway logs as its own (`answer::Answer::internal`,
@@ -597,6 +612,27 @@ impl Metrics {
         self.fenced
             .get_or_create(&vec![("action", action.to_string())])
             .inc();
+    }
+
+    /// A running job given a preemption notice, freeing GPUs of `series`.
+    pub fn preempted(&self, series: &str, reason: &'static str) {
+        self.preemptions
+            .get_or_create(&vec![
+                ("series", series.to_string()),
+                ("reason", reason.to_string()),
+            ])
+            .inc();
+    }
+
+    /// A preempted job released (`how`: what ended its notice), losing
+    /// `lost_gpu_seconds` of work.
+    pub fn preemption_released(&self, how: &'static str, lost_gpu_seconds: f64) {
+        self.preemption_releases
+            .get_or_create(&vec![("how", how.to_string())])
+            .inc();
+        if lost_gpu_seconds.is_finite() && lost_gpu_seconds > 0.0 {
+            self.preemption_lost.inc_by(lost_gpu_seconds);
+        }
     }
 
     /// A RayJob create or delete sent.

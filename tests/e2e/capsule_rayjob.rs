@@ -68,6 +68,7 @@ fn job_spec(mode: &str, pre_running_seconds: Option<i64>) -> JobSpec {
         deadlines: Deadlines {
             pre_running_seconds,
             active_seconds: None,
+            checkpoint_grace_seconds: None,
         },
         priority: 0,
         labels: BTreeMap::new(),
@@ -160,6 +161,7 @@ impl Harness {
             trace_parent: None,
             access: None,
             resume_step: None,
+            attempt: 0,
         };
         let manifest = build_rayjob(&job, &initial_placement(&spec), &capsule, &gateway_config())
             .expect("builds");

@@ -27,6 +27,7 @@ mod playground;
 mod pod_logs;
 mod policy_admin;
 mod policy_swap;
+mod preemption;
 mod queue_decisions;
 mod real_ray;
 mod realism;

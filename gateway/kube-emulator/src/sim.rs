@@ -219,6 +219,7 @@ impl Sim {
                     what: "pod proxy client".into(),
                     message: e.to_string(),
                 })?;
+        let dashboard = Arc::new(controllers::Dashboard::for_config(&cfg.controllers));
         let state = AppState::new(Shared {
             store: store.clone(),
             faults: faults.clone(),
@@ -228,6 +229,7 @@ impl Sim {
             address: addr.to_string(),
             token: cfg.token.as_deref().map(Arc::from),
             endpoints: endpoints.clone(),
+            dashboard: dashboard.clone(),
             proxy_client,
         });
         let app = router(state);
@@ -280,7 +282,8 @@ impl Sim {
             let stop = sim.shutdown.clone();
             let ccfg = cfg.controllers.clone();
             let handle = tokio::spawn(async move {
-                if let Err(e) = controllers::run(client, ccfg, logs, endpoints, stop).await {
+                let run = controllers::run(client, ccfg, logs, endpoints, dashboard, stop);
+                if let Err(e) = run.await {
                     tracing::error!(error = %e, "kubesim controllers stopped");
                 }
             });

@@ -3,7 +3,8 @@
 //! - capsules: `capsules/<sha256 hex>.zip` ([`capsule_key`])
 //! - job logs: `logs/<job-id>/<name>.log` ([`log_key`]), each pod's log
 //!   `logs/<job-id>/pods/<pod>/<container>.log` ([`pod_log_key`]) and their list
-//!   `logs/<job-id>/pods.json` ([`log_index_key`])
+//!   `logs/<job-id>/pods.json` ([`log_index_key`]); a preempted attempt's list
+//!   `logs/<job-id>/attempts/<n>/pods.json` ([`attempt_log_index_key`])
 //! - policy plugins: `plugins/<sha256 hex>.wasm` ([`plugin_key`])
 
 use crate::error::StoreError;
@@ -51,6 +52,14 @@ pub fn pod_log_key(job_id: &str, pod: &str, container: &str) -> Result<String, S
 pub fn log_index_key(job_id: &str) -> Result<String, StoreError> {
     check_parts(&[job_id], 128)?;
     Ok(format!("logs/{job_id}/pods.json"))
+}
+
+/// `logs/<job-id>/attempts/<n>/pods.json`: the list of the pod logs archived when
+/// attempt `n` of a job was preempted (the pods' own logs sit beside the others':
+/// each attempt's RayJob, and so each pod, has a name of its own).
+pub fn attempt_log_index_key(job_id: &str, attempt: u32) -> Result<String, StoreError> {
+    check_parts(&[job_id], 128)?;
+    Ok(format!("logs/{job_id}/attempts/{attempt}/pods.json"))
 }
 
 /// Each part non-empty, at most `max` bytes, `[A-Za-z0-9._-]+`, not starting with a dot.

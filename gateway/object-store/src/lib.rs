@@ -44,8 +44,9 @@ pub mod store;
 
 pub use error::StoreError;
 pub use keys::{
-    CAPSULES, LOGS, PLUGINS, capsule_key, digest_of_capsule_key, job_logs_prefix, log_index_key,
-    log_key, plugin_key, pod_log_key, validate_digest, validate_key,
+    CAPSULES, LOGS, PLUGINS, attempt_log_index_key, capsule_key, digest_of_capsule_key,
+    job_logs_prefix, log_index_key, log_key, plugin_key, pod_log_key, validate_digest,
+    validate_key,
 };
 pub use local::{LocalStore, UrlError};
 pub use local_routes::local_routes;

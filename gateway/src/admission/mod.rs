@@ -235,6 +235,15 @@ impl Admission {
         self.policies.evaluate(team, request, path.as_str()).await
     }
 
+    /// The policy's say on a planned preemption: the order to preempt in, or a veto
+    /// ([`PolicyManager::plan_preemption`]).
+    pub async fn plan_preemption(
+        &self,
+        plan: forge_policy_host::preemption::PreemptionPlan,
+    ) -> Result<forge_policy_host::preemption::PlanOutcome, EvalError> {
+        self.policies.plan_preemption(plan).await
+    }
+
     /// The generation of the policy in force ([`PolicyManager::generation`]).
     pub fn policy_generation(&self) -> u64 {
         self.policies.generation()

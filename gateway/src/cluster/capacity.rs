@@ -133,6 +133,24 @@ impl Capacity {
         rooms
     }
 
+    /// The gang fit's rooms as they would be without the pods of `jobs` (a planned
+    /// preemption's victims): computed afresh, never cached.
+    pub fn rooms_without(&self, jobs: &std::collections::BTreeSet<&str>) -> Vec<NodeRoom> {
+        let pods: Vec<Arc<Pod>> = self
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_JOB_ID))
+                    .is_none_or(|id| !jobs.contains(id.as_str()))
+            })
+            .collect();
+        self.conventions.rooms(&self.nodes.state(), &pods)
+    }
+
     /// Bound, unfinished Ray pods of each Forge job, per group (`ray.io/group`:
     /// `headgroup` or the pool's name): the machines the scheduler has placed.
     pub fn bound_machines(&self) -> BTreeMap<(String, String), u32> {

@@ -18,6 +18,7 @@ pub mod nodes;
 pub mod playgrounds;
 pub mod pod_proxy;
 pub mod pods;
+pub mod ray_stop;
 pub mod rayjob_api;
 pub mod rayjob_crd;
 

@@ -135,6 +135,9 @@ pub struct RayJobStatus {
     /// Detail of the reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The Ray job's submission id (what `ray job stop` names).
+    #[serde(rename = "jobId", default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
     /// The RayCluster the operator created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ray_cluster_name: Option<String>,

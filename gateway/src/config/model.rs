@@ -243,6 +243,12 @@ pub struct GatewayConfig {
     pub retention_capsules_s: u64,
     /// `FORGE_RETENTION_SWEEP_S`.
     pub retention_sweep_s: u64,
+    /// `FORGE_PREEMPTION_MAX_GRACE_S`.
+    pub preemption_max_grace_s: u64,
+    /// `FORGE_PREEMPTION_WINDOW_S`.
+    pub preemption_window_s: u64,
+    /// `FORGE_PREEMPTION_MAX_IN_WINDOW`.
+    pub preemption_max_in_window: u32,
     /// `FORGE_PLAYGROUND_MIN_TTL_S`: the shortest TTL and idle TTL a playground may ask.
     pub playground_min_ttl_s: u64,
     /// `FORGE_PLAYGROUND_STARTUP_S`: how long a playground's server may take to load

@@ -478,6 +478,24 @@ pub static VARS: &[Var] = &[
         "how often the leader deletes what is past its retention and measures what object storage holds (`forge_storage_bytes`); at most the shortest retention set (seconds, 1..=86400)",
     ),
     Var::new(
+        "FORGE_PREEMPTION_MAX_GRACE_S",
+        Fallback::Value("600"),
+        |d, _, v| put(&mut d.cfg.gateway.preemption_max_grace_s, int(v, 1, 86_400)),
+        "the most a job may ask as `deadlines.checkpointGraceSeconds`: how long a preempted job has to checkpoint and exit (seconds, 1..=86400; a job's default is 60)",
+    ),
+    Var::new(
+        "FORGE_PREEMPTION_WINDOW_S",
+        Fallback::Value("3600"),
+        |d, _, v| put(&mut d.cfg.gateway.preemption_window_s, int(v, 1, 604_800)),
+        "the window preemptions are counted in: a job preempted `FORGE_PREEMPTION_MAX_IN_WINDOW` times within it is not preempted again until the oldest leaves it (seconds, 1..=604800)",
+    ),
+    Var::new(
+        "FORGE_PREEMPTION_MAX_IN_WINDOW",
+        Fallback::Value("3"),
+        |d, _, v| put(&mut d.cfg.gateway.preemption_max_in_window, int(v, 0, 1000)),
+        "how many times a job may be preempted within `FORGE_PREEMPTION_WINDOW_S`; 0 turns preemption off (0..=1000)",
+    ),
+    Var::new(
         "FORGE_PLAYGROUND_MIN_TTL_S",
         Fallback::Value("60"),
         |d, _, v| put(&mut d.cfg.gateway.playground_min_ttl_s, int(v, 1, 3600)),

@@ -18,6 +18,10 @@ pub enum JobState {
     Initializing,
     /// The Ray job runs.
     Running,
+    /// Preempted for a higher-priority job: it was told to checkpoint and exit (SIGTERM)
+    /// and holds its GPUs until it exits, acknowledges a checkpoint or its grace ends;
+    /// then it is queued again (or ends, if it finished meanwhile).
+    Preempting,
     /// Finished successfully.
     Succeeded,
     /// Finished unsuccessfully (application, submission or deadline failure).
@@ -32,11 +36,12 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, in life order.
-    pub const ALL: [JobState; 9] = [
+    pub const ALL: [JobState; 10] = [
         Self::Queued,
         Self::Dispatched,
         Self::Initializing,
         Self::Running,
+        Self::Preempting,
         Self::Succeeded,
         Self::Failed,
         Self::Cancelled,
@@ -51,6 +56,7 @@ impl JobState {
             Self::Dispatched => "dispatched",
             Self::Initializing => "initializing",
             Self::Running => "running",
+            Self::Preempting => "preempting",
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -69,7 +75,10 @@ impl JobState {
 
     /// Whether the job holds (or is about to hold) cluster GPUs.
     pub fn holds_gpus(self) -> bool {
-        matches!(self, Self::Dispatched | Self::Initializing | Self::Running)
+        matches!(
+            self,
+            Self::Dispatched | Self::Initializing | Self::Running | Self::Preempting
+        )
     }
 
     /// Whether `self → to` is a legal transition.
@@ -77,7 +86,8 @@ impl JobState {
     /// queued → dispatched | cancelled | rejected | failed;
     /// dispatched → queued (RayJob creation failed, retry later) | initializing |
     /// running | any end; initializing → running | any end but rejected;
-    /// running → any end but rejected; terminal states never change.
+    /// running → preempting | any end but rejected; preempting → queued (released,
+    /// to resume later) | any end but rejected; terminal states never change.
     pub fn can_transition_to(self, to: JobState) -> bool {
         use JobState::*;
         let ended = matches!(to, Succeeded | Failed | Cancelled | TimedOut);
@@ -85,7 +95,8 @@ impl JobState {
             Queued => matches!(to, Dispatched | Cancelled | Rejected | Failed),
             Dispatched => matches!(to, Queued | Initializing | Running) || ended,
             Initializing => to == Running || ended,
-            Running => ended,
+            Running => to == Preempting || ended,
+            Preempting => to == Queued || ended,
             Succeeded | Failed | Cancelled | TimedOut | Rejected => false,
         }
     }
@@ -136,6 +147,11 @@ mod tests {
         assert!(JobState::Queued.can_transition_to(JobState::Dispatched));
         assert!(!JobState::Queued.can_transition_to(JobState::Running));
         assert!(!JobState::Running.can_transition_to(JobState::Queued));
+        assert!(JobState::Running.can_transition_to(JobState::Preempting));
+        assert!(JobState::Preempting.can_transition_to(JobState::Queued));
+        assert!(!JobState::Preempting.can_transition_to(JobState::Running));
+        assert!(!JobState::Queued.can_transition_to(JobState::Preempting));
+        assert!(JobState::Preempting.holds_gpus());
         assert!(JobState::Dispatched.can_transition_to(JobState::Queued));
     }
 }

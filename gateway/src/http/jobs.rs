@@ -35,7 +35,8 @@ use crate::jobs::logs::dashboard::Dashboard;
 use crate::jobs::{Diagnosis, JobError, LogStart, LogTarget, PendingReason, PodLog, QueueEntry};
 use crate::state::AppState;
 use crate::store::{
-    DecisionRecord, HistoryEntry, JobRecord, ListQuery, MAX_PAGE, Page, StoreError,
+    DecisionRecord, HistoryEntry, JobRecord, ListQuery, MAX_PAGE, Page, PreemptionRecord,
+    StoreError,
 };
 use crate::telemetry::job_trace::SubmitTrace;
 use tracing::Instrument as _;
@@ -64,6 +65,43 @@ pub struct JobResponse {
     /// The Ray dashboard of a starting or running job (single-job reads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dashboard: Option<Dashboard>,
+    /// Its preemptions, oldest first (single-job reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemptions: Option<Vec<PreemptionRecord>>,
+    /// Its runs: one per preempted attempt, then the current one (single-job reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<Vec<Attempt>>,
+}
+
+/// One run of a job and where its logs are.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// 0 for the first run.
+    pub attempt: u32,
+    /// When it was released after its preemption (`None`: the current run).
+    pub released_ms: Option<i64>,
+    /// Its driver log (`GET …/logs?attempt=N`).
+    pub logs: String,
+}
+
+/// A job's attempts from its preemptions.
+fn attempts_of(job: &JobRecord, preemptions: &[PreemptionRecord]) -> Vec<Attempt> {
+    let logs = |n: u32| format!("/v1/jobs/{}/logs?attempt={n}", job.id);
+    preemptions
+        .iter()
+        .filter(|p| p.attempt < job.attempt)
+        .map(|p| Attempt {
+            attempt: p.attempt,
+            released_ms: p.released_ms,
+            logs: logs(p.attempt),
+        })
+        .chain(std::iter::once(Attempt {
+            attempt: job.attempt,
+            released_ms: None,
+            logs: logs(job.attempt),
+        }))
+        .collect()
 }
 
 /// The decision made at submission.
@@ -89,6 +127,8 @@ fn response(state: &AppState, job: JobRecord) -> JobResponse {
         decisions: None,
         pending: None,
         dashboard: None,
+        preemptions: None,
+        attempts: None,
     }
 }
 
@@ -224,6 +264,11 @@ pub async fn get(
     let job = jobs.visible(&caller, &id).await?;
     let history = jobs.store().history(&id).await.map_err(JobError::from)?;
     let decisions = jobs.store().decisions(&id).await.map_err(JobError::from)?;
+    let preemptions = jobs
+        .store()
+        .preemptions(&id)
+        .await
+        .map_err(JobError::from)?;
     let pending = if matches!(job.state, JobState::Dispatched | JobState::Initializing) {
         match jobs.logs.diagnose(&job).await {
             Ok(d) => d.pending,
@@ -244,6 +289,8 @@ pub async fn get(
     resp.decisions = Some(decisions);
     resp.pending = pending;
     resp.dashboard = dashboard;
+    resp.attempts = Some(attempts_of(&resp.job, &preemptions));
+    resp.preemptions = Some(preemptions);
     Ok(Json(resp))
 }
 
@@ -283,6 +330,8 @@ pub struct LogQuery {
     /// Keep the response open: live output, then the archived rest.
     #[serde(default)]
     follow: bool,
+    /// An earlier attempt's archived logs (a preempted run); default: the current.
+    attempt: Option<u32>,
 }
 
 /// The header carrying the offset of the body's first byte.
@@ -331,11 +380,27 @@ pub async fn logs(
         (None, Some(n)) => LogStart::Tail(n),
         (None, None) => LogStart::Offset(0),
     };
-    let read = state
-        .jobs
-        .logs
-        .log_from(&job, &target, start, q.follow)
-        .await?;
+    let logs = match q.attempt {
+        Some(n) if n > job.attempt => {
+            return Err(ApiError::bad(
+                "invalid-query",
+                "attempt",
+                format!("the job has attempts 0..={}", job.attempt),
+            ));
+        }
+        Some(n) if n < job.attempt => {
+            if q.follow {
+                return Err(ApiError::bad(
+                    "invalid-query",
+                    "follow",
+                    "an earlier attempt has ended: its logs are not followed",
+                ));
+            }
+            state.jobs.logs.of_attempt(n)
+        }
+        _ => state.jobs.logs.clone(),
+    };
+    let read = logs.log_from(&job, &target, start, q.follow).await?;
     Ok((
         [
             (

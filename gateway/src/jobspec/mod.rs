@@ -151,6 +151,27 @@ pub struct Deadlines {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 2147483647))]
     pub active_seconds: Option<i64>,
+    /// How long the job has, once preempted (SIGTERM), to checkpoint and exit before
+    /// its GPUs are taken; defaults to 60, at most `FORGE_PREEMPTION_MAX_GRACE_S`.
+    /// (`checkpointGraceS` is accepted too.)
+    #[serde(
+        default,
+        alias = "checkpointGraceS",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = 86400))]
+    pub checkpoint_grace_seconds: Option<i64>,
+}
+
+/// The grace a preempted job gets when its spec names none, in seconds.
+pub const DEFAULT_CHECKPOINT_GRACE_S: i64 = 60;
+
+impl Deadlines {
+    /// The grace a preempted job gets, in seconds.
+    pub fn checkpoint_grace_s(&self) -> i64 {
+        self.checkpoint_grace_seconds
+            .unwrap_or(DEFAULT_CHECKPOINT_GRACE_S)
+    }
 }
 
 /// An environment value taken from a Kubernetes Secret.

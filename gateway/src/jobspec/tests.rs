@@ -425,3 +425,31 @@ fn env_total_size_is_bounded() {
     }));
     assert!(has(&e, "env", FieldCode::Range), "{e:?}");
 }
+
+#[test]
+fn the_checkpoint_grace_defaults_to_60_and_is_bounded_by_the_gateway() {
+    let spec: JobSpec = serde_json::from_str(&patched(|_| {})).expect("spec");
+    assert_eq!(spec.deadlines.checkpoint_grace_s(), 60);
+    // The spelling is accepted as well.
+    let short: JobSpec = serde_json::from_str(&patched(|v| {
+        v["deadlines"]["checkpointGraceS"] = 5.into();
+    }))
+    .expect("alias");
+    assert_eq!(short.deadlines.checkpoint_grace_s(), 5);
+    for bad in [0, 601] {
+        let e = errors_of(&patched(|v| {
+            v["deadlines"]["checkpointGraceSeconds"] = bad.into();
+        }));
+        assert!(
+            has(&e, "deadlines.checkpointGraceSeconds", FieldCode::Range),
+            "{bad}: {e:#?}"
+        );
+        if bad > 0 {
+            assert!(
+                e.iter()
+                    .any(|f| f.message.contains("FORGE_PREEMPTION_MAX_GRACE_S")),
+                "{e:#?}"
+            );
+        }
+    }
+}

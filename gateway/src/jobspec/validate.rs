@@ -39,7 +39,7 @@ impl JobSpec {
         self.check_secret_env(&mut p);
         self.check_pip(&mut p);
         self.check_labels(&mut p);
-        self.check_deadlines(&mut p);
+        self.check_deadlines(cfg, &mut p);
         self.check_storage(cfg, &mut p);
         p.0
     }
@@ -254,7 +254,7 @@ impl JobSpec {
         }
     }
 
-    fn check_deadlines(&self, p: &mut Problems) {
+    fn check_deadlines(&self, cfg: &Config, p: &mut Problems) {
         let int32 = i64::from(i32::MAX);
         for (name, value) in [
             ("preRunningSeconds", self.deadlines.pre_running_seconds),
@@ -269,6 +269,16 @@ impl JobSpec {
                     format!("must be 1..={int32} seconds"),
                 );
             }
+        }
+        let max = cfg.gateway.preemption_max_grace_s;
+        if let Some(v) = self.deadlines.checkpoint_grace_seconds
+            && !(1..=i64::try_from(max).unwrap_or(i64::MAX)).contains(&v)
+        {
+            p.push(
+                "deadlines.checkpointGraceSeconds",
+                FieldCode::Range,
+                format!("must be 1..={max} seconds (FORGE_PREEMPTION_MAX_GRACE_S)"),
+            );
         }
     }
 

@@ -108,6 +108,9 @@ pub struct JobRef<'a> {
     /// The step of the last checkpoint the job acknowledged, on a run after it
     /// (`FORGE_RESUME_STEP`).
     pub resume_step: Option<u64>,
+    /// The job's attempt (0: its first run; each release after a preemption adds
+    /// one): the RayJob's name ([`rayjob_name_of`]) and `FORGE_ATTEMPT`.
+    pub attempt: u32,
 }
 
 /// The job's code archive.
@@ -210,6 +213,17 @@ pub fn rayjob_name(job_id: &str) -> String {
     }
 }
 
+/// The RayJob name of a job's attempt: [`rayjob_name`] for the first run, and one
+/// of its own for each later attempt (a released attempt's RayJob may still be being
+/// deleted when the next one is created).
+pub fn rayjob_name_of(job_id: &str, attempt: u32) -> String {
+    if attempt == 0 {
+        rayjob_name(job_id)
+    } else {
+        rayjob_name(&format!("{job_id}-{attempt}"))
+    }
+}
+
 /// Checks a map as Kubernetes labels / node selector / annotations.
 fn check_pairs(
     pool: &str,
@@ -267,6 +281,13 @@ fn runtime_env_yaml(
     if let Some(step) = job.resume_step {
         env.insert("FORGE_RESUME_STEP".into(), step.to_string());
     }
+    env.insert("FORGE_ATTEMPT".into(), job.attempt.to_string());
+    // A preemption stops the job as `ray job stop` does: SIGTERM, then SIGKILL after
+    // this long (Ray's job supervisor reads it; its own default is 3 s).
+    env.insert(
+        "RAY_JOB_STOP_WAIT_TIME_S".into(),
+        job.spec.deadlines.checkpoint_grace_s().to_string(),
+    );
     if let Some(dir) = &cfg.nemo_rl_dir {
         env.insert("FORGE_NEMO_RL_DIR".into(), dir.clone());
     }
@@ -321,7 +342,7 @@ pub fn build_rayjob(
     let mut labels = spec.labels.clone();
     labels.extend(job_labels(job.id, job.team, job.instance));
     let mut rayjob = RayJob::new(
-        &rayjob_name(job.id),
+        &rayjob_name_of(job.id, job.attempt),
         RayJobSpec {
             entrypoint: spec.entrypoint.clone(),
             runtime_env_yaml: Some(runtime_env_yaml(job, capsule, cfg)?),

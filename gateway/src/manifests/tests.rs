@@ -209,6 +209,7 @@ fn build(s: &JobSpec, cfg: &Config, init: bool) -> Value {
         trace_parent: None,
         access: None,
         resume_step: None,
+        attempt: 0,
     };
     json_of(build_rayjob(&job, &initial(s), &capsule(init), cfg).expect("builds"))
 }
@@ -391,6 +392,7 @@ fn each_team_mounts_its_own_directory_and_the_common_one_read_only() {
         trace_parent: None,
         access: None,
         resume_step: None,
+        attempt: 0,
     };
     for team in ["team-a", "team-b"] {
         let m = json_of(
@@ -594,6 +596,7 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
         trace_parent: None,
         access: None,
         resume_step: None,
+        attempt: 0,
     };
     let m =
         json_of(build_rayjob(&job, &placement, &capsule(false), &cfg_with(&[])).expect("builds"));
@@ -629,6 +632,7 @@ fn failure_paths() {
         trace_parent: None,
         access: None,
         resume_step: None,
+        attempt: 0,
     };
     let err = build_rayjob(&job, &initial(&s), &capsule(false), &cfg).expect_err("no series");
     assert_eq!(
@@ -647,6 +651,7 @@ fn failure_paths() {
         trace_parent: None,
         access: None,
         resume_step: None,
+        attempt: 0,
     };
     let wrong = Placement { pools: vec![] };
     assert!(matches!(
@@ -695,6 +700,7 @@ fn failure_paths() {
         trace_parent: None,
         access: None,
         resume_step: None,
+        attempt: 0,
     };
     assert_eq!(
         build_rayjob(&job2, &initial(&other), &capsule(false), &cfg),
@@ -708,6 +714,7 @@ fn failure_paths() {
         trace_parent: None,
         access: None,
         resume_step: None,
+        attempt: 0,
     };
     assert!(matches!(
         build_rayjob(&job3, &initial(&s), &capsule(false), &cfg),
@@ -799,6 +806,7 @@ fn resources_are_requests_equal_to_limits_and_ray_params_agree() {
         trace_parent: None,
         access: None,
         resume_step: None,
+        attempt: 0,
     };
     assert!(matches!(
         build_rayjob(&job, &initial(&s), &capsule(false), &cfg),
@@ -851,6 +859,7 @@ fn tolerations_and_node_affinity_come_from_config_and_placement() {
         trace_parent: None,
         access: None,
         resume_step: None,
+        attempt: 0,
     };
     let m = json_of(build_rayjob(&job, &placement, &capsule(false), &cfg).expect("builds"));
     assert!(crd_errors(&m).is_empty(), "{:#?}", crd_errors(&m));
@@ -1084,6 +1093,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                     deadlines: Deadlines {
                         pre_running_seconds: pre,
                         active_seconds: active,
+                        checkpoint_grace_seconds: None,
                     },
                     priority: 0,
                     env,
@@ -1119,7 +1129,7 @@ proptest! {
     #[test]
     fn every_generated_manifest_is_valid(case in arb_case()) {
         prop_assert!(case.spec.validate(&case.cfg).is_empty(), "generator made an invalid spec: {:?}", case.spec.validate(&case.cfg));
-        let job = JobRef { id: &case.job_id, team: &case.team, spec: &case.spec, instance: "inst-1", trace_parent: None, access: None, resume_step: None };
+        let job = JobRef { id: &case.job_id, team: &case.team, spec: &case.spec, instance: "inst-1", trace_parent: None, access: None, resume_step: None, attempt: 0 };
         let m = json_of(build_rayjob(&job, &case.placement, &capsule(case.init), &case.cfg)
             .map_err(|e| TestCaseError::fail(e.to_string()))?);
         let errors = crd_errors(&m);
@@ -1162,6 +1172,7 @@ fn the_job_gets_its_url_token_and_resume_step() {
         trace_parent: None,
         access: Some(&access),
         resume_step: Some(1200),
+        attempt: 2,
     };
     let m = json_of(build_rayjob(&job, &initial(&s), &capsule(false), &cfg).expect("builds"));
     let env: Value = serde_saphyr::from_str(m["spec"]["runtimeEnvYAML"].as_str().expect("yaml"))
@@ -1174,6 +1185,22 @@ fn the_job_gets_its_url_token_and_resume_step() {
     let token = vars["FORGE_JOB_TOKEN"].as_str().expect("token");
     assert_eq!(access.job_of(token), Some("0193ab45cd67ef0123"));
     assert_eq!(vars["FORGE_RESUME_STEP"], "1200");
+    // The third attempt runs under a RayJob of its own, and a preemption's SIGTERM
+    // gives it the default grace before Ray's supervisor kills it.
+    assert_eq!(vars["FORGE_ATTEMPT"], "2");
+    assert_eq!(vars["RAY_JOB_STOP_WAIT_TIME_S"], "60");
+    assert_eq!(
+        m["metadata"]["name"],
+        json!(rayjob_name_of("0193ab45cd67ef0123", 2))
+    );
+    assert_ne!(
+        rayjob_name_of("0193ab45cd67ef0123", 2),
+        rayjob_name("0193ab45cd67ef0123")
+    );
+    assert_eq!(
+        rayjob_name_of("0193ab45cd67ef0123", 0),
+        rayjob_name("0193ab45cd67ef0123")
+    );
     // Without shared storage there is no checkpoint directory to give.
     assert!(vars.get("FORGE_CHECKPOINT_DIR").is_none());
 }

@@ -10,6 +10,7 @@ pub mod change;
 pub mod error;
 pub mod failed_uploads;
 pub mod manager;
+pub mod preemption_vote;
 pub mod registry;
 pub mod replay;
 pub mod shadow;

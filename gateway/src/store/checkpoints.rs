@@ -50,7 +50,7 @@ pub fn to_column(step: u64) -> Result<i64, StoreError> {
 }
 
 /// The states in which a job can acknowledge a checkpoint, as stored.
-pub const ACKNOWLEDGING_STATES: &str = "'dispatched', 'initializing', 'running'";
+pub const ACKNOWLEDGING_STATES: &str = "'dispatched', 'initializing', 'running', 'preempting'";
 
 /// The outcome when the conditional write changed nothing, from what the job's row
 /// holds (`None`: no such job).

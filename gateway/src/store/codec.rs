@@ -14,7 +14,7 @@ use crate::domain::{Digest, JobState, UnknownState};
 /// The columns a job row is read with, in the order both backends' row readers expect.
 pub const JOB_COLUMNS: &str = "seq, id, team, name, spec, state, reason, capsule_sha256, \
                                rayjob_name, queue_series, created_at_ms, updated_at_ms, placement, \
-                               trace_parent, checkpoint_step, checkpoint_at_ms";
+                               trace_parent, checkpoint_step, checkpoint_at_ms, attempt, terms";
 
 /// The select of a plugin record, in the order both backends' row readers expect.
 pub const PLUGIN_COLUMNS: &str = "SELECT owner, name, version, digest, size, description, \
@@ -87,6 +87,19 @@ pub fn placement_from_json(text: &str) -> Result<Placement, StoreError> {
         }
     }
     serde_json::from_value(value).map_err(|e| StoreError::Corrupt(format!("placement: {e}")))
+}
+
+/// A stored job's admitted terms (`None`: not dispatched yet).
+pub fn parse_terms(
+    text: Option<String>,
+) -> Result<Option<super::preemptions::AdmittedTerms>, StoreError> {
+    text.as_deref().map(|t| from_json(t, "terms")).transpose()
+}
+
+/// Whether a transition releases a preempted job into the queue (its attempt counter
+/// goes up), as the stored increment.
+pub fn attempt_step(t: &Transition) -> i64 {
+    i64::from(t.from == JobState::Preempting && t.to == JobState::Queued)
 }
 
 /// A stored optional placement.

@@ -24,6 +24,7 @@ use forge_policy_host::model::Placement;
 
 use super::StoreError;
 use super::checkpoints::{Checkpoint, CheckpointOutcome};
+use super::preemptions::{AdmittedTerms, PreemptionRecord, PreemptionWrite};
 use crate::domain::{Digest, JobState};
 use crate::jobspec::JobSpec;
 
@@ -67,6 +68,13 @@ pub struct JobRecord {
     pub trace_parent: Option<String>,
     /// The last checkpoint the job acknowledged (`POST …/checkpoints`), if any.
     pub last_checkpoint: Option<Checkpoint>,
+    /// How many times it was preempted and released: its current attempt (0: the
+    /// first run). Each attempt runs under a RayJob of its own.
+    pub attempt: u32,
+    /// What it was admitted on (priority after the policy's cap, preemptible), set
+    /// with its dispatch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terms: Option<AdmittedTerms>,
 }
 
 /// A job to insert.
@@ -119,6 +127,10 @@ pub struct Transition {
     pub decision: Option<NewDecision>,
     /// Commit only while this leadership is current (the leader's controllers set it).
     pub fence: Option<Fence>,
+    /// Sets the admitted terms (on dispatch).
+    pub terms: Option<AdmittedTerms>,
+    /// Opens or closes a preemption record, in the same transaction.
+    pub preemption: Option<PreemptionWrite>,
 }
 
 impl Transition {
@@ -133,6 +145,8 @@ impl Transition {
             placement: None,
             decision: None,
             fence: None,
+            terms: None,
+            preemption: None,
         }
     }
 }
@@ -260,6 +274,11 @@ pub trait JobStore: Send + Sync {
         step: u64,
         at_ms: i64,
     ) -> Result<CheckpointOutcome, StoreError>;
+    /// A job's preemptions, oldest first.
+    async fn preemptions(&self, job_id: &str) -> Result<Vec<PreemptionRecord>, StoreError>;
+    /// Every preemption noticed at or after `since_ms`, and every one whose notice
+    /// still runs (the dispatcher's window and holds), oldest first.
+    async fn preemptions_since(&self, since_ms: i64) -> Result<Vec<PreemptionRecord>, StoreError>;
     /// A feed that changes when any replica queues a job (PostgreSQL's
     /// `LISTEN/NOTIFY`), so the leader's dispatcher wakes for another replica's
     /// submission; `None` when the backend has none (the dispatcher's tick covers it).

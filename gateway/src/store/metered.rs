@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use super::{
     CheckpointOutcome, DecisionRecord, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision,
-    NewJob, Page, StoreError, Transition,
+    NewJob, Page, PreemptionRecord, StoreError, Transition,
 };
 use crate::domain::JobState;
 use crate::metrics::{Metrics, StoreOp};
@@ -110,6 +110,14 @@ impl JobStore for Metered {
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
         self.timed(StoreOp::History, self.inner.history(job_id))
             .await
+    }
+    async fn preemptions(&self, job_id: &str) -> Result<Vec<PreemptionRecord>, StoreError> {
+        self.timed(StoreOp::Preemptions, self.inner.preemptions(job_id))
+            .await
+    }
+    async fn preemptions_since(&self, since_ms: i64) -> Result<Vec<PreemptionRecord>, StoreError> {
+        let read = self.inner.preemptions_since(since_ms);
+        self.timed(StoreOp::PreemptionsSince, read).await
     }
     fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.queue_changes()

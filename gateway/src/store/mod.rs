@@ -31,6 +31,7 @@ pub mod migration;
 pub mod playgrounds;
 pub mod policies;
 pub mod postgres;
+pub mod preemptions;
 pub mod retention;
 pub mod sqlite;
 
@@ -50,6 +51,7 @@ pub use policies::{
     LinkRef, NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
     ShadowResult,
 };
+pub use preemptions::{AdmittedTerms, PreemptionRecord, PreemptionWrite};
 pub use retention::RetentionStore;
 
 /// Which backend a [`Database`] runs on.

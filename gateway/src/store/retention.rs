@@ -16,7 +16,8 @@ use crate::domain::Digest;
 
 /// The states of a job that has not ended, as an SQL list (a test holds it to
 /// [`crate::domain::JobState::is_terminal`]).
-pub const ACTIVE_STATES_SQL: &str = "('queued', 'dispatched', 'initializing', 'running')";
+pub const ACTIVE_STATES_SQL: &str =
+    "('queued', 'dispatched', 'initializing', 'running', 'preempting')";
 /// The ended states whose jobs ran (or were meant to) and so may have archived logs.
 pub const ENDED_STATES_SQL: &str = "('succeeded', 'failed', 'cancelled', 'timed-out')";
 

@@ -120,6 +120,50 @@ pub struct StatusArgs {
     pub watch: bool,
 }
 
+/// A job's preemptions and runs, when it was preempted.
+fn print_preemptions(job: &Value) {
+    let Some(preemptions) = job["preemptions"].as_array().filter(|p| !p.is_empty()) else {
+        return;
+    };
+    println!(
+        "attempt   {} (earlier runs: forge logs {} --attempt N)",
+        field(job, "/attempt"),
+        field(job, "/id")
+    );
+    println!("\npreemptions:");
+    let ms = |v: &Value| v.as_i64().map_or_else(|| "-".into(), time);
+    let rows = preemptions.iter().map(|p| {
+        vec![
+            field(p, "/attempt"),
+            ms(&p["atMs"]),
+            field(p, "/byJob"),
+            format!("{}s", p["noticeMs"].as_i64().unwrap_or(0) / 1000),
+            ms(&p["releasedMs"]),
+            p["checkpointStep"]
+                .as_u64()
+                .map_or_else(|| "-".into(), |s| s.to_string()),
+            p["lostGpuSeconds"]
+                .as_f64()
+                .map_or_else(|| "-".into(), |l| format!("{l:.0}")),
+        ]
+    });
+    println!(
+        "{}",
+        table(
+            &[
+                "ATTEMPT",
+                "AT",
+                "BY JOB",
+                "GRACE",
+                "RELEASED",
+                "RESUME STEP",
+                "LOST GPU·S"
+            ],
+            rows
+        )
+    );
+}
+
 fn print_status(job: &Value) {
     println!("job       {}", field(job, "/id"));
     println!("name      {}", field(job, "/name"));
@@ -153,6 +197,7 @@ fn print_status(job: &Value) {
             c["atMs"].as_i64().map_or_else(|| "-".into(), time)
         );
     }
+    print_preemptions(job);
     if let Some(history) = job["history"].as_array() {
         println!("\nhistory:");
         let rows = history.iter().map(|h| {

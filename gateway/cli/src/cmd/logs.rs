@@ -37,6 +37,10 @@ pub struct LogsArgs {
     /// Start at this byte of the log (what a previous read reached)
     #[arg(long, value_name = "BYTES", conflicts_with = "tail")]
     pub offset: Option<u64>,
+    /// An earlier run's log: attempt N (0 is the first) of a job that was preempted
+    /// (`forge status` lists them) [default: the current run]
+    #[arg(long, value_name = "N", conflicts_with_all = ["follow", "pods"])]
+    pub attempt: Option<u32>,
 }
 
 /// A Kubernetes object name (what a pod or container may be called): it goes into the
@@ -55,6 +59,15 @@ fn pod_name(s: &str) -> Result<String, String> {
 
 /// The log selection as the gateway's query takes it.
 fn selector(args: &LogsArgs) -> Result<String, CliError> {
+    let which = pod_selector(args)?;
+    Ok(match args.attempt {
+        Some(n) => format!("{which}&attempt={n}"),
+        None => which,
+    })
+}
+
+/// Which pod's log, as the gateway's query takes it.
+fn pod_selector(args: &LogsArgs) -> Result<String, CliError> {
     match (args.pod.as_str(), &args.container) {
         ("driver" | "head", Some(_)) => Err(CliError::Usage(
             "--container goes with a pod's name (see --pods), not with driver or head".into(),

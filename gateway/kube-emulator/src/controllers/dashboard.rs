@@ -46,7 +46,12 @@ impl From<JobDetails> for RayJobInfo {
 #[derive(Debug)]
 struct Entry {
     info: RayJobInfo,
+    /// Kills the driver at once (its cluster went away).
     stop: CancellationToken,
+    /// Asks a driver that stops gracefully (SIGTERM, then SIGKILL after its grace)
+    /// to stop; it then records STOPPED itself once its process is gone, as Ray's
+    /// job supervisor does.
+    terminate: Option<CancellationToken>,
 }
 
 type Key = (String, String, String);
@@ -95,6 +100,17 @@ impl Dashboard {
             real,
             ..Self::default()
         }
+    }
+
+    /// The dashboards `cfg`'s kubelet gives its heads: real Ray's in process mode with
+    /// a Ray installation, simulated ones otherwise.
+    pub fn for_config(cfg: &super::ControllerConfig) -> Self {
+        Self::new(matches!(cfg.mode, super::config::RunMode::Process) && cfg.ray.is_some())
+    }
+
+    /// Whether the heads are real (their dashboards answer for themselves).
+    pub fn is_real(&self) -> bool {
+        self.real
     }
 
     /// A real head of `ns/cluster` serves its dashboard at `addr`.
@@ -167,6 +183,7 @@ impl Dashboard {
                     end_ms: 0,
                 },
                 stop: stop.clone(),
+                terminate: None,
             },
         );
         Some(stop)
@@ -211,10 +228,29 @@ impl Dashboard {
         jobs.get(&key(ns, cluster, id)).map(|e| e.stop.clone())
     }
 
-    /// `POST /api/jobs/<id>/stop`: STOPPED and the driver is killed.
+    /// The token a driver that stops gracefully watches; from then on a stop asks it
+    /// (and it records STOPPED) instead of killing it.
+    pub fn graceful_stop(&self, ns: &str, cluster: &str, id: &str) -> Option<CancellationToken> {
+        let mut jobs = self.jobs.lock().expect("dashboard lock poisoned");
+        let e = jobs.get_mut(&key(ns, cluster, id))?;
+        Some(
+            e.terminate
+                .get_or_insert_with(CancellationToken::new)
+                .clone(),
+        )
+    }
+
+    /// `POST /api/jobs/<id>/stop`: a graceful driver is asked to stop (it records
+    /// STOPPED when its process is gone); any other is killed and STOPPED now.
     pub fn stop(&self, ns: &str, cluster: &str, id: &str) -> bool {
         let mut jobs = self.jobs.lock().expect("dashboard lock poisoned");
         match jobs.get_mut(&key(ns, cluster, id)) {
+            Some(e) if !is_terminal(&e.info.status) && e.terminate.is_some() => {
+                if let Some(t) = &e.terminate {
+                    t.cancel();
+                }
+                true
+            }
             Some(e) if !is_terminal(&e.info.status) => {
                 e.info.status = "STOPPED".into();
                 e.info.message = "Job was intentionally stopped.".into();
@@ -242,6 +278,24 @@ impl Dashboard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_graceful_driver_records_its_own_stop() {
+        let d = Dashboard::new(false);
+        let kill = d.submit("ns", "c", "j").expect("submit");
+        let terminate = d.graceful_stop("ns", "c", "j").expect("entry");
+        d.set_running("ns", "c", "j");
+        assert!(d.stop("ns", "c", "j"));
+        assert!(terminate.is_cancelled(), "the driver is asked to stop");
+        assert!(!kill.is_cancelled(), "not killed");
+        assert_eq!(
+            d.get("ns", "c", "j").expect("job").status,
+            "RUNNING",
+            "STOPPED only once its process is gone, as Ray's supervisor records it"
+        );
+        d.finish("ns", "c", "j", "STOPPED", "Job was intentionally stopped.");
+        assert_eq!(d.get("ns", "c", "j").expect("job").status, "STOPPED");
+    }
 
     #[test]
     fn lifecycle_and_stop() {

@@ -24,8 +24,8 @@ use super::memory_limit::{MemoryLimit, OomKill};
 use super::names::{CAPSULE_SHA_ANNOTATION, NODE_TYPE, RAY_CLUSTER, SUBMITTER_CONTAINER};
 use super::pip_env;
 use super::runner::{
-    Exit, RunnerError, RuntimeEnv, container_command, fetch_working_dir, parse_runtime_env,
-    run_logged, unpack_zip, verify_sha256,
+    Exit, Graceful, RunnerError, RuntimeEnv, container_command, fetch_working_dir,
+    parse_runtime_env, run_logged_graceful, unpack_zip, verify_sha256,
 };
 use super::shared::{Shared, rayjob_resource};
 use super::timed::Draw;
@@ -71,10 +71,10 @@ impl Driver {
         self.shared
             .dashboard
             .finish(&self.ns, &self.cluster, &self.id, status, &message);
-        let verb = if status == "SUCCEEDED" {
-            "succeeded"
-        } else {
-            "failed"
+        let verb = match status {
+            "SUCCEEDED" => "succeeded",
+            "STOPPED" => "was stopped",
+            _ => "failed",
         };
         let ts = Timestamp::now().strftime("%Y-%m-%d %H:%M:%S,%3f");
         self.line(&format!(
@@ -118,7 +118,9 @@ impl Driver {
                 "FAILED",
                 "Job entrypoint command failed with exit code -9".to_owned(),
             )),
-            Ok(Exit::Cancelled) => None,
+            // Stopped (`ray job stop`): gracefully, or killed at the end of its grace.
+            // A driver killed because its cluster went away has no entry to record in.
+            Ok(Exit::Cancelled) => Some(("STOPPED", "Job was intentionally stopped.".to_owned())),
             Err(e) => {
                 self.line(&e.to_string());
                 Some((
@@ -188,11 +190,20 @@ impl Driver {
             .and_then(|h| h.spec.as_ref())
             .and_then(|s| s.containers.first());
         let limit = head_container.and_then(MemoryLimit::of);
-        let exit = run_logged(
+        let graceful = Graceful {
+            terminate: self
+                .shared
+                .dashboard
+                .graceful_stop(&self.ns, &self.cluster, &self.id)
+                .unwrap_or_default(),
+            grace: stop_wait(&env, &head_env),
+        };
+        let exit = run_logged_graceful(
             cmd,
             &self.shared.logs,
             (&self.ns, &self.pod, SUBMITTER_CONTAINER),
             &self.stop,
+            &graceful,
             None,
             limit.as_ref().map(|l| l.bytes),
         )
@@ -313,6 +324,20 @@ fn image_path(image: &[PathBuf]) -> String {
     std::env::join_paths(dirs)
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| host.to_string_lossy().into_owned())
+}
+
+/// How long a stopped driver has between SIGTERM and SIGKILL: Ray's job supervisor
+/// reads `RAY_JOB_STOP_WAIT_TIME_S` from its environment (the runtime env's variables
+/// over the head's), default 3 s.
+fn stop_wait(env: &RuntimeEnv, head_env: &[(String, String)]) -> Duration {
+    const VAR: &str = "RAY_JOB_STOP_WAIT_TIME_S";
+    let value = env.env_vars.get(VAR).cloned().or_else(|| {
+        head_env
+            .iter()
+            .find(|(k, _)| k == VAR)
+            .map(|(_, v)| v.clone())
+    });
+    Duration::from_secs(value.and_then(|v| v.trim().parse().ok()).unwrap_or(3))
 }
 
 /// The environment of the head pod's Ray container, as its kubelet built it.

@@ -93,11 +93,11 @@ pub async fn run(
     cfg: ControllerConfig,
     logs: Arc<LogStore>,
     endpoints: Arc<PodEndpoints>,
+    dashboard: Arc<Dashboard>,
     shutdown: CancellationToken,
 ) -> Result<(), ControllerError> {
     // A child token: a failing controller stops its siblings, not the API server.
     let internal = shutdown.child_token();
-    let real_ray = matches!(cfg.mode, RunMode::Process) && cfg.ray.is_some();
     match (&cfg.mode, &cfg.ray) {
         (RunMode::Process, Some(ray)) => {
             tracing::info!(ray = %ray.bin.display(), "Ray nodes run the installed Ray");
@@ -113,7 +113,7 @@ pub async fn run(
         cfg,
         logs,
         endpoints,
-        dashboard: Arc::new(Dashboard::new(real_ray)),
+        dashboard,
         attachments: Arc::default(),
         ooms: memory_limit::OomKills::default(),
         shutdown: internal.clone(),

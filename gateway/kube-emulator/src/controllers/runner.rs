@@ -131,10 +131,38 @@ impl Exit {
 /// `cancel` fires or its process group goes over `memory_limit` bytes
 /// ([`memory_limit`](super::memory_limit)).
 pub async fn run_logged(
+    cmd: Command,
+    logs: &Arc<LogStore>,
+    log: (&str, &str, &str),
+    cancel: &CancellationToken,
+    tee: Option<&mut Vec<u8>>,
+    memory_limit: Option<u64>,
+) -> std::io::Result<Exit> {
+    let never = Graceful {
+        terminate: CancellationToken::new(),
+        grace: std::time::Duration::ZERO,
+    };
+    run_logged_graceful(cmd, logs, log, cancel, &never, tee, memory_limit).await
+}
+
+/// A stop that lets the process end by itself first: once `terminate` fires, its
+/// process group gets SIGTERM and, if it is still there `grace` later, SIGKILL (what
+/// Ray's job supervisor does on `ray job stop`).
+pub struct Graceful {
+    /// Asks for the stop.
+    pub terminate: CancellationToken,
+    /// How long the group has between SIGTERM and SIGKILL.
+    pub grace: std::time::Duration,
+}
+
+/// [`run_logged`], also stopped gracefully by `graceful`: a run it stopped ends
+/// [`Exit::Cancelled`] whether the process exited on the signal or was killed.
+pub async fn run_logged_graceful(
     mut cmd: Command,
     logs: &Arc<LogStore>,
     (ns, pod, container): (&str, &str, &str),
     cancel: &CancellationToken,
+    graceful: &Graceful,
     mut tee: Option<&mut Vec<u8>>,
     memory_limit: Option<u64>,
 ) -> std::io::Result<Exit> {
@@ -180,15 +208,22 @@ pub async fn run_logged(
         }
     };
     tokio::pin!(over);
+    let hard_stop = tokio::time::sleep(std::time::Duration::MAX / 4);
+    tokio::pin!(hard_stop);
+    let mut terminated = false;
     let mut killed: Option<Exit> = None;
     let mut exited: Option<std::process::ExitStatus> = None;
     loop {
         tokio::select! {
             // The main process ended: what it left running in its group goes with it,
-            // as a container runtime kills the container's cgroup.
+            // as a container runtime kills the container's cgroup — unless a graceful
+            // stop runs: then, as Ray's supervisor does, every process it signalled
+            // has its grace (a shell dies on SIGTERM; the program it runs may not).
             status = child.wait(), if exited.is_none() => {
                 exited = Some(status?);
-                kill_group(pid);
+                if !terminated {
+                    kill_group(pid);
+                }
             }
             line = rx.recv() => match line {
                 Some(mut l) => {
@@ -199,6 +234,16 @@ pub async fn run_logged(
                 None => break,
             },
             () = cancel.cancelled(), if killed.is_none() => {
+                killed = Some(Exit::Cancelled);
+                kill_group(pid);
+                let _ = child.start_kill();
+            }
+            () = graceful.terminate.cancelled(), if !terminated && killed.is_none() && exited.is_none() => {
+                terminated = true;
+                signal_group(pid, "-TERM");
+                hard_stop.as_mut().reset(tokio::time::Instant::now() + graceful.grace);
+            }
+            () = &mut hard_stop, if terminated && killed.is_none() => {
                 killed = Some(Exit::Cancelled);
                 kill_group(pid);
                 let _ = child.start_kill();
@@ -214,14 +259,23 @@ pub async fn run_logged(
         Some(status) => status,
         None => child.wait().await?,
     };
+    if terminated {
+        kill_group(pid);
+        return Ok(Exit::Cancelled);
+    }
     Ok(killed.unwrap_or(Exit::Code(status.code().unwrap_or(137))))
 }
 
 fn kill_group(pid: Option<u32>) {
+    signal_group(pid, "-KILL");
+}
+
+/// Sends `signal` (`-TERM`, `-KILL`) to the child's whole process group (it leads
+/// its own: sh and its children).
+fn signal_group(pid: Option<u32>, signal: &str) {
     if let Some(pid) = pid {
-        // The child leads its own process group; kill the whole group (sh + children).
         let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{pid}")])
+            .args([signal, "--", &format!("-{pid}")])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
@@ -567,6 +621,67 @@ mod tests {
             Exit::Cancelled
         );
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    /// `sh -c` running a Python program that handles SIGTERM as `on_term` says, stopped
+    /// gracefully with `grace` once it printed its first line: the exit, how long the
+    /// stop took, and the log.
+    async fn stopped_gracefully(
+        on_term: &str,
+        grace_ms: u64,
+    ) -> (Exit, std::time::Duration, String) {
+        let logs = Arc::new(LogStore::new());
+        let program = format!(
+            "import signal, sys, time\n\
+             def term(*_):\n    print('SIGTERM', flush=True)\n    {on_term}\n\
+             signal.signal(signal.SIGTERM, term)\n\
+             print('ready', flush=True)\n\
+             while True:\n    time.sleep(0.02)\n"
+        );
+        let mut cmd = Command::new("sh");
+        // Not `exec`: the shell is the main process, as with an entrypoint, and dies on
+        // the signal while the program it runs handles it.
+        cmd.arg("-c")
+            .arg(format!("python3 -c \"$P\"; echo never-reached"))
+            .env("P", program);
+        let graceful = Graceful {
+            terminate: CancellationToken::new(),
+            grace: std::time::Duration::from_millis(grace_ms),
+        };
+        let (logs2, terminate) = (logs.clone(), graceful.terminate.clone());
+        let stop = tokio::spawn(async move {
+            while !String::from_utf8_lossy(&logs2.read("ns", "p", "g", None).unwrap_or_default())
+                .contains("ready")
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            terminate.cancel();
+            std::time::Instant::now()
+        });
+        let never = CancellationToken::new();
+        let exit = run_logged_graceful(cmd, &logs, ("ns", "p", "g"), &never, &graceful, None, None)
+            .await
+            .expect("spawn");
+        let asked = stop.await.expect("stopper");
+        let log = String::from_utf8(logs.read("ns", "p", "g", None).expect("log")).expect("utf8");
+        (exit, asked.elapsed(), log)
+    }
+
+    #[tokio::test]
+    async fn a_graceful_stop_signals_then_kills_at_the_end_of_the_grace() {
+        // It exits on the signal: the stop is over at once.
+        let (exit, took, log) =
+            stopped_gracefully("print('saved', flush=True); sys.exit(0)", 5_000).await;
+        assert_eq!(exit, Exit::Cancelled);
+        assert!(took < std::time::Duration::from_secs(4), "{took:?}");
+        assert!(log.contains("SIGTERM\nsaved\n"), "{log}");
+        assert!(!log.contains("never-reached"), "{log}");
+        // It ignores the signal: killed when the grace ends, not before.
+        let (exit, took, log) = stopped_gracefully("pass", 600).await;
+        assert_eq!(exit, Exit::Cancelled);
+        assert!(took >= std::time::Duration::from_millis(600), "{took:?}");
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+        assert!(log.contains("SIGTERM"), "{log}");
     }
 
     #[tokio::test]

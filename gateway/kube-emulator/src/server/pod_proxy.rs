@@ -72,10 +72,12 @@ pub(super) async fn pod_proxy(
             "error trying to reach service: dial tcp {pod_ip}:{port}: {why}"
         ))
     };
-    let addr = st
-        .endpoints
-        .lookup(t.ns, name, port)
-        .ok_or_else(|| unreachable("connect: connection refused"))?;
+    let Some(addr) = st.endpoints.lookup(t.ns, name, port) else {
+        if let Some(answer) = simulated_dashboard(st, t.ns, &pod, port, &method, t.path) {
+            return Ok(answer);
+        }
+        return Err(unreachable("connect: connection refused"));
+    };
     let path = if t.path.is_empty() { "/" } else { t.path };
     let mut url = format!("http://{addr}{path}");
     if let Some(q) = t.query {
@@ -106,6 +108,68 @@ pub(super) async fn pod_proxy(
     out.body(Body::from_stream(stream))
         .map_err(|e| ApiError::Internal(e.to_string()))
 }
+
+/// A simulated Ray head's dashboard (no real Ray here): the Jobs API's `GET
+/// /api/jobs/<id>` and `POST /api/jobs/<id>/stop` answered from the emulator's job
+/// table, as `ray job status` / `ray job stop` would find them on a real head. `None`
+/// for anything else (the proxy then answers as for a pod nothing listens on).
+fn simulated_dashboard(
+    st: &AppState,
+    ns: &str,
+    pod: &Value,
+    port: u16,
+    method: &Method,
+    path: &str,
+) -> Option<Response> {
+    let labels = pod.pointer("/metadata/labels")?;
+    if st.dashboard.is_real()
+        || port != DASHBOARD_PORT
+        || labels.get("ray.io/node-type").and_then(Value::as_str) != Some("head")
+    {
+        return None;
+    }
+    let cluster = labels.get("ray.io/cluster").and_then(Value::as_str)?;
+    let rest = path.strip_prefix("/api/jobs/")?;
+    let json = |status: u16, body: Value| {
+        Response::builder()
+            .status(status)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .ok()
+    };
+    match (method, rest.strip_suffix("/stop")) {
+        (&Method::POST, Some(id)) if !id.contains('/') => {
+            if st.dashboard.get(ns, cluster, id).is_none() {
+                return json(
+                    404,
+                    serde_json::json!({"detail": format!("Job {id} does not exist")}),
+                );
+            }
+            let stopped = st.dashboard.stop(ns, cluster, id);
+            json(200, serde_json::json!({"stopped": stopped}))
+        }
+        (&Method::GET, None) if !rest.contains('/') => match st.dashboard.get(ns, cluster, rest) {
+            Some(info) => json(
+                200,
+                serde_json::json!({
+                    "submission_id": rest,
+                    "status": info.status,
+                    "message": info.message,
+                    "start_time": info.start_ms,
+                    "end_time": info.end_ms,
+                }),
+            ),
+            None => json(
+                404,
+                serde_json::json!({"detail": format!("Job {rest} does not exist")}),
+            ),
+        },
+        _ => None,
+    }
+}
+
+/// The Ray dashboard's port on a head.
+const DASHBOARD_PORT: u16 = 8265;
 
 /// `name`, `name:port`, `scheme:name:port` into the name and the port part.
 fn split_name_port(s: &str) -> (&str, Option<&str>) {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::controllers::Dashboard;
 use crate::endpoints::PodEndpoints;
 use crate::faults::Faults;
 use crate::logs::LogStore;
@@ -52,6 +53,9 @@ pub struct Shared {
     pub token: Option<Arc<str>>,
     /// What the pods serve (the `pods/proxy` backends).
     pub endpoints: Arc<PodEndpoints>,
+    /// The Ray heads' Jobs API: a simulated head's answers come from its table
+    /// (`pod_proxy.rs`), as a real head's come from its dashboard.
+    pub dashboard: Arc<Dashboard>,
     /// The HTTP client of the pod proxy.
     pub proxy_client: reqwest::Client,
 }

@@ -119,6 +119,7 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
     let store = jobs.store();
     let history = store.history(&job.id).await.map_err(JobError::from)?;
     let decisions = store.decisions(&job.id).await.map_err(JobError::from)?;
+    let preemptions = store.preemptions(&job.id).await.map_err(JobError::from)?;
     let queue = (job.state == JobState::Queued)
         .then(|| jobs.queue().entry(&job.id))
         .flatten();
@@ -168,6 +169,26 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
         }
         @if let Some(c) = &job.last_checkpoint {
             p #checkpoint { "Last checkpoint: step " (c.step) " at " (layout::time(c.at_ms)) }
+        }
+        @if !preemptions.is_empty() {
+            h2 { "Preemptions" }
+            p { "Attempt " (job.attempt) " runs now; an earlier attempt's log: "
+                code { "forge logs " (job.id) " --attempt N" } }
+            div.scroll { table #preemptions {
+                thead { tr { th { "Attempt" } th { "Notice" } th { "By job" } th { "Grace" }
+                    th { "Released" } th { "Resume step" } th { "Lost GPU·s" } } }
+                tbody { @for p in &preemptions {
+                    tr {
+                        td { (p.attempt) }
+                        td { (layout::time(p.at_ms)) }
+                        td { a href={ "/console/jobs/" (p.by_job) } { (p.by_job) } }
+                        td { (p.notice_ms / 1000) "s" }
+                        td { @if let Some(r) = p.released_ms { (layout::time(r)) } @else { "notice running" } }
+                        td { @if let Some(s) = p.checkpoint_step { (s) } @else { "—" } }
+                        td { @if let Some(l) = p.lost_gpu_seconds { (format!("{l:.0}")) } @else { "—" } }
+                    }
+                } }
+            } }
         }
         h2 { "Timeline" }
         ol #timeline {

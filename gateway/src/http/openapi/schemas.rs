@@ -53,7 +53,16 @@ fn api() -> Value {
                 "id": {"type": "string"},
                 "team": {"type": "string"},
                 "name": {"type": "string"},
-                "state": {"type": "string", "enum": ["queued", "dispatched", "initializing", "running", "succeeded", "failed", "cancelled", "timed-out", "rejected"]},
+                "state": {"type": "string", "enum": ["queued", "dispatched", "initializing", "running", "preempting", "succeeded", "failed", "cancelled", "timed-out", "rejected"]},
+                "attempt": {"type": "integer", "minimum": 0, "description": "its current run: 0, plus one per release after a preemption"},
+                "terms": {"type": "object", "required": ["priority", "preemptible"], "description": "what it was admitted on (set with its dispatch)",
+                    "properties": {"priority": {"type": "integer", "description": "its spec's priority, capped by the policy"},
+                        "preemptible": {"type": "boolean"}}},
+                "preemptions": {"type": "array", "items": {"$ref": "#/components/schemas/Preemption"}},
+                "attempts": {"type": "array", "items": {"type": "object", "required": ["attempt", "logs"],
+                    "properties": {"attempt": {"type": "integer", "minimum": 0},
+                        "releasedMs": {"type": ["integer", "null"], "description": "when a preempted attempt was released (null: the current one)"},
+                        "logs": {"type": "string", "description": "its driver log"}}}},
                 "reason": {"type": ["string", "null"]},
                 "capsuleSha256": {"type": ["string", "null"]},
                 "rayjobName": {"type": ["string", "null"]},
@@ -66,6 +75,21 @@ fn api() -> Value {
                 "decisions": {"type": "array", "items": {"type": "object"}},
                 "lastCheckpoint": {"oneOf": [{"$ref": "#/components/schemas/Checkpoint"}, {"type": "null"}],
                     "description": "the last checkpoint the job acknowledged (POST /v1/jobs/{id}/checkpoints)"}
+            }
+        },
+        "Preemption": {
+            "type": "object",
+            "required": ["attempt", "byJob", "atMs", "noticeMs", "gpus", "series"],
+            "properties": {
+                "attempt": {"type": "integer", "minimum": 0, "description": "the attempt it preempted"},
+                "byJob": {"type": "string", "description": "the job the GPUs were freed for"},
+                "atMs": {"type": "integer", "description": "Unix milliseconds of the notice (SIGTERM)"},
+                "noticeMs": {"type": "integer", "description": "the grace the notice gave, in milliseconds"},
+                "releasedMs": {"type": ["integer", "null"], "description": "when it released its GPUs (null: the notice runs)"},
+                "checkpointStep": {"type": ["integer", "null"], "description": "the step it resumes from"},
+                "lostGpuSeconds": {"type": ["number", "null"], "description": "GPU-seconds of work lost (since its last acknowledged checkpoint), known at the release"},
+                "gpus": {"type": "integer", "minimum": 0},
+                "series": {"type": "string"}
             }
         },
         "Checkpoint": {

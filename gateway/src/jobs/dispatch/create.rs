@@ -12,7 +12,7 @@ use crate::cluster::api_error::{self, Failure};
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
 use crate::manifests::{self, CapsuleRef, JobRef};
-use crate::store::{JobRecord, NewDecision, StoreError, Transition};
+use crate::store::{AdmittedTerms, JobRecord, NewDecision, StoreError, Transition};
 use crate::telemetry::job_trace::{JobTrace, LiveSpan};
 use tracing::Instrument as _;
 
@@ -91,8 +91,9 @@ impl Dispatcher {
         job: &JobRecord,
         placement: Placement,
         decision: Option<NewDecision>,
+        terms: AdmittedTerms,
     ) -> Result<bool, JobError> {
-        self.create_in_span(job, placement, decision)
+        self.create_in_span(job, placement, decision, terms)
             .instrument(JobTrace::span_of(job, LiveSpan::Dispatch))
             .await
     }
@@ -103,18 +104,22 @@ impl Dispatcher {
         job: &JobRecord,
         placement: Placement,
         decision: Option<NewDecision>,
+        terms: AdmittedTerms,
     ) -> Result<bool, JobError> {
         let started = Instant::now();
         let capsule = self.capsule_ref(job).await?;
         let manifest = self.manifest(job, &placement, &capsule).await?;
-        let name = manifests::rayjob_name(&job.id);
+        let name = manifests::rayjob_name_of(&job.id, job.attempt);
         // In flight from before the intent is stored until the create returns: the
         // lifecycle controller's reconcile leaves the job to this create meanwhile. A
         // job already claimed is being dispatched here by another pass: leave it to it.
         let Some(_in_flight) = self.creating.try_claim(&job.id) else {
             return Ok(false);
         };
-        if !self.store_intent(job, &name, placement, decision).await? {
+        if !self
+            .store_intent(job, &name, placement, decision, terms)
+            .await?
+        {
             return Ok(false);
         }
         // The intent is stored under this term; the create goes out only while the term
@@ -144,6 +149,7 @@ impl Dispatcher {
             trace_parent: job.trace_parent.as_deref(),
             access: self.links.as_deref().map(|l| &l.jobs),
             resume_step: job.last_checkpoint.map(|c| c.step),
+            attempt: job.attempt,
         };
         match manifests::build_rayjob(&view, placement, capsule, &self.core.config) {
             Ok(m) => Ok(m),
@@ -168,6 +174,7 @@ impl Dispatcher {
         name: &str,
         placement: Placement,
         decision: Option<NewDecision>,
+        terms: AdmittedTerms,
     ) -> Result<bool, JobError> {
         let mut t = Transition::new(
             &job.id,
@@ -178,6 +185,7 @@ impl Dispatcher {
         t.rayjob_name = Some(name.to_owned());
         t.placement = Some(placement);
         t.decision = decision;
+        t.terms = Some(terms);
         match self.core.transition(t).await {
             Ok(_) => Ok(true),
             Err(StoreError::Conflict { .. }) => Ok(false),

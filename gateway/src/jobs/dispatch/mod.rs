@@ -33,6 +33,7 @@ pub mod decision_memo;
 pub mod demand;
 pub mod follower;
 mod pass;
+pub mod preempt;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -24,6 +24,7 @@ use futures::{SinkExt, StreamExt};
 
 use super::decision_memo::{Remembered, Table};
 use super::demand::{add_ahead, adjusted, demands, ledger_of, unbound, usage_ahead};
+use super::preempt::{Book, Preemptions, admitted_terms};
 use super::{CREATE_CONCURRENCY, Dispatcher};
 use crate::admission::usage::{self, Ledger};
 use crate::admission::{self, Path};
@@ -32,15 +33,19 @@ use crate::jobs::error::JobError;
 use crate::jobs::fit::{PoolDemand, Rooms};
 use crate::jobs::queue::{QueueEntry, Standings};
 use crate::policy::Evaluated;
-use crate::store::{JobRecord, NewDecision, Transition};
+use crate::store::{AdmittedTerms, JobRecord, NewDecision, Transition, now_ms};
 
 /// An admitted job on its way to its create: the job, where it goes, and the decision
 /// stored with the dispatch.
-type Admitted = (Arc<JobRecord>, Placement, NewDecision);
+type Admitted = (Arc<JobRecord>, Placement, NewDecision, AdmittedTerms);
 
 /// What the reserve step read and counted.
 struct Reserved {
     queued: Vec<Arc<JobRecord>>,
+    /// The jobs holding GPUs (preemption's candidates).
+    active: Vec<Arc<JobRecord>>,
+    /// Recent preemptions (the window's counts, the preemptors' holds).
+    book: Book,
     free: Rooms,
     ledger: Ledger,
     /// Whether the store was listed (false: nothing was written since the last pass).
@@ -54,7 +59,9 @@ impl Dispatcher {
     pub async fn dispatch_pass(&self) -> Result<usize, JobError> {
         let started = Instant::now();
         let Reserved {
-            queued,
+            mut queued,
+            active,
+            book,
             free,
             ledger,
             listed,
@@ -65,10 +72,13 @@ impl Dispatcher {
             self.decisions.keep(Table::default());
             return Ok(0);
         }
+        // A preemptor holding freed GPUs is decided first: nobody else takes them.
+        queued.sort_by_key(|j| !book.holds(&j.id));
         let read = started.elapsed();
         let (to_create, admitted) = mpsc::channel::<Admitted>(CREATE_CONCURRENCY);
+        let preemptions = Preemptions::new(&active, book);
         let decide = async {
-            let mut decide = Decide::new(self, free, ledger, queued.len(), to_create);
+            let mut decide = Decide::new(self, free, ledger, queued.len(), to_create, preemptions);
             for job in &queued {
                 decide.job(job).await;
             }
@@ -114,8 +124,18 @@ impl Dispatcher {
                 free.reserve_partially(&pending);
             }
         }
+        let window_ms =
+            i64::try_from(cfg.gateway.preemption_window_s.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let now = now_ms();
+        let recent = self
+            .core
+            .store
+            .preemptions_since(now.saturating_sub(window_ms))
+            .await?;
         Ok(Reserved {
             queued: unfinished.queued,
+            active: unfinished.active,
+            book: Book::of(&recent, now),
             free,
             ledger,
             listed: unfinished.listed,
@@ -128,8 +148,8 @@ impl Dispatcher {
     /// many were dispatched.
     async fn create_admitted(&self, admitted: mpsc::Receiver<Admitted>) -> usize {
         admitted
-            .map(|(job, placement, decision)| async move {
-                match self.create(&job, placement, Some(decision)).await {
+            .map(|(job, placement, decision, terms)| async move {
+                match self.create(&job, placement, Some(decision), terms).await {
                     Ok(created) => created,
                     Err(e) => {
                         tracing::warn!(job = %job.id, "dispatch failed: {e}");
@@ -197,6 +217,8 @@ struct Decide<'q> {
     kept: Table,
     reused: u64,
     to_create: mpsc::Sender<Admitted>,
+    /// What the pass read of preemptions, and the notices it gave.
+    preemptions: Preemptions<'q>,
 }
 
 impl<'q> Decide<'q> {
@@ -206,6 +228,7 @@ impl<'q> Decide<'q> {
         ledger: Ledger,
         queued: usize,
         to_create: mpsc::Sender<Admitted>,
+        preemptions: Preemptions<'q>,
     ) -> Self {
         let snapshot = dispatcher.cluster.capacity.snapshot();
         let tolerations = &dispatcher.core.config.pods.tolerations;
@@ -225,6 +248,7 @@ impl<'q> Decide<'q> {
             kept,
             reused: 0,
             to_create,
+            preemptions,
         }
     }
 
@@ -355,6 +379,7 @@ impl<'q> Decide<'q> {
         match self.free.reserve(&wanted) {
             Ok(()) => {
                 let decision = self.record(job, &keep);
+                let terms = admitted_terms(job.spec.priority, &keep.evaluated.outcome.decision);
                 for d in &wanted {
                     usage::add(&mut self.ledger, &job.team, &d.series, d.gpus(), true);
                 }
@@ -366,12 +391,26 @@ impl<'q> Decide<'q> {
                 // is being dropped.
                 let _ = self
                     .to_create
-                    .send((job.clone(), placement, decision))
+                    .send((job.clone(), placement, decision, terms))
                     .await;
             }
             Err(nofit) => {
-                self.standing
-                    .waits(job, series, nofit.code(), nofit.to_string());
+                let decision = &keep.evaluated.outcome.decision;
+                let (code, reason) = match self
+                    .dispatcher
+                    .preempt_for(
+                        &mut self.preemptions,
+                        job,
+                        decision,
+                        &wanted,
+                        &mut self.free,
+                    )
+                    .await
+                {
+                    Some(w) => (w.code, w.reason),
+                    None => (nofit.code().to_string(), nofit.to_string()),
+                };
+                self.standing.waits(job, series, &code, reason);
                 add_ahead(&mut self.ahead, job);
                 self.kept.insert(key, keep);
             }

@@ -25,7 +25,7 @@ use crate::cluster::{LogSource, RayJob};
 use crate::jobs::error::JobError;
 use crate::jobs::logs::log_tail::TailSpool;
 use crate::jobs::logs::pod_logs::{PodLog, PodLogIndex, PodRole, containers_of, role_rank};
-use crate::objects::{log_index_key, log_key, pod_log_key};
+use crate::objects::{attempt_log_index_key, log_index_key, log_key, pod_log_key};
 use crate::store::JobRecord;
 use crate::telemetry::job_trace::{JobTrace, LiveSpan};
 use tracing::Instrument as _;
@@ -61,7 +61,7 @@ impl Lifecycle {
         let _one_at_a_time = self.archiving[stripe].lock().await;
         let name = rayjob.name_any();
         let archived = self
-            .archive_logs(job, &name)
+            .archive_logs(job, &name, None)
             .instrument(JobTrace::span_of(job, LiveSpan::Archive))
             .await;
         if !archived {
@@ -107,8 +107,16 @@ impl Lifecycle {
     /// a container that never started is listed as not archived, not an error.
     /// Returns false when a log that exists could not be archived (the API server or
     /// the storage kept failing): the whole archive is tried again.
-    async fn archive_logs(&self, job: &JobRecord, rayjob: &str) -> bool {
-        match self.archive_pod_logs(job, rayjob).await {
+    ///
+    /// `attempt`: a preempted attempt's logs, listed under that attempt
+    /// ([`attempt_log_index_key`]); `None`: the job's last run.
+    pub(crate) async fn archive_logs(
+        &self,
+        job: &JobRecord,
+        rayjob: &str,
+        attempt: Option<u32>,
+    ) -> bool {
+        match self.archive_pod_logs(job, rayjob, attempt).await {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(job = %job.id, "archiving the pod logs: {e}");
@@ -117,15 +125,23 @@ impl Lifecycle {
         }
     }
 
-    async fn archive_pod_logs(&self, job: &JobRecord, rayjob: &str) -> Result<(), JobError> {
-        let index_key = log_index_key(&job.id)?;
-        if self.objects.object_len(&index_key).await?.is_some()
-            || self
+    async fn archive_pod_logs(
+        &self,
+        job: &JobRecord,
+        rayjob: &str,
+        attempt: Option<u32>,
+    ) -> Result<(), JobError> {
+        let index_key = match attempt {
+            Some(n) => attempt_log_index_key(&job.id, n)?,
+            None => log_index_key(&job.id)?,
+        };
+        let legacy = attempt.is_none()
+            && self
                 .objects
                 .object_len(&log_key(&job.id, "driver")?)
                 .await?
-                .is_some()
-        {
+                .is_some();
+        if legacy || self.objects.object_len(&index_key).await?.is_some() {
             return Ok(()); // archived before (e.g. by a previous run of the controller)
         }
         let pods = &self.cluster.pods;

@@ -47,6 +47,7 @@ pub mod orphans;
 mod owners;
 mod per_key;
 mod rayjob_events;
+pub mod release;
 mod resync_round;
 
 use std::collections::BTreeSet;

@@ -9,6 +9,7 @@ use kube::ResourceExt;
 
 use super::kuberay_status::target_state;
 use super::owners::job_id_of;
+use super::release::ReleaseCause;
 use super::{Lifecycle, Listed};
 use crate::cluster::RayJob;
 use crate::cluster::labels::LABEL_JOB_ID;
@@ -77,6 +78,9 @@ impl Lifecycle {
             self.start_cleanup(job, obj.clone());
             return Ok(());
         }
+        if job.state == JobState::Preempting {
+            return self.on_preempted_rayjob(job, obj).await;
+        }
         let (mut to, mut reason) = target_state(&obj.status_or_default());
         if !to.is_terminal()
             && to != JobState::Running
@@ -140,7 +144,9 @@ impl Lifecycle {
         let Some(job) = self.core.store.get(id).await? else {
             return Ok(());
         };
-        if job.state.holds_gpus() {
+        if job.state == JobState::Preempting {
+            self.start_release(job, ReleaseCause::RayJobGone);
+        } else if job.state.holds_gpus() {
             let reason = "rayjob.deleted: the RayJob was deleted outside Forge".to_string();
             self.core.advance(job, JobState::Failed, reason).await?;
         }
@@ -185,6 +191,9 @@ impl Lifecycle {
                         Ok(_) | Err(StoreError::Conflict { .. }) => {}
                         Err(e) => return Err(e.into()),
                     }
+                }
+                None if job.state == JobState::Preempting => {
+                    self.start_release(job, ReleaseCause::RayJobGone);
                 }
                 None => {
                     let reason = "rayjob.vanished: the RayJob disappeared".to_string();

@@ -159,6 +159,9 @@ pub struct JobLogs {
     core: JobCore,
     cluster: Cluster,
     objects: Arc<dyn ObjectStore>,
+    /// A preempted attempt's archived logs instead of the job's current ones
+    /// ([`JobLogs::of_attempt`]).
+    attempt: Option<u32>,
 }
 
 impl std::fmt::Debug for JobLogs {
@@ -173,6 +176,16 @@ impl JobLogs {
             core,
             cluster,
             objects,
+            attempt: None,
+        }
+    }
+
+    /// The logs of attempt `n` of a job, archived when it was preempted: read from
+    /// the archive only (its pods are gone), never followed.
+    pub fn of_attempt(&self, n: u32) -> JobLogs {
+        JobLogs {
+            attempt: Some(n),
+            ..self.clone()
         }
     }
 }

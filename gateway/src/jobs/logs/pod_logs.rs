@@ -17,7 +17,9 @@ use super::JobLogs;
 use crate::cluster::LogSource;
 use crate::cluster::labels::{JOB_NAME, RAY_NODE_TYPE, SUBMITTER_CONTAINER};
 use crate::jobs::error::JobError;
-use crate::objects::{ObjectStoreError, log_index_key, log_key, pod_log_key};
+use crate::objects::{
+    ObjectStoreError, attempt_log_index_key, log_index_key, log_key, pod_log_key,
+};
 use crate::store::JobRecord;
 
 /// Which log of a job a read means.
@@ -121,7 +123,10 @@ impl JobLogs {
 
     /// The list of a job's archived pod logs, if it was archived.
     pub(crate) async fn log_index(&self, job: &JobRecord) -> Result<Option<PodLogIndex>, JobError> {
-        let key = log_index_key(&job.id)?;
+        let key = match self.attempt {
+            Some(n) => attempt_log_index_key(&job.id, n)?,
+            None => log_index_key(&job.id)?,
+        };
         match self.objects.object_len(&key).await? {
             None => return Ok(None),
             Some(n) if n > MAX_INDEX_BYTES => {
@@ -143,6 +148,9 @@ impl JobLogs {
     pub async fn pod_logs(&self, job: &JobRecord) -> Result<Vec<PodLog>, JobError> {
         if let Some(index) = self.log_index(job).await? {
             return Ok(index.pods);
+        }
+        if self.attempt.is_some() {
+            return Ok(Vec::new());
         }
         let Some(rayjob) = job.rayjob_name.as_deref() else {
             return Ok(Vec::new());
@@ -173,7 +181,9 @@ impl JobLogs {
         job: &JobRecord,
         target: &LogTarget,
     ) -> Result<Option<String>, JobError> {
-        if let LogTarget::Source(source) = target {
+        if let LogTarget::Source(source) = target
+            && self.attempt.is_none()
+        {
             let legacy = log_key(&job.id, source.as_str())?;
             if self.objects.object_len(&legacy).await?.is_some() {
                 return Ok(Some(legacy));
@@ -208,6 +218,9 @@ impl JobLogs {
         job: &JobRecord,
         target: &LogTarget,
     ) -> Option<(String, Option<String>)> {
+        if self.attempt.is_some() {
+            return None; // an earlier attempt's pods are gone
+        }
         let rayjob = job.rayjob_name.as_deref()?;
         let pods = &self.cluster.pods;
         match target {

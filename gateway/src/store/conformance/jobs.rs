@@ -510,3 +510,145 @@ pub async fn checkpoints_move_forward_while_the_job_runs(h: &dyn Harness) {
         "the record outlives the job"
     );
 }
+
+/// A preemption's record opens with `running → preempting` and closes with the
+/// release (`→ queued`, the attempt up, the work lost measured) in the same
+/// transactions; the terms of each dispatch are kept; any other way out of a notice
+/// (a cancel) closes the record unmeasured; the window read returns recent and open
+/// records.
+pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
+    use crate::store::preemptions::{AdmittedTerms, NewPreemption, PreemptionWrite, Release};
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let job = store
+        .insert(new_job("a", "victim", "h100"), None)
+        .await
+        .expect("insert");
+    assert_eq!((job.attempt, job.terms), (0, None));
+    let terms = AdmittedTerms {
+        priority: 10,
+        preemptible: true,
+    };
+    let mut dispatch = t(&job.id, JobState::Queued, JobState::Dispatched);
+    dispatch.terms = Some(terms);
+    let dispatched = store.transition(dispatch).await.expect("dispatch");
+    assert_eq!(dispatched.terms, Some(terms));
+    store
+        .transition(t(&job.id, JobState::Dispatched, JobState::Running))
+        .await
+        .expect("run");
+    store
+        .record_checkpoint(&job.id, 40, 5_000)
+        .await
+        .expect("ack");
+
+    let notice = NewPreemption {
+        by_job: "preemptor".into(),
+        at_ms: 10_000,
+        notice_ms: 60_000,
+        gpus: 8,
+        series: "h100".into(),
+        planned_lost_gpu_seconds: 520.0,
+    };
+    let mut tn = t(&job.id, JobState::Running, JobState::Preempting);
+    tn.preemption = Some(PreemptionWrite::Notice(notice));
+    let noticed = store.transition(tn).await.expect("notice");
+    assert_eq!(noticed.state, JobState::Preempting);
+    let open = store.preemptions_since(i64::MAX).await.expect("open ones");
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(
+        (
+            open[0].attempt,
+            open[0].by_job.as_str(),
+            open[0].deadline_ms(),
+            open[0].released_ms
+        ),
+        (0, "preemptor", 70_000, None)
+    );
+
+    let mut tr = t(&job.id, JobState::Preempting, JobState::Queued);
+    tr.preemption = Some(PreemptionWrite::Release(Release {
+        released_ms: 12_000,
+        checkpoint_step: Some(40),
+        lost_gpu_seconds: Some(56.0),
+    }));
+    let released = store.transition(tr).await.expect("release");
+    assert_eq!(
+        (released.state, released.attempt, released.terms),
+        (JobState::Queued, 1, Some(terms)),
+        "queued again for its second attempt, its terms kept until the next dispatch"
+    );
+    let other = h.open().await;
+    let recorded = other.jobs.preemptions(&job.id).await.expect("read");
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(
+        (
+            recorded[0].released_ms,
+            recorded[0].checkpoint_step,
+            recorded[0].lost_gpu_seconds,
+            recorded[0].gpus
+        ),
+        (Some(12_000), Some(40), Some(56.0), 8)
+    );
+    assert!(
+        store
+            .preemptions_since(i64::MAX)
+            .await
+            .expect("open")
+            .is_empty()
+    );
+    assert_eq!(
+        store.preemptions_since(9_000).await.expect("window").len(),
+        1
+    );
+    assert!(
+        store
+            .preemptions_since(11_000)
+            .await
+            .expect("window")
+            .is_empty()
+    );
+
+    // The second attempt is preempted too, then cancelled during its notice: the
+    // record closes unmeasured and the attempt stays.
+    for (from, to) in [
+        (JobState::Queued, JobState::Dispatched),
+        (JobState::Dispatched, JobState::Running),
+    ] {
+        store.transition(t(&job.id, from, to)).await.expect("move");
+    }
+    let mut tn = t(&job.id, JobState::Running, JobState::Preempting);
+    tn.preemption = Some(PreemptionWrite::Notice(NewPreemption {
+        by_job: "another".into(),
+        at_ms: 20_000,
+        notice_ms: 5_000,
+        gpus: 8,
+        series: "h100".into(),
+        planned_lost_gpu_seconds: 40.0,
+    }));
+    store.transition(tn).await.expect("second notice");
+    let cancelled = store
+        .transition(t(&job.id, JobState::Preempting, JobState::Cancelled))
+        .await
+        .expect("cancel");
+    assert_eq!(cancelled.attempt, 1);
+    let recorded = store.preemptions(&job.id).await.expect("read");
+    assert_eq!(recorded.len(), 2);
+    assert_eq!(recorded[1].attempt, 1);
+    assert!(recorded[1].released_ms.is_some(), "{recorded:?}");
+    assert_eq!(recorded[1].lost_gpu_seconds, None);
+    assert!(
+        store
+            .preemptions_since(i64::MAX)
+            .await
+            .expect("open")
+            .is_empty()
+    );
+    assert!(
+        store
+            .transition(t(&job.id, JobState::Queued, JobState::Preempting))
+            .await
+            .is_err(),
+        "only a running job is preempted"
+    );
+}

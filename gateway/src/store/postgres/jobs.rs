@@ -10,12 +10,12 @@ use super::{PgDatabase, QUEUE_CHANNEL};
 use crate::domain::{Digest, JobState};
 use crate::store::checkpoints::{self, ACKNOWLEDGING_STATES, Checkpoint, CheckpointOutcome};
 use crate::store::codec::{
-    JOB_COLUMNS, fence_holds, from_json, json_text, page_bounds, page_of, parse_digest,
-    parse_placement, parse_state, to_u64, transition_columns,
+    JOB_COLUMNS, attempt_step, fence_holds, from_json, json_text, page_bounds, page_of,
+    parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
 };
 use crate::store::{
     DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
-    StoreError, Transition, now_ms,
+    PreemptionRecord, PreemptionWrite, StoreError, Transition, now_ms,
 };
 
 fn job_from_row(row: &Row) -> Result<JobRecord, StoreError> {
@@ -35,6 +35,8 @@ fn job_from_row(row: &Row) -> Result<JobRecord, StoreError> {
         updated_at_ms: row.try_get(11)?,
         trace_parent: row.try_get(13)?,
         last_checkpoint: checkpoints::from_columns(row.try_get(14)?, row.try_get(15)?),
+        attempt: u32::try_from(row.try_get::<_, i32>(16)?).unwrap_or(0),
+        terms: parse_terms(row.try_get(17)?)?,
     })
 }
 
@@ -164,6 +166,8 @@ impl JobStore for PgDatabase {
 
     async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
         let (placement, decision_plugins) = transition_columns(&t)?;
+        let terms = t.terms.as_ref().map(json_text).transpose()?;
+        let step = i32::try_from(attempt_step(&t)).unwrap_or(0);
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if let Some(fence) = &t.fence {
@@ -172,7 +176,8 @@ impl JobStore for PgDatabase {
         let now = now_ms();
         let sql = format!(
             "UPDATE jobs SET state = $1, reason = $2, updated_at_ms = $3, \
-             rayjob_name = COALESCE($4, rayjob_name), placement = COALESCE($7, placement) \
+             rayjob_name = COALESCE($4, rayjob_name), placement = COALESCE($7, placement), \
+             terms = COALESCE($8, terms), attempt = attempt + $9 \
              WHERE id = $5 AND state = $6 RETURNING {JOB_COLUMNS}"
         );
         let row = tx
@@ -186,6 +191,8 @@ impl JobStore for PgDatabase {
                     &t.id,
                     &t.from.as_str(),
                     &placement,
+                    &terms,
+                    &step,
                 ],
             )
             .await?;
@@ -212,6 +219,11 @@ impl JobStore for PgDatabase {
         .await?;
         if let (Some(d), Some(plugins)) = (&t.decision, &decision_plugins) {
             insert_decision(&tx, d, plugins, now).await?;
+        }
+        let from_notice = t.from == JobState::Preempting;
+        if let Some(p) = PreemptionWrite::implied(from_notice, t.preemption.as_ref(), &record, now)
+        {
+            super::preemptions::write(&tx, &record, attempt_step(&t), &p).await?;
         }
         tx.commit().await?;
         Ok(record)
@@ -256,7 +268,7 @@ impl JobStore for PgDatabase {
     async fn active(&self) -> Result<Vec<JobRecord>, StoreError> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \
-             WHERE state IN ('dispatched', 'initializing', 'running') ORDER BY seq ASC"
+             WHERE state IN ('dispatched', 'initializing', 'running', 'preempting') ORDER BY seq ASC"
         );
         let rows = self.client().await?.query(&sql, &[]).await?;
         jobs_from_rows(&rows)
@@ -268,7 +280,7 @@ impl JobStore for PgDatabase {
             .await?
             .query(
                 "SELECT id, state FROM jobs \
-                 WHERE state IN ('queued', 'dispatched', 'initializing', 'running') ORDER BY seq ASC",
+                 WHERE state IN ('queued', 'dispatched', 'initializing', 'running', 'preempting') ORDER BY seq ASC",
                 &[],
             )
             .await?;
@@ -317,6 +329,14 @@ impl JobStore for PgDatabase {
             None => None,
         };
         Ok(checkpoints::classify(step, row))
+    }
+
+    async fn preemptions(&self, job_id: &str) -> Result<Vec<PreemptionRecord>, StoreError> {
+        super::preemptions::of_job(&self.client().await?, job_id).await
+    }
+
+    async fn preemptions_since(&self, since_ms: i64) -> Result<Vec<PreemptionRecord>, StoreError> {
+        super::preemptions::since(&self.client().await?, since_ms).await
     }
 
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {

@@ -208,6 +208,31 @@ pub const MIGRATIONS: &[Migration] = &[
     ALTER TABLE jobs ADD COLUMN checkpoint_at_ms BIGINT;
     "#,
     },
+    Migration {
+        version: 11,
+        name: "preemptions",
+        // Each job's attempt (releases after a preemption) and admitted terms, and one
+        // row per preemption (issue 38).
+        sql: r#"
+    ALTER TABLE jobs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN terms TEXT;
+    CREATE TABLE preemptions (
+        job_id           TEXT    NOT NULL,
+        attempt          INTEGER NOT NULL,
+        by_job           TEXT    NOT NULL,
+        at_ms            BIGINT  NOT NULL,
+        notice_ms        BIGINT  NOT NULL,
+        gpus             INTEGER NOT NULL,
+        series           TEXT    NOT NULL,
+        planned_lost     DOUBLE PRECISION NOT NULL,
+        released_ms      BIGINT,
+        checkpoint_step  BIGINT,
+        lost_gpu_seconds DOUBLE PRECISION,
+        PRIMARY KEY (job_id, attempt)
+    );
+    CREATE INDEX preemptions_at ON preemptions (at_ms);
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

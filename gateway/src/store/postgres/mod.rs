@@ -22,6 +22,7 @@ mod listen;
 pub mod migrations;
 mod playgrounds;
 mod policies;
+mod preemptions;
 mod retention;
 
 use std::time::Duration;

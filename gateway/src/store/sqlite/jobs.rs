@@ -10,12 +10,12 @@ use super::SqliteDatabase;
 use crate::domain::{Digest, JobState};
 use crate::store::checkpoints::{self, ACKNOWLEDGING_STATES, Checkpoint, CheckpointOutcome};
 use crate::store::codec::{
-    JOB_COLUMNS, fence_holds, from_json, json_text, page_bounds, page_of, parse_digest,
-    parse_placement, parse_state, to_u64, transition_columns,
+    JOB_COLUMNS, attempt_step, fence_holds, from_json, json_text, page_bounds, page_of,
+    parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
 };
 use crate::store::{
     DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
-    StoreError, Transition, now_ms,
+    PreemptionRecord, PreemptionWrite, StoreError, Transition, now_ms,
 };
 
 fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>> {
@@ -23,6 +23,7 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>
     let state: String = row.get(5)?;
     let digest: Option<String> = row.get(7)?;
     let placement: Option<String> = row.get(12)?;
+    let terms: Option<String> = row.get(17)?;
     let build = || -> Result<JobRecord, StoreError> {
         Ok(JobRecord {
             seq: row.get(0)?,
@@ -40,6 +41,8 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>
             updated_at_ms: row.get(11)?,
             trace_parent: row.get(13)?,
             last_checkpoint: checkpoints::from_columns(row.get(14)?, row.get(15)?),
+            attempt: u32::try_from(row.get::<_, i64>(16)?).unwrap_or(0),
+            terms: parse_terms(terms)?,
         })
     };
     Ok(build())
@@ -185,6 +188,7 @@ impl JobStore for SqliteDatabase {
 
     async fn transition(&self, t: Transition) -> Result<JobRecord, StoreError> {
         let (placement, decision_plugins) = transition_columns(&t)?;
+        let terms = t.terms.as_ref().map(json_text).transpose()?;
         let decision_text = decision_plugins.map(|plugins| DecisionText {
             plugins,
             request: t
@@ -202,7 +206,8 @@ impl JobStore for SqliteDatabase {
             // The updated row comes back from the update itself (no second lookup).
             let sql = format!(
                 "UPDATE jobs SET state = ?1, reason = ?2, updated_at_ms = ?3, \
-                 rayjob_name = COALESCE(?4, rayjob_name), placement = COALESCE(?7, placement) \
+                 rayjob_name = COALESCE(?4, rayjob_name), placement = COALESCE(?7, placement), \
+                 terms = COALESCE(?8, terms), attempt = attempt + ?9 \
                  WHERE id = ?5 AND state = ?6 RETURNING {JOB_COLUMNS}"
             );
             let changed = tx
@@ -215,7 +220,9 @@ impl JobStore for SqliteDatabase {
                         t.rayjob_name,
                         t.id,
                         t.from.as_str(),
-                        placement
+                        placement,
+                        terms,
+                        attempt_step(&t)
                     ],
                     job_from_row,
                 )
@@ -238,6 +245,12 @@ impl JobStore for SqliteDatabase {
             .execute(params![t.id, t.from.as_str(), t.to.as_str(), t.reason, now])?;
             if let (Some(d), Some(text)) = (&t.decision, &decision_text) {
                 insert_decision(tx, d, text, now)?;
+            }
+            let from_notice = t.from == JobState::Preempting;
+            if let Some(p) =
+                PreemptionWrite::implied(from_notice, t.preemption.as_ref(), &record, now)
+            {
+                super::preemptions::write(tx, &record, attempt_step(&t), &p)?;
             }
             Ok(record)
         })
@@ -288,7 +301,7 @@ impl JobStore for SqliteDatabase {
         self.read(move |conn| {
             let sql = format!(
                 "SELECT {JOB_COLUMNS} FROM jobs \
-                 WHERE state IN ('dispatched', 'initializing', 'running') ORDER BY seq ASC"
+                 WHERE state IN ('dispatched', 'initializing', 'running', 'preempting') ORDER BY seq ASC"
             );
             query_jobs(conn, &sql, &[])
         })
@@ -299,7 +312,7 @@ impl JobStore for SqliteDatabase {
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT id, state FROM jobs \
-                 WHERE state IN ('queued', 'dispatched', 'initializing', 'running') ORDER BY seq ASC",
+                 WHERE state IN ('queued', 'dispatched', 'initializing', 'running', 'preempting') ORDER BY seq ASC",
             )?;
             let mut rows = stmt.query([])?;
             let mut out = Vec::new();
@@ -367,6 +380,17 @@ impl JobStore for SqliteDatabase {
             Ok(checkpoints::classify(step, row))
         })
         .await
+    }
+
+    async fn preemptions(&self, job_id: &str) -> Result<Vec<PreemptionRecord>, StoreError> {
+        let id = job_id.to_string();
+        self.read(move |conn| super::preemptions::of_job(conn, &id))
+            .await
+    }
+
+    async fn preemptions_since(&self, since_ms: i64) -> Result<Vec<PreemptionRecord>, StoreError> {
+        self.read(move |conn| super::preemptions::since(conn, since_ms))
+            .await
     }
 
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {

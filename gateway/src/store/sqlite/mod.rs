@@ -25,6 +25,7 @@ mod jobs;
 pub mod migrations;
 mod playgrounds;
 mod policies;
+mod preemptions;
 mod retention;
 
 use std::path::Path;

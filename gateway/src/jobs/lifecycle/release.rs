@@ -1,0 +1,247 @@
+//! The leader's side of a preemption once the dispatcher has recorded the notice
+//! (`running → preempting`, see `dispatch/preempt.rs`): it stops the victim's Ray job
+//! the way `ray job stop` does (SIGTERM, then SIGKILL after the job's grace:
+//! [`crate::cluster::ray_stop`]), then releases it when the first of these happens:
+//!
+//! - its Ray job ends (it exited on the signal, or was killed): **exited**;
+//! - it acknowledges a checkpoint after the notice: **checkpointed**;
+//! - its grace ends: **grace-ended** (its RayJob is deleted under it);
+//! - its RayJob is gone (deleted outside Forge, or by an interrupted release):
+//!   **rayjob-gone**.
+//!
+//! A release archives the attempt's logs (`logs/<job>/attempts/<n>/`), deletes its
+//! RayJob and queues the job again in one fenced transition (`preempting → queued`,
+//! the attempt counter up, the preemption record closed with the work lost). The job
+//! keeps its place (the queue is in submission order) and its next attempt gets
+//! `FORGE_RESUME_STEP`. A job that succeeds during its notice simply succeeds.
+//!
+//! Every side effect is the leader's, checked against its term right before it (a
+//! deposed leader's notices are carried out by its successor, whose loop finds the
+//! open records in the store).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kube::ResourceExt;
+
+use super::Lifecycle;
+use crate::cluster::RayJob;
+use crate::cluster::ray_stop::stop_ray_job;
+use crate::domain::JobState;
+use crate::jobs::error::JobError;
+use crate::store::preemptions::{PreemptionRecord, PreemptionWrite, Release};
+use crate::store::{JobRecord, StoreError, Transition, now_ms};
+
+/// How often the leader looks at the notices that run.
+const LOOK_EVERY: Duration = Duration::from_millis(250);
+
+/// What ended a notice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseCause {
+    /// The Ray job ended (on the signal, or killed).
+    Exited,
+    /// It acknowledged a checkpoint after the notice.
+    Checkpointed,
+    /// Its grace ended.
+    GraceEnded,
+    /// Its RayJob is gone.
+    RayJobGone,
+}
+
+impl ReleaseCause {
+    /// The metric label and the reason's code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReleaseCause::Exited => "exited",
+            ReleaseCause::Checkpointed => "checkpointed",
+            ReleaseCause::GraceEnded => "grace-ended",
+            ReleaseCause::RayJobGone => "rayjob-gone",
+        }
+    }
+}
+
+impl Lifecycle {
+    /// Releases `job` (preempting) in the background, once per job at a time.
+    pub(crate) fn start_release(&self, job: JobRecord, cause: ReleaseCause) {
+        let this = self.clone();
+        let key = format!("release/{}", job.id);
+        self.cleanups.spawn(key, async move {
+            if let Err(e) = this.release(&job, cause).await {
+                tracing::warn!(job = %job.id, "releasing a preempted job (retried): {e}");
+            }
+        });
+    }
+
+    /// A preempting job's RayJob reports `obj`'s status: a success ends the job, any
+    /// other end releases it, anything else waits.
+    pub(super) async fn on_preempted_rayjob(
+        &self,
+        job: JobRecord,
+        obj: &RayJob,
+    ) -> Result<(), JobError> {
+        let status = obj.status_or_default();
+        let (to, reason) = super::kuberay_status::target_state(&status);
+        if to == JobState::Succeeded {
+            let job = self.core.advance(job, JobState::Succeeded, reason).await?;
+            if job.state.is_terminal() {
+                self.start_cleanup(job, obj.clone());
+            }
+        } else if to.is_terminal() {
+            self.start_release(job, ReleaseCause::Exited);
+        }
+        Ok(())
+    }
+
+    /// Archives the attempt's logs, deletes its RayJob and queues the job again.
+    async fn release(&self, job: &JobRecord, cause: ReleaseCause) -> Result<(), JobError> {
+        let open = self.open_notice(&job.id).await?;
+        if let Some(name) = job.rayjob_name.as_deref()
+            && let Some(rayjob) = self.cluster.rayjobs.get(name).await?
+            && rayjob.metadata.deletion_timestamp.is_none()
+        {
+            if !self.archive_logs(job, name, Some(job.attempt)).await {
+                return Err(JobError::Invariant(format!(
+                    "archiving attempt {} of job {} failed; RayJob {name} kept for a retry",
+                    job.attempt, job.id
+                )));
+            }
+            self.core.may_act("delete")?;
+            self.core.metrics.rayjob_write("delete");
+            self.cluster.rayjobs.delete(name).await?;
+        }
+        let released_ms = now_ms();
+        let lost = self
+            .lost_gpu_seconds(job, open.as_ref(), released_ms)
+            .await?;
+        let resume = job.last_checkpoint.map(|c| c.step);
+        let mut reason = format!(
+            "preemption.released ({}): preempted by job {}; queued again",
+            cause.as_str(),
+            open.as_ref().map_or("?", |p| p.by_job.as_str()),
+        );
+        if let Some(step) = resume {
+            reason.push_str(&format!(", to resume from step {step}"));
+        }
+        let mut t = Transition::new(
+            &job.id,
+            JobState::Preempting,
+            JobState::Queued,
+            Some(reason),
+        );
+        t.preemption = Some(PreemptionWrite::Release(Release {
+            released_ms,
+            checkpoint_step: resume,
+            lost_gpu_seconds: Some(lost),
+        }));
+        match self.core.transition(t).await {
+            Ok(_) => {
+                self.core.metrics.preemption_released(cause.as_str(), lost);
+                tracing::info!(job = %job.id, how = cause.as_str(), lost_gpu_seconds = lost, "preempted job released");
+                Ok(())
+            }
+            // It ended meanwhile (a cancel), or another release won.
+            Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The job's preemption whose notice runs.
+    async fn open_notice(&self, id: &str) -> Result<Option<PreemptionRecord>, JobError> {
+        Ok(self
+            .core
+            .store
+            .preemptions(id)
+            .await?
+            .into_iter()
+            .rfind(|p| p.released_ms.is_none()))
+    }
+
+    /// The work the release throws away: the freed GPUs × the time since the
+    /// attempt's last acknowledged checkpoint (or since it started running).
+    async fn lost_gpu_seconds(
+        &self,
+        job: &JobRecord,
+        open: Option<&PreemptionRecord>,
+        released_ms: i64,
+    ) -> Result<f64, JobError> {
+        let history = self.core.store.history(&job.id).await?;
+        let running_since = history
+            .iter()
+            .rev()
+            .find(|h| h.to == JobState::Running)
+            .map_or(job.updated_at_ms, |h| h.at_ms);
+        let since = job
+            .last_checkpoint
+            .filter(|c| c.at_ms >= running_since)
+            .map_or(running_since, |c| c.at_ms);
+        let gpus = open.map_or(0, |p| p.gpus);
+        Ok(f64::from(gpus) * ((released_ms - since).max(0) as f64 / 1000.0))
+    }
+
+    /// One look at the notices that run: stop each victim once (this term), release
+    /// the ones whose grace ended or that acknowledged a checkpoint since.
+    async fn look_at_notices(&self, stopped: &mut BTreeSet<(String, u32)>) -> Result<(), JobError> {
+        let open = self.core.store.preemptions_since(i64::MAX).await?;
+        let now = now_ms();
+        stopped.retain(|k| open.iter().any(|p| p.job_id == k.0 && p.attempt == k.1));
+        for notice in open {
+            let Some(job) = self.core.store.get(&notice.job_id).await? else {
+                continue;
+            };
+            if job.state != JobState::Preempting || job.attempt != notice.attempt {
+                continue;
+            }
+            if now >= notice.deadline_ms() {
+                self.start_release(job, ReleaseCause::GraceEnded);
+            } else if job.last_checkpoint.is_some_and(|c| c.at_ms >= notice.at_ms) {
+                self.start_release(job, ReleaseCause::Checkpointed);
+            } else if stopped.insert((job.id.clone(), job.attempt)) {
+                self.start_stop(job);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the victim its SIGTERM (`ray job stop`) in the background. A stop that
+    /// does not reach it (no head, the dashboard down) is logged: the grace still
+    /// ends, and the release then deletes its RayJob.
+    fn start_stop(&self, job: JobRecord) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let Some(name) = job.rayjob_name.as_deref() else {
+                return;
+            };
+            let result = async {
+                let Some(rayjob) = this.cluster.rayjobs.get(name).await? else {
+                    return Ok(());
+                };
+                this.core.may_act("stop")?;
+                stop_ray_job(&this.cluster, &rayjob).await.map_err(|e| {
+                    JobError::Invariant(format!("stopping {}: {e}", rayjob.name_any()))
+                })
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    tracing::info!(job = %job.id, rayjob = name, "preemption notice sent (ray job stop)")
+                }
+                Err(e) => {
+                    tracing::warn!(job = %job.id, "the preemption notice did not reach the job; its grace still ends: {e}")
+                }
+            }
+        });
+    }
+}
+
+/// Runs the leader's look at the notices until the task is aborted.
+pub fn spawn(jobs: Lifecycle) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut stopped = BTreeSet::new();
+        loop {
+            if let Err(e) = jobs.look_at_notices(&mut stopped).await {
+                tracing::warn!("looking at preemption notices: {e}");
+            }
+            tokio::time::sleep(LOOK_EVERY).await;
+        }
+    })
+}

@@ -1,0 +1,121 @@
+//! Preemptions as stored (issue 38): the terms a job was admitted on (its priority
+//! after the policy's cap, and whether it may be preempted), and one record per
+//! preemption of a job — opened in the same transaction that moves it `running →
+//! preempting`, closed in the one that releases it (`preempting → queued`, or an end
+//! if it finished during its notice). A job's `attempt` counts its releases: each
+//! attempt runs under a RayJob of its own and keeps its own archived logs.
+
+use serde::{Deserialize, Serialize};
+
+use super::JobRecord;
+
+/// What a job was admitted on, stored with its dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmittedTerms {
+    /// The priority it runs at: its spec's, capped by the policy.
+    pub priority: i32,
+    /// `false`: a policy protected it from preemption.
+    pub preemptible: bool,
+}
+
+/// The notice a victim is given, recorded with `running → preempting`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewPreemption {
+    /// The job the GPUs are freed for.
+    pub by_job: String,
+    /// Unix milliseconds of the notice.
+    pub at_ms: i64,
+    /// How long the victim has to checkpoint and exit, in milliseconds.
+    pub notice_ms: i64,
+    /// GPUs it frees.
+    pub gpus: u32,
+    /// Their series.
+    pub series: String,
+    /// Lost work the plan expected (GPU-seconds since its last checkpoint + grace).
+    pub planned_lost_gpu_seconds: f64,
+}
+
+/// The release of a victim, recorded with the transition that ends its notice.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Release {
+    /// Unix milliseconds of the release.
+    pub released_ms: i64,
+    /// The step it resumes from (its last acknowledged checkpoint), if any.
+    pub checkpoint_step: Option<u64>,
+    /// GPU-seconds of work lost: since its last acknowledged checkpoint of this
+    /// attempt (or the attempt's start) until the release (`None`: not measured — it
+    /// left the notice another way, e.g. cancelled).
+    pub lost_gpu_seconds: Option<f64>,
+}
+
+impl PreemptionWrite {
+    /// What a transition out of `preempting` writes when its caller wrote nothing: the
+    /// record is closed at `now`, unmeasured (every way out of a notice closes it).
+    pub fn implied(
+        t_from_preempting: bool,
+        given: Option<&Self>,
+        job: &JobRecord,
+        now: i64,
+    ) -> Option<Self> {
+        match given {
+            Some(w) => Some(w.clone()),
+            None if t_from_preempting => Some(PreemptionWrite::Release(Release {
+                released_ms: now,
+                checkpoint_step: job.last_checkpoint.map(|c| c.step),
+                lost_gpu_seconds: None,
+            })),
+            None => None,
+        }
+    }
+}
+
+/// What a transition writes about a preemption.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PreemptionWrite {
+    /// `running → preempting`: the notice.
+    Notice(NewPreemption),
+    /// The end of the notice: released (`→ queued`, the attempt counter goes up) or
+    /// ended during it.
+    Release(Release),
+}
+
+/// One preemption of a job, as `GET /v1/jobs/{id}` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionRecord {
+    /// The preempted job.
+    #[serde(skip)]
+    pub job_id: String,
+    /// The attempt it preempted (0: the first run).
+    pub attempt: u32,
+    /// The job the GPUs were freed for.
+    pub by_job: String,
+    /// Unix milliseconds of the notice (SIGTERM).
+    pub at_ms: i64,
+    /// The grace the notice gave, in milliseconds.
+    pub notice_ms: i64,
+    /// When it released its GPUs (`None`: the notice runs).
+    pub released_ms: Option<i64>,
+    /// The step it resumes from.
+    pub checkpoint_step: Option<u64>,
+    /// GPU-seconds of work lost (known at the release).
+    pub lost_gpu_seconds: Option<f64>,
+    /// GPUs freed.
+    pub gpus: u32,
+    /// Their series.
+    pub series: String,
+}
+
+impl PreemptionRecord {
+    /// When the notice ends: the victim is released then at the latest.
+    pub fn deadline_ms(&self) -> i64 {
+        self.at_ms.saturating_add(self.notice_ms)
+    }
+}
+
+/// The columns a preemption row is read with, in the order both backends expect.
+pub const PREEMPTION_COLUMNS: &str = "job_id, attempt, by_job, at_ms, notice_ms, released_ms, \
+                                      checkpoint_step, lost_gpu_seconds, gpus, series";

@@ -1,0 +1,449 @@
+//! Priority and checkpoint-aware preemption (issue 38), end to end on the dev gateway:
+//! real processes follow the job's contract (`tests/fixtures/jobs/preemptible_train.py`:
+//! SIGTERM as `ray job stop` delivers it, `POST $FORGE_JOB_URL/checkpoints`,
+//! `FORGE_RESUME_STEP`), the emulated head's dashboard stops them, and the gateway
+//! plans, notices, releases and resumes.
+//!
+//! - of three candidates, the one with the freshest checkpoint is preempted; it
+//!   checkpoints on SIGTERM, goes back to the queue, resumes from its step and
+//!   succeeds; its first attempt's log stays readable (`forge logs --attempt 0`), and
+//!   `GET /v1/jobs/{id}`, `forge status`, the console and the metrics show it;
+//! - a gang that ignores its notice is killed whole at the end of its grace, never
+//!   split, and restarts from step 0 (it never acknowledged a checkpoint);
+//! - equal priorities never preempt each other, a team's veto is honoured, and the
+//!   preemptor then holds the freed GPUs against an older job of the queue.
+
+use std::time::{Duration, Instant};
+
+use forge_tests::cli::Forge;
+use forge_tests::gateway::TestGateway;
+use forge_tests::jobs::{JobClient, zip_of};
+use forge_tests::policy::{ALICE, BOB, PolicyClient};
+use forge_tests::wait::{eventually, not_yet};
+use serde_json::{Value, json};
+
+/// The trainer every job here runs.
+fn trainer() -> Vec<u8> {
+    let path =
+        forge_tests::plugins::workspace_root().join("tests/fixtures/jobs/preemptible_train.py");
+    let code = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    zip_of(&[("train.py", code.as_str())])
+}
+
+/// A job of `nodes` 8-GPU machines at `priority`, running the trainer with `args`,
+/// with `grace` seconds to checkpoint once preempted.
+fn spec(name: &str, priority: i32, nodes: u32, args: &str, grace: u32) -> Value {
+    json!({
+        "name": name,
+        "framework": "nemo-rl",
+        "entrypoint": format!("python3 train.py {args}"),
+        "priority": priority,
+        "deadlines": {"checkpointGraceSeconds": grace},
+        "pools": [{"name": "train", "nodes": nodes, "gpusPerNode": 8}]
+    })
+}
+
+/// A short job that only holds its GPUs for a moment.
+fn preemptor(name: &str, priority: i32) -> Value {
+    json!({
+        "name": name,
+        "framework": "nemo-rl",
+        "entrypoint": "python3 -c \"import time; time.sleep(1); print('preemptor ran', flush=True)\"",
+        "priority": priority,
+        "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 8}]
+    })
+}
+
+/// The preemptor's code archive (its entrypoint is inline).
+fn short_code() -> Vec<u8> {
+    zip_of(&[("README", "the preemptor's code is its entrypoint\n")])
+}
+
+/// Polls until job `id` is in `state`; its view then.
+async fn wait_state(client: &JobClient, id: &str, state: &str, within: Duration) -> Value {
+    eventually(&format!("job {id} {state}"), within, || async {
+        let j = client.job(id).await;
+        if j["state"] == state {
+            Ok(j)
+        } else {
+            Err(not_yet(
+                json!({"state": j["state"], "reason": j["reason"], "queue": j["queue"]}),
+            ))
+        }
+    })
+    .await
+}
+
+/// A sample of the gateway's metrics (0 when the series is absent).
+async fn metric(gw: &TestGateway, series: &str) -> f64 {
+    gw.metrics()
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Polls until job `id`'s current log has `line` (e.g. its program's first line:
+/// only then has it installed its SIGTERM handler).
+async fn wait_log(client: &JobClient, id: &str, line: &str) {
+    eventually(
+        &format!("{line:?} in {id}'s log"),
+        Duration::from_secs(60),
+        || async {
+            let (_, log) = client.logs(id).await;
+            if log.contains(line) {
+                Ok(())
+            } else {
+                Err(not_yet(log))
+            }
+        },
+    )
+    .await;
+}
+
+/// The log of one attempt of a job.
+async fn attempt_log(gw: &TestGateway, id: &str, attempt: u32) -> String {
+    let resp = gw
+        .get(&format!("/v1/jobs/{id}/logs?attempt={attempt}"))
+        .send()
+        .await
+        .expect("logs");
+    assert_eq!(resp.status(), 200, "attempt {attempt} of {id}");
+    resp.text().await.expect("log text")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
+    // Each team's quota is 16 GPUs: team-b's two jobs and team-a's one fill the three
+    // machines, and team-a's preemptor is within its quota.
+    let gw = forge_tests::policy::gateway("h100=3x8", &[]).await;
+    let client = gw.client(&gw.token);
+    let bob = gw.client(BOB);
+    let code = trainer();
+    // Three priority-0 jobs: one checkpointed once at its start, one checkpoints all
+    // the time, one never does.
+    let stale = bob
+        .submit_ok(
+            &spec("stale", 0, 1, "steps=1000000 ack_at=2 on_term=exit", 10),
+            code.clone(),
+        )
+        .await;
+    let fresh = client
+        .submit_ok(
+            &spec(
+                "fresh",
+                0,
+                1,
+                "steps=600 step_s=0.02 ack_every=5 on_term=ack",
+                10,
+            ),
+            code.clone(),
+        )
+        .await;
+    let never = bob
+        .submit_ok(&spec("never", 0, 1, "steps=1000000 on_term=exit", 10), code)
+        .await;
+    for id in [&stale, &fresh, &never] {
+        wait_log(&client, id, "attempt 0 starting from step 0").await;
+    }
+    // The stale checkpoint and the never-checkpointing run get a few seconds old, so
+    // the planner's costs differ by whole seconds.
+    eventually(
+        "the stale checkpoint 3 s old",
+        Duration::from_secs(30),
+        || async {
+            let j = client.job(&stale).await;
+            let at = j["lastCheckpoint"]["atMs"].as_i64().unwrap_or(i64::MAX);
+            let age = forge_gateway::store::now_ms() - at;
+            if age >= 3000 {
+                Ok(())
+            } else {
+                Err(not_yet(j["lastCheckpoint"].clone()))
+            }
+        },
+    )
+    .await;
+
+    let urgent = client
+        .submit_ok(&preemptor("urgent", 50), short_code())
+        .await;
+    let noticed = wait_state(&client, &fresh, "preempting", Duration::from_secs(30)).await;
+    assert!(
+        noticed["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&urgent),
+        "{noticed:#}"
+    );
+    let done = client
+        .wait_terminal(std::slice::from_ref(&urgent), Duration::from_secs(90))
+        .await;
+    assert_eq!(done[&urgent]["state"], "succeeded", "{}", done[&urgent]);
+    for id in [&stale, &never] {
+        let j = client.job(id).await;
+        assert_eq!(
+            j["state"], "running",
+            "only the freshest checkpoint goes: {j:#}"
+        );
+        assert_eq!(j["preemptions"], json!([]), "{j:#}");
+    }
+
+    // The victim resumes from the step it acknowledged on SIGTERM and succeeds.
+    let done = client
+        .wait_terminal(std::slice::from_ref(&fresh), Duration::from_secs(120))
+        .await;
+    let job = &done[&fresh];
+    assert_eq!(job["state"], "succeeded", "{job:#}");
+    let job = client.job(&fresh).await;
+    let p = &job["preemptions"][0];
+    assert_eq!(
+        job["preemptions"].as_array().map(Vec::len),
+        Some(1),
+        "{job:#}"
+    );
+    assert_eq!(p["byJob"], urgent.as_str(), "{job:#}");
+    let step = p["checkpointStep"]
+        .as_u64()
+        .expect("the step it resumes from");
+    assert!(step >= 5, "{job:#}");
+    assert_eq!(p["noticeMs"], 10_000);
+    let lost = p["lostGpuSeconds"]
+        .as_f64()
+        .expect("measured at the release");
+    assert!(
+        (0.0..80.0).contains(&lost),
+        "checkpointed on the notice: little is lost, not the grace ({lost}) {job:#}"
+    );
+    assert!(p["releasedMs"].as_i64() >= p["atMs"].as_i64(), "{job:#}");
+    assert_eq!(job["attempt"], 1);
+    assert_eq!(job["attempts"].as_array().map(Vec::len), Some(2), "{job:#}");
+    let first = attempt_log(&gw, &fresh, 0).await;
+    assert!(first.contains("attempt 0 starting from step 0"), "{first}");
+    // Released when it acknowledged a checkpoint after the notice — its regular one,
+    // or the one it makes on SIGTERM — or when it exited on the signal.
+    let release = job["history"]
+        .as_array()
+        .and_then(|h| h.iter().find(|e| e["from"] == "preempting"))
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    assert!(
+        release.contains("(checkpointed)") || release.contains("(exited)"),
+        "{release}"
+    );
+    if first.contains("SIGTERM received") {
+        assert!(
+            first.contains(&format!("checkpointed step {step} on SIGTERM")),
+            "{first}"
+        );
+    }
+    let (status, second) = client.logs(&fresh).await;
+    assert_eq!(status, 200);
+    assert!(
+        second.contains(&format!("attempt 1 starting from step {step}")),
+        "{second}"
+    );
+    assert!(second.contains("done at step 600"), "{second}");
+    let too_far = gw
+        .get(&format!("/v1/jobs/{fresh}/logs?attempt=2"))
+        .send()
+        .await
+        .expect("logs");
+    assert_eq!(too_far.status(), 400);
+
+    // Everyone who looks sees it.
+    let status = Forge::new(&gw).run(&["status", &fresh]).await.expect(0);
+    assert!(status.stdout.contains("preemptions:"), "{}", status.stdout);
+    assert!(status.stdout.contains(&urgent), "{}", status.stdout);
+    let cli_log = Forge::new(&gw)
+        .run(&["logs", &fresh, "--attempt", "0"])
+        .await
+        .expect(0);
+    assert!(
+        cli_log.stdout.contains("attempt 0 starting from step 0"),
+        "{}",
+        cli_log.stdout
+    );
+    assert_eq!(
+        metric(
+            &gw,
+            "forge_preemptions_total{series=\"h100\",reason=\"priority\"}"
+        )
+        .await,
+        1.0
+    );
+    assert!(metric(&gw, "forge_preemption_lost_gpu_seconds_total").await > 0.0);
+
+    for id in [&stale, &never] {
+        let (s, _) = bob
+            .call(reqwest::Method::DELETE, &format!("/v1/jobs/{id}"))
+            .await;
+        assert_eq!(s, 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_ignoring_its_notice_is_killed_whole_at_its_grace_and_restarts_from_zero() {
+    // team-b's gang holds both machines (its quota); team-a's preemptor needs one.
+    let gw = forge_tests::policy::gateway("h100=2x8", &[]).await;
+    let client = gw.client(&gw.token);
+    let bob = gw.client(BOB);
+    let gang = bob
+        .submit_ok(
+            &spec("gang", 0, 2, "steps=1000000 step_s=0.05 on_term=ignore", 3),
+            trainer(),
+        )
+        .await;
+    wait_log(&client, &gang, "attempt 0 starting from step 0").await;
+    let urgent = client
+        .submit_ok(&preemptor("urgent", 60), short_code())
+        .await;
+    let noticed_at = Instant::now();
+    wait_state(&client, &gang, "preempting", Duration::from_secs(30)).await;
+    let released = wait_state(&client, &gang, "queued", Duration::from_secs(30)).await;
+    let held = noticed_at.elapsed();
+    assert!(
+        held >= Duration::from_secs(3),
+        "released before its grace ended ({held:?}): {:#}",
+        released["history"]
+    );
+    let p = released["preemptions"][0].clone();
+    assert_eq!(p["gpus"], 16, "the whole gang is freed: {p:#}");
+    assert_eq!(p["checkpointStep"], Value::Null, "{p:#}");
+    let lost = p["lostGpuSeconds"].as_f64().unwrap_or(0.0);
+    assert!(
+        lost >= 16.0 * 3.0,
+        "nothing saved: its whole run and the grace are lost ({lost})"
+    );
+
+    // While the preemptor runs on one machine, the gang waits: never half of it.
+    let done = client
+        .wait_terminal(std::slice::from_ref(&urgent), Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&urgent]["state"], "succeeded", "{}", done[&urgent]);
+    let first = attempt_log(&gw, &gang, 0).await;
+    assert!(first.contains("ignoring SIGTERM"), "{first}");
+    // The gang runs again, whole, from step 0.
+    client.wait_running(&gang, Duration::from_secs(60)).await;
+    eventually(
+        "the second attempt's first line",
+        Duration::from_secs(30),
+        || async {
+            let (_, log) = client.logs(&gang).await;
+            if log.contains("attempt 1 starting from step 0") {
+                Ok(())
+            } else {
+                Err(not_yet(log))
+            }
+        },
+    )
+    .await;
+    let job = client.job(&gang).await;
+    assert_eq!(job["attempt"], 1, "{job:#}");
+    assert!(
+        job["rayjobName"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("-1"),
+        "each attempt has a RayJob of its own: {job:#}"
+    );
+    let (s, _) = bob
+        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{gang}"))
+        .await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equal_priorities_never_preempt_and_a_teams_veto_is_honoured() {
+    let gw = forge_tests::policy::gateway("h100=1x8", &[]).await;
+    let alice = gw.client(ALICE);
+    let bob = gw.client(BOB);
+    let bobs = bob
+        .submit_ok(
+            &spec("bobs", 0, 1, "steps=1000000 on_term=exit", 5),
+            trainer(),
+        )
+        .await;
+    bob.wait_running(&bobs, Duration::from_secs(60)).await;
+
+    // An equal priority waits for room, however long.
+    let same = alice.submit_ok(&preemptor("same", 0), short_code()).await;
+    gw.dispatcher_settled().await;
+    let j = alice.job(&same).await;
+    assert_eq!(j["state"], "queued", "{j:#}");
+    let code = j["queue"]["code"].as_str().unwrap_or_default().to_string();
+    assert!(!code.starts_with("preemption"), "{j:#}");
+
+    // team-b protects its jobs with its own plugin: a higher priority waits too.
+    let bob_policy = PolicyClient::new(&gw, BOB);
+    let (s, body) = bob_policy
+        .upload(
+            "guard",
+            "1.0.0",
+            forge_tests::plugins::component("hostile"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 201, "{body:#}");
+    let veto = json!({
+        "expectedVersion": 0,
+        "plugins": [{"name": "guard", "version": "1.0.0", "settings": {"mode": "ok", "plan": "veto"}}]
+    });
+    let (s, body) = bob_policy.put_policy(Some("team-b"), &veto).await;
+    assert_eq!(s, 200, "{body:#}");
+    let urgent = alice
+        .submit_ok(&preemptor("urgent", 50), short_code())
+        .await;
+    eventually(
+        "the veto as the preemptor's standing",
+        Duration::from_secs(20),
+        || async {
+            let j = alice.job(&urgent).await;
+            if j["queue"]["code"] == "hostile.veto" {
+                Ok(())
+            } else {
+                Err(not_yet(j["queue"].clone()))
+            }
+        },
+    )
+    .await;
+    gw.dispatcher_settled().await;
+    let b = bob.job(&bobs).await;
+    assert_eq!(b["state"], "running", "{b:#}");
+    assert_eq!(b["preemptions"], json!([]), "{b:#}");
+
+    // The veto lifted, the preemption goes ahead; the freed GPUs are held for the
+    // preemptor, not given to the older equal-priority job ahead of it.
+    let lift = json!({"expectedVersion": 1, "plugins": []});
+    let (s, body) = bob_policy.put_policy(Some("team-b"), &lift).await;
+    assert_eq!(s, 200, "{body:#}");
+    let done = alice
+        .wait_terminal(std::slice::from_ref(&urgent), Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&urgent]["state"], "succeeded", "{}", done[&urgent]);
+    let b = bob.job(&bobs).await;
+    assert_eq!(b["preemptions"][0]["byJob"], urgent.as_str(), "{b:#}");
+    let same_job = alice.job(&same).await;
+    let history = forge_tests::jobs::history(&same_job);
+    let urgent_job = alice.job(&urgent).await;
+    let dispatched_at = |j: &Value| {
+        j["history"]
+            .as_array()
+            .and_then(|h| h.iter().find(|e| e["to"] == "dispatched"))
+            .and_then(|e| e["atMs"].as_i64())
+    };
+    if let Some(same_at) = dispatched_at(&same_job) {
+        assert!(
+            dispatched_at(&urgent_job).is_some_and(|u| u <= same_at),
+            "the older job took the freed GPUs first: {history:?}"
+        );
+    }
+    for id in [&same] {
+        let _ = alice
+            .call(reqwest::Method::DELETE, &format!("/v1/jobs/{id}"))
+            .await;
+    }
+    let _ = bob
+        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{bobs}"))
+        .await;
+}
