@@ -17,47 +17,10 @@ use std::time::{Duration, Instant};
 
 use forge_tests::cli::Forge;
 use forge_tests::gateway::TestGateway;
-use forge_tests::jobs::{JobClient, zip_of};
+use forge_tests::jobs::{JobClient, note_zip, short_spec, trainer_spec as spec, trainer_zip};
 use forge_tests::policy::{ALICE, BOB, PolicyClient};
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::{Value, json};
-
-/// The trainer every job here runs.
-fn trainer() -> Vec<u8> {
-    let path =
-        forge_tests::plugins::workspace_root().join("tests/fixtures/jobs/preemptible_train.py");
-    let code = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    zip_of(&[("train.py", code.as_str())])
-}
-
-/// A job of `nodes` 8-GPU machines at `priority`, running the trainer with `args`,
-/// with `grace` seconds to checkpoint once preempted.
-fn spec(name: &str, priority: i32, nodes: u32, args: &str, grace: u32) -> Value {
-    json!({
-        "name": name,
-        "framework": "nemo-rl",
-        "entrypoint": format!("python3 train.py {args}"),
-        "priority": priority,
-        "deadlines": {"checkpointGraceSeconds": grace},
-        "pools": [{"name": "train", "nodes": nodes, "gpusPerNode": 8}]
-    })
-}
-
-/// A short job that only holds its GPUs for a moment.
-fn preemptor(name: &str, priority: i32) -> Value {
-    json!({
-        "name": name,
-        "framework": "nemo-rl",
-        "entrypoint": "python3 -c \"import time; time.sleep(1); print('preemptor ran', flush=True)\"",
-        "priority": priority,
-        "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 8}]
-    })
-}
-
-/// The preemptor's code archive (its entrypoint is inline).
-fn short_code() -> Vec<u8> {
-    zip_of(&[("README", "the preemptor's code is its entrypoint\n")])
-}
 
 /// Polls until job `id` is in `state`; its view then.
 async fn wait_state(client: &JobClient, id: &str, state: &str, within: Duration) -> Value {
@@ -119,7 +82,7 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
     let gw = forge_tests::policy::gateway("h100=3x8", &[]).await;
     let client = gw.client(&gw.token);
     let bob = gw.client(BOB);
-    let code = trainer();
+    let code = trainer_zip();
     // Three priority-0 jobs: one checkpointed once at its start, one checkpoints all
     // the time, one never does.
     let stale = bob
@@ -165,7 +128,7 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
     .await;
 
     let urgent = client
-        .submit_ok(&preemptor("urgent", 50), short_code())
+        .submit_ok(&short_spec("urgent", 50), note_zip())
         .await;
     let noticed = wait_state(&client, &fresh, "preempting", Duration::from_secs(30)).await;
     assert!(
@@ -248,7 +211,7 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
         .send()
         .await
         .expect("logs");
-    assert_eq!(too_far.status(), 400);
+    assert_eq!(too_far.status(), 404);
 
     // Everyone who looks sees it.
     let status = Forge::new(&gw).run(&["status", &fresh]).await.expect(0);
@@ -290,12 +253,12 @@ async fn a_gang_ignoring_its_notice_is_killed_whole_at_its_grace_and_restarts_fr
     let gang = bob
         .submit_ok(
             &spec("gang", 0, 2, "steps=1000000 step_s=0.05 on_term=ignore", 3),
-            trainer(),
+            trainer_zip(),
         )
         .await;
     wait_log(&client, &gang, "attempt 0 starting from step 0").await;
     let urgent = client
-        .submit_ok(&preemptor("urgent", 60), short_code())
+        .submit_ok(&short_spec("urgent", 60), note_zip())
         .await;
     let noticed_at = Instant::now();
     wait_state(&client, &gang, "preempting", Duration::from_secs(30)).await;
@@ -360,13 +323,13 @@ async fn equal_priorities_never_preempt_and_a_teams_veto_is_honoured() {
     let bobs = bob
         .submit_ok(
             &spec("bobs", 0, 1, "steps=1000000 on_term=exit", 5),
-            trainer(),
+            trainer_zip(),
         )
         .await;
     bob.wait_running(&bobs, Duration::from_secs(60)).await;
 
     // An equal priority waits for room, however long.
-    let same = alice.submit_ok(&preemptor("same", 0), short_code()).await;
+    let same = alice.submit_ok(&short_spec("same", 0), note_zip()).await;
     gw.dispatcher_settled().await;
     let j = alice.job(&same).await;
     assert_eq!(j["state"], "queued", "{j:#}");
@@ -391,9 +354,7 @@ async fn equal_priorities_never_preempt_and_a_teams_veto_is_honoured() {
     });
     let (s, body) = bob_policy.put_policy(Some("team-b"), &veto).await;
     assert_eq!(s, 200, "{body:#}");
-    let urgent = alice
-        .submit_ok(&preemptor("urgent", 50), short_code())
-        .await;
+    let urgent = alice.submit_ok(&short_spec("urgent", 50), note_zip()).await;
     eventually(
         "the veto as the preemptor's standing",
         Duration::from_secs(20),

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use forge_testkit::s3::S3Server;
 use forge_tests::jobs::{
-    JobClient, RayJobRecorder, history, marker_zip, one_gpu_spec, rayjob_names, rayjobs, runs_of,
+    JobClient, RayJobRecorder, history, marker_zip, note_zip, one_gpu_spec, rayjob_names, rayjobs,
+    runs_of, short_spec, trainer_spec, trainer_zip,
 };
 use forge_tests::procs::{Emulator, Gateway, GatewayOptions, NAMESPACE, write_gateway_files};
 use forge_tests::wait::{eventually, not_yet};
@@ -552,6 +553,117 @@ async fn a_frozen_leader_resumed_after_its_lease_acts_no_more() {
          deletes, 0 transitions ({fenced} attempts refused by the fence) and follows; test \
          took {:?}",
         started.elapsed()
+    );
+}
+
+/// What a gateway counts of preemption's side effects: notices given, RayJob deletes,
+/// and moves into and out of `preempting`.
+async fn preemption_effects(g: &Gateway) -> (f64, f64, f64) {
+    (
+        g.metric("forge_preemptions_total{series=\"h100\",reason=\"priority\"}")
+            .await,
+        g.metric("forge_rayjob_writes_total{verb=\"delete\"}").await,
+        g.metric("forge_job_transitions_total{state=\"preempting\"}")
+            .await
+            + g.metric("forge_job_transitions_total{state=\"queued\"}")
+                .await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_leader_resumed_during_a_preemption_performs_none_of_it() {
+    let r = Replicas::start(3, "h100=1x8").await;
+    let old = r.leader(None, Duration::from_secs(20)).await;
+    let follower = (old + 1) % 3;
+    let fclient = r.gateway(follower).client();
+    // A low-priority job holds the only machine (it never checkpoints: it restarts
+    // from 0 after the preemption, and exits at once on SIGTERM).
+    let victim = fclient
+        .submit_ok(
+            &trainer_spec("victim", 0, 1, "steps=100 step_s=0.05 on_term=exit", 5),
+            trainer_zip(),
+        )
+        .await;
+    eventually(
+        "the victim's program started",
+        Duration::from_secs(60),
+        || async {
+            let (_, log) = fclient.logs(&victim).await;
+            if log.contains("attempt 0 starting") {
+                Ok(())
+            } else {
+                Err(not_yet(log))
+            }
+        },
+    )
+    .await;
+    let before = preemption_effects(r.gateway(old)).await;
+
+    // Frozen past its lease; the preemptor's submission waits in its socket, so on
+    // resume the old leader's dispatcher wakes to it before it learns it was deposed.
+    r.gateway(old).proc().signal("STOP");
+    let new = r
+        .leader(Some(old), Duration::from_millis(LEASE_MS + 5000))
+        .await;
+    let resumed_client = r.gateway(old).client();
+    let pending = tokio::spawn(async move {
+        resumed_client
+            .try_submit(&short_spec("preemptor", 50), note_zip())
+            .await
+    });
+    let port = r.opts[old].port;
+    eventually(
+        "the preemptor waiting in the frozen process's socket",
+        Duration::from_secs(10),
+        || async {
+            let n = unread_bytes(port);
+            if n > 0 { Ok(()) } else { Err(not_yet(n)) }
+        },
+    )
+    .await;
+    r.gateway(old).proc().signal("CONT");
+    let (status, body) = pending
+        .await
+        .expect("task")
+        .expect("an answer after resuming");
+    assert_eq!(status, 202, "{body:#}");
+    let preemptor = body["id"].as_str().expect("id").to_string();
+
+    // The new leader preempts, once; both jobs end well.
+    let done = fclient
+        .wait_terminal(
+            &[preemptor.clone(), victim.clone()],
+            Duration::from_secs(120),
+        )
+        .await;
+    for id in [&preemptor, &victim] {
+        assert_eq!(
+            done[id]["state"],
+            "succeeded",
+            "{:#}\n{}",
+            done[id],
+            r.logs()
+        );
+    }
+    let v = fclient.job(&victim).await;
+    let preemptions = v["preemptions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(preemptions.len(), 1, "{v:#}");
+    assert_eq!(preemptions[0]["byJob"], preemptor.as_str());
+    assert_eq!(v["attempt"], 1);
+    let after = preemption_effects(r.gateway(old)).await;
+    assert_eq!(
+        before,
+        after,
+        "the resumed old leader gave notices, deleted RayJobs or moved jobs (before → after)\n{}",
+        r.logs()
+    );
+    let by_new = preemption_effects(r.gateway(new)).await;
+    assert!(
+        by_new.0 >= 1.0,
+        "the new leader gave the notice: {by_new:?}"
+    );
+    println!(
+        "old leader frozen during the preemption: replica-{new} gave the notice; after SIGCONT replica-{old} made none of it ({before:?} → {after:?})"
     );
 }
 

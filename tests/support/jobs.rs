@@ -12,6 +12,45 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
+/// The code archive of the trainer that follows the preemption contract
+/// (`tests/fixtures/jobs/preemptible_train.py`, as `train.py`; its arguments are in its
+/// docstring).
+pub fn trainer_zip() -> Vec<u8> {
+    let path = crate::plugins::workspace_root().join("tests/fixtures/jobs/preemptible_train.py");
+    let code = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    zip_of(&[("train.py", code.as_str())])
+}
+
+/// A job of `nodes` 8-GPU machines at `priority` running the trainer with `args`,
+/// with `grace` seconds to checkpoint once preempted.
+pub fn trainer_spec(name: &str, priority: i32, nodes: u32, args: &str, grace: u32) -> Value {
+    json!({
+        "name": name,
+        "framework": "nemo-rl",
+        "entrypoint": format!("python3 train.py {args}"),
+        "priority": priority,
+        "deadlines": {"checkpointGraceSeconds": grace},
+        "pools": [{"name": "train", "nodes": nodes, "gpusPerNode": 8}]
+    })
+}
+
+/// A job of one 8-GPU machine at `priority` that only holds its GPUs for a second (its
+/// code archive: [`note_zip`]).
+pub fn short_spec(name: &str, priority: i32) -> Value {
+    json!({
+        "name": name,
+        "framework": "nemo-rl",
+        "entrypoint": "python3 -c \"import time; time.sleep(1); print('short job ran', flush=True)\"",
+        "priority": priority,
+        "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 8}]
+    })
+}
+
+/// A code archive for a job whose entrypoint is inline (an archive may not be empty).
+pub fn note_zip() -> Vec<u8> {
+    zip_of(&[("README", "this job's code is its entrypoint\n")])
+}
+
 /// A zip archive of `files` (path, body).
 pub fn zip_of(files: &[(&str, &str)]) -> Vec<u8> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));

@@ -382,11 +382,12 @@ pub async fn logs(
     };
     let logs = match q.attempt {
         Some(n) if n > job.attempt => {
-            return Err(ApiError::bad(
-                "invalid-query",
-                "attempt",
-                format!("the job has attempts 0..={}", job.attempt),
-            ));
+            return Err(JobError::NoSuchAttempt {
+                id: job.id.clone(),
+                attempt: n,
+                last: job.attempt,
+            }
+            .into());
         }
         Some(n) if n < job.attempt => {
             if q.follow {

@@ -87,6 +87,16 @@ pub enum JobError {
         /// The job's state.
         state: JobState,
     },
+    /// A job has had no such attempt (its attempts are `0..=last`).
+    #[error("job {id} has had attempts 0..={last}, not {attempt}")]
+    NoSuchAttempt {
+        /// The job.
+        id: String,
+        /// The attempt asked for.
+        attempt: u32,
+        /// Its current attempt.
+        last: u32,
+    },
     /// The RayJob cannot be built.
     #[error("building the RayJob: {0}")]
     Build(#[from] BuildError),
@@ -156,6 +166,9 @@ impl Answers for JobError {
                     "name"
                 };
                 Answer::new(StatusCode::NOT_FOUND, "logs-not-archived", message).field(field)
+            }
+            JobError::NoSuchAttempt { .. } => {
+                Answer::new(StatusCode::NOT_FOUND, "attempt-not-found", message).field("attempt")
             }
             JobError::BadCapsuleLink => {
                 Answer::new(StatusCode::FORBIDDEN, "bad-signature", message).field("sig")

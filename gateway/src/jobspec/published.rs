@@ -155,6 +155,10 @@ pub fn published_schema(cfg: &Config) -> Value {
         pool["memoryPerNode"]["pattern"] = json!(QUANTITY);
         pool["objectStoreMemory"]["pattern"] = json!(QUANTITY);
     }
+    if let Some(deadlines) = s.pointer_mut("/$defs/Deadlines/properties") {
+        // This gateway's bound (FORGE_PREEMPTION_MAX_GRACE_S).
+        deadlines["checkpointGraceSeconds"]["maximum"] = json!(cfg.gateway.preemption_max_grace_s);
+    }
     if let Some(secret) = s.pointer_mut("/$defs/SecretRef") {
         // Both are checked as required (defaulted only so every problem is reported).
         secret["required"] = json!(["secret", "key"]);

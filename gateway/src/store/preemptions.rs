@@ -7,8 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::JobRecord;
-
 /// What a job was admitted on, stored with its dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -37,14 +35,15 @@ pub struct NewPreemption {
     pub planned_lost_gpu_seconds: f64,
 }
 
-/// The release of a victim, recorded with the transition that ends its notice.
+/// The release of a victim, recorded with the transition that ends its notice. The
+/// step it resumes from is the last one it acknowledged *as the transition commits*
+/// (read from its row in the same transaction: a job out of `preempting` can
+/// acknowledge no more), so the record and its next run's `FORGE_RESUME_STEP` agree.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Release {
     /// Unix milliseconds of the release.
     pub released_ms: i64,
-    /// The step it resumes from (its last acknowledged checkpoint), if any.
-    pub checkpoint_step: Option<u64>,
     /// GPU-seconds of work lost: since its last acknowledged checkpoint of this
     /// attempt (or the attempt's start) until the release (`None`: not measured — it
     /// left the notice another way, e.g. cancelled).
@@ -54,17 +53,11 @@ pub struct Release {
 impl PreemptionWrite {
     /// What a transition out of `preempting` writes when its caller wrote nothing: the
     /// record is closed at `now`, unmeasured (every way out of a notice closes it).
-    pub fn implied(
-        t_from_preempting: bool,
-        given: Option<&Self>,
-        job: &JobRecord,
-        now: i64,
-    ) -> Option<Self> {
+    pub fn implied(t_from_preempting: bool, given: Option<&Self>, now: i64) -> Option<Self> {
         match given {
             Some(w) => Some(w.clone()),
             None if t_from_preempting => Some(PreemptionWrite::Release(Release {
                 released_ms: now,
-                checkpoint_step: job.last_checkpoint.map(|c| c.step),
                 lost_gpu_seconds: None,
             })),
             None => None,

@@ -124,8 +124,8 @@ fn logs() -> Value {
                 {"name": "attempt", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": u32::MAX},
                     "description": "an earlier (preempted) attempt's archived logs, not with follow; default: the current attempt"}],
             "responses": {"200": {"description": "text/plain; header x-forge-log-offset: the offset of the body's first byte"},
-                "400": error_response("invalid-query (name with pod, container without pod, offset with tail, an attempt the job has not had, follow with an earlier attempt)"),
-                "404": error_response("no log yet (logs-not-archived), no such pod of the job, or no such job (or another team's)"),
+                "400": error_response("invalid-query (name with pod, container without pod, offset with tail, follow with an earlier attempt)"),
+                "404": error_response("no log yet (logs-not-archived), no such pod of the job, an attempt the job has not had (attempt-not-found), or no such job (or another team's)"),
                 "410": error_response("logs-expired: the job's archived logs were deleted after FORGE_RETENTION_LOGS_S (details.deletedAtMs)")}}
     })
 }

@@ -113,15 +113,11 @@ impl Lifecycle {
         let lost = self
             .lost_gpu_seconds(job, open.as_ref(), released_ms)
             .await?;
-        let resume = job.last_checkpoint.map(|c| c.step);
-        let mut reason = format!(
-            "preemption.released ({}): preempted by job {}; queued again",
+        let reason = format!(
+            "preemption.released ({}): preempted by job {}; queued again to resume from its last acknowledged checkpoint",
             cause.as_str(),
             open.as_ref().map_or("?", |p| p.by_job.as_str()),
         );
-        if let Some(step) = resume {
-            reason.push_str(&format!(", to resume from step {step}"));
-        }
         let mut t = Transition::new(
             &job.id,
             JobState::Preempting,
@@ -130,7 +126,6 @@ impl Lifecycle {
         );
         t.preemption = Some(PreemptionWrite::Release(Release {
             released_ms,
-            checkpoint_step: resume,
             lost_gpu_seconds: Some(lost),
         }));
         match self.core.transition(t).await {

@@ -569,7 +569,6 @@ pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
     let mut tr = t(&job.id, JobState::Preempting, JobState::Queued);
     tr.preemption = Some(PreemptionWrite::Release(Release {
         released_ms: 12_000,
-        checkpoint_step: Some(40),
         lost_gpu_seconds: Some(56.0),
     }));
     let released = store.transition(tr).await.expect("release");

@@ -221,8 +221,7 @@ impl JobStore for PgDatabase {
             insert_decision(&tx, d, plugins, now).await?;
         }
         let from_notice = t.from == JobState::Preempting;
-        if let Some(p) = PreemptionWrite::implied(from_notice, t.preemption.as_ref(), &record, now)
-        {
+        if let Some(p) = PreemptionWrite::implied(from_notice, t.preemption.as_ref(), now) {
             super::preemptions::write(&tx, &record, attempt_step(&t), &p).await?;
         }
         tx.commit().await?;

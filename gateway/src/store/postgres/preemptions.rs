@@ -53,7 +53,10 @@ pub(super) async fn write(
                 .await?;
         }
         PreemptionWrite::Release(r) => {
-            let step = r.checkpoint_step.map(checkpoints::to_column).transpose()?;
+            let step = job
+                .last_checkpoint
+                .map(|c| checkpoints::to_column(c.step))
+                .transpose()?;
             client
                 .execute(
                     "UPDATE preemptions SET released_ms = $1, checkpoint_step = $2, \

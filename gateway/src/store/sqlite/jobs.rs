@@ -247,9 +247,7 @@ impl JobStore for SqliteDatabase {
                 insert_decision(tx, d, text, now)?;
             }
             let from_notice = t.from == JobState::Preempting;
-            if let Some(p) =
-                PreemptionWrite::implied(from_notice, t.preemption.as_ref(), &record, now)
-            {
+            if let Some(p) = PreemptionWrite::implied(from_notice, t.preemption.as_ref(), now) {
                 super::preemptions::write(tx, &record, attempt_step(&t), &p)?;
             }
             Ok(record)

@@ -50,7 +50,10 @@ pub(super) fn write(
             ])?;
         }
         PreemptionWrite::Release(r) => {
-            let step = r.checkpoint_step.map(checkpoints::to_column).transpose()?;
+            let step = job
+                .last_checkpoint
+                .map(|c| checkpoints::to_column(c.step))
+                .transpose()?;
             conn.prepare_cached(
                 "UPDATE preemptions SET released_ms = ?1, checkpoint_step = ?2, \
                  lost_gpu_seconds = ?3 WHERE job_id = ?4 AND attempt = ?5 \
