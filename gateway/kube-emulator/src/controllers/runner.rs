@@ -642,7 +642,7 @@ mod tests {
         // Not `exec`: the shell is the main process, as with an entrypoint, and dies on
         // the signal while the program it runs handles it.
         cmd.arg("-c")
-            .arg(format!("python3 -c \"$P\"; echo never-reached"))
+            .arg("python3 -c \"$P\"; echo never-reached")
             .env("P", program);
         let graceful = Graceful {
             terminate: CancellationToken::new(),
