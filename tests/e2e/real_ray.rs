@@ -256,6 +256,77 @@ async fn a_cancelled_ray_job_leaves_no_ray_process() {
     ray::wait_removed(&dirs, GONE).await;
 }
 
+/// A preemption on real Ray: the gateway stops the victim through its head's real
+/// dashboard (`POST /api/jobs/<id>/stop` through the pod proxy), Ray's job supervisor
+/// delivers the SIGTERM, the program acknowledges its step and exits; the victim is
+/// released, the preemptor runs, and the victim's next attempt, on a cluster of its
+/// own, resumes from that step and succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preempted_ray_job_checkpoints_on_sigterm_and_resumes() {
+    let Some(rg) = RayGateway::start("h100=1x8").await else {
+        return;
+    };
+    let client = &rg.client;
+    let victim = client
+        .submit_ok(
+            &forge_tests::jobs::trainer_spec(
+                "victim",
+                0,
+                1,
+                "steps=300 step_s=0.05 on_term=ack",
+                30,
+            ),
+            forge_tests::jobs::trainer_zip(),
+        )
+        .await;
+    forge_tests::wait::eventually("the victim's program running", RUN, || async {
+        let (_, log) = client.logs(&victim).await;
+        if log.contains("attempt 0 starting from step 0") {
+            Ok(())
+        } else {
+            Err(forge_tests::wait::not_yet(log))
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await; // a few steps to save
+    let preemptor = client
+        .submit_ok(
+            &forge_tests::jobs::short_spec("preemptor", 50),
+            forge_tests::jobs::note_zip(),
+        )
+        .await;
+    let done = rg.wait_terminal(&preemptor).await;
+    assert_eq!(
+        done[&preemptor]["state"], "succeeded",
+        "{:#}",
+        done[&preemptor]
+    );
+    let done = rg.wait_terminal(&victim).await;
+    assert_eq!(done[&victim]["state"], "succeeded", "{:#}", done[&victim]);
+    let job = client.job(&victim).await;
+    let step = job["preemptions"][0]["checkpointStep"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("acknowledged on SIGTERM: {job:#}"));
+    let first = client
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/jobs/{victim}/logs?attempt=0"),
+        )
+        .await
+        .1;
+    let first = first.as_str().unwrap_or_default();
+    // It acknowledges only on SIGTERM: the step recorded is Ray's signal at work.
+    assert!(first.contains("attempt 0 starting from step 0"), "{first}");
+    assert!(step > 0, "{job:#}");
+    let (_, second) = client.logs(&victim).await;
+    assert!(
+        second.contains(&format!("attempt 1 starting from step {step}")),
+        "{second}"
+    );
+    assert!(second.contains("done at step 300"), "{second}");
+    rg.all_gone().await;
+}
+
 /// `forge-gateway dev` killed (SIGKILL) while a Ray program runs: its emulator goes
 /// with it, and so does every Ray process it started (the fate-sharing supervisors),
 /// and the nodes' temp dirs.

@@ -4,7 +4,9 @@
 //! [`crate::cluster::ray_stop`]), then releases it when the first of these happens:
 //!
 //! - its Ray job ends (it exited on the signal, or was killed): **exited**;
-//! - it acknowledges a checkpoint after the notice: **checkpointed**;
+//! - it acknowledges a checkpoint after the notice: **checkpointed** — once it has
+//!   had [`SETTLE_MS`] to exit by itself after that (its last lines reach its log,
+//!   its cleanup runs), never past its grace;
 //! - its grace ends: **grace-ended** (its RayJob is deleted under it);
 //! - its RayJob is gone (deleted outside Forge, or by an interrupted release):
 //!   **rayjob-gone**.
@@ -31,6 +33,10 @@ use crate::domain::JobState;
 use crate::jobs::error::JobError;
 use crate::store::preemptions::{PreemptionRecord, PreemptionWrite, Release};
 use crate::store::{JobRecord, StoreError, Transition, now_ms};
+
+/// How long a job that acknowledged a checkpoint after its notice has to exit by
+/// itself before it is released anyway.
+pub const SETTLE_MS: i64 = 3_000;
 
 /// How often the leader looks at the notices that run.
 const LOOK_EVERY: Duration = Duration::from_millis(250);
@@ -188,7 +194,10 @@ impl Lifecycle {
             }
             if now >= notice.deadline_ms() {
                 self.start_release(job, ReleaseCause::GraceEnded);
-            } else if job.last_checkpoint.is_some_and(|c| c.at_ms >= notice.at_ms) {
+            } else if job
+                .last_checkpoint
+                .is_some_and(|c| c.at_ms >= notice.at_ms && now >= c.at_ms + SETTLE_MS)
+            {
                 self.start_release(job, ReleaseCause::Checkpointed);
             } else if stopped.insert((job.id.clone(), job.attempt)) {
                 self.start_stop(job);
