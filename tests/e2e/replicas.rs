@@ -115,6 +115,32 @@ impl Replicas {
         .await
     }
 
+    /// Submits `spec` to frozen replica `i` (the request waits in its socket, as the
+    /// kernel holds it for a stopped process), then resumes it (SIGCONT): the job it
+    /// stored, once it answers. On resume the submission wakes that process's
+    /// dispatcher at once, before it learns it no longer leads.
+    async fn submit_then_resume(&self, i: usize, spec: Value, code: Vec<u8>) -> String {
+        let client = self.gateway(i).client();
+        let pending = tokio::spawn(async move { client.try_submit(&spec, code).await });
+        let port = self.opts[i].port;
+        eventually(
+            "the submission waiting in the frozen process's socket",
+            Duration::from_secs(10),
+            || async {
+                let n = unread_bytes(port);
+                if n > 0 { Ok(()) } else { Err(not_yet(n)) }
+            },
+        )
+        .await;
+        self.gateway(i).proc().signal("CONT");
+        let (status, body) = pending
+            .await
+            .expect("task")
+            .expect("an answer after resuming");
+        assert_eq!(status, 202, "{body:#}");
+        body["id"].as_str().expect("id").to_string()
+    }
+
     fn logs(&self) -> String {
         let mut out = String::new();
         for o in &self.opts {
@@ -490,31 +516,10 @@ async fn a_frozen_leader_resumed_after_its_lease_acts_no_more() {
         .await;
     // A submission to the frozen leader waits in its socket: on resume it is stored and
     // wakes that process's dispatcher at once.
-    let resumed_client = r.gateway(old).client();
-    let runs = r.runs.clone();
-    let pending = tokio::spawn(async move {
-        resumed_client
-            .try_submit(&spec("frozen", 3), marker_zip(&runs, 0.5))
-            .await
-    });
-    let port = r.opts[old].port;
-    eventually(
-        "the submission waiting in the frozen process's socket",
-        Duration::from_secs(10),
-        || async {
-            let n = unread_bytes(port);
-            if n > 0 { Ok(()) } else { Err(not_yet(n)) }
-        },
-    )
-    .await;
-    r.gateway(old).proc().signal("CONT");
+    let j3 = r
+        .submit_then_resume(old, spec("frozen", 3), marker_zip(&r.runs, 0.5))
+        .await;
     let frozen_for = stopped.elapsed();
-    let (status, body) = pending
-        .await
-        .expect("task")
-        .expect("an answer after resuming");
-    assert_eq!(status, 202, "{body:#}");
-    let j3 = body["id"].as_str().expect("id").to_string();
     eventually(
         "the old leader to follow",
         Duration::from_secs(10),
@@ -605,29 +610,9 @@ async fn a_frozen_leader_resumed_during_a_preemption_performs_none_of_it() {
     let new = r
         .leader(Some(old), Duration::from_millis(LEASE_MS + 5000))
         .await;
-    let resumed_client = r.gateway(old).client();
-    let pending = tokio::spawn(async move {
-        resumed_client
-            .try_submit(&short_spec("preemptor", 50), note_zip())
-            .await
-    });
-    let port = r.opts[old].port;
-    eventually(
-        "the preemptor waiting in the frozen process's socket",
-        Duration::from_secs(10),
-        || async {
-            let n = unread_bytes(port);
-            if n > 0 { Ok(()) } else { Err(not_yet(n)) }
-        },
-    )
-    .await;
-    r.gateway(old).proc().signal("CONT");
-    let (status, body) = pending
-        .await
-        .expect("task")
-        .expect("an answer after resuming");
-    assert_eq!(status, 202, "{body:#}");
-    let preemptor = body["id"].as_str().expect("id").to_string();
+    let preemptor = r
+        .submit_then_resume(old, short_spec("preemptor", 50), note_zip())
+        .await;
 
     // The new leader preempts, once; both jobs end well.
     let done = fclient

@@ -113,6 +113,32 @@ fn tail_start(text: &[u8], lines: usize) -> usize {
         .map_or(0, |(i, _)| i + 1)
 }
 
+/// A preempted job's preemptions, and where its earlier attempts' logs are.
+fn preemptions_table(job: &JobRecord, preemptions: &[crate::store::PreemptionRecord]) -> Markup {
+    html! {
+        @if !preemptions.is_empty() {
+            h2 { "Preemptions" }
+            p { "Attempt " (job.attempt) " runs now; an earlier attempt's log: "
+                code { "forge logs " (job.id) " --attempt N" } }
+            div.scroll { table #preemptions {
+                thead { tr { th { "Attempt" } th { "Notice" } th { "By job" } th { "Grace" }
+                    th { "Released" } th { "Resume step" } th { "Lost GPU·s" } } }
+                tbody { @for p in preemptions {
+                    tr {
+                        td { (p.attempt) }
+                        td { (layout::time(p.at_ms)) }
+                        td { a href={ "/console/jobs/" (p.by_job) } { (p.by_job) } }
+                        td { (p.notice_ms / 1000) "s" }
+                        td { @if let Some(r) = p.released_ms { (layout::time(r)) } @else { "notice running" } }
+                        td { @if let Some(s) = p.checkpoint_step { (s) } @else { "—" } }
+                        td { @if let Some(l) = p.lost_gpu_seconds { (format!("{l:.0}")) } @else { "—" } }
+                    }
+                } }
+            } }
+        }
+    }
+}
+
 /// The summary (state, sentence, queue standing, pending reason) and the timeline.
 async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageError> {
     let jobs = &console.app.jobs;
@@ -170,26 +196,7 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
         @if let Some(c) = &job.last_checkpoint {
             p #checkpoint { "Last checkpoint: step " (c.step) " at " (layout::time(c.at_ms)) }
         }
-        @if !preemptions.is_empty() {
-            h2 { "Preemptions" }
-            p { "Attempt " (job.attempt) " runs now; an earlier attempt's log: "
-                code { "forge logs " (job.id) " --attempt N" } }
-            div.scroll { table #preemptions {
-                thead { tr { th { "Attempt" } th { "Notice" } th { "By job" } th { "Grace" }
-                    th { "Released" } th { "Resume step" } th { "Lost GPU·s" } } }
-                tbody { @for p in &preemptions {
-                    tr {
-                        td { (p.attempt) }
-                        td { (layout::time(p.at_ms)) }
-                        td { a href={ "/console/jobs/" (p.by_job) } { (p.by_job) } }
-                        td { (p.notice_ms / 1000) "s" }
-                        td { @if let Some(r) = p.released_ms { (layout::time(r)) } @else { "notice running" } }
-                        td { @if let Some(s) = p.checkpoint_step { (s) } @else { "—" } }
-                        td { @if let Some(l) = p.lost_gpu_seconds { (format!("{l:.0}")) } @else { "—" } }
-                    }
-                } }
-            } }
-        }
+        (preemptions_table(job, &preemptions))
         h2 { "Timeline" }
         ol #timeline {
             @for (at, kind, what) in &timeline {

@@ -11,7 +11,7 @@ use forge_policy_host::model::{ClusterView, Placement, SeriesUsage};
 use crate::admission::usage::{self, Ledger};
 use crate::cluster::labels::HEAD_GROUP;
 use crate::config::Config;
-use crate::jobs::fit::PoolDemand;
+use crate::jobs::fit::{PoolDemand, Rooms};
 use crate::manifests;
 use crate::store::JobRecord;
 
@@ -111,6 +111,29 @@ pub(super) fn unbound(
         placed += of(HEAD_GROUP);
     }
     demand.nodes.saturating_sub(placed)
+}
+
+/// Takes out of `rooms` the machines of `active` jobs the scheduler has not bound yet
+/// (`bound`: [`crate::cluster::Capacity::bound_machines`]; bound ones are in the rooms
+/// already).
+pub(super) fn reserve_unbound<'a>(
+    rooms: &mut Rooms,
+    active: impl IntoIterator<Item = &'a JobRecord>,
+    bound: &BTreeMap<(String, String), u32>,
+    cfg: &Config,
+) {
+    for job in active {
+        for (i, d) in demands(job, job.placement.as_ref(), cfg)
+            .into_iter()
+            .enumerate()
+        {
+            let pending = PoolDemand {
+                nodes: unbound(job, &d, i, bound),
+                ..d
+            };
+            rooms.reserve_partially(&pending);
+        }
+    }
 }
 
 /// The cluster view with the pass's reservations applied (`totals` from

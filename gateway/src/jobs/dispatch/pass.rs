@@ -23,14 +23,14 @@ use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 
 use super::decision_memo::{Remembered, Table};
-use super::demand::{add_ahead, adjusted, demands, ledger_of, unbound, usage_ahead};
+use super::demand::{add_ahead, adjusted, demands, ledger_of, reserve_unbound, usage_ahead};
 use super::preempt::{Book, Preemptions, admitted_terms};
 use super::{CREATE_CONCURRENCY, Dispatcher};
 use crate::admission::usage::{self, Ledger};
 use crate::admission::{self, Path};
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
-use crate::jobs::fit::{PoolDemand, Rooms};
+use crate::jobs::fit::Rooms;
 use crate::jobs::queue::{QueueEntry, Standings};
 use crate::policy::Evaluated;
 use crate::store::{AdmittedTerms, JobRecord, NewDecision, Transition, now_ms};
@@ -110,20 +110,9 @@ impl Dispatcher {
         let cfg = &self.core.config;
         let capacity = &self.cluster.capacity;
         let mut free = Rooms::new(capacity.rooms());
-        let bound = capacity.bound_machines();
         let ledger = ledger_of(&unfinished.active, &unfinished.queued, cfg);
-        for job in &unfinished.active {
-            for (i, d) in demands(job, job.placement.as_ref(), cfg)
-                .into_iter()
-                .enumerate()
-            {
-                let pending = PoolDemand {
-                    nodes: unbound(job, &d, i, &bound),
-                    ..d
-                };
-                free.reserve_partially(&pending);
-            }
-        }
+        let active = unfinished.active.iter().map(|j| &**j);
+        reserve_unbound(&mut free, active, &capacity.bound_machines(), cfg);
         let window_ms =
             i64::try_from(cfg.gateway.preemption_window_s.saturating_mul(1000)).unwrap_or(i64::MAX);
         let now = now_ms();

@@ -31,7 +31,7 @@ use forge_policy_host::preemption::{PlanOutcome, PreemptionPlan, Victim};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Dispatcher;
-use super::demand::{demands, unbound};
+use super::demand::{demands, reserve_unbound};
 use crate::domain::JobState;
 use crate::jobs::fit::{PoolDemand, Rooms};
 use crate::jobs::preemption_plan::{Plan, PreemptionPlanner, Running};
@@ -134,6 +134,18 @@ pub(super) struct Waits {
     pub reason: String,
 }
 
+impl Waits {
+    /// A preemptor whose `n` victims are releasing their GPUs.
+    fn releasing(n: u32) -> Waits {
+        Waits {
+            code: "preemption.releasing".into(),
+            reason: format!(
+                "{n} lower-priority job(s) preempted for it are releasing their GPUs; they are held for it"
+            ),
+        }
+    }
+}
+
 /// The job the plan is for, as the planner and the policy see it.
 struct Preemptor<'a> {
     job: &'a JobRecord,
@@ -159,12 +171,7 @@ impl Dispatcher {
             return None;
         }
         if let Some(n) = st.book.holding.get(&job.id) {
-            return Some(Waits {
-                code: "preemption.releasing".into(),
-                reason: format!(
-                    "{n} lower-priority job(s) preempted for it are releasing their GPUs; they are held for it"
-                ),
-            });
+            return Some(Waits::releasing(*n));
         }
         let series = wanted.first()?.series.clone();
         if st.tried.contains(&series) {
@@ -210,28 +217,35 @@ impl Dispatcher {
         };
         let candidates = planner.candidates(p.terms.priority, &running);
         let plan = plan_shown(&p, view, short, &victims, &candidates, step);
-        let order = match self.admission.plan_preemption(plan.clone()).await {
-            Ok(PlanOutcome::Proceed { order }) => order,
+        let order = match self.consult(job, &plan).await {
+            Ok(order) => order,
+            Err(waits) => return Some(waits),
+        };
+        let chosen = self.fitting_prefix(st, &p, &plan, &order, short)?;
+        self.give_notice(st, &p, &plan, &chosen).await
+    }
+
+    /// The policy's order for `plan`, or why the preemptor waits: a veto, or the
+    /// policy failing (closed: no preemption).
+    async fn consult(&self, job: &JobRecord, plan: &PreemptionPlan) -> Result<Vec<String>, Waits> {
+        match self.admission.plan_preemption(plan.clone()).await {
+            Ok(PlanOutcome::Proceed { order }) => Ok(order),
             Ok(PlanOutcome::Vetoed {
                 plugin,
                 code,
                 message,
-            }) => {
-                return Some(Waits {
-                    reason: format!("a preemption for it was vetoed by {plugin}: {message}"),
-                    code,
-                });
-            }
+            }) => Err(Waits {
+                reason: format!("a preemption for it was vetoed by {plugin}: {message}"),
+                code,
+            }),
             Err(e) => {
                 tracing::warn!(job = %job.id, "the policy failed on a preemption plan (none made): {e}");
-                return Some(Waits {
+                Err(Waits {
                     code: "preemption.policy-failed".into(),
                     reason: format!("the policy failed on a preemption plan: {e}"),
-                });
+                })
             }
-        };
-        let chosen = self.fitting_prefix(st, &p, &plan, &order, short)?;
-        self.give_notice(st, &p, &plan, &chosen).await
+        }
     }
 
     /// How many GPUs of its series the preemptor lacks in `free`.
@@ -340,19 +354,12 @@ impl Dispatcher {
         let capacity = &self.cluster.capacity;
         let gone: BTreeSet<&str> = victims.iter().map(|v| v.job_id.as_str()).collect();
         let mut trial = Rooms::new(capacity.rooms_without(&gone));
-        let bound = capacity.bound_machines();
-        for job in st.active.iter().filter(|j| !gone.contains(j.id.as_str())) {
-            for (i, d) in demands(job, job.placement.as_ref(), cfg)
-                .into_iter()
-                .enumerate()
-            {
-                let pending = PoolDemand {
-                    nodes: unbound(job, &d, i, &bound),
-                    ..d
-                };
-                trial.reserve_partially(&pending);
-            }
-        }
+        let others = st
+            .active
+            .iter()
+            .filter(|j| !gone.contains(j.id.as_str()))
+            .map(|j| &**j);
+        reserve_unbound(&mut trial, others, &capacity.bound_machines(), cfg);
         trial.reserve(p.wanted).is_ok()
     }
 

@@ -607,35 +607,54 @@ pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
             .expect("window")
             .is_empty()
     );
+}
 
-    // The second attempt is preempted too, then cancelled during its notice: the
-    // record closes unmeasured and the attempt stays.
+/// Moves job `id` queued → dispatched → running.
+async fn run_job(store: &dyn crate::store::JobStore, id: &str) {
     for (from, to) in [
         (JobState::Queued, JobState::Dispatched),
         (JobState::Dispatched, JobState::Running),
     ] {
-        store.transition(t(&job.id, from, to)).await.expect("move");
+        store.transition(t(id, from, to)).await.expect("move");
     }
-    let mut tn = t(&job.id, JobState::Running, JobState::Preempting);
+}
+
+/// Gives running job `id` a preemption notice for job `by` at `at_ms` (8 GPUs, 5 s).
+async fn give_notice(store: &dyn crate::store::JobStore, id: &str, by: &str, at_ms: i64) {
+    use crate::store::preemptions::{NewPreemption, PreemptionWrite};
+    let mut tn = t(id, JobState::Running, JobState::Preempting);
     tn.preemption = Some(PreemptionWrite::Notice(NewPreemption {
-        by_job: "another".into(),
-        at_ms: 20_000,
+        by_job: by.into(),
+        at_ms,
         notice_ms: 5_000,
         gpus: 8,
         series: "h100".into(),
         planned_lost_gpu_seconds: 40.0,
     }));
-    store.transition(tn).await.expect("second notice");
+    store.transition(tn).await.expect("notice");
+}
+
+/// Any other way out of a notice (a cancel) closes the record, unmeasured, and keeps
+/// the attempt; only a running job is preempted.
+pub async fn a_notice_ended_otherwise_closes_its_record(h: &dyn Harness) {
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let job = store
+        .insert(new_job("a", "victim", "h100"), None)
+        .await
+        .expect("insert");
+    run_job(store, &job.id).await;
+    give_notice(store, &job.id, "another", 20_000).await;
     let cancelled = store
         .transition(t(&job.id, JobState::Preempting, JobState::Cancelled))
         .await
         .expect("cancel");
-    assert_eq!(cancelled.attempt, 1);
+    assert_eq!(cancelled.attempt, 0);
     let recorded = store.preemptions(&job.id).await.expect("read");
-    assert_eq!(recorded.len(), 2);
-    assert_eq!(recorded[1].attempt, 1);
-    assert!(recorded[1].released_ms.is_some(), "{recorded:?}");
-    assert_eq!(recorded[1].lost_gpu_seconds, None);
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].attempt, 0);
+    assert!(recorded[0].released_ms.is_some(), "{recorded:?}");
+    assert_eq!(recorded[0].lost_gpu_seconds, None);
     assert!(
         store
             .preemptions_since(i64::MAX)
