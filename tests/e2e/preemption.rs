@@ -22,6 +22,36 @@ use forge_tests::policy::{ALICE, BOB, PolicyClient};
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::{Value, json};
 
+/// When `job` first entered `state` (its history), Unix ms.
+fn entered(job: &Value, state: &str) -> i64 {
+    job["history"]
+        .as_array()
+        .and_then(|h| h.iter().find(|e| e["to"] == state))
+        .and_then(|e| e["atMs"].as_i64())
+        .unwrap_or_else(|| panic!("never {state}: {job:#}"))
+}
+
+/// Prints how long each step of a preemption took, from the two jobs' histories.
+fn print_timeline(victim: &Value, preemptor: &Value) {
+    let submitted = entered(preemptor, "queued");
+    let notice = entered(victim, "preempting");
+    let released = victim["preemptions"][0]["releasedMs"].as_i64().unwrap_or(0);
+    let running = entered(preemptor, "running");
+    let resumed = victim["history"]
+        .as_array()
+        .and_then(|h| h.iter().filter(|e| e["to"] == "running").nth(1))
+        .and_then(|e| e["atMs"].as_i64())
+        .unwrap_or(0);
+    println!(
+        "preemption timeline: preemptor submitted → victim noticed {} ms → released {} ms → \
+         preemptor running {} ms after its submission; victim running again {} ms after its release",
+        notice - submitted,
+        released - notice,
+        running - submitted,
+        resumed - released
+    );
+}
+
 /// Polls until job `id` is in `state`; its view then.
 async fn wait_state(client: &JobClient, id: &str, state: &str, within: Duration) -> Value {
     eventually(&format!("job {id} {state}"), within, || async {
@@ -235,6 +265,7 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
         1.0
     );
     assert!(metric(&gw, "forge_preemption_lost_gpu_seconds_total").await > 0.0);
+    print_timeline(&job, &client.job(&urgent).await);
 
     for id in [&stale, &never] {
         let (s, _) = bob
