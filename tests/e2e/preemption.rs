@@ -344,6 +344,34 @@ async fn a_gang_ignoring_its_notice_is_killed_whole_at_its_grace_and_restarts_fr
         .call(reqwest::Method::DELETE, &format!("/v1/jobs/{gang}"))
         .await;
     assert_eq!(s, 200);
+    // One NetworkPolicy served both attempts; it goes with the last RayJob.
+    let policies: kube::Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
+        kube::Api::namespaced(
+            gw.sim.client().expect("client"),
+            &gw.state.config.k8s.namespace,
+        );
+    eventually(
+        "the job's NetworkPolicy deleted",
+        Duration::from_secs(30),
+        || async {
+            let names: Vec<String> = policies
+                .list(&Default::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .filter_map(|p| p.metadata.name)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if names.iter().any(|n| n.contains(gang.as_str())) {
+                Err(not_yet(names))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

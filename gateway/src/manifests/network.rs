@@ -14,8 +14,10 @@
 //! `forge_policy_host::narrowing`). Only ingress is restricted: jobs still reach object
 //! storage, the gateway's capsule URLs and whatever egress the cluster allows.
 //!
-//! The policy is named like the RayJob, created before it (its pods are never
-//! unprotected) and deleted after it.
+//! The policy is named like the job's first RayJob ([`policy_name`]) and serves every
+//! attempt of the job (its selector is the job id; a preempted job's next attempt runs
+//! under a RayJob of its own): created before the first RayJob (its pods are never
+//! unprotected), adopted by later attempts, deleted after the last.
 
 use std::collections::BTreeMap;
 
@@ -47,10 +49,15 @@ fn pods(key: &str, value: &str) -> NetworkPolicyPeer {
     }
 }
 
+/// The name of job `job_id`'s NetworkPolicy: its first RayJob's.
+pub fn policy_name(job_id: &str) -> String {
+    rayjob_name(job_id)
+}
+
 /// The NetworkPolicy of job `job_id` of `team`, labelled with installation `instance`
 /// like the job's RayJob.
 pub fn network_policy(job_id: &str, team: &str, instance: &str, cfg: &Config) -> NetworkPolicy {
-    let name = rayjob_name(job_id);
+    let name = policy_name(job_id);
     NetworkPolicy {
         metadata: ObjectMeta {
             name: Some(name.clone()),

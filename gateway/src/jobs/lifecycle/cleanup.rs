@@ -74,7 +74,8 @@ impl Lifecycle {
         self.core.metrics.rayjob_write("delete");
         async {
             self.cluster.rayjobs.delete(&name).await?;
-            Ok(self.cluster.network_policies.delete(&name).await?)
+            let policy = crate::manifests::network::policy_name(&job.id);
+            Ok(self.cluster.network_policies.delete(&policy).await?)
         }
         .instrument(JobTrace::span_of(job, LiveSpan::Delete))
         .await
