@@ -420,11 +420,12 @@ async fn claims_are_provisioned_shared_and_read_write_once_is_exclusive() {
     let status = bound.status.clone().expect("status");
     assert_eq!(status.access_modes, Some(vec!["ReadWriteOnce".to_owned()]));
     assert_eq!(status.capacity.expect("capacity")["storage"].0, "1Gi");
-    assert!(
-        !core_events(&client, "ckpt", "ProvisioningSucceeded")
-            .await
-            .is_empty()
-    );
+    // The provisioner binds the claim, then records its event: await it, not race it.
+    wait_for(10, "ProvisioningSucceeded", || async {
+        let e = core_events(&client, "ckpt", "ProvisioningSucceeded").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
     let failed = wait_for(10, "ProvisioningFailed", || async {
         let e = core_events(&client, "fast", "ProvisioningFailed").await;
         (!e.is_empty()).then_some(e)
