@@ -23,6 +23,9 @@ log() {
 }
 trap 'printf "\n==> finished in %d s\n" "$((SECONDS - started))"' EXIT
 
+# A full disk shows up as a linker killed by SIGBUS: say what there was to start with.
+df -h . | sed 's/^/    disk: /'
+
 log "WebAssembly toolchain for policy plugins"
 bash tests/wasm-toolchain.sh
 
@@ -85,8 +88,13 @@ log "Python and TypeScript SDKs and plugins: native tests (pytest, node --test)"
 cargo run --quiet -p forge-plugin-build --bin forge-plugin -- test \
   plugin-sdk/python/tests plugin-sdk/js/test plugins/scratch-guard-py plugins/scratch-guard-ts
 
-log "binaries (the crash tests run the gateway and the emulator as real processes)"
-cargo build --quiet --workspace --bins
+log "binaries and test binaries (the crash tests run the gateway and the emulator as real processes)"
+# One build, with the tests' features: `--bins` alone resolves features without the
+# dev-dependencies and would build every workspace crate a second time (minutes, and
+# ~1.5 GB of target/ that a CI machine short of disk cannot spare; a linker killed by
+# SIGBUS is what a full disk looks like). The test steps below then build nothing.
+cargo build --quiet --workspace --bins --tests
+df -h . | sed 's/^/    disk: /'
 
 log "schemathesis 4 (venv in target/schemathesis) over every operation of the OpenAPI document, against a dev gateway: every check, bounded"
 bash tests/schemathesis/run.sh
