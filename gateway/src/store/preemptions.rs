@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::store::Checkpoint;
+
 /// What a job was admitted on, stored with its dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -33,6 +35,9 @@ pub struct NewPreemption {
     pub series: String,
     /// Lost work the plan expected (GPU-seconds since its last checkpoint + grace).
     pub planned_lost_gpu_seconds: f64,
+    /// Unix milliseconds the preempted attempt started running: its work at risk is
+    /// counted from there, or from a later acknowledged checkpoint.
+    pub attempt_started_ms: i64,
 }
 
 /// The release of a victim, recorded with the transition that ends its notice. The
@@ -100,6 +105,9 @@ pub struct PreemptionRecord {
     pub gpus: u32,
     /// Their series.
     pub series: String,
+    /// When the preempted attempt started running (Unix ms).
+    #[serde(skip)]
+    pub attempt_started_ms: i64,
 }
 
 impl PreemptionRecord {
@@ -107,8 +115,26 @@ impl PreemptionRecord {
     pub fn deadline_ms(&self) -> i64 {
         self.at_ms.saturating_add(self.notice_ms)
     }
+
+    /// The work a release at `until_ms` throws away, in GPU-seconds: the freed GPUs ×
+    /// the time since the attempt's last acknowledged checkpoint (`last`), or since
+    /// it started.
+    pub fn lost_gpu_seconds(&self, last: Option<Checkpoint>, until_ms: i64) -> f64 {
+        let since = work_at_risk_since(self.attempt_started_ms, last);
+        f64::from(self.gpus) * ((until_ms - since).max(0) as f64 / 1000.0)
+    }
+}
+
+/// Where an attempt that started running at `attempt_started_ms` would resume from,
+/// in time: its last acknowledged checkpoint if this attempt made it, else its start.
+/// The planner (which costs a preemption) and the release (which measures it) both
+/// count lost work from here.
+pub fn work_at_risk_since(attempt_started_ms: i64, last: Option<Checkpoint>) -> i64 {
+    last.filter(|c| c.at_ms >= attempt_started_ms)
+        .map_or(attempt_started_ms, |c| c.at_ms)
 }
 
 /// The columns a preemption row is read with, in the order both backends expect.
 pub const PREEMPTION_COLUMNS: &str = "job_id, attempt, by_job, at_ms, notice_ms, released_ms, \
-                                      checkpoint_step, lost_gpu_seconds, gpus, series";
+                                      checkpoint_step, lost_gpu_seconds, gpus, series, \
+                                      attempt_started_ms";

@@ -301,7 +301,7 @@ impl Dispatcher {
                     .map(PoolDemand::gpus)
                     .sum();
                 let terms = terms_of(j);
-                let since = j.updated_at_ms;
+                let since = attempt_started_ms(j);
                 Some(Running {
                     job_id: j.id.clone(),
                     team: j.team.clone(),
@@ -393,6 +393,7 @@ impl Dispatcher {
                 gpus: v.gpus,
                 series: plan.series.clone(),
                 planned_lost_gpu_seconds: v.lost_gpu_seconds,
+                attempt_started_ms: st.fresh.get(&v.job_id).map_or(at_ms, attempt_started_ms),
             }));
             match self.core.transition(t).await {
                 Ok(_) => {
@@ -426,6 +427,13 @@ impl Dispatcher {
             ),
         })
     }
+}
+
+/// When running job `j`'s attempt started: a running job's row last changed state
+/// when it started running. Stored with its notice, so the release measures the work
+/// lost from the same instant the plan costed it from.
+fn attempt_started_ms(j: &JobRecord) -> i64 {
+    j.updated_at_ms
 }
 
 /// What the policy is shown: the planned victims first (cheapest first), then the
@@ -497,6 +505,7 @@ mod tests {
             lost_gpu_seconds: None,
             gpus: 8,
             series: "h100".into(),
+            attempt_started_ms: 0,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
@@ -31,13 +32,31 @@ impl InFlight {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        self.spawn_holding(key, async move {
+            task.await;
+            None
+        });
+    }
+
+    /// Like [`InFlight::spawn`], but a task that answers `Some(d)` keeps its key for
+    /// `d` after it ends (its permit given back): the requests for that key in the
+    /// meantime are dropped. A failed task backs off this way instead of being
+    /// retried at the pace its callers ask.
+    pub fn spawn_holding<F>(&self, key: String, task: F)
+    where
+        F: Future<Output = Option<Duration>> + Send + 'static,
+    {
         let Some(claim) = self.keys.try_claim(&key) else {
             return;
         };
         let permits = self.permits.clone();
         tokio::spawn(async move {
-            if let Ok(_permit) = permits.acquire_owned().await {
-                task.await;
+            let hold = match permits.acquire_owned().await {
+                Ok(_permit) => task.await,
+                Err(_) => None,
+            };
+            if let Some(hold) = hold {
+                tokio::time::sleep(hold).await;
             }
             drop(claim);
         });

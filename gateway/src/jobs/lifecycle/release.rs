@@ -41,6 +41,10 @@ pub const SETTLE_MS: i64 = 3_000;
 /// How often the leader looks at the notices that run.
 const LOOK_EVERY: Duration = Duration::from_millis(250);
 
+/// How long a release that failed (its logs not archived, the API server not
+/// answering) waits before it is tried again.
+pub const RELEASE_RETRY: Duration = Duration::from_secs(5);
+
 /// What ended a notice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseCause {
@@ -71,9 +75,17 @@ impl Lifecycle {
     pub(crate) fn start_release(&self, job: JobRecord, cause: ReleaseCause) {
         let this = self.clone();
         let key = format!("release/{}", job.id);
-        self.cleanups.spawn(key, async move {
-            if let Err(e) = this.release(&job, cause).await {
-                tracing::warn!(job = %job.id, "releasing a preempted job (retried): {e}");
+        self.cleanups.spawn_holding(key, async move {
+            match this.release(&job, cause).await {
+                Ok(()) => None,
+                Err(e) => {
+                    tracing::warn!(
+                        job = %job.id,
+                        retry_in_s = RELEASE_RETRY.as_secs(),
+                        "releasing a preempted job failed; it keeps its RayJob until a retry succeeds: {e}"
+                    );
+                    Some(RELEASE_RETRY)
+                }
             }
         });
     }
@@ -116,9 +128,9 @@ impl Lifecycle {
             self.cluster.rayjobs.delete(name).await?;
         }
         let released_ms = now_ms();
-        let lost = self
-            .lost_gpu_seconds(job, open.as_ref(), released_ms)
-            .await?;
+        let lost = open.as_ref().map_or(0.0, |p| {
+            p.lost_gpu_seconds(job.last_checkpoint, released_ms)
+        });
         let reason = format!(
             "preemption.released ({}): preempted by job {}; queued again to resume from its last acknowledged checkpoint",
             cause.as_str(),
@@ -155,28 +167,6 @@ impl Lifecycle {
             .await?
             .into_iter()
             .rfind(|p| p.released_ms.is_none()))
-    }
-
-    /// The work the release throws away: the freed GPUs × the time since the
-    /// attempt's last acknowledged checkpoint (or since it started running).
-    async fn lost_gpu_seconds(
-        &self,
-        job: &JobRecord,
-        open: Option<&PreemptionRecord>,
-        released_ms: i64,
-    ) -> Result<f64, JobError> {
-        let history = self.core.store.history(&job.id).await?;
-        let running_since = history
-            .iter()
-            .rev()
-            .find(|h| h.to == JobState::Running)
-            .map_or(job.updated_at_ms, |h| h.at_ms);
-        let since = job
-            .last_checkpoint
-            .filter(|c| c.at_ms >= running_since)
-            .map_or(running_since, |c| c.at_ms);
-        let gpus = open.map_or(0, |p| p.gpus);
-        Ok(f64::from(gpus) * ((released_ms - since).max(0) as f64 / 1000.0))
     }
 
     /// One look at the notices that run: stop each victim once (this term), release

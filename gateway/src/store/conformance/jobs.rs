@@ -549,6 +549,7 @@ pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
         gpus: 8,
         series: "h100".into(),
         planned_lost_gpu_seconds: 520.0,
+        attempt_started_ms: 2_000,
     };
     let mut tn = t(&job.id, JobState::Running, JobState::Preempting);
     tn.preemption = Some(PreemptionWrite::Notice(notice));
@@ -564,6 +565,18 @@ pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
             open[0].released_ms
         ),
         (0, "preemptor", 70_000, None)
+    );
+    let acked = noticed.last_checkpoint;
+    assert_eq!(open[0].attempt_started_ms, 2_000);
+    assert_eq!(
+        open[0].lost_gpu_seconds(acked, 12_000),
+        56.0,
+        "8 GPUs × the 7 s since its checkpoint of this attempt"
+    );
+    assert_eq!(
+        open[0].lost_gpu_seconds(None, 12_000),
+        80.0,
+        "8 GPUs × the 10 s since the attempt started"
     );
 
     let mut tr = t(&job.id, JobState::Preempting, JobState::Queued);
@@ -630,6 +643,7 @@ async fn give_notice(store: &dyn crate::store::JobStore, id: &str, by: &str, at_
         gpus: 8,
         series: "h100".into(),
         planned_lost_gpu_seconds: 40.0,
+        attempt_started_ms: 0,
     }));
     store.transition(tn).await.expect("notice");
 }

@@ -225,6 +225,7 @@ pub const MIGRATIONS: &[Migration] = &[
         gpus             INTEGER NOT NULL,
         series           TEXT    NOT NULL,
         planned_lost     DOUBLE PRECISION NOT NULL,
+        attempt_started_ms BIGINT NOT NULL,
         released_ms      BIGINT,
         checkpoint_step  BIGINT,
         lost_gpu_seconds DOUBLE PRECISION,

@@ -20,6 +20,7 @@ fn from_row(row: &Row) -> Result<PreemptionRecord, StoreError> {
         lost_gpu_seconds: row.try_get(7)?,
         gpus: u32::try_from(row.try_get::<_, i32>(8)?).unwrap_or(0),
         series: row.try_get(9)?,
+        attempt_started_ms: row.try_get(10)?,
     })
 }
 
@@ -38,7 +39,8 @@ pub(super) async fn write(
             client
                 .execute(
                     "INSERT INTO preemptions (job_id, attempt, by_job, at_ms, notice_ms, gpus, \
-                     series, planned_lost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                     series, planned_lost, attempt_started_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                     &[
                         &job.id,
                         &attempt,
@@ -48,6 +50,7 @@ pub(super) async fn write(
                         &gpus,
                         &n.series,
                         &n.planned_lost_gpu_seconds,
+                        &n.attempt_started_ms,
                     ],
                 )
                 .await?;

@@ -237,6 +237,7 @@ pub const MIGRATIONS: &[Migration] = &[
         gpus             INTEGER NOT NULL,
         series           TEXT    NOT NULL,
         planned_lost     REAL NOT NULL,
+        attempt_started_ms INTEGER NOT NULL,
         released_ms      INTEGER,
         checkpoint_step  INTEGER,
         lost_gpu_seconds REAL,

@@ -20,6 +20,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<PreemptionRecord> {
         lost_gpu_seconds: row.get(7)?,
         gpus: u32::try_from(row.get::<_, i64>(8)?).unwrap_or(0),
         series: row.get(9)?,
+        attempt_started_ms: row.get(10)?,
     })
 }
 
@@ -36,7 +37,8 @@ pub(super) fn write(
         PreemptionWrite::Notice(n) => {
             conn.prepare_cached(
                 "INSERT INTO preemptions (job_id, attempt, by_job, at_ms, notice_ms, gpus, \
-                 series, planned_lost) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 series, planned_lost, attempt_started_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 job.id,
@@ -46,7 +48,8 @@ pub(super) fn write(
                 n.notice_ms,
                 n.gpus,
                 n.series,
-                n.planned_lost_gpu_seconds
+                n.planned_lost_gpu_seconds,
+                n.attempt_started_ms
             ])?;
         }
         PreemptionWrite::Release(r) => {
