@@ -28,6 +28,7 @@ mod pod_logs;
 mod policy_admin;
 mod policy_swap;
 mod preemption;
+mod preemption_failures;
 mod queue_decisions;
 mod real_ray;
 mod realism;

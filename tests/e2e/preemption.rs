@@ -15,9 +15,8 @@
 
 use std::time::{Duration, Instant};
 
-use forge_tests::cli::Forge;
-use forge_tests::gateway::TestGateway;
-use forge_tests::jobs::{JobClient, note_zip, short_spec, trainer_spec as spec, trainer_zip};
+use forge_tests::cli::{Forge, metric};
+use forge_tests::jobs::{note_zip, short_spec, trainer_spec as spec, trainer_zip};
 use forge_tests::policy::{ALICE, BOB, PolicyClient};
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::{Value, json};
@@ -52,59 +51,6 @@ fn print_timeline(victim: &Value, preemptor: &Value) {
     );
 }
 
-/// Polls until job `id` is in `state`; its view then.
-async fn wait_state(client: &JobClient, id: &str, state: &str, within: Duration) -> Value {
-    eventually(&format!("job {id} {state}"), within, || async {
-        let j = client.job(id).await;
-        if j["state"] == state {
-            Ok(j)
-        } else {
-            Err(not_yet(
-                json!({"state": j["state"], "reason": j["reason"], "queue": j["queue"]}),
-            ))
-        }
-    })
-    .await
-}
-
-/// A sample of the gateway's metrics (0 when the series is absent).
-async fn metric(gw: &TestGateway, series: &str) -> f64 {
-    gw.metrics()
-        .await
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
-/// Polls until job `id`'s current log has `line` (e.g. its program's first line:
-/// only then has it installed its SIGTERM handler).
-async fn wait_log(client: &JobClient, id: &str, line: &str) {
-    eventually(
-        &format!("{line:?} in {id}'s log"),
-        Duration::from_secs(60),
-        || async {
-            let (_, log) = client.logs(id).await;
-            if log.contains(line) {
-                Ok(())
-            } else {
-                Err(not_yet(log))
-            }
-        },
-    )
-    .await;
-}
-
-/// The log of one attempt of a job.
-async fn attempt_log(gw: &TestGateway, id: &str, attempt: u32) -> String {
-    let resp = gw
-        .get(&format!("/v1/jobs/{id}/logs?attempt={attempt}"))
-        .send()
-        .await
-        .expect("logs");
-    assert_eq!(resp.status(), 200, "attempt {attempt} of {id}");
-    resp.text().await.expect("log text")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
     // Each team's quota is 16 GPUs: team-b's two jobs and team-a's one fill the three
@@ -137,7 +83,7 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
         .submit_ok(&spec("never", 0, 1, "steps=1000000 on_term=exit", 10), code)
         .await;
     for id in [&stale, &fresh, &never] {
-        wait_log(&client, id, "attempt 0 starting from step 0").await;
+        client.wait_log(id, "attempt 0 starting from step 0").await;
     }
     // The stale checkpoint and the never-checkpointing run get a few seconds old, so
     // the planner's costs differ by whole seconds.
@@ -160,7 +106,9 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
     let urgent = client
         .submit_ok(&short_spec("urgent", 50), note_zip())
         .await;
-    let noticed = wait_state(&client, &fresh, "preempting", Duration::from_secs(30)).await;
+    let noticed = client
+        .wait_state(&fresh, "preempting", Duration::from_secs(30))
+        .await;
     assert!(
         noticed["reason"]
             .as_str()
@@ -210,7 +158,7 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
     assert!(p["releasedMs"].as_i64() >= p["atMs"].as_i64(), "{job:#}");
     assert_eq!(job["attempt"], 1);
     assert_eq!(job["attempts"].as_array().map(Vec::len), Some(2), "{job:#}");
-    let first = attempt_log(&gw, &fresh, 0).await;
+    let first = client.attempt_log(&fresh, 0).await;
     assert!(first.contains("attempt 0 starting from step 0"), "{first}");
     // Released when it acknowledged a checkpoint after the notice — its regular one,
     // or the one it makes on SIGTERM — or when it exited on the signal.
@@ -258,13 +206,17 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
     );
     assert_eq!(
         metric(
-            &gw,
+            &gw.metrics().await,
             "forge_preemptions_total{series=\"h100\",reason=\"priority\"}"
-        )
-        .await,
+        ),
         1.0
     );
-    assert!(metric(&gw, "forge_preemption_lost_gpu_seconds_total").await > 0.0);
+    assert!(
+        metric(
+            &gw.metrics().await,
+            "forge_preemption_lost_gpu_seconds_total"
+        ) > 0.0
+    );
     print_timeline(&job, &client.job(&urgent).await);
 
     for id in [&stale, &never] {
@@ -287,13 +239,19 @@ async fn a_gang_ignoring_its_notice_is_killed_whole_at_its_grace_and_restarts_fr
             trainer_zip(),
         )
         .await;
-    wait_log(&client, &gang, "attempt 0 starting from step 0").await;
+    client
+        .wait_log(&gang, "attempt 0 starting from step 0")
+        .await;
     let urgent = client
         .submit_ok(&short_spec("urgent", 60), note_zip())
         .await;
     let noticed_at = Instant::now();
-    wait_state(&client, &gang, "preempting", Duration::from_secs(30)).await;
-    let released = wait_state(&client, &gang, "queued", Duration::from_secs(30)).await;
+    client
+        .wait_state(&gang, "preempting", Duration::from_secs(30))
+        .await;
+    let released = client
+        .wait_state(&gang, "queued", Duration::from_secs(30))
+        .await;
     let held = noticed_at.elapsed();
     assert!(
         held >= Duration::from_secs(3),
@@ -314,7 +272,7 @@ async fn a_gang_ignoring_its_notice_is_killed_whole_at_its_grace_and_restarts_fr
         .wait_terminal(std::slice::from_ref(&urgent), Duration::from_secs(60))
         .await;
     assert_eq!(done[&urgent]["state"], "succeeded", "{}", done[&urgent]);
-    let first = attempt_log(&gw, &gang, 0).await;
+    let first = client.attempt_log(&gang, 0).await;
     assert!(first.contains("ignoring SIGTERM"), "{first}");
     // The gang runs again, whole, from step 0.
     client.wait_running(&gang, Duration::from_secs(60)).await;

@@ -335,6 +335,55 @@ impl JobClient {
         .await;
     }
 
+    /// Poll until the job is in `state`, at most `within`; its view then. Panics with
+    /// its state, reason and standing in the queue.
+    pub async fn wait_state(&self, id: &str, state: &str, within: Duration) -> Value {
+        crate::wait::eventually(&format!("job {id} {state}"), within, || async {
+            let j = self.job(id).await;
+            if j["state"] == state {
+                Ok(j)
+            } else {
+                Err(crate::wait::not_yet(
+                    json!({"state": j["state"], "reason": j["reason"], "queue": j["queue"]}),
+                ))
+            }
+        })
+        .await
+    }
+
+    /// Poll until the job's current log has `line` (e.g. its program's first line:
+    /// only then has it installed its signal handlers), at most a minute.
+    pub async fn wait_log(&self, id: &str, line: &str) {
+        crate::wait::eventually(
+            &format!("{line:?} in {id}'s log"),
+            Duration::from_secs(60),
+            || async {
+                let (_, log) = self.logs(id).await;
+                if log.contains(line) {
+                    Ok(())
+                } else {
+                    Err(crate::wait::not_yet(log))
+                }
+            },
+        )
+        .await;
+    }
+
+    /// The archived log of one attempt of a job (`GET /v1/jobs/{id}/logs?attempt=N`,
+    /// expected to answer 200).
+    pub async fn attempt_log(&self, id: &str, attempt: u32) -> String {
+        let (status, body) = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/v1/jobs/{id}/logs?attempt={attempt}"),
+            )
+            .await;
+        assert_eq!(status, 200, "attempt {attempt} of {id}: {body}");
+        body.as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| body.to_string())
+    }
+
     /// Poll until every job is terminal; returns id → final view. Panics with
     /// [`JobClient::stuck_report`] of the jobs that were not.
     pub async fn wait_terminal(&self, ids: &[String], within: Duration) -> BTreeMap<String, Value> {
