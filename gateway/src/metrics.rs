@@ -251,11 +251,13 @@ pub enum StoreOp {
     History,
     Preemptions,
     PreemptionsSince,
+    AccrueUsage,
+    Usage,
 }
 
 impl StoreOp {
     /// Every operation.
-    pub const ALL: [StoreOp; 16] = [
+    pub const ALL: [StoreOp; 18] = [
         StoreOp::Insert,
         StoreOp::Get,
         StoreOp::Transition,
@@ -272,6 +274,8 @@ impl StoreOp {
         StoreOp::History,
         StoreOp::Preemptions,
         StoreOp::PreemptionsSince,
+        StoreOp::AccrueUsage,
+        StoreOp::Usage,
     ];
 
     /// The label value.
@@ -293,6 +297,8 @@ impl StoreOp {
             StoreOp::History => "history",
             StoreOp::Preemptions => "preemptions",
             StoreOp::PreemptionsSince => "preemptions_since",
+            StoreOp::AccrueUsage => "accrue_usage",
+            StoreOp::Usage => "usage",
         }
     }
 }

@@ -16,6 +16,7 @@ mod cli_upload;
 mod console;
 mod crash;
 mod degrade;
+mod fair_share;
 mod faults;
 mod hostile;
 mod isolation;

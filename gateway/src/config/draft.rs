@@ -129,6 +129,7 @@ impl Draft {
                 preemption_max_grace_s: 0,
                 preemption_window_s: 0,
                 preemption_max_in_window: 0,
+                fair_share_half_life_s: 0,
                 playground_min_ttl_s: 0,
                 playground_startup_s: 0,
                 upload_max_sessions: 0,

@@ -249,6 +249,9 @@ pub struct GatewayConfig {
     pub preemption_window_s: u64,
     /// `FORGE_PREEMPTION_MAX_IN_WINDOW`.
     pub preemption_max_in_window: u32,
+    /// `FORGE_FAIR_SHARE_HALF_LIFE_S`: how fast a team's past GPU use stops counting
+    /// against it in the fair-share order.
+    pub fair_share_half_life_s: u64,
     /// `FORGE_PLAYGROUND_MIN_TTL_S`: the shortest TTL and idle TTL a playground may ask.
     pub playground_min_ttl_s: u64,
     /// `FORGE_PLAYGROUND_STARTUP_S`: how long a playground's server may take to load

@@ -166,6 +166,7 @@ fn defaults_apply() {
             preemption_max_grace_s: 600,
             preemption_window_s: 3600,
             preemption_max_in_window: 3,
+            fair_share_half_life_s: 604_800,
             playground_min_ttl_s: 60,
             playground_startup_s: 1800,
             upload_max_sessions: 4,
@@ -616,6 +617,20 @@ fn rejects_retention_settings_out_of_range() {
     ] {
         assert_eq!(only_error_var(&[(var, bad)]), var, "{var}={bad}");
     }
+}
+
+#[test]
+fn rejects_a_fair_share_half_life_of_zero_or_out_of_range() {
+    for bad in ["0", "-1", "31536001", "7d"] {
+        assert_eq!(
+            only_error_var(&[("FORGE_FAIR_SHARE_HALF_LIFE_S", bad)]),
+            "FORGE_FAIR_SHARE_HALF_LIFE_S",
+            "{bad}"
+        );
+    }
+    let c = Config::from_env_map(with(&[("FORGE_FAIR_SHARE_HALF_LIFE_S", "1")]))
+        .expect("the shortest half-life");
+    assert_eq!(c.gateway.fair_share_half_life_s, 1);
 }
 
 #[test]

@@ -496,6 +496,12 @@ pub static VARS: &[Var] = &[
         "how many times a job may be preempted within `FORGE_PREEMPTION_WINDOW_S`; 0 turns preemption off (0..=1000)",
     ),
     Var::new(
+        "FORGE_FAIR_SHARE_HALF_LIFE_S",
+        Fallback::Value("604800"),
+        |d, _, v| put(&mut d.cfg.gateway.fair_share_half_life_s, int(v, 1, 31_536_000)),
+        "the half-life of a team's past GPU use in the fair-share order: what it used this long ago counts half (seconds, 1..=31536000; default 7 days; 0 is refused, not read as off)",
+    ),
+    Var::new(
         "FORGE_PLAYGROUND_MIN_TTL_S",
         Fallback::Value("60"),
         |d, _, v| put(&mut d.cfg.gateway.playground_min_ttl_s, int(v, 1, 3600)),

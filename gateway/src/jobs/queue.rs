@@ -26,12 +26,100 @@ pub struct QueueEntry {
     pub team: String,
     /// The series queue it waits in.
     pub series: String,
-    /// 1-based position in that series' queue (oldest first).
+    /// 1-based position in that series' queue (in the order the dispatcher decides
+    /// it: priority, then fair share, then submission).
     pub position: u32,
     /// Stable code of the current reason (e.g. `quota.exceeded`, `capacity.no-room`).
     pub code: String,
     /// Why it waits, for people.
     pub reason: String,
+    /// Where it stands against other teams, as the leader's last pass saw it (`None`:
+    /// a replica that is not the leader, which reads the queue from the store).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standing: Option<FairStanding>,
+}
+
+/// A queued job against the other teams of its series (fair share): numbers only,
+/// never another team's job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FairStanding {
+    /// Its team's share of the series, in GPUs to 0.1: its decayed past use (as GPUs
+    /// held on average) plus the GPUs it holds.
+    #[serde(serialize_with = "tenths")]
+    pub team_share: u32,
+    /// The series' GPUs divided among the teams that hold or want some, to 0.1.
+    #[serde(serialize_with = "tenths")]
+    pub fair_share: u32,
+    /// Other teams' jobs that wait ahead of it in the series.
+    pub others_ahead: Ahead,
+    /// All of it as a sentence for people.
+    pub sentence: String,
+}
+
+/// Jobs and the GPUs they ask for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Ahead {
+    pub jobs: u32,
+    pub gpus: u64,
+}
+
+impl FairStanding {
+    /// The standing of a job at `position` in `series`, of `team` with `team_share`
+    /// and `fair_share` GPUs, behind `others` of other teams.
+    pub fn new(
+        position: u32,
+        series: &str,
+        team: &str,
+        team_share: f64,
+        fair_share: f64,
+        others: Ahead,
+    ) -> Self {
+        let (team_share, fair_share) = (to_tenths(team_share), to_tenths(fair_share));
+        let versus = match team_share.cmp(&fair_share) {
+            std::cmp::Ordering::Less => "below",
+            std::cmp::Ordering::Equal => "at",
+            std::cmp::Ordering::Greater => "above",
+        };
+        let ahead = match others.jobs {
+            0 => "no job of another team ahead of it".to_string(),
+            1 => format!("1 job of other teams ({} GPUs) ahead of it", others.gpus),
+            n => format!("{n} jobs of other teams ({} GPUs) ahead of it", others.gpus),
+        };
+        let sentence = format!(
+            "#{position} on {series}; {team} uses {} GPUs, {versus} its fair share of {}; {ahead}",
+            Tenths(team_share),
+            Tenths(fair_share),
+        );
+        FairStanding {
+            team_share,
+            fair_share,
+            others_ahead: others,
+            sentence,
+        }
+    }
+}
+
+fn to_tenths(gpus: f64) -> u32 {
+    let t = (gpus.max(0.0) * 10.0).round();
+    if t >= f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        t as u32
+    }
+}
+
+/// Tenths shown with one decimal.
+struct Tenths(u32);
+
+impl std::fmt::Display for Tenths {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0 / 10, self.0 % 10)
+    }
+}
+
+fn tenths<S: serde::Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(f64::from(*v) / 10.0)
 }
 
 /// The board.
@@ -107,11 +195,38 @@ mod tests {
                 position: 1,
                 code: "quota.exceeded".into(),
                 reason: "over quota".into(),
+                standing: None,
             },
         );
         board.publish(entries);
         assert_eq!(board.entry("j1").map(|e| e.position), Some(1));
         assert_eq!(board.depth_by_series().get("h100"), Some(&1));
         assert!(board.entry("j2").is_none());
+    }
+
+    #[test]
+    fn a_standing_says_the_shares_and_what_is_ahead_in_numbers() {
+        let s = FairStanding::new(3, "h100", "team-b", 14.24, 8.0, Ahead { jobs: 2, gpus: 16 });
+        assert_eq!(
+            s.sentence,
+            "#3 on h100; team-b uses 14.2 GPUs, above its fair share of 8.0; 2 jobs of other teams (16 GPUs) ahead of it"
+        );
+        assert_eq!(
+            serde_json::to_value(&s).expect("json"),
+            serde_json::json!({
+                "teamShare": 14.2,
+                "fairShare": 8.0,
+                "othersAhead": {"jobs": 2, "gpus": 16},
+                "sentence": s.sentence,
+            })
+        );
+        let alone = FairStanding::new(1, "a100", "team-c", 0.0, 16.0, Ahead::default());
+        assert!(
+            alone
+                .sentence
+                .ends_with("below its fair share of 16.0; no job of another team ahead of it"),
+            "{}",
+            alone.sentence
+        );
     }
 }

@@ -25,6 +25,7 @@ use forge_policy_host::model::Placement;
 use super::StoreError;
 use super::checkpoints::{Checkpoint, CheckpointOutcome};
 use super::preemptions::{AdmittedTerms, PreemptionRecord, PreemptionWrite};
+use super::usage::{Accrual, UsageRecord};
 use crate::domain::{Digest, JobState};
 use crate::jobspec::JobSpec;
 
@@ -279,6 +280,12 @@ pub trait JobStore: Send + Sync {
     /// Every preemption noticed at or after `since_ms`, and every one whose notice
     /// still runs (the dispatcher's window and holds), oldest first.
     async fn preemptions_since(&self, since_ms: i64) -> Result<Vec<PreemptionRecord>, StoreError>;
+    /// Adds an accrual's charges to the usage ledger (each row decayed to the
+    /// accrual's time first) in one transaction, only while its fence is current.
+    async fn accrue_usage(&self, a: Accrual) -> Result<(), StoreError>;
+    /// The usage ledger: every team's decayed GPU-seconds per series, each as of
+    /// its last write.
+    async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError>;
     /// A feed that changes when any replica queues a job (PostgreSQL's
     /// `LISTEN/NOTIFY`), so the leader's dispatcher wakes for another replica's
     /// submission; `None` when the backend has none (the dispatcher's tick covers it).

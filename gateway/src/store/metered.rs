@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
+use super::usage::{Accrual, UsageRecord};
 use super::{
     CheckpointOutcome, DecisionRecord, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision,
     NewJob, Page, PreemptionRecord, StoreError, Transition,
@@ -118,6 +119,13 @@ impl JobStore for Metered {
     async fn preemptions_since(&self, since_ms: i64) -> Result<Vec<PreemptionRecord>, StoreError> {
         let read = self.inner.preemptions_since(since_ms);
         self.timed(StoreOp::PreemptionsSince, read).await
+    }
+    async fn accrue_usage(&self, a: Accrual) -> Result<(), StoreError> {
+        self.timed(StoreOp::AccrueUsage, self.inner.accrue_usage(a))
+            .await
+    }
+    async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError> {
+        self.timed(StoreOp::Usage, self.inner.usage()).await
     }
     fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.queue_changes()

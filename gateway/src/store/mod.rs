@@ -34,6 +34,7 @@ pub mod postgres;
 pub mod preemptions;
 pub mod retention;
 pub mod sqlite;
+pub mod usage;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -180,6 +180,9 @@ fn print_status(job: &Value) {
             field(q, "/code"),
             field(q, "/reason")
         );
+        if let Some(s) = q.pointer("/standing/sentence").and_then(Value::as_str) {
+            println!("standing  {s}");
+        }
     }
     if let Some(p) = job.get("pending") {
         println!(

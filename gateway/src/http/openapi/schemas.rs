@@ -68,7 +68,15 @@ fn api() -> Value {
                 "rayjobName": {"type": ["string", "null"]},
                 "queue": {"type": "object", "properties": {
                     "series": {"type": "string"}, "position": {"type": "integer"},
-                    "code": {"type": "string"}, "reason": {"type": "string"}}},
+                    "code": {"type": "string"}, "reason": {"type": "string"},
+                    "standing": {"type": "object", "description": "where it stands against the other teams of its series (fair share; numbers only, never another team's job)",
+                        "required": ["teamShare", "fairShare", "othersAhead", "sentence"],
+                        "properties": {
+                            "teamShare": {"type": "number", "description": "its team's share of the series in GPUs: decayed past use plus the GPUs it holds"},
+                            "fairShare": {"type": "number", "description": "the series' GPUs divided among the teams that hold or want some"},
+                            "othersAhead": {"type": "object", "required": ["jobs", "gpus"], "properties": {
+                                "jobs": {"type": "integer", "minimum": 0}, "gpus": {"type": "integer", "minimum": 0}}},
+                            "sentence": {"type": "string"}}}}},
                 "spec": {"$ref": "#/components/schemas/JobSpec"},
                 "admission": {"type": "object", "description": "Decision and per-plugin trace (on submission)"},
                 "history": {"type": "array", "items": {"type": "object"}},

@@ -45,6 +45,7 @@ impl Dispatcher {
                     position: *p,
                     code,
                     reason,
+                    standing: None,
                 },
             );
         }

@@ -6,9 +6,10 @@
 //! last decision when the policy, the view and the team's usage are what it was made
 //! from (`decision_memo.rs`) — and, for an admitted job, checks the gang fit (every machine of every pool on a node of its
 //! series, after subtracting what earlier jobs in this pass and dispatched-but-unbound
-//! jobs take). Jobs that fit are dispatched in queue order per series; a job that does
-//! not fit keeps its place, and a younger job that does fit may go (the oldest job that
-//! *fits* goes first). A job's create starts as soon as it is admitted and placed,
+//! jobs take). The queue is decided in fair order (`fair_order.rs`): priority, then the
+//! team with the lowest share of the series (`fair_share.rs`: decayed usage plus what
+//! it holds), then submission order; a job that does not fit keeps its place, and a
+//! later job that does fit may go. A job's create starts as soon as it is admitted and placed,
 //! while the pass decides the rest of the queue (at most `CREATE_CONCURRENCY` at once).
 //!
 //! Dispatch persists the intent first (queued → dispatched with the RayJob name and
@@ -26,11 +27,14 @@
 //! The files: this one is the service and its loop; `pass.rs` one pass (its steps:
 //! reserve, decide, create); `demand.rs` what a job asks of the cluster and how a
 //! team's usage is counted; `create.rs` one job's dispatch (the stored intent, then the
-//! RayJob); `decision_memo.rs` the decisions a pass may reuse.
+//! RayJob); `decision_memo.rs` the decisions a pass may reuse; `fair_share.rs` and
+//! `fair_order.rs` the order a pass decides the queue in; `preempt.rs` preemption.
 
 mod create;
 pub mod decision_memo;
 pub mod demand;
+mod fair_order;
+pub mod fair_share;
 pub mod follower;
 mod pass;
 pub mod preempt;
@@ -76,6 +80,8 @@ pub struct Dispatcher {
     records: Arc<RecordCache>,
     /// Dispatches whose RayJob create is in flight here (`claims.rs`).
     creating: Arc<Claims>,
+    /// The usage ledger as this term's leader keeps it (`fair_share.rs`).
+    fair: Arc<fair_share::FairShare>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -94,8 +100,12 @@ impl Dispatcher {
         records: Arc<RecordCache>,
         creating: Arc<Claims>,
     ) -> Self {
+        let fair = Arc::new(fair_share::FairShare::new(
+            core.config.gateway.fair_share_half_life_s,
+        ));
         Dispatcher {
             core,
+            fair,
             admission,
             cluster,
             objects,
@@ -110,6 +120,10 @@ impl Dispatcher {
     pub fn for_term(&self, term: crate::leader::Term) -> Dispatcher {
         Dispatcher {
             core: self.core.for_term(term),
+            // Each term reads the ledger afresh: another leader may have written it.
+            fair: Arc::new(fair_share::FairShare::new(
+                self.core.config.gateway.fair_share_half_life_s,
+            )),
             ..self.clone()
         }
     }

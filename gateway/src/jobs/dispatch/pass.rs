@@ -1,9 +1,11 @@
 //! One dispatcher pass over the queue, in three named steps:
 //!
 //! 1. **reserve** ([`Dispatcher::reserve`]): read the unfinished jobs (only what changed
-//!    since the last pass), count every team's usage, and take out of the free rooms
-//!    the machines of dispatched jobs the scheduler has not bound yet;
-//! 2. **decide** ([`Decide::job`], for each queued job in queue order): ask the policy
+//!    since the last pass), count every team's usage (and charge what each held since
+//!    the last pass to the fair-share ledger), and take out of the free rooms the
+//!    machines of dispatched jobs the scheduler has not bound yet;
+//! 2. **decide** ([`Decide::job`], for each queued job in fair order, `fair_order.rs`:
+//!    priority, then the team with the least share, then submission): ask the policy
 //!    — or reuse its last decision while the policy, the view and the team's usage are
 //!    what it was made from — then, for an admitted job, check the gang fit against
 //!    what this pass has taken so far; a job that waits gets its standing;
@@ -24,6 +26,8 @@ use futures::{SinkExt, StreamExt};
 
 use super::decision_memo::{Remembered, Table};
 use super::demand::{add_ahead, adjusted, demands, ledger_of, reserve_unbound, usage_ahead};
+use super::fair_order::{Class, FairOrder};
+use super::fair_share::Usage;
 use super::preempt::{Book, Preemptions, admitted_terms};
 use super::{CREATE_CONCURRENCY, Dispatcher};
 use crate::admission::usage::{self, Ledger};
@@ -31,7 +35,7 @@ use crate::admission::{self, Path};
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
 use crate::jobs::fit::Rooms;
-use crate::jobs::queue::{QueueEntry, Standings};
+use crate::jobs::queue::{Ahead, FairStanding, QueueEntry, Standings};
 use crate::policy::Evaluated;
 use crate::store::{AdmittedTerms, JobRecord, NewDecision, Transition, now_ms};
 
@@ -48,6 +52,8 @@ struct Reserved {
     book: Book,
     free: Rooms,
     ledger: Ledger,
+    /// Every team's decayed usage (fair share).
+    usage: Usage,
     /// Whether the store was listed (false: nothing was written since the last pass).
     listed: bool,
     /// Records read from the store this time.
@@ -59,11 +65,12 @@ impl Dispatcher {
     pub async fn dispatch_pass(&self) -> Result<usize, JobError> {
         let started = Instant::now();
         let Reserved {
-            mut queued,
+            queued,
             active,
             book,
             free,
             ledger,
+            usage,
             listed,
             records_read,
         } = self.reserve().await?;
@@ -72,14 +79,23 @@ impl Dispatcher {
             self.decisions.keep(Table::default());
             return Ok(0);
         }
-        // A preemptor holding freed GPUs is decided first: nobody else takes them.
-        queued.sort_by_key(|j| !book.holds(&j.id));
         let read = started.elapsed();
         let (to_create, admitted) = mpsc::channel::<Admitted>(CREATE_CONCURRENCY);
         let preemptions = Preemptions::new(&active, book);
         let decide = async {
-            let mut decide = Decide::new(self, free, ledger, queued.len(), to_create, preemptions);
-            for job in &queued {
+            let mut decide = Decide::new(
+                self,
+                free,
+                ledger,
+                queued.len(),
+                to_create,
+                preemptions,
+                usage,
+            );
+            let mut order = decide.order(&queued);
+            while let Some(job) =
+                order.next(|team, series| decide.usage.share(&decide.ledger, team, series))
+            {
                 decide.job(job).await;
             }
             let decided = started.elapsed();
@@ -121,12 +137,18 @@ impl Dispatcher {
             .store
             .preemptions_since(now.saturating_sub(window_ms))
             .await?;
+        let fence = self.core.term.as_ref().map(crate::leader::Term::fence);
+        let usage = self
+            .fair
+            .pass(self.core.store.as_ref(), fence, &ledger, now)
+            .await;
         Ok(Reserved {
             queued: unfinished.queued,
             active: unfinished.active,
             book: Book::of(&recent, now),
             free,
             ledger,
+            usage,
             listed: unfinished.listed,
             records_read: unfinished.read,
         })
@@ -153,29 +175,85 @@ impl Dispatcher {
     }
 }
 
-/// Where queued jobs stand after a pass, per series in queue order.
+/// The series `job` waits on: where `decision` places it, else where it was placed
+/// when it was submitted (a job held by its quota is placed by no decision now).
+fn queue_series(job: &JobRecord, decision: Option<&Decision>) -> String {
+    let series = admission::primary_series(&job.spec, decision);
+    match &job.queue_series {
+        Some(queued) if series == "unplaced" => queued.clone(),
+        _ => series,
+    }
+}
+
+/// Each series' fair share: its GPUs divided among the teams that hold or want some
+/// (every weight 1).
+fn fair_shares(view: &ClusterView, ledger: &Ledger) -> rustc_hash::FxHashMap<String, f64> {
+    let mut teams: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
+    for by_series in ledger.values() {
+        for (series, (running, queued)) in by_series {
+            if running + queued > 0 {
+                *teams.entry(series.as_str()).or_default() += 1;
+            }
+        }
+    }
+    view.series
+        .iter()
+        .map(|s| {
+            let n = teams.get(s.series.as_str()).copied().unwrap_or(0).max(1);
+            (s.series.clone(), f64::from(s.total) / f64::from(n))
+        })
+        .collect()
+}
+
+/// Where queued jobs stand after a pass, per series in the order decided.
 #[derive(Default)]
 struct Standing {
     entries: Standings,
     positions: rustc_hash::FxHashMap<String, u32>,
+    /// Per series: the jobs that wait so far, in all and per team.
+    waiting: rustc_hash::FxHashMap<String, (Ahead, rustc_hash::FxHashMap<String, Ahead>)>,
 }
 
 impl Standing {
-    /// Records that a job keeps waiting in its series' queue (next position, with why).
-    fn waits(&mut self, job: &JobRecord, series: String, code: &str, reason: String) {
+    /// Records that a job keeps waiting in its series' queue (next position, with
+    /// why); `shares`: its team's share and the series' fair share, in GPUs.
+    fn waits(
+        &mut self,
+        job: &JobRecord,
+        series: String,
+        code: &str,
+        reason: String,
+        shares: (f64, f64),
+    ) {
         let p = match self.positions.get_mut(series.as_str()) {
             Some(p) => p,
             None => self.positions.entry(series.clone()).or_default(),
         };
         *p += 1;
+        let position = *p;
+        let (all, by_team) = self.waiting.entry(series.clone()).or_default();
+        let own = by_team.get(&job.team).copied().unwrap_or_default();
+        let others = Ahead {
+            jobs: all.jobs - own.jobs,
+            gpus: all.gpus - own.gpus,
+        };
+        let gpus = job.spec.total_gpus();
+        for a in [&mut *all, by_team.entry(job.team.clone()).or_default()] {
+            a.jobs += 1;
+            a.gpus += gpus;
+        }
+        let (team_share, fair_share) = shares;
+        let standing =
+            FairStanding::new(position, &series, &job.team, team_share, fair_share, others);
         self.entries.insert(
             job.id.clone(),
             QueueEntry {
                 team: job.team.clone(),
                 series,
-                position: *p,
+                position,
                 code: code.to_string(),
                 reason,
+                standing: Some(standing),
             },
         );
     }
@@ -208,6 +286,10 @@ struct Decide<'q> {
     to_create: mpsc::Sender<Admitted>,
     /// What the pass read of preemptions, and the notices it gave.
     preemptions: Preemptions<'q>,
+    /// Every team's decayed usage (fair share).
+    usage: Usage,
+    /// Each series' fair share: its GPUs over the teams that hold or want some.
+    fair_shares: rustc_hash::FxHashMap<String, f64>,
 }
 
 impl<'q> Decide<'q> {
@@ -218,8 +300,10 @@ impl<'q> Decide<'q> {
         queued: usize,
         to_create: mpsc::Sender<Admitted>,
         preemptions: Preemptions<'q>,
+        usage: Usage,
     ) -> Self {
         let snapshot = dispatcher.cluster.capacity.snapshot();
+        let fair_shares = fair_shares(&snapshot, &ledger);
         let tolerations = &dispatcher.core.config.pods.tolerations;
         let view = Arc::new(adjusted(snapshot.clone(), &free.totals(tolerations)));
         let remembered = dispatcher.decisions.take();
@@ -238,7 +322,33 @@ impl<'q> Decide<'q> {
             reused: 0,
             to_create,
             preemptions,
+            usage,
+            fair_shares,
         }
+    }
+
+    /// Records that `job` keeps waiting, with its team's standing in the series.
+    fn waits(&mut self, job: &JobRecord, series: String, code: &str, reason: String) {
+        let team_share = self.usage.share(&self.ledger, &job.team, &series);
+        let fair = self.fair_shares.get(&series).copied().unwrap_or(0.0);
+        self.standing
+            .waits(job, series, code, reason, (team_share, fair));
+    }
+
+    /// The order this pass decides `queued` in: a preemptor holding freed GPUs first,
+    /// then by priority (as the policy capped it when it last decided the job), then
+    /// by its team's share of the series (`usage` plus what this pass admits), then by
+    /// submission.
+    fn order(&self, queued: &'q [Arc<JobRecord>]) -> FairOrder<'q> {
+        let priority = |j: &JobRecord| match self.remembered.get(&j.id) {
+            Some(r) => admitted_terms(j.spec.priority, &r.evaluated.outcome.decision).priority,
+            None => j.spec.priority,
+        };
+        FairOrder::new(
+            queued,
+            |j| Class::new(self.preemptions.holds(&j.id), priority(j)),
+            |team, series| self.usage.share(&self.ledger, team, series),
+        )
     }
 
     /// Decides one queued job: the policy (or its remembered decision), then what the
@@ -257,7 +367,7 @@ impl<'q> Decide<'q> {
         let Some(evaluated) = self.evaluate(job, memo, &usage).await else {
             return;
         };
-        let series = admission::primary_series(&job.spec, Some(&evaluated.outcome.decision));
+        let series = queue_series(job, Some(&evaluated.outcome.decision));
         let keep = Remembered {
             view: self.view.clone(),
             usage,
@@ -269,7 +379,7 @@ impl<'q> Decide<'q> {
                 self.reject(job, &keep, reason).await;
             }
             Decision::Queue { code, message } => {
-                self.standing.waits(job, series, code, message.clone());
+                self.waits(job, series, code, message.clone());
                 add_ahead(&mut self.ahead, job);
                 self.kept.insert(key, keep);
             }
@@ -305,9 +415,9 @@ impl<'q> Decide<'q> {
         {
             Ok(e) => Some(e),
             Err(e) => {
-                let series = admission::primary_series(&job.spec, None);
+                let series = queue_series(job, None);
                 let reason = format!("the admission policy failed: {e}");
-                self.standing.waits(job, series, "policy.failed", reason);
+                self.waits(job, series, "policy.failed", reason);
                 add_ahead(&mut self.ahead, job);
                 None
             }
@@ -399,7 +509,7 @@ impl<'q> Decide<'q> {
                     Some(w) => (w.code, w.reason),
                     None => (nofit.code().to_string(), nofit.to_string()),
                 };
-                self.standing.waits(job, series, &code, reason);
+                self.waits(job, series, &code, reason);
                 add_ahead(&mut self.ahead, job);
                 self.kept.insert(key, keep);
             }

@@ -116,6 +116,11 @@ pub(super) struct Preemptions<'q> {
 }
 
 impl<'q> Preemptions<'q> {
+    /// Whether `job` holds GPUs freed for it (it is decided first).
+    pub(super) fn holds(&self, job: &str) -> bool {
+        self.book.holds(job)
+    }
+
     pub(super) fn new(active: &'q [Arc<JobRecord>], book: Book) -> Self {
         Preemptions {
             active,

@@ -87,6 +87,7 @@ mod tests {
             position: 2,
             code: code.into(),
             reason: reason.into(),
+            standing: None,
         }
     }
 

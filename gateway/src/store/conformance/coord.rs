@@ -10,11 +10,15 @@ use super::jobs::{new_job, t};
 use crate::domain::JobState;
 use crate::store::{Acquire, CoordStore, Fence, StoreError};
 
-const LEASE: &str = "forge-gateway-leader";
-const LONG: Duration = Duration::from_secs(60);
+pub(super) const LEASE: &str = "forge-gateway-leader";
+pub(super) const LONG: Duration = Duration::from_secs(60);
 const SHORT: Duration = Duration::from_millis(300);
 
-async fn acquired(store: &dyn CoordStore, holder: &str, ttl: Duration) -> crate::store::Lease {
+pub(super) async fn acquired(
+    store: &dyn CoordStore,
+    holder: &str,
+    ttl: Duration,
+) -> crate::store::Lease {
     match store.acquire(LEASE, holder, ttl).await.expect("acquire") {
         Acquire::Acquired(l) => l,
         Acquire::Held(l) => panic!("{holder} could not acquire: held by {l:?}"),

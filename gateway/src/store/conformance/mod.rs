@@ -12,6 +12,7 @@ pub(crate) mod jobs;
 mod playgrounds;
 mod policies;
 mod retention;
+mod usage;
 
 use async_trait::async_trait;
 
@@ -98,4 +99,6 @@ suite! {
     fenced_writes_stop_at_a_newer_epoch => super::coord::fenced_writes_stop_at_a_newer_epoch,
     installation_identity_is_recorded_once => super::coord::installation_identity_is_recorded_once,
     replicas_migrate_once => super::coord::replicas_migrate_once,
+    usage_accrues_decayed_per_team_and_series => super::usage::usage_accrues_decayed_per_team_and_series,
+    a_stale_leaders_accrual_is_refused => super::usage::a_stale_leaders_accrual_is_refused,
 }

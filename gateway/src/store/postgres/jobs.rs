@@ -13,6 +13,7 @@ use crate::store::codec::{
     JOB_COLUMNS, attempt_step, fence_holds, from_json, json_text, page_bounds, page_of,
     parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
 };
+use crate::store::usage::{Accrual, UsageRecord};
 use crate::store::{
     DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
     PreemptionRecord, PreemptionWrite, StoreError, Transition, now_ms,
@@ -336,6 +337,14 @@ impl JobStore for PgDatabase {
 
     async fn preemptions_since(&self, since_ms: i64) -> Result<Vec<PreemptionRecord>, StoreError> {
         super::preemptions::since(&self.client().await?, since_ms).await
+    }
+
+    async fn accrue_usage(&self, a: Accrual) -> Result<(), StoreError> {
+        super::usage::accrue(&mut self.client().await?, &a).await
+    }
+
+    async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError> {
+        super::usage::all(&self.client().await?).await
     }
 
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {

@@ -236,6 +236,20 @@ pub const MIGRATIONS: &[Migration] = &[
     CREATE INDEX preemptions_open ON preemptions (job_id) WHERE released_ms IS NULL;
     "#,
     },
+    Migration {
+        version: 12,
+        name: "usage_ledger",
+        // Each team's decayed GPU-seconds per series, as of its last write (issue 39).
+        sql: r#"
+    CREATE TABLE usage_ledger (
+        team        TEXT    NOT NULL,
+        series      TEXT    NOT NULL,
+        gpu_seconds DOUBLE PRECISION NOT NULL,
+        at_ms       BIGINT NOT NULL,
+        PRIMARY KEY (team, series)
+    );
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

@@ -24,6 +24,7 @@ mod playgrounds;
 mod policies;
 mod preemptions;
 mod retention;
+mod usage;
 
 use std::time::Duration;
 

@@ -27,6 +27,7 @@ mod playgrounds;
 mod policies;
 mod preemptions;
 mod retention;
+mod usage;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

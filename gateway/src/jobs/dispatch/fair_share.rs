@@ -1,0 +1,262 @@
+//! The leader's side of the usage ledger (issue 39, `store/usage.rs`): each pass
+//! charges every team the GPUs it held since the last pass, and the pass orders the
+//! queue by what each team used (decayed) and holds now.
+//!
+//! - **Charging.** Between two passes the GPUs a team holds do not change (a job
+//!   starts in a pass; one that ends wakes the next), so the GPUs of the last pass
+//!   × the time since are what each team used. The charges gather in memory and
+//!   are written every [`FLUSH_EVERY_MS`] in one fenced accrual; a deposed leader's
+//!   accrual is refused whole, and its successor charges from its own first pass.
+//! - **Reading.** The ledger is read from the store once per term (the leader is its
+//!   only writer); after that the copy here is kept up to date with every charge.
+//!
+//! A team's *share* of a series is its decayed usage as GPUs held on average
+//! ([`as_gpus`]) plus the GPUs it holds now, over its weight (1 for every team
+//! until weights are configurable).
+
+use std::sync::Mutex;
+
+use rustc_hash::FxHashMap;
+
+use crate::admission::usage::Ledger;
+use crate::store::usage::{Accrual, UsageCharge, accrued, as_gpus, decayed, held};
+use crate::store::{Fence, JobStore, StoreError};
+
+/// How often the charges are written to the store, in milliseconds.
+pub const FLUSH_EVERY_MS: i64 = 10_000;
+
+/// (team, series) → decayed GPU-seconds and the time they are as of.
+type Rows = FxHashMap<String, FxHashMap<String, (f64, i64)>>;
+
+/// The GPUs each team held of each series at a pass.
+type Holding = Vec<(String, String, u32)>;
+
+/// What the leader knows of the ledger during one term.
+#[derive(Debug)]
+pub struct FairShare {
+    half_life_s: u64,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The ledger as the store has it plus what was charged since (`None`: not read
+    /// in this term yet).
+    rows: Option<Rows>,
+    /// The GPUs each team held at the last pass, and when.
+    last: Option<(i64, Holding)>,
+    /// Charges not written yet.
+    pending: FxHashMap<(String, String), f64>,
+    /// When the charges were last written (or the term's first pass).
+    flushed_ms: i64,
+}
+
+/// Each team's decayed usage per series, as GPUs held on average, for one pass.
+#[derive(Debug, Default)]
+pub struct Usage {
+    gpus: FxHashMap<String, FxHashMap<String, f64>>,
+}
+
+impl Usage {
+    /// `team`'s share of `series` with what `ledger` says it holds now.
+    pub fn share(&self, ledger: &Ledger, team: &str, series: &str) -> f64 {
+        let used = self
+            .gpus
+            .get(team)
+            .and_then(|s| s.get(series))
+            .copied()
+            .unwrap_or(0.0);
+        let holds = ledger
+            .get(team)
+            .and_then(|s| s.get(series))
+            .map_or(0, |(running, _)| *running);
+        used + f64::from(holds)
+    }
+}
+
+impl FairShare {
+    pub fn new(half_life_s: u64) -> Self {
+        FairShare {
+            half_life_s,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// One pass's part: charges what each team held since the last pass (`ledger`:
+    /// what they hold now), writes the charges when due, and answers every team's
+    /// decayed usage at `now_ms`. A store that fails leaves the charges for the next
+    /// write (and the usage as known here).
+    pub async fn pass(
+        &self,
+        store: &dyn JobStore,
+        fence: Option<Fence>,
+        ledger: &Ledger,
+        now_ms: i64,
+    ) -> Usage {
+        if self.lock().rows.is_none() {
+            match self.read(store).await {
+                Ok(rows) => {
+                    let mut st = self.lock();
+                    st.rows = Some(rows);
+                    st.flushed_ms = now_ms;
+                }
+                Err(e) => tracing::warn!("reading the usage ledger (fair share): {e}"),
+            }
+        }
+        let due = self.charge(ledger, now_ms);
+        if let Some(accrual) = due {
+            self.flush(store, accrual, fence).await;
+        }
+        self.usage(now_ms)
+    }
+
+    /// The ledger as the store has it.
+    async fn read(&self, store: &dyn JobStore) -> Result<Rows, StoreError> {
+        let mut rows = Rows::default();
+        for r in store.usage().await? {
+            rows.entry(r.team)
+                .or_default()
+                .insert(r.series, (r.gpu_seconds, r.at_ms));
+        }
+        Ok(rows)
+    }
+
+    /// Charges the GPUs of the last pass up to `now_ms` and remembers this pass's;
+    /// the charges to write if it is time.
+    fn charge(&self, ledger: &Ledger, now_ms: i64) -> Option<Accrual> {
+        let h = self.half_life_s;
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let holding: Holding = ledger
+            .iter()
+            .flat_map(|(team, by_series)| {
+                by_series
+                    .iter()
+                    .filter(|(_, (running, _))| *running > 0)
+                    .map(move |(series, (running, _))| (team.clone(), series.clone(), *running))
+            })
+            .collect();
+        let rows = st.rows.as_mut()?;
+        if let Some((since, held_then)) = st.last.replace((now_ms, holding)) {
+            for (team, series, gpus) in held_then {
+                let add = held(f64::from(gpus), since, now_ms, h);
+                let row = rows.entry(team.clone()).or_default();
+                let old = row.get(&series).copied();
+                row.insert(series.clone(), accrued(old, add, now_ms, h));
+                let pending = st.pending.entry((team, series)).or_default();
+                *pending = decayed(*pending, since, now_ms, h) + add;
+            }
+        }
+        if now_ms - st.flushed_ms < FLUSH_EVERY_MS || st.pending.is_empty() {
+            return None;
+        }
+        st.flushed_ms = now_ms;
+        let charges = std::mem::take(&mut st.pending)
+            .into_iter()
+            .map(|((team, series), gpu_seconds)| UsageCharge {
+                team,
+                series,
+                gpu_seconds,
+            })
+            .collect();
+        Some(Accrual {
+            charges,
+            at_ms: now_ms,
+            half_life_s: h,
+            fence: None,
+        })
+    }
+
+    /// Writes `accrual` with the term's fence; on failure its charges wait for the
+    /// next write (a refused fence drops them: the next leader charges its own).
+    async fn flush(&self, store: &dyn JobStore, mut accrual: Accrual, fence: Option<Fence>) {
+        accrual.fence = fence;
+        let keep = accrual.charges.clone();
+        match store.accrue_usage(accrual).await {
+            Ok(()) => {}
+            Err(e @ StoreError::Fenced { .. }) => {
+                tracing::info!("usage charges of a past term dropped: {e}");
+            }
+            Err(e) => {
+                tracing::warn!("writing the usage ledger (retried with the next charges): {e}");
+                let mut st = self.lock();
+                for c in keep {
+                    *st.pending.entry((c.team, c.series)).or_default() += c.gpu_seconds;
+                }
+            }
+        }
+    }
+
+    /// Every team's decayed usage at `now_ms`, as GPUs held on average.
+    fn usage(&self, now_ms: i64) -> Usage {
+        let h = self.half_life_s;
+        let st = self.lock();
+        let gpus = st
+            .rows
+            .iter()
+            .flatten()
+            .map(|(team, by_series)| {
+                let by_series = by_series
+                    .iter()
+                    .map(|(series, (v, at))| {
+                        (series.clone(), as_gpus(decayed(*v, *at, now_ms, h), h))
+                    })
+                    .collect();
+                (team.clone(), by_series)
+            })
+            .collect();
+        Usage { gpus }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::usage;
+    use crate::store::Database;
+
+    fn holding(teams: &[(&str, u64)]) -> Ledger {
+        let mut l = Ledger::new();
+        for (team, gpus) in teams {
+            usage::add(&mut l, team, "h100", *gpus, true);
+        }
+        l
+    }
+
+    #[tokio::test]
+    async fn what_a_team_holds_between_passes_is_charged_and_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Database::open_sqlite(&dir.path().join("forge.sqlite3")).expect("sqlite");
+        let fair = FairShare::new(3_600);
+        let store = db.jobs.as_ref();
+        let busy = holding(&[("team-b", 16)]);
+        let u = fair.pass(store, None, &busy, 0).await;
+        assert_eq!(u.share(&busy, "team-b", "h100"), 16.0, "what it holds");
+        assert_eq!(u.share(&busy, "team-c", "h100"), 0.0);
+        // 10 s of 16 GPUs: charged, and written (the flush is due).
+        let idle = holding(&[]);
+        let u = fair.pass(store, None, &idle, FLUSH_EVERY_MS).await;
+        let used = u.share(&idle, "team-b", "h100");
+        let expected = as_gpus(held(16.0, 0, FLUSH_EVERY_MS, 3_600), 3_600);
+        assert!((used - expected).abs() < 1e-9, "{used} vs {expected}");
+        let rows = store.usage().await.expect("read");
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        let written = held(16.0, 0, FLUSH_EVERY_MS, 3_600);
+        assert!((rows[0].gpu_seconds - written).abs() < 1e-9, "{rows:?}");
+        assert!(
+            written > 159.0 && written < 160.0,
+            "16 GPUs × 10 s, decayed a little"
+        );
+        // A later term reads it back, decayed to its time.
+        let next = FairShare::new(3_600);
+        let u = next
+            .pass(store, None, &idle, 3_600_000 + FLUSH_EVERY_MS)
+            .await;
+        let half = u.share(&idle, "team-b", "h100");
+        assert!((half - expected / 2.0).abs() < 1e-6, "{half}");
+    }
+}

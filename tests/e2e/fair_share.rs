@@ -1,0 +1,115 @@
+//! Fair share between teams (issue 39), end to end on the dev gateway: the queue is
+//! not first come, first served across teams. A team that holds the cluster and
+//! queued a backlog does not keep every GPU that frees while another team waits:
+//! the team with the smaller share (decayed usage plus GPUs held) goes first.
+
+use std::time::Duration;
+
+use forge_tests::cli::Forge;
+use forge_tests::jobs::note_zip;
+use forge_tests::policy::{ALICE, BOB};
+use forge_tests::wait::{eventually, not_yet};
+use serde_json::{Value, json};
+
+/// A job of one 8-GPU machine that holds it for `seconds`.
+fn sleeper(name: &str, seconds: u32) -> Value {
+    json!({
+        "name": name,
+        "framework": "nemo-rl",
+        "entrypoint": format!("python3 -c \"import time; time.sleep({seconds}); print('slept', flush=True)\""),
+        "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 8}]
+    })
+}
+
+/// When `job` was dispatched (its history), Unix ms.
+fn dispatched_at(job: &Value) -> i64 {
+    job["history"]
+        .as_array()
+        .and_then(|h| h.iter().find(|e| e["to"] == "dispatched"))
+        .and_then(|e| e["atMs"].as_i64())
+        .unwrap_or_else(|| panic!("never dispatched: {job:#}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_team_goes_before_a_busy_teams_backlog() {
+    // The issue's measurement: team-b holds both machines (16 GPUs, its quota) and
+    // queued four more jobs; team-a then queues one.
+    let gw = forge_tests::policy::gateway("h100=2x8", &[]).await;
+    let (alice, bob) = (gw.client(ALICE), gw.client(BOB));
+    let mut backlog = Vec::new();
+    for i in 0..6 {
+        backlog.push(
+            bob.submit_ok(&sleeper(&format!("b{i}"), 6), note_zip())
+                .await,
+        );
+    }
+    for id in &backlog[..2] {
+        bob.wait_running(id, Duration::from_secs(60)).await;
+    }
+    let a = alice.submit_ok(&sleeper("a0", 1), note_zip()).await;
+
+    // While it waits, each side sees where it stands, in numbers only.
+    let mine = eventually("team-a's standing", Duration::from_secs(5), || async {
+        let j = alice.job(&a).await;
+        match j.pointer("/queue/standing") {
+            Some(s) => Ok(s.clone()),
+            None => Err(not_yet(j["queue"].clone())),
+        }
+    })
+    .await;
+    assert_eq!(
+        mine["othersAhead"],
+        json!({"jobs": 0, "gpus": 0}),
+        "{mine:#}"
+    );
+    assert_eq!(mine["teamShare"], 0.0, "{mine:#}");
+    assert_eq!(mine["fairShare"], 8.0, "16 GPUs over two teams: {mine:#}");
+    let theirs = bob.job(&backlog[2]).await;
+    let standing = &theirs["queue"]["standing"];
+    assert_eq!(theirs["queue"]["position"], 2, "{theirs:#}");
+    assert_eq!(
+        standing["othersAhead"],
+        json!({"jobs": 1, "gpus": 8}),
+        "{theirs:#}"
+    );
+    assert!(standing["teamShare"].as_f64() >= Some(16.0), "{standing:#}");
+    let sentence = standing["sentence"].as_str().unwrap_or_default();
+    assert!(
+        sentence.contains("1 job of other teams (8 GPUs) ahead")
+            && !sentence.contains(&a)
+            && !sentence.contains("team-a"),
+        "numbers, never another team's job: {sentence}"
+    );
+    let as_bob = Forge {
+        token: BOB.to_string(),
+        ..Forge::new(&gw)
+    };
+    let status = as_bob.run(&["status", &backlog[2]]).await.expect(0);
+    assert!(
+        status.stdout.contains("standing  #2 on h100; team-b uses"),
+        "{}",
+        status.stdout
+    );
+
+    let done_a = alice
+        .wait_terminal(std::slice::from_ref(&a), Duration::from_secs(90))
+        .await;
+    assert_eq!(done_a[&a]["state"], "succeeded", "{}", done_a[&a]);
+    let done_b = bob.wait_terminal(&backlog, Duration::from_secs(120)).await;
+    let a_at = dispatched_at(&alice.job(&a).await);
+    let mut waited = Vec::new();
+    for id in &backlog[2..] {
+        assert_eq!(done_b[id]["state"], "succeeded", "{}", done_b[id]);
+        let at = dispatched_at(&bob.job(id).await);
+        waited.push(at);
+        assert!(
+            a_at <= at,
+            "team-b's queued job {id} was dispatched at {at}, before team-a's only job at {a_at}"
+        );
+    }
+    let first_free = waited.iter().min().copied().unwrap_or(i64::MAX);
+    println!(
+        "fair share: team-a's job dispatched {} ms before the first of team-b's backlog",
+        first_free - a_at
+    );
+}
