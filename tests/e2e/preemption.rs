@@ -355,22 +355,7 @@ async fn equal_priorities_never_preempt_and_a_teams_veto_is_honoured() {
 
     // team-b protects its jobs with its own plugin: a higher priority waits too.
     let bob_policy = PolicyClient::new(&gw, BOB);
-    let (s, body) = bob_policy
-        .upload(
-            "guard",
-            "1.0.0",
-            forge_tests::plugins::component("hostile"),
-            None,
-            None,
-        )
-        .await;
-    assert_eq!(s, 201, "{body:#}");
-    let veto = json!({
-        "expectedVersion": 0,
-        "plugins": [{"name": "guard", "version": "1.0.0", "settings": {"mode": "ok", "plan": "veto"}}]
-    });
-    let (s, body) = bob_policy.put_policy(Some("team-b"), &veto).await;
-    assert_eq!(s, 200, "{body:#}");
+    bob_policy.guard_team("team-b", "veto").await;
     let urgent = alice.submit_ok(&short_spec("urgent", 50), note_zip()).await;
     eventually(
         "the veto as the preemptor's standing",

@@ -221,22 +221,7 @@ async fn a_policy_failing_on_the_plan_fails_closed() {
     let (alice, bob) = (gw.client(ALICE), gw.client(BOB));
     let victim = victim(&bob, 3).await;
     let bob_policy = PolicyClient::new(&gw, BOB);
-    let (s, body) = bob_policy
-        .upload(
-            "guard",
-            "1.0.0",
-            forge_tests::plugins::component("hostile"),
-            None,
-            None,
-        )
-        .await;
-    assert_eq!(s, 201, "{body:#}");
-    let trap = json!({
-        "expectedVersion": 0,
-        "plugins": [{"name": "guard", "version": "1.0.0", "settings": {"mode": "ok", "plan": "trap"}}]
-    });
-    let (s, body) = bob_policy.put_policy(Some("team-b"), &trap).await;
-    assert_eq!(s, 200, "{body:#}");
+    bob_policy.guard_team("team-b", "trap").await;
     let urgent = alice.submit_ok(&short_spec("urgent", 50), note_zip()).await;
     preemptor_waits(
         &gw,

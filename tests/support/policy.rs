@@ -127,6 +127,28 @@ impl PolicyClient {
         answer(resp).await
     }
 
+    /// Makes the hostile fixture (uploaded as `guard@1.0.0`) `team`'s first chain,
+    /// admitting everything and answering every preemption plan of the team's jobs
+    /// with `plan` (`veto`, `trap`, …).
+    pub async fn guard_team(&self, team: &str, plan: &str) {
+        let (s, body) = self
+            .upload(
+                "guard",
+                "1.0.0",
+                crate::plugins::component("hostile"),
+                None,
+                None,
+            )
+            .await;
+        assert_eq!(s, 201, "{body:#}");
+        let chain = json!({
+            "expectedVersion": 0,
+            "plugins": [{"name": "guard", "version": "1.0.0", "settings": {"mode": "ok", "plan": plan}}]
+        });
+        let (s, body) = self.put_policy(Some(team), &chain).await;
+        assert_eq!(s, 200, "{body:#}");
+    }
+
     /// `PUT /v1/policy[?team=]`.
     pub async fn put_policy(&self, team: Option<&str>, body: &Value) -> (u16, Value) {
         let path = match team {
