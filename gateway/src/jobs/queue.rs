@@ -17,12 +17,12 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::sync::Notify;
 
-/// Where a queued job stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Where a queued job stands. Serialized for the API with its standing's sentence,
+/// which is built only then: a pass compares every entry with the last one, and a
+/// sentence per waiting job would double what it compares.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueEntry {
     /// The job's team (for the per-team depth metric; the API's job view says it).
-    #[serde(skip)]
     pub team: String,
     /// The series queue it waits in.
     pub series: String,
@@ -35,26 +35,70 @@ pub struct QueueEntry {
     pub reason: String,
     /// Where it stands against other teams, as the leader's last pass saw it (`None`:
     /// a replica that is not the leader, which reads the queue from the store).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub standing: Option<FairStanding>,
 }
 
+impl QueueEntry {
+    /// Its standing against other teams as a sentence for people.
+    pub fn standing_sentence(&self) -> Option<String> {
+        let s = self.standing.as_ref()?;
+        let versus = match s.team_share.cmp(&s.fair_share) {
+            std::cmp::Ordering::Less => "below",
+            std::cmp::Ordering::Equal => "at",
+            std::cmp::Ordering::Greater => "above",
+        };
+        let others = s.others_ahead;
+        let ahead = match others.jobs {
+            0 => "no job of another team ahead of it".to_string(),
+            1 => format!("1 job of other teams ({} GPUs) ahead of it", others.gpus),
+            n => format!("{n} jobs of other teams ({} GPUs) ahead of it", others.gpus),
+        };
+        Some(format!(
+            "#{} on {}; {} uses {} GPUs, {versus} its fair share of {}; {ahead}",
+            self.position,
+            self.series,
+            self.team,
+            Tenths(s.team_share),
+            Tenths(s.fair_share),
+        ))
+    }
+}
+
+impl Serialize for QueueEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut m = s.serialize_struct("QueueEntry", 5)?;
+        m.serialize_field("series", &self.series)?;
+        m.serialize_field("position", &self.position)?;
+        m.serialize_field("code", &self.code)?;
+        m.serialize_field("reason", &self.reason)?;
+        if let (Some(f), Some(sentence)) = (&self.standing, self.standing_sentence()) {
+            m.serialize_field(
+                "standing",
+                &serde_json::json!({
+                    "teamShare": f64::from(f.team_share) / 10.0,
+                    "fairShare": f64::from(f.fair_share) / 10.0,
+                    "othersAhead": f.others_ahead,
+                    "sentence": sentence,
+                }),
+            )?;
+        }
+        m.end()
+    }
+}
+
 /// A queued job against the other teams of its series (fair share): numbers only,
-/// never another team's job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// never another team's job. Shown as `teamShare`, `fairShare` (GPUs), `othersAhead`
+/// and a `sentence`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FairStanding {
-    /// Its team's share of the series, in GPUs to 0.1: its decayed past use (as GPUs
-    /// held on average) plus the GPUs it holds.
-    #[serde(serialize_with = "tenths")]
+    /// Its team's share of the series, in tenths of GPUs: its decayed past use (as
+    /// GPUs held on average) plus the GPUs it holds.
     pub team_share: u32,
-    /// The series' GPUs divided among the teams that hold or want some, to 0.1.
-    #[serde(serialize_with = "tenths")]
+    /// The series' GPUs divided among the teams that hold or want some, in tenths.
     pub fair_share: u32,
     /// Other teams' jobs that wait ahead of it in the series.
     pub others_ahead: Ahead,
-    /// All of it as a sentence for people.
-    pub sentence: String,
 }
 
 /// Jobs and the GPUs they ask for.
@@ -65,37 +109,12 @@ pub struct Ahead {
 }
 
 impl FairStanding {
-    /// The standing of a job at `position` in `series`, of `team` with `team_share`
-    /// and `fair_share` GPUs, behind `others` of other teams.
-    pub fn new(
-        position: u32,
-        series: &str,
-        team: &str,
-        team_share: f64,
-        fair_share: f64,
-        others: Ahead,
-    ) -> Self {
-        let (team_share, fair_share) = (to_tenths(team_share), to_tenths(fair_share));
-        let versus = match team_share.cmp(&fair_share) {
-            std::cmp::Ordering::Less => "below",
-            std::cmp::Ordering::Equal => "at",
-            std::cmp::Ordering::Greater => "above",
-        };
-        let ahead = match others.jobs {
-            0 => "no job of another team ahead of it".to_string(),
-            1 => format!("1 job of other teams ({} GPUs) ahead of it", others.gpus),
-            n => format!("{n} jobs of other teams ({} GPUs) ahead of it", others.gpus),
-        };
-        let sentence = format!(
-            "#{position} on {series}; {team} uses {} GPUs, {versus} its fair share of {}; {ahead}",
-            Tenths(team_share),
-            Tenths(fair_share),
-        );
+    /// A team with `team_share` GPUs against a `fair_share`, behind `others`.
+    pub fn new(team_share: f64, fair_share: f64, others: Ahead) -> Self {
         FairStanding {
-            team_share,
-            fair_share,
+            team_share: to_tenths(team_share),
+            fair_share: to_tenths(fair_share),
             others_ahead: others,
-            sentence,
         }
     }
 }
@@ -116,10 +135,6 @@ impl std::fmt::Display for Tenths {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}", self.0 / 10, self.0 % 10)
     }
-}
-
-fn tenths<S: serde::Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(f64::from(*v) / 10.0)
 }
 
 /// The board.
@@ -206,27 +221,46 @@ mod tests {
 
     #[test]
     fn a_standing_says_the_shares_and_what_is_ahead_in_numbers() {
-        let s = FairStanding::new(3, "h100", "team-b", 14.24, 8.0, Ahead { jobs: 2, gpus: 16 });
+        let entry = |standing| QueueEntry {
+            team: "team-b".into(),
+            series: "h100".into(),
+            position: 3,
+            code: "quota.exceeded".into(),
+            reason: "over quota".into(),
+            standing,
+        };
+        let e = entry(Some(FairStanding::new(
+            14.24,
+            8.0,
+            Ahead { jobs: 2, gpus: 16 },
+        )));
+        let sentence = "#3 on h100; team-b uses 14.2 GPUs, above its fair share of 8.0; 2 jobs of other teams (16 GPUs) ahead of it";
+        assert_eq!(e.standing_sentence().as_deref(), Some(sentence));
         assert_eq!(
-            s.sentence,
-            "#3 on h100; team-b uses 14.2 GPUs, above its fair share of 8.0; 2 jobs of other teams (16 GPUs) ahead of it"
-        );
-        assert_eq!(
-            serde_json::to_value(&s).expect("json"),
+            serde_json::to_value(&e).expect("json"),
             serde_json::json!({
-                "teamShare": 14.2,
-                "fairShare": 8.0,
-                "othersAhead": {"jobs": 2, "gpus": 16},
-                "sentence": s.sentence,
+                "series": "h100",
+                "position": 3,
+                "code": "quota.exceeded",
+                "reason": "over quota",
+                "standing": {
+                    "teamShare": 14.2,
+                    "fairShare": 8.0,
+                    "othersAhead": {"jobs": 2, "gpus": 16},
+                    "sentence": sentence,
+                },
             })
         );
-        let alone = FairStanding::new(1, "a100", "team-c", 0.0, 16.0, Ahead::default());
+        let alone = entry(Some(FairStanding::new(0.0, 16.0, Ahead::default())));
+        let said = alone.standing_sentence().unwrap_or_default();
         assert!(
-            alone
-                .sentence
-                .ends_with("below its fair share of 16.0; no job of another team ahead of it"),
-            "{}",
-            alone.sentence
+            said.ends_with("below its fair share of 16.0; no job of another team ahead of it"),
+            "{said}"
+        );
+        let follower = serde_json::to_value(entry(None)).expect("json");
+        assert!(
+            follower.get("standing").is_none() && follower.get("team").is_none(),
+            "{follower}"
         );
     }
 }

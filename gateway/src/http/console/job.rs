@@ -192,7 +192,7 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
         @if let Some(s) = &sentence { p.sentence #pending-sentence role="status" { (s) } }
         @if let Some(q) = &queue {
             p #standing { "Queue: position " (q.position) " on " (q.series) " (" code { (q.code) } ")" }
-            @if let Some(s) = &q.standing { p #fair-standing { (s.sentence) } }
+            @if let Some(s) = q.standing_sentence() { p #fair-standing { (s) } }
         }
         @if let Some(c) = &job.last_checkpoint {
             p #checkpoint { "Last checkpoint: step " (c.step) " at " (layout::time(c.at_ms)) }

@@ -243,8 +243,7 @@ impl Standing {
             a.gpus += gpus;
         }
         let (team_share, fair_share) = shares;
-        let standing =
-            FairStanding::new(position, &series, &job.team, team_share, fair_share, others);
+        let standing = FairStanding::new(team_share, fair_share, others);
         self.entries.insert(
             job.id.clone(),
             QueueEntry {
