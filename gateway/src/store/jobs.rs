@@ -281,8 +281,9 @@ pub trait JobStore: Send + Sync {
     /// still runs (the dispatcher's window and holds), oldest first.
     async fn preemptions_since(&self, since_ms: i64) -> Result<Vec<PreemptionRecord>, StoreError>;
     /// Adds an accrual's charges to the usage ledger (each row decayed to the
-    /// accrual's time first) in one transaction, only while its fence is current.
-    async fn accrue_usage(&self, a: Accrual) -> Result<(), StoreError>;
+    /// accrual's time first) in one transaction, only while `fence` (the leader's
+    /// term; `None`: unfenced) is current.
+    async fn accrue_usage(&self, a: Accrual, fence: Option<Fence>) -> Result<(), StoreError>;
     /// The usage ledger: every team's decayed GPU-seconds per series, each as of
     /// its last write.
     async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError>;

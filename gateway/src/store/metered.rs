@@ -12,8 +12,8 @@ use async_trait::async_trait;
 
 use super::usage::{Accrual, UsageRecord};
 use super::{
-    CheckpointOutcome, DecisionRecord, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision,
-    NewJob, Page, PreemptionRecord, StoreError, Transition,
+    CheckpointOutcome, DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery,
+    NewDecision, NewJob, Page, PreemptionRecord, StoreError, Transition,
 };
 use crate::domain::JobState;
 use crate::metrics::{Metrics, StoreOp};
@@ -120,8 +120,8 @@ impl JobStore for Metered {
         let read = self.inner.preemptions_since(since_ms);
         self.timed(StoreOp::PreemptionsSince, read).await
     }
-    async fn accrue_usage(&self, a: Accrual) -> Result<(), StoreError> {
-        self.timed(StoreOp::AccrueUsage, self.inner.accrue_usage(a))
+    async fn accrue_usage(&self, a: Accrual, fence: Option<Fence>) -> Result<(), StoreError> {
+        self.timed(StoreOp::AccrueUsage, self.inner.accrue_usage(a, fence))
             .await
     }
     async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError> {

@@ -6,13 +6,12 @@
 //! One row per team and series holds its decayed GPU-seconds *as of* the row's time;
 //! every read and every write decays it to its own time first ([`decayed`]), so no
 //! sweep ever has to age the rows. Only the leader writes it ([`Accrual`], fenced with
-//! its term): its dispatcher charges the GPUs each team held between two passes.
+//! its term by [`super::JobStore::accrue_usage`]): its dispatcher charges the GPUs each
+//! team held between two passes.
 
 use std::f64::consts::LN_2;
 
 use serde::Serialize;
-
-use super::jobs::Fence;
 
 /// One team's decayed usage of one series, as of `at_ms`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,7 +46,7 @@ pub struct UsageCharge {
 }
 
 /// One write to the ledger: charges as of `at_ms`, each row decayed to that time
-/// before its charge is added, in one transaction, only while `fence` is current.
+/// before its charge is added, in one transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accrual {
     /// What to add.
@@ -56,8 +55,6 @@ pub struct Accrual {
     pub at_ms: i64,
     /// The half-life the rows decay with.
     pub half_life_s: u64,
-    /// The leader's term (`None`: unfenced, for tools and tests).
-    pub fence: Option<Fence>,
 }
 
 /// `value` as of `from_ms`, decayed to `to_ms` (no decay backwards: a clock that

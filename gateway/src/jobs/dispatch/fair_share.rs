@@ -163,16 +163,14 @@ impl FairShare {
             charges,
             at_ms: now_ms,
             half_life_s: h,
-            fence: None,
         })
     }
 
     /// Writes `accrual` with the term's fence; on failure its charges wait for the
     /// next write (a refused fence drops them: the next leader charges its own).
-    async fn flush(&self, store: &dyn JobStore, mut accrual: Accrual, fence: Option<Fence>) {
-        accrual.fence = fence;
+    async fn flush(&self, store: &dyn JobStore, accrual: Accrual, fence: Option<Fence>) {
         let keep = accrual.charges.clone();
-        match store.accrue_usage(accrual).await {
+        match store.accrue_usage(accrual, fence).await {
             Ok(()) => {}
             Err(e @ StoreError::Fenced { .. }) => {
                 tracing::info!("usage charges of a past term dropped: {e}");

@@ -15,12 +15,11 @@ fn charge(team: &str, series: &str, gpu_seconds: f64) -> UsageCharge {
     }
 }
 
-fn accrual(charges: Vec<UsageCharge>, at_ms: i64, fence: Option<Fence>) -> Accrual {
+fn accrual(charges: Vec<UsageCharge>, at_ms: i64) -> Accrual {
     Accrual {
         charges,
         at_ms,
         half_life_s: 60,
-        fence,
     }
 }
 
@@ -42,12 +41,12 @@ pub async fn usage_accrues_decayed_per_team_and_series(h: &dyn Harness) {
         charge("team-a", "a100", 8.0),
     ];
     a.jobs
-        .accrue_usage(accrual(first, 1_000, None))
+        .accrue_usage(accrual(first, 1_000), None)
         .await
         .expect("accrue");
     // One half-life later team-a's h100 row halves before its charge is added.
     a.jobs
-        .accrue_usage(accrual(vec![charge("team-a", "h100", 100.0)], 61_000, None))
+        .accrue_usage(accrual(vec![charge("team-a", "h100", 100.0)], 61_000), None)
         .await
         .expect("accrue");
     let rows = b.jobs.usage().await.expect("read");
@@ -70,11 +69,10 @@ pub async fn a_stale_leaders_accrual_is_refused(h: &dyn Harness) {
         epoch: lease.epoch,
     };
     a.jobs
-        .accrue_usage(accrual(
-            vec![charge("team-a", "h100", 10.0)],
-            1_000,
+        .accrue_usage(
+            accrual(vec![charge("team-a", "h100", 10.0)], 1_000),
             Some(fence.clone()),
-        ))
+        )
         .await
         .expect("the current term accrues");
     a.coord.release(&lease).await.expect("release");
@@ -85,9 +83,8 @@ pub async fn a_stale_leaders_accrual_is_refused(h: &dyn Harness) {
             charge("team-a", "h100", 10.0),
         ],
         2_000,
-        Some(fence),
     );
-    match a.jobs.accrue_usage(stale).await {
+    match a.jobs.accrue_usage(stale, Some(fence)).await {
         Err(StoreError::Fenced { epoch, current, .. }) => {
             assert_eq!((epoch, current), (lease.epoch, next.epoch));
         }

@@ -339,8 +339,15 @@ impl JobStore for PgDatabase {
         super::preemptions::since(&self.client().await?, since_ms).await
     }
 
-    async fn accrue_usage(&self, a: Accrual) -> Result<(), StoreError> {
-        super::usage::accrue(&mut self.client().await?, &a).await
+    async fn accrue_usage(&self, a: Accrual, fence: Option<Fence>) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if let Some(fence) = &fence {
+            check_fence(&tx, fence).await?;
+        }
+        super::usage::accrue(&tx, &a).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError> {

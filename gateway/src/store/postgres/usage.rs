@@ -1,20 +1,15 @@
 //! The usage ledger on PostgreSQL ([`crate::store::usage`]): one row per team and
-//! series, locked, read and rewritten in the accrual's transaction (fenced like a
-//! transition).
+//! series, locked, read and rewritten in the accrual's transaction (which the caller
+//! opened and fenced).
 
-use super::jobs::check_fence;
 use crate::store::StoreError;
 use crate::store::usage::{Accrual, UsageRecord, accrued};
 
 /// Adds the accrual's charges, each row decayed to the accrual's time first.
 pub(super) async fn accrue(
-    client: &mut deadpool_postgres::Object,
+    tx: &deadpool_postgres::Transaction<'_>,
     a: &Accrual,
 ) -> Result<(), StoreError> {
-    let tx = client.transaction().await?;
-    if let Some(fence) = &a.fence {
-        check_fence(&tx, fence).await?;
-    }
     for c in &a.charges {
         let old = tx
             .query_opt(
@@ -33,7 +28,6 @@ pub(super) async fn accrue(
         )
         .await?;
     }
-    tx.commit().await?;
     Ok(())
 }
 

@@ -392,8 +392,14 @@ impl JobStore for SqliteDatabase {
             .await
     }
 
-    async fn accrue_usage(&self, a: Accrual) -> Result<(), StoreError> {
-        self.write(move |conn| super::usage::accrue(conn, &a)).await
+    async fn accrue_usage(&self, a: Accrual, fence: Option<Fence>) -> Result<(), StoreError> {
+        self.write(move |conn| {
+            if let Some(fence) = &fence {
+                check_fence(conn, fence)?;
+            }
+            super::usage::accrue(conn, &a)
+        })
+        .await
     }
 
     async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError> {

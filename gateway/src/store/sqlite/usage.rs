@@ -1,17 +1,13 @@
 //! The usage ledger on SQLite ([`crate::store::usage`]): one row per team and series,
-//! read and rewritten in the accrual's transaction (fenced like a transition).
+//! read and rewritten in the accrual's transaction (which the caller fenced).
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::jobs::check_fence;
 use crate::store::StoreError;
 use crate::store::usage::{Accrual, UsageRecord, accrued};
 
 /// Adds the accrual's charges, each row decayed to the accrual's time first.
 pub(super) fn accrue(conn: &Connection, a: &Accrual) -> Result<(), StoreError> {
-    if let Some(fence) = &a.fence {
-        check_fence(conn, fence)?;
-    }
     for c in &a.charges {
         let old: Option<(f64, i64)> = conn
             .prepare_cached(
