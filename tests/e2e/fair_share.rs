@@ -1,7 +1,9 @@
 //! Fair share between teams (issue 39), end to end on the dev gateway: the queue is
 //! not first come, first served across teams. A team that holds the cluster and
 //! queued a backlog does not keep every GPU that frees while another team waits:
-//! the team with the smaller share (decayed usage plus GPUs held) goes first.
+//! the team with the smaller share (decayed usage plus GPUs held) goes first. And a
+//! team idle for a few half-lives is not held to what it used before (the test fails
+//! with a half-life of a year).
 
 use std::time::Duration;
 
@@ -111,5 +113,41 @@ async fn another_team_goes_before_a_busy_teams_backlog() {
     println!(
         "fair share: team-a's job dispatched {} ms before the first of team-b's backlog",
         first_free - a_at
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_idle_for_half_lives_is_not_held_to_its_old_use() {
+    // A half-life of 1 s stands in for days. team-b used far more than team-a (8 GPUs
+    // for 12 s, against team-a's 4 s), but long ago in half-lives; then both queue a
+    // job for the one machine, team-a first. Counted without decay, team-b's old use
+    // would put team-a first; decayed, team-b goes first.
+    let gw =
+        forge_tests::policy::gateway("h100=1x8", &[("FORGE_FAIR_SHARE_HALF_LIFE_S", "1")]).await;
+    let (alice, bob) = (gw.client(ALICE), gw.client(BOB));
+    let old = bob.submit_ok(&sleeper("old", 12), note_zip()).await;
+    bob.wait_terminal(std::slice::from_ref(&old), Duration::from_secs(90))
+        .await;
+    // Eight half-lives of idleness: team-b's use is down to 1/256.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let recent = alice.submit_ok(&sleeper("recent", 4), note_zip()).await;
+    alice.wait_running(&recent, Duration::from_secs(60)).await;
+    let a2 = alice.submit_ok(&sleeper("a2", 1), note_zip()).await;
+    let b2 = bob.submit_ok(&sleeper("b2", 1), note_zip()).await;
+    let a_done = alice
+        .wait_terminal(&[recent.clone(), a2.clone()], Duration::from_secs(90))
+        .await;
+    let b_done = bob
+        .wait_terminal(std::slice::from_ref(&b2), Duration::from_secs(90))
+        .await;
+    assert_eq!(a_done[&a2]["state"], "succeeded", "{}", a_done[&a2]);
+    assert_eq!(b_done[&b2]["state"], "succeeded", "{}", b_done[&b2]);
+    let (a_at, b_at) = (
+        dispatched_at(&alice.job(&a2).await),
+        dispatched_at(&bob.job(&b2).await),
+    );
+    assert!(
+        b_at < a_at,
+        "team-b's old use still counted: its job went at {b_at}, team-a's at {a_at}"
     );
 }
