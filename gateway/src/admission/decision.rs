@@ -52,6 +52,26 @@ pub fn primary_series(spec: &JobSpec, decision: Option<&Decision>) -> String {
         .unwrap_or_else(|| "unplaced".to_string())
 }
 
+/// The series a job waits on after `outcome`: where the decision places it, else
+/// where the chain had placed it before a plugin held it (a quota hold keeps the
+/// series the pool maps to), else as requested (`unplaced` when nothing says).
+pub fn waiting_series(spec: &JobSpec, outcome: &ChainOutcome) -> String {
+    let series = primary_series(spec, Some(&outcome.decision));
+    if series != "unplaced" {
+        return series;
+    }
+    outcome
+        .trace
+        .iter()
+        .rev()
+        .filter_map(|t| t.decision.as_ref())
+        .find_map(|d| match d {
+            Decision::Admit { placement, .. } => placement.pools.first()?.series.clone(),
+            _ => None,
+        })
+        .unwrap_or(series)
+}
+
 /// The plugin that rejected, from the trace.
 pub fn rejecting_plugin(outcome: &ChainOutcome) -> Option<String> {
     outcome

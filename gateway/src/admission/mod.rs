@@ -15,7 +15,7 @@ use forge_policy_host::model::{
     ClusterView, JobView, PolicyRequest, PoolView, SeriesUsage, StorageMode, WorkloadKind,
 };
 
-pub use decision::{decision_record, primary_series, rejecting_plugin};
+pub use decision::{decision_record, primary_series, rejecting_plugin, waiting_series};
 
 use crate::cluster::Capacity;
 use crate::config::Config;

@@ -175,10 +175,9 @@ impl Dispatcher {
     }
 }
 
-/// The series `job` waits on: where `decision` places it, else where it was placed
-/// when it was submitted (a job held by its quota is placed by no decision now).
-fn queue_series(job: &JobRecord, decision: Option<&Decision>) -> String {
-    let series = admission::primary_series(&job.spec, decision);
+/// The series `job` waits on: `series` (its decision's), else where it was placed
+/// when it was submitted.
+fn queue_series(job: &JobRecord, series: String) -> String {
     match &job.queue_series {
         Some(queued) if series == "unplaced" => queued.clone(),
         _ => series,
@@ -366,7 +365,10 @@ impl<'q> Decide<'q> {
         let Some(evaluated) = self.evaluate(job, memo, &usage).await else {
             return;
         };
-        let series = queue_series(job, Some(&evaluated.outcome.decision));
+        let series = queue_series(
+            job,
+            admission::waiting_series(&job.spec, &evaluated.outcome),
+        );
         let keep = Remembered {
             view: self.view.clone(),
             usage,
@@ -414,7 +416,7 @@ impl<'q> Decide<'q> {
         {
             Ok(e) => Some(e),
             Err(e) => {
-                let series = queue_series(job, None);
+                let series = queue_series(job, admission::primary_series(&job.spec, None));
                 let reason = format!("the admission policy failed: {e}");
                 self.waits(job, series, "policy.failed", reason);
                 add_ahead(&mut self.ahead, job);

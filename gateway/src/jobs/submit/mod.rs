@@ -170,7 +170,7 @@ impl Submissions {
         let job = NewJob {
             id,
             team: caller.team.clone(),
-            queue_series: Some(admission::primary_series(&spec, Some(&outcome.decision))),
+            queue_series: Some(admission::waiting_series(&spec, &outcome)),
             spec,
             state: JobState::Queued,
             reason: Some(reason),
