@@ -68,19 +68,21 @@ impl Driver {
         let Some((status, message)) = outcome else {
             return;
         };
-        self.shared
-            .dashboard
-            .finish(&self.ns, &self.cluster, &self.id, status, &message);
         let verb = match status {
             "SUCCEEDED" => "succeeded",
             "STOPPED" => "was stopped",
             _ => "failed",
         };
         let ts = Timestamp::now().strftime("%Y-%m-%d %H:%M:%S,%3f");
+        // The line first, then the end: whoever archives the log once the job is
+        // terminal finds its last line there (a follower once saw it, the archive not).
         self.line(&format!(
             "{ts}\tINFO cli.py:... -- Job '{}' {verb}",
             self.id
         ));
+        self.shared
+            .dashboard
+            .finish(&self.ns, &self.cluster, &self.id, status, &message);
     }
 
     /// The timed model's run (`None`: stopped).
