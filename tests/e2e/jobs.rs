@@ -81,19 +81,9 @@ async fn job(gw: &TestGateway, id: &str) -> Value {
         .expect("job JSON")
 }
 
-/// Poll until the job is in `state` (or panic with its last view).
+/// Poll until the job is in `state` (or panic with its last view), as the dev token.
 async fn wait_state(gw: &TestGateway, id: &str, state: &str, within: Duration) -> Value {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let j = job(gw, id).await;
-        if j["state"] == state {
-            return j;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("job {id} not {state} within {within:?}: {j:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    gw.client(&gw.token).wait_state(id, state, within).await
 }
 
 /// POST a multipart submission over a raw socket and read the answer even when the

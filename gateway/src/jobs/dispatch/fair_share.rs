@@ -19,8 +19,28 @@ use std::sync::Mutex;
 use rustc_hash::FxHashMap;
 
 use crate::admission::usage::Ledger;
-use crate::store::usage::{Accrual, UsageCharge, accrued, as_gpus, decayed, held};
+use crate::store::usage::{Accrual, UsageCharge, UsageRecord, accrued, as_gpus, decayed, held};
 use crate::store::{Fence, JobStore, StoreError};
+
+/// The two calls of the store fair share makes: every store has them, and tests put
+/// a failing one in its place.
+#[async_trait::async_trait]
+pub trait UsageStore: Send + Sync {
+    /// [`JobStore::usage`].
+    async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError>;
+    /// [`JobStore::accrue_usage`].
+    async fn accrue_usage(&self, a: Accrual, fence: Option<Fence>) -> Result<(), StoreError>;
+}
+
+#[async_trait::async_trait]
+impl<T: JobStore + ?Sized> UsageStore for T {
+    async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError> {
+        JobStore::usage(self).await
+    }
+    async fn accrue_usage(&self, a: Accrual, fence: Option<Fence>) -> Result<(), StoreError> {
+        JobStore::accrue_usage(self, a, fence).await
+    }
+}
 
 /// How often the charges are written to the store, in milliseconds.
 pub const FLUSH_EVERY_MS: i64 = 10_000;
@@ -86,9 +106,9 @@ impl FairShare {
     /// what they hold now), writes the charges when due, and answers every team's
     /// decayed usage at `now_ms`. A store that fails leaves the charges for the next
     /// write (and the usage as known here).
-    pub async fn pass(
+    pub async fn pass<S: UsageStore + ?Sized>(
         &self,
-        store: &dyn JobStore,
+        store: &S,
         fence: Option<Fence>,
         ledger: &Ledger,
         now_ms: i64,
@@ -111,7 +131,7 @@ impl FairShare {
     }
 
     /// The ledger as the store has it.
-    async fn read(&self, store: &dyn JobStore) -> Result<Rows, StoreError> {
+    async fn read<S: UsageStore + ?Sized>(&self, store: &S) -> Result<Rows, StoreError> {
         let mut rows = Rows::default();
         for r in store.usage().await? {
             rows.entry(r.team)
@@ -168,7 +188,12 @@ impl FairShare {
 
     /// Writes `accrual` with the term's fence; on failure its charges wait for the
     /// next write (a refused fence drops them: the next leader charges its own).
-    async fn flush(&self, store: &dyn JobStore, accrual: Accrual, fence: Option<Fence>) {
+    async fn flush<S: UsageStore + ?Sized>(
+        &self,
+        store: &S,
+        accrual: Accrual,
+        fence: Option<Fence>,
+    ) {
         let keep = accrual.charges.clone();
         match store.accrue_usage(accrual, fence).await {
             Ok(()) => {}
@@ -256,5 +281,71 @@ mod tests {
             .await;
         let half = u.share(&idle, "team-b", "h100");
         assert!((half - expected / 2.0).abs() < 1e-6, "{half}");
+    }
+
+    /// A store whose ledger writes fail with `fail` (while set) and that keeps what
+    /// the others wrote.
+    #[derive(Default)]
+    struct Flaky {
+        fail: Mutex<Option<fn() -> StoreError>>,
+        written: Mutex<Vec<Accrual>>,
+    }
+
+    #[async_trait::async_trait]
+    impl UsageStore for Flaky {
+        async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn accrue_usage(&self, a: Accrual, _: Option<Fence>) -> Result<(), StoreError> {
+            if let Some(fail) = *self.fail.lock().expect("lock") {
+                return Err(fail());
+            }
+            self.written.lock().expect("lock").push(a);
+            Ok(())
+        }
+    }
+
+    fn written(store: &Flaky) -> Vec<f64> {
+        let w = store.written.lock().expect("lock");
+        w.iter()
+            .map(|a| a.charges.iter().map(|c| c.gpu_seconds).sum())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_keeps_its_charges_for_the_next() {
+        let store = Flaky::default();
+        *store.fail.lock().expect("lock") = Some(|| StoreError::Corrupt("disk".into()));
+        let fair = FairShare::new(1_000_000);
+        let busy = holding(&[("team-b", 8)]);
+        fair.pass(&store, None, &busy, 0).await;
+        fair.pass(&store, None, &busy, FLUSH_EVERY_MS).await;
+        assert!(written(&store).is_empty(), "the write failed");
+        *store.fail.lock().expect("lock") = None;
+        fair.pass(&store, None, &busy, 2 * FLUSH_EVERY_MS).await;
+        let w = written(&store);
+        assert_eq!(w.len(), 1, "{w:?}");
+        // Both intervals' 8 GPUs × 10 s, in one write.
+        assert!((w[0] - 160.0).abs() < 0.01, "{w:?}");
+    }
+
+    #[tokio::test]
+    async fn a_deposed_leaders_charges_are_dropped_not_retried() {
+        let store = Flaky::default();
+        *store.fail.lock().expect("lock") = Some(|| StoreError::Fenced {
+            lease: "dispatcher".into(),
+            epoch: 1,
+            current: 2,
+        });
+        let fair = FairShare::new(1_000_000);
+        let busy = holding(&[("team-b", 8)]);
+        fair.pass(&store, None, &busy, 0).await;
+        fair.pass(&store, None, &busy, FLUSH_EVERY_MS).await;
+        *store.fail.lock().expect("lock") = None;
+        fair.pass(&store, None, &busy, 2 * FLUSH_EVERY_MS).await;
+        let w = written(&store);
+        assert_eq!(w.len(), 1, "{w:?}");
+        // Only the second interval: the refused term's charges were not carried over.
+        assert!((w[0] - 80.0).abs() < 0.01, "{w:?}");
     }
 }
