@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use forge_tests::cli::Forge;
 use forge_tests::jobs::note_zip;
-use forge_tests::policy::{ALICE, BOB};
+use forge_tests::policy::{ALICE, BOB, PolicyClient};
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::{Value, json};
 
@@ -159,5 +159,200 @@ async fn a_team_idle_for_half_lives_is_not_held_to_its_old_use() {
     assert!(
         b_at < a_at,
         "team-b's old use still counted: its job went at {b_at}, team-a's at {a_at}"
+    );
+}
+
+/// The global chain's links as they are, as `PUT` takes them.
+async fn current_links(admin: &PolicyClient) -> Vec<Value> {
+    let (_, body) = admin.get("/v1/policy").await;
+    body["global"]["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .map(|l| json!({"digest": l["digest"], "settings": l["settings"]}))
+        .collect()
+}
+
+/// Sets the global policy's fair-share weights (the chain unchanged).
+async fn set_weights(admin: &PolicyClient, weights: Value) -> Value {
+    let body = json!({
+        "expectedVersion": admin.global_version().await,
+        "plugins": current_links(admin).await,
+        "fairShare": {"weights": weights},
+        "comment": "weights"
+    });
+    let (s, answer) = admin.put_policy(None, &body).await;
+    assert_eq!(s, 200, "{answer:#}");
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_are_global_policy_settings_versioned_and_checked() {
+    let gw = forge_tests::policy::gateway("h100=2x8", &[]).await;
+    let admin = PolicyClient::new(&gw, &gw.token);
+    let alice = PolicyClient::new(&gw, ALICE);
+    let v = admin.global_version().await;
+
+    // Refused, with the field and nothing changed: a zero weight, a team's chain.
+    let (s, body) = admin
+        .put_policy(
+            None,
+            &json!({"expectedVersion": v, "plugins": current_links(&admin).await,
+                    "fairShare": {"weights": {"team-a": 0}}}),
+        )
+        .await;
+    assert_eq!(
+        (s, &body["error"]["code"]),
+        (400, &json!("invalid-policy")),
+        "{body:#}"
+    );
+    assert_eq!(
+        body["error"]["details"]["field"], "fairShare.weights.team-a",
+        "{body:#}"
+    );
+    let (s, body) = alice
+        .put_policy(
+            Some("team-a"),
+            &json!({"expectedVersion": 0, "plugins": [], "fairShare": {"weights": {"team-a": 9}}}),
+        )
+        .await;
+    assert_eq!(
+        (s, &body["error"]["details"]["field"]),
+        (400, &json!("fairShare")),
+        "{body:#}"
+    );
+    assert_eq!(admin.global_version().await, v, "nothing was stored");
+
+    // Set, shown with the chain, kept by a change that does not name them, and
+    // taken back by a rollback.
+    set_weights(&admin, json!({"team-a": 2})).await;
+    let (_, policy) = admin.get("/v1/policy").await;
+    assert_eq!(
+        policy["global"]["fairShare"]["weights"]["team-a"], 2.0,
+        "{policy:#}"
+    );
+    let (s, body) = admin
+        .put_policy(
+            None,
+            &json!({"expectedVersion": v + 1, "plugins": current_links(&admin).await}),
+        )
+        .await;
+    assert_eq!(s, 200, "{body:#}");
+    let (_, policy) = admin.get("/v1/policy").await;
+    assert_eq!(
+        policy["global"]["fairShare"]["weights"]["team-a"], 2.0,
+        "kept: {policy:#}"
+    );
+    let (s, body) = admin
+        .send(
+            reqwest::Method::POST,
+            "/v1/policy/rollback",
+            &json!({"toVersion": v}),
+        )
+        .await;
+    assert_eq!(s, 200, "{body:#}");
+    let (_, policy) = admin.get("/v1/policy").await;
+    assert!(
+        policy["global"].get("fairShare").is_none(),
+        "rolled back: {policy:#}"
+    );
+
+    // The table: admins see every team that wants GPUs; a member only their own.
+    set_weights(&admin, json!({"team-a": 3})).await;
+    let bob = gw.client(BOB);
+    bob.submit_ok(&sleeper("b", 30), note_zip()).await;
+    let table = eventually("team-b in the table", Duration::from_secs(10), || async {
+        let (_, t) = admin.get("/v1/fair-share").await;
+        match t["series"][0]["teams"].as_array() {
+            Some(teams) if !teams.is_empty() => Ok(t),
+            _ => Err(not_yet(t)),
+        }
+    })
+    .await;
+    assert_eq!(table["series"][0]["series"], "h100", "{table:#}");
+    assert_eq!(table["series"][0]["gpus"], 16, "{table:#}");
+    let b = &table["series"][0]["teams"][0];
+    assert_eq!(
+        (&b["team"], &b["weight"]),
+        (&json!("team-b"), &json!(1.0)),
+        "{table:#}"
+    );
+    assert_eq!(
+        b["fairShareGpus"], 16.0,
+        "the only team that wants h100: {table:#}"
+    );
+    let (s, mine) = alice.get("/v1/fair-share").await;
+    assert_eq!(s, 200, "{mine:#}");
+    assert_eq!(
+        mine["series"][0]["teams"],
+        json!([]),
+        "team-b's row is not team-a's: {mine:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_two_to_one_give_two_to_one_gpu_seconds() {
+    // Two machines, jobs of half a machine: each team's quota (16) would let it take
+    // the whole cluster, so only the order decides who gets what. team-a weighs 2.
+    // A half-life of 10 s stands in for a week: the run is a few half-lives long, as
+    // a day is at the default (ordered by GPUs held alone, team-a gets about 1.4×).
+    let gw =
+        forge_tests::policy::gateway("h100=2x8", &[("FORGE_FAIR_SHARE_HALF_LIFE_S", "1400")]).await;
+    let admin = PolicyClient::new(&gw, &gw.token);
+    set_weights(&admin, json!({"team-a": 2})).await;
+    let (alice, bob) = (gw.client(ALICE), gw.client(BOB));
+    let half = |name: String| {
+        json!({
+            "name": name,
+            "framework": "nemo-rl",
+            "entrypoint": "python3 -c \"import time; time.sleep(1)\"",
+            "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 4}]
+        })
+    };
+    let (mut a_ids, mut b_ids) = (Vec::new(), Vec::new());
+    for i in 0..60 {
+        a_ids.push(alice.submit_ok(&half(format!("a{i}")), note_zip()).await);
+        b_ids.push(bob.submit_ok(&half(format!("b{i}")), note_zip()).await);
+    }
+    let a_done = alice.wait_terminal(&a_ids, Duration::from_secs(240)).await;
+    let b_done = bob.wait_terminal(&b_ids, Duration::from_secs(240)).await;
+    // Each job's run: from its dispatch to its end.
+    let runs = |done: &std::collections::BTreeMap<String, Value>| -> Vec<(i64, i64)> {
+        done.values()
+            .map(|j| {
+                assert_eq!(j["state"], "succeeded", "{j:#}");
+                (
+                    dispatched_at(j),
+                    j["updatedAtMs"].as_i64().expect("updatedAtMs"),
+                )
+            })
+            .collect()
+    };
+    let (a_runs, b_runs) = (runs(&a_done), runs(&b_done));
+    // What each team was granted while both had jobs waiting: the runs of the jobs
+    // dispatched up to the last dispatch of the team whose backlog ran out first.
+    let last = |r: &[(i64, i64)]| r.iter().map(|(d, _)| *d).max().unwrap_or(0);
+    let start = a_runs
+        .iter()
+        .chain(&b_runs)
+        .map(|(d, _)| *d)
+        .min()
+        .unwrap_or(0);
+    let end = last(&a_runs).min(last(&b_runs));
+    let used = |r: &[(i64, i64)]| -> f64 {
+        r.iter()
+            .filter(|(d, _)| *d <= end)
+            .map(|(d, e)| 4.0 * (e - d) as f64 / 1000.0)
+            .sum()
+    };
+    let (a, b) = (used(&a_runs), used(&b_runs));
+    let ratio = a / b;
+    println!(
+        "weights 2:1 over {:.1} s: team-a {a:.0} GPU-s, team-b {b:.0} GPU-s, ratio {ratio:.3}",
+        (end - start) as f64 / 1000.0
+    );
+    assert!(
+        (ratio - 2.0).abs() <= 0.1,
+        "2:1 within 5 %, got {ratio:.3} (team-a {a:.0} GPU-s, team-b {b:.0} GPU-s)"
     );
 }

@@ -244,6 +244,11 @@ impl Admission {
         self.policies.plan_preemption(plan).await
     }
 
+    /// The fair-share weights of the global policy in force.
+    pub fn fair_share(&self) -> Arc<crate::domain::FairShareSettings> {
+        self.policies.current().global().fair_share.clone()
+    }
+
     /// The generation of the policy in force ([`PolicyManager::generation`]).
     pub fn policy_generation(&self) -> u64 {
         self.policies.generation()

@@ -30,6 +30,11 @@ impl UsageBoard {
         self.ledger.store(Arc::new(ledger));
     }
 
+    /// The last published ledger.
+    pub fn ledger(&self) -> Arc<Ledger> {
+        self.ledger.load_full()
+    }
+
     /// A team's usage as the policy sees it, per series.
     pub fn usage(&self, team: &str) -> Vec<SeriesUsage> {
         usage_of(&self.ledger.load(), team)

@@ -23,6 +23,7 @@ pub mod capsules;
 pub mod console;
 pub mod deadline;
 pub mod error;
+pub mod fair_share;
 pub mod health;
 pub mod job_capsules;
 pub mod job_checkpoints;
@@ -80,6 +81,7 @@ api_routes! {
     Document get "/v1/whoami" => whoami::whoami,
     Document get "/v1/schemas/jobspec" => openapi::jobspec_schema,
     Document get "/v1/capacity" => capacity::capacity,
+    Document get "/v1/fair-share" => fair_share::fair_share,
     Document post "/v1/admission/review" => review::review,
     Bulk post "/v1/jobs" => jobs::create,
     Document get "/v1/jobs" => jobs::list,

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::query::Query;
 use crate::auth::{Caller, Role};
+use crate::domain::FairShareSettings;
 use crate::policy::active::ScopeView;
 use crate::policy::{Activation, Change, LinkInput, PolicyAdminError, ReplayReport, Scope};
 use crate::state::AppState;
@@ -97,6 +98,9 @@ pub struct PutPolicy {
     plugins: Vec<LinkInput>,
     #[serde(default)]
     comment: String,
+    /// Fair-share weights (global scope only); omitted: the current version's.
+    #[serde(default)]
+    fair_share: Option<FairShareSettings>,
     /// Replay the candidate against this many recent decisions first.
     #[serde(default)]
     replay: Option<u32>,
@@ -135,6 +139,7 @@ pub async fn put_policy(
             format!("at most {MAX_COMMENT_CHARS} characters"),
         ));
     }
+    check_fair_share(&scope, put.fair_share.as_ref())?;
     let m = &state.policies;
     let links = m.resolve(&scope, put.plugins).await?;
     let chain = m.build(&links).await?;
@@ -155,6 +160,7 @@ pub async fn put_policy(
             expected: put.expected_version,
             links,
             chain,
+            fair_share: put.fair_share,
             action: "put",
             author: who(&caller),
             comment: put.comment,
@@ -165,6 +171,20 @@ pub async fn put_policy(
         replay,
         dry_run: false,
     }))
+}
+
+/// Fair-share weights are the global policy's, and valid.
+fn check_fair_share(scope: &Scope, f: Option<&FairShareSettings>) -> Result<(), ApiError> {
+    let Some(f) = f else { return Ok(()) };
+    if matches!(scope, Scope::Team(_)) {
+        return Err(ApiError::bad(
+            "invalid-policy",
+            "fairShare",
+            "fair-share weights are settings of the global policy (PUT /v1/policy without ?team=)",
+        ));
+    }
+    f.validate()
+        .map_err(|e| ApiError::bad("invalid-policy", &e.field, e.why))
 }
 
 /// `POST /v1/policy/rollback` body.

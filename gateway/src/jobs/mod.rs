@@ -12,6 +12,7 @@ pub mod claims;
 pub mod core;
 pub mod dispatch;
 pub mod error;
+pub mod fair_shares;
 pub mod feed;
 pub mod fit;
 pub mod job_access;

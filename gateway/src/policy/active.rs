@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::domain::FairShareSettings;
 use crate::store::LinkRef;
 use forge_policy_host::Chain;
 
@@ -55,6 +56,8 @@ pub struct ScopePolicy {
     pub version: u64,
     pub links: Vec<LinkRef>,
     pub chain: Arc<Chain>,
+    /// The version's fair-share weights (only the global scope's are used).
+    pub fair_share: Arc<FairShareSettings>,
 }
 
 /// The chain that decides for one team, and the versions it is made of.
@@ -82,6 +85,9 @@ pub struct ScopeView {
     pub scope: String,
     pub version: u64,
     pub plugins: Vec<LinkRef>,
+    /// The global scope's fair-share weights (shown when set).
+    #[serde(skip_serializing_if = "FairShareSettings::is_default")]
+    pub fair_share: FairShareSettings,
 }
 
 /// A stored team version that could not be built.
@@ -250,15 +256,16 @@ impl ActivePolicy {
             Scope::Team(t) => self.unavailable.get(t),
             Scope::Global => None,
         };
-        let (version, plugins) = match (self.scope(scope), unavailable) {
-            (Some(p), _) => (p.version, p.links.clone()),
-            (None, Some(u)) => (u.version, u.links.clone()),
-            (None, None) => (0, Vec::new()),
+        let (version, plugins, fair_share) = match (self.scope(scope), unavailable) {
+            (Some(p), _) => (p.version, p.links.clone(), (*p.fair_share).clone()),
+            (None, Some(u)) => (u.version, u.links.clone(), FairShareSettings::default()),
+            (None, None) => (0, Vec::new(), FairShareSettings::default()),
         };
         ScopeView {
             scope: scope.key(),
             version,
             plugins,
+            fair_share,
         }
     }
 }

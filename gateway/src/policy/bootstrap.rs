@@ -84,6 +84,7 @@ pub(super) async fn bootstrap(
         scope: Scope::Global.key(),
         expected: 0,
         plugins: links,
+        fair_share: Default::default(),
         action: "bootstrap",
         author: "gateway".into(),
         comment: "the start-up chain".into(),

@@ -25,6 +25,7 @@ use super::active::{Scope, ScopePolicy, Unavailable};
 use super::error::{Malformed, PolicyAdminError};
 use super::manager::PolicyManager;
 use super::registry::GLOBAL;
+use crate::domain::FairShareSettings;
 use crate::store::{LinkRef, NewVersion, PolicyVersion};
 
 /// Longest an activation waits for evaluations on the old snapshot to finish.
@@ -53,6 +54,9 @@ pub struct Change {
     pub links: Vec<LinkRef>,
     /// The chain built from `links` (see [`PolicyManager::build`]).
     pub chain: Arc<Chain>,
+    /// The version's fair-share weights (global scope only); `None`: the scope's
+    /// current version's.
+    pub fair_share: Option<FairShareSettings>,
     /// `put` or `rollback`.
     pub action: &'static str,
     pub author: String,
@@ -154,6 +158,7 @@ impl PolicyManager {
             expected,
             links,
             chain,
+            fair_share,
             action,
             author,
             comment,
@@ -161,12 +166,22 @@ impl PolicyManager {
         let scope = &scope;
         let author = author.as_str();
         let _guard = self.activation.lock().await;
+        let fair_share = match fair_share {
+            Some(f) => f,
+            None => self
+                .store
+                .version(&scope.key(), None)
+                .await?
+                .map(|v| v.fair_share)
+                .unwrap_or_default(),
+        };
         let version = self
             .store
             .append(NewVersion {
                 scope: scope.key(),
                 expected,
                 plugins: links.clone(),
+                fair_share: fair_share.clone(),
                 action,
                 author: author.to_string(),
                 comment,
@@ -179,6 +194,7 @@ impl PolicyManager {
                 version: version.version,
                 links,
                 chain,
+                fair_share: Arc::new(fair_share),
             },
         );
         let drained = drained.await;
@@ -238,6 +254,7 @@ impl PolicyManager {
             expected,
             links: previous.plugins,
             chain,
+            fair_share: Some(previous.fair_share),
             action: "rollback",
             author: author.to_string(),
             comment,
@@ -310,6 +327,7 @@ impl PolicyManager {
                         version: pv.version,
                         links: pv.plugins,
                         chain,
+                        fair_share: Arc::new(pv.fair_share),
                     },
                 )
                 .await;

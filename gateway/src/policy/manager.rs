@@ -106,6 +106,7 @@ impl PolicyManager {
                 version: pv.version,
                 links: pv.plugins,
                 chain,
+                fair_share: Arc::new(pv.fair_share),
             };
             match scope {
                 Scope::Global => global = Some(sp),

@@ -23,7 +23,7 @@ pub const PLUGIN_COLUMNS: &str = "SELECT owner, name, version, digest, size, des
 
 /// The select of a policy version, in the order both backends' row readers expect.
 pub const VERSION_COLUMNS: &str = "SELECT scope, version, links, from_version, action, \
-                                   author, comment, at_ms FROM policy_versions";
+                                   author, comment, at_ms, fair_share FROM policy_versions";
 
 /// A stored optional limit (signed in the database) as the record's unsigned one.
 pub fn opt_u64(v: Option<i64>) -> Option<u64> {
@@ -185,6 +185,7 @@ pub fn appended(v: NewVersion, version: u64, at_ms: i64) -> PolicyVersion {
         scope: v.scope,
         version,
         plugins: v.plugins,
+        fair_share: v.fair_share,
         from_version: version - 1,
         action: v.action.to_string(),
         author: v.author,

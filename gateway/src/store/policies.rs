@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
+use crate::domain::FairShareSettings;
 
 /// A registered plugin (its bytes live in object storage under its digest).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -54,6 +55,9 @@ pub struct PolicyVersion {
     pub scope: String,
     pub version: u64,
     pub plugins: Vec<LinkRef>,
+    /// Fair-share weights (global scope only; shown when set).
+    #[serde(skip_serializing_if = "FairShareSettings::is_default")]
+    pub fair_share: FairShareSettings,
     /// The version that was active before this one (0: none).
     pub from_version: u64,
     /// `bootstrap`, `put` or `rollback`.
@@ -70,6 +74,8 @@ pub struct NewVersion {
     /// The version the writer believes is current (0 for a scope with none).
     pub expected: u64,
     pub plugins: Vec<LinkRef>,
+    /// Fair-share weights (default for team scopes).
+    pub fair_share: FairShareSettings,
     pub action: &'static str,
     pub author: String,
     pub comment: String,

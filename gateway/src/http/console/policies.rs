@@ -313,6 +313,7 @@ pub async fn settings(
         expected: f.expected,
         links,
         chain,
+        fair_share: None,
         action: "put",
         author: who(&viewer.caller),
         comment: f.comment.chars().take(1024).collect(),

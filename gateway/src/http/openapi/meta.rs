@@ -5,6 +5,24 @@ use serde_json::{Value, json};
 
 use super::error_response;
 
+/// `GET /v1/fair-share`'s answer (`jobs::fair_shares`).
+fn fair_share() -> Value {
+    let gpus = json!({"type": "number", "minimum": 0});
+    let count = json!({"type": "integer", "minimum": 0});
+    let team = json!({"type": "object", "additionalProperties": false,
+        "required": ["team", "weight", "decayedGpuSeconds", "usedGpus", "allocatedGpus", "queuedGpus", "shareGpus", "fairShareGpus"],
+        "properties": {"team": {"type": "string"}, "weight": {"type": "number", "exclusiveMinimum": 0},
+            "decayedGpuSeconds": gpus, "usedGpus": gpus, "allocatedGpus": count, "queuedGpus": count,
+            "shareGpus": gpus, "fairShareGpus": gpus}});
+    json!({"type": "object", "additionalProperties": false,
+        "required": ["halfLifeSeconds", "policyVersion", "series"],
+        "properties": {"halfLifeSeconds": count, "policyVersion": count,
+            "series": {"type": "array", "items": {"type": "object", "additionalProperties": false,
+                "required": ["series", "gpus", "teams"],
+                "properties": {"series": {"type": "string"}, "gpus": count,
+                    "teams": {"type": "array", "items": team}}}}}})
+}
+
 pub(super) fn paths() -> Value {
     json!({
         "/livez": {"get": {"summary": "Liveness: the process serves HTTP (nothing else is checked)", "security": [], "responses": {"200": {"description": "ok"}}}},
@@ -21,6 +39,9 @@ pub(super) fn paths() -> Value {
         "/v1/schemas/jobspec": {"get": {"summary": "JobSpec JSON Schema", "responses": {"200": {"description": "schema"}}}},
         "/v1/capacity": {"get": {"summary": "Live GPU capacity per series and the caller's team usage",
             "responses": {"200": {"description": "capacity"}, "401": error_response("unauthenticated")}}},
+        "/v1/fair-share": {"get": {"summary": "Every team's share of every series against its fair share (members: their own team's rows)",
+            "responses": {"200": {"description": "the table", "content": {"application/json": {"schema": fair_share()}}},
+                "401": error_response("unauthenticated")}}},
         "/v1/whoami": {"get": {"summary": "The caller's team, role and token name",
             "responses": {"200": {"description": "who the token is", "content": {"application/json": {"schema": {
                 "type": "object", "required": ["team", "role"], "properties": {

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::error_response;
 use crate::config::Config;
+use crate::domain::fair_weights::MAX_WEIGHT;
 use crate::http::policy::{MAX_COMMENT_CHARS, MAX_HISTORY};
 
 /// A plugin name (`policy::registry::valid_name`).
@@ -113,6 +114,7 @@ fn chain(cfg: &Config) -> Value {
                     "expectedVersion": {"type": "integer", "minimum": 0, "maximum": u64::MAX},
                     "plugins": links(cfg),
                     "comment": {"type": "string", "maxLength": MAX_COMMENT_CHARS},
+                    "fairShare": fair_share(),
                     "replay": {"type": ["integer", "null"], "minimum": 0, "maximum": u32::MAX, "description": "replay against the last N decisions"},
                     "dryRun": {"type": "boolean"}}}}}},
             "responses": {"200": {"description": "{activated?, replay?, dryRun}"},
@@ -120,6 +122,16 @@ fn chain(cfg: &Config) -> Value {
                 "409": error_response("policy.version-conflict"),
                 "422": error_response("policy.unknown-plugin | plugin.invalid-settings")}}
     })
+}
+
+/// The global policy's fair-share settings (`domain::fair_weights`).
+fn fair_share() -> Value {
+    json!({"type": "object", "additionalProperties": false,
+        "description": "fair-share weights, global chain only (400 invalid-policy with ?team=); omitted: the current version's",
+        "properties": {"weights": {"type": "object",
+            "description": "team → weight (teams not listed weigh 1)",
+            "propertyNames": {"pattern": "\\S"},
+            "additionalProperties": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_WEIGHT}}}})
 }
 
 /// `/v1/policy/shadow`: a candidate global chain run beside the real one.

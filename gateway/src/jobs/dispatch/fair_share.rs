@@ -11,8 +11,10 @@
 //!   only writer); after that the copy here is kept up to date with every charge.
 //!
 //! A team's *share* of a series is its decayed usage as GPUs held on average
-//! ([`as_gpus`]) plus the GPUs it holds now, over its weight (1 for every team
-//! until weights are configurable).
+//! ([`as_gpus`]) plus the GPUs it holds now; teams are ordered by their share over
+//! their weight (the global policy's `fairShare.weights`, 1 if not listed), and each
+//! is *entitled* to the series' GPUs × its weight / the weights of the teams that
+//! hold or want GPUs there ([`Entitlement`](crate::jobs::fair_shares::Entitlement)).
 
 use std::sync::Mutex;
 
@@ -77,9 +79,33 @@ pub struct Usage {
     gpus: FxHashMap<String, FxHashMap<String, f64>>,
 }
 
+/// What a GPU held now counts for in [`Usage::rank`], against a GPU used on average
+/// over the decay's mean life: 1/1000 of a half-life's use (10 minutes at the
+/// default week).
+pub const HELD_WEIGHT: f64 = std::f64::consts::LN_2 / 1000.0;
+
 impl Usage {
-    /// `team`'s share of `series` with what `ledger` says it holds now.
+    /// `team`'s share of `series` as people read it: the GPUs it used on average
+    /// plus those `ledger` says it holds now.
     pub fn share(&self, ledger: &Ledger, team: &str, series: &str) -> f64 {
+        let (used, holds) = self.parts(ledger, team, series);
+        used + holds
+    }
+
+    /// What orders the teams (before their weights): the GPUs used on average, plus
+    /// the GPUs held now at [`HELD_WEIGHT`]. Running jobs are charged every pass,
+    /// so use decides the order over a day (Slurm's fair tree does the same), and
+    /// the GPUs held break ties: a pass that admits a job ranks its team after
+    /// another with the same use, and of two teams that used the same, the one
+    /// that holds GPUs goes second. Counted in full, held GPUs would outweigh a
+    /// day's use at the default half-life, and weights 2:1 would give about 1.4:1.
+    pub fn rank(&self, ledger: &Ledger, team: &str, series: &str) -> f64 {
+        let (used, holds) = self.parts(ledger, team, series);
+        used + holds * HELD_WEIGHT
+    }
+
+    /// (GPUs used on average, GPUs held now).
+    fn parts(&self, ledger: &Ledger, team: &str, series: &str) -> (f64, f64) {
         let used = self
             .gpus
             .get(team)
@@ -90,7 +116,7 @@ impl Usage {
             .get(team)
             .and_then(|s| s.get(series))
             .map_or(0, |(running, _)| *running);
-        used + f64::from(holds)
+        (used, f64::from(holds))
     }
 }
 
@@ -281,6 +307,26 @@ mod tests {
             .await;
         let half = u.share(&idle, "team-b", "h100");
         assert!((half - expected / 2.0).abs() < 1e-6, "{half}");
+    }
+
+    #[test]
+    fn held_gpus_rank_a_team_only_a_little_behind_one_that_used_the_same() {
+        let mut usage = Usage::default();
+        for team in ["team-a", "team-b"] {
+            usage
+                .gpus
+                .entry(team.into())
+                .or_default()
+                .insert("h100".into(), 4.0);
+        }
+        let busy = holding(&[("team-b", 16)]);
+        let (a, b) = (
+            usage.rank(&busy, "team-a", "h100"),
+            usage.rank(&busy, "team-b", "h100"),
+        );
+        assert_eq!(a, 4.0);
+        assert!(b > a && b < 4.1, "{b}: behind, by 16 × HELD_WEIGHT");
+        assert_eq!(usage.share(&busy, "team-b", "h100"), 20.0, "what people read");
     }
 
     /// A store whose ledger writes fail with `fail` (while set) and that keeps what

@@ -34,6 +34,7 @@ use crate::admission::usage::{self, Ledger};
 use crate::admission::{self, Path};
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
+use crate::jobs::fair_shares::Entitlement;
 use crate::jobs::fit::Rooms;
 use crate::jobs::queue::{Ahead, FairStanding, QueueEntry, Standings};
 use crate::policy::Evaluated;
@@ -93,9 +94,7 @@ impl Dispatcher {
                 usage,
             );
             let mut order = decide.order(&queued);
-            while let Some(job) =
-                order.next(|team, series| decide.usage.share(&decide.ledger, team, series))
-            {
+            while let Some(job) = order.next(|team, series| decide.rank(team, series)) {
                 decide.job(job).await;
             }
             let decided = started.elapsed();
@@ -184,26 +183,6 @@ fn queue_series(job: &JobRecord, series: String) -> String {
     }
 }
 
-/// Each series' fair share: its GPUs divided among the teams that hold or want some
-/// (every weight 1).
-fn fair_shares(view: &ClusterView, ledger: &Ledger) -> rustc_hash::FxHashMap<String, f64> {
-    let mut teams: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
-    for by_series in ledger.values() {
-        for (series, (running, queued)) in by_series {
-            if running + queued > 0 {
-                *teams.entry(series.as_str()).or_default() += 1;
-            }
-        }
-    }
-    view.series
-        .iter()
-        .map(|s| {
-            let n = teams.get(s.series.as_str()).copied().unwrap_or(0).max(1);
-            (s.series.clone(), f64::from(s.total) / f64::from(n))
-        })
-        .collect()
-}
-
 /// Where queued jobs stand after a pass, per series in the order decided.
 #[derive(Default)]
 struct Standing {
@@ -286,8 +265,8 @@ struct Decide<'q> {
     preemptions: Preemptions<'q>,
     /// Every team's decayed usage (fair share).
     usage: Usage,
-    /// Each series' fair share: its GPUs over the teams that hold or want some.
-    fair_shares: rustc_hash::FxHashMap<String, f64>,
+    /// Each team's weight and fair share of each series.
+    entitled: Entitlement,
 }
 
 impl<'q> Decide<'q> {
@@ -301,7 +280,7 @@ impl<'q> Decide<'q> {
         usage: Usage,
     ) -> Self {
         let snapshot = dispatcher.cluster.capacity.snapshot();
-        let fair_shares = fair_shares(&snapshot, &ledger);
+        let entitled = Entitlement::new(&snapshot, &ledger, dispatcher.admission.fair_share());
         let tolerations = &dispatcher.core.config.pods.tolerations;
         let view = Arc::new(adjusted(snapshot.clone(), &free.totals(tolerations)));
         let remembered = dispatcher.decisions.take();
@@ -321,22 +300,27 @@ impl<'q> Decide<'q> {
             to_create,
             preemptions,
             usage,
-            fair_shares,
+            entitled,
         }
     }
 
     /// Records that `job` keeps waiting, with its team's standing in the series.
     fn waits(&mut self, job: &JobRecord, series: String, code: &str, reason: String) {
         let team_share = self.usage.share(&self.ledger, &job.team, &series);
-        let fair = self.fair_shares.get(&series).copied().unwrap_or(0.0);
+        let fair = self.entitled.fair_share(&job.team, &series, true);
         self.standing
             .waits(job, series, code, reason, (team_share, fair));
     }
 
+    /// What orders `team` on `series` now: its rank over its weight.
+    fn rank(&self, team: &str, series: &str) -> f64 {
+        self.usage.rank(&self.ledger, team, series) / self.entitled.weight(team)
+    }
+
     /// The order this pass decides `queued` in: a preemptor holding freed GPUs first,
     /// then by priority (as the policy capped it when it last decided the job), then
-    /// by its team's share of the series (`usage` plus what this pass admits), then by
-    /// submission.
+    /// by its team's rank on the series over its weight ([`Usage::rank`], with what
+    /// this pass admits), then by submission.
     fn order(&self, queued: &'q [Arc<JobRecord>]) -> FairOrder<'q> {
         let priority = |j: &JobRecord| match self.remembered.get(&j.id) {
             Some(r) => admitted_terms(j.spec.priority, &r.evaluated.outcome.decision).priority,
@@ -345,7 +329,7 @@ impl<'q> Decide<'q> {
         FairOrder::new(
             queued,
             |j| Class::new(self.preemptions.holds(&j.id), priority(j)),
-            |team, series| self.usage.share(&self.ledger, team, series),
+            |team, series| self.rank(team, series),
         )
     }
 

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::Harness;
 use super::jobs::new_job;
+use crate::domain::FairShareSettings;
 use crate::store::{LinkRef, NewDecision, NewVersion, PluginRecord, ShadowResult, StoreError};
 
 fn link(name: &str) -> LinkRef {
@@ -20,11 +21,18 @@ fn link(name: &str) -> LinkRef {
     }
 }
 
+fn weights() -> FairShareSettings {
+    FairShareSettings {
+        weights: [("team-a".to_string(), 2.0), ("team-b".to_string(), 0.5)].into(),
+    }
+}
+
 fn new_version(scope: &str, expected: u64, name: &str) -> NewVersion {
     NewVersion {
         scope: scope.into(),
         expected,
         plugins: vec![link(name)],
+        fair_share: Default::default(),
         action: "put",
         author: "ops".into(),
         comment: format!("to {name}"),
@@ -96,10 +104,14 @@ pub async fn append_is_compare_and_set_and_survives_reopen(h: &dyn Harness) {
             ),
             "{stale:?}"
         );
-        store
-            .append(new_version("global", 1, "b"))
-            .await
-            .expect("v2");
+        let weighted = NewVersion {
+            fair_share: weights(),
+            ..new_version("global", 1, "b")
+        };
+        assert_eq!(
+            store.append(weighted).await.expect("v2").fair_share,
+            weights()
+        );
         store
             .append(new_version("team:ml", 0, "t"))
             .await
@@ -119,12 +131,14 @@ pub async fn append_is_compare_and_set_and_survives_reopen(h: &dyn Harness) {
     assert_eq!(cur.from_version, 1);
     assert_eq!(cur.action, "put");
     assert_eq!(cur.comment, "to b");
+    assert_eq!(cur.fair_share, weights(), "fair-share weights read back");
     let v1 = store
         .version("global", Some(1))
         .await
         .expect("get")
         .expect("v1");
     assert_eq!(v1.plugins[0].name, "a");
+    assert!(v1.fair_share.is_default(), "{:?}", v1.fair_share);
     assert!(
         store
             .version("global", Some(9))

@@ -250,6 +250,14 @@ pub const MIGRATIONS: &[Migration] = &[
     );
     "#,
     },
+    Migration {
+        version: 13,
+        name: "policy_fair_share",
+        // Fair-share weights, settings of the global policy's versions (issue 39).
+        sql: r#"
+    ALTER TABLE policy_versions ADD COLUMN fair_share TEXT NOT NULL DEFAULT '{}';
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

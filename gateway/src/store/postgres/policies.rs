@@ -46,6 +46,7 @@ fn version_from_row(r: &Row) -> Result<PolicyVersion, StoreError> {
         author: r.try_get(5)?,
         comment: r.try_get(6)?,
         at_ms: r.try_get(7)?,
+        fair_share: from_json(r.try_get(8)?, "stored fair-share settings are unreadable")?,
     })
 }
 
@@ -215,6 +216,7 @@ impl PolicyStore for PgDatabase {
 
     async fn append(&self, v: NewVersion) -> Result<PolicyVersion, StoreError> {
         let links = json_text(&v.plugins)?;
+        let fair_share = json_text(&v.fair_share)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute(
@@ -226,7 +228,7 @@ impl PolicyStore for PgDatabase {
         let at_ms = now_ms();
         tx.execute(
             "INSERT INTO policy_versions (scope, version, links, from_version, action, \
-             author, comment, at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             author, comment, at_ms, fair_share) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             &[
                 &v.scope,
                 &to_i64(next),
@@ -236,6 +238,7 @@ impl PolicyStore for PgDatabase {
                 &v.author,
                 &v.comment,
                 &at_ms,
+                &fair_share,
             ],
         )
         .await?;

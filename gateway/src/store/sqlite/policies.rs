@@ -173,13 +173,14 @@ impl PolicyStore for SqliteDatabase {
     /// `expected + 1`. A mismatch is [`StoreError::VersionConflict`].
     async fn append(&self, v: NewVersion) -> Result<PolicyVersion, StoreError> {
         let links = json_text(&v.plugins)?;
+        let fair_share = json_text(&v.fair_share)?;
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let next = next_version(&v, current(&tx, &v.scope)?)?;
             let at_ms = now_ms();
             tx.execute(
                 "INSERT INTO policy_versions (scope, version, links, from_version, action, \
-                 author, comment, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 author, comment, at_ms, fair_share) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     v.scope,
                     to_i64(next),
@@ -188,7 +189,8 @@ impl PolicyStore for SqliteDatabase {
                     v.action,
                     v.author,
                     v.comment,
-                    at_ms
+                    at_ms,
+                    fair_share
                 ],
             )?;
             tx.commit()?;
@@ -339,10 +341,20 @@ fn version_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PolicyVers
             ))));
         }
     };
+    let fair_share: String = r.get(8)?;
+    let fair_share = match serde_json::from_str(&fair_share) {
+        Ok(f) => f,
+        Err(e) => {
+            return Ok(Err(StoreError::Corrupt(format!(
+                "stored fair-share settings are unreadable: {e}"
+            ))));
+        }
+    };
     Ok(Ok(PolicyVersion {
         scope: r.get(0)?,
         version: to_u64(r.get(1)?),
         plugins,
+        fair_share,
         from_version: to_u64(r.get::<_, Option<i64>>(3)?.unwrap_or(0)),
         action: r.get(4)?,
         author: r.get(5)?,
