@@ -186,6 +186,12 @@ async fn the_console_in_a_real_browser() {
     b.goto(&format!("{url}/console/capacity")).await;
     let capacity = b.text("#capacity").await.expect("capacity table");
     assert!(capacity.contains("h100"), "{capacity}");
+    // Who stands where against their fair share: the waiting job's team wants h100.
+    let shares = b.text("#fair-share").await.expect("fair-share table");
+    assert!(
+        shares.contains("team-a") && shares.contains("Fair share"),
+        "{shares}"
+    );
     b.screenshot("capacity").await;
 
     // Plugins.

@@ -217,8 +217,25 @@ async fn weights_are_global_policy_settings_versioned_and_checked() {
         )
         .await;
     assert_eq!(
-        (s, &body["error"]["details"]["field"]),
-        (400, &json!("fairShare")),
+        (
+            s,
+            &body["error"]["code"],
+            &body["error"]["details"]["field"]
+        ),
+        (
+            422,
+            &json!("policy.fair-share-global-only"),
+            &json!("fairShare")
+        ),
+        "{body:#}"
+    );
+    // An empty ?team= names no team (it once stored a scope `team:`).
+    let (s, body) = admin
+        .put_policy(Some(""), &json!({"expectedVersion": 0, "plugins": []}))
+        .await;
+    assert_eq!(
+        (s, &body["error"]["code"]),
+        (400, &json!("invalid-query")),
         "{body:#}"
     );
     assert_eq!(admin.global_version().await, v, "nothing was stored");

@@ -17,10 +17,10 @@ use crate::store::now_ms;
 #[serde(rename_all = "camelCase")]
 pub struct FairShareResponse {
     /// `FORGE_FAIR_SHARE_HALF_LIFE_S`.
-    half_life_seconds: u64,
+    pub half_life_seconds: u64,
     /// The global policy version the weights are from.
-    policy_version: u64,
-    series: Vec<SeriesShares>,
+    pub policy_version: u64,
+    pub series: Vec<SeriesShares>,
 }
 
 /// `GET /v1/fair-share`.
@@ -28,6 +28,14 @@ pub async fn fair_share(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<FairShareResponse>, ApiError> {
+    Ok(Json(shares_for(&state, &caller).await?))
+}
+
+/// The table `caller` may see now (the API's answer and the console's section).
+pub async fn shares_for(
+    state: &AppState,
+    caller: &Caller,
+) -> Result<FairShareResponse, crate::store::StoreError> {
     let half_life = state.config.gateway.fair_share_half_life_s;
     let usage = state.jobs.core.store.usage().await?;
     let policy = state.policies.current();
@@ -42,9 +50,9 @@ pub async fn fair_share(
         now_ms(),
         only,
     );
-    Ok(Json(FairShareResponse {
+    Ok(FairShareResponse {
         half_life_seconds: half_life,
         policy_version: global.version,
         series,
-    }))
+    })
 }

@@ -25,10 +25,21 @@ use crate::store::PolicyVersion;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeQuery {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "named_team")]
     pub(super) team: Option<String>,
     #[serde(default)]
     pub(super) limit: Option<u32>,
+}
+
+/// `?team=` names a team: an empty one is refused (leave it out for the global chain).
+fn named_team<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let t = String::deserialize(d)?;
+    if t.trim().is_empty() {
+        return Err(serde::de::Error::custom(
+            "team: names a team (leave it out for the global chain)",
+        ));
+    }
+    Ok(Some(t))
 }
 
 pub(super) fn who(caller: &Caller) -> String {
@@ -177,11 +188,7 @@ pub async fn put_policy(
 fn check_fair_share(scope: &Scope, f: Option<&FairShareSettings>) -> Result<(), ApiError> {
     let Some(f) = f else { return Ok(()) };
     if matches!(scope, Scope::Team(_)) {
-        return Err(ApiError::bad(
-            "invalid-policy",
-            "fairShare",
-            "fair-share weights are settings of the global policy (PUT /v1/policy without ?team=)",
-        ));
+        return Err(PolicyAdminError::FairShareNotGlobal.into());
     }
     f.validate()
         .map_err(|e| ApiError::bad("invalid-policy", &e.field, e.why))

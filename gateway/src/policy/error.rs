@@ -88,6 +88,9 @@ pub enum PolicyAdminError {
         per_hour: u32,
         retry_after: std::time::Duration,
     },
+    /// A team's chain carried fair-share weights (they are the global policy's).
+    #[error("fair-share weights are settings of the global policy (PUT /v1/policy without ?team=)")]
+    FairShareNotGlobal,
     /// A chain has more links than `FORGE_POLICY_MAX_CHAIN_LINKS`.
     #[error("a chain may have at most {limit} plugins; this one has {count}")]
     ChainTooLong { count: usize, limit: usize },
@@ -266,6 +269,10 @@ impl Answers for PolicyAdminError {
             P::ChainTooLong { limit, .. } => {
                 Answer::new(unprocessable, "policy.chain-too-long", message)
                     .details(json!({ "field": "plugins", "limit": limit }))
+            }
+            P::FairShareNotGlobal => {
+                Answer::new(unprocessable, "policy.fair-share-global-only", message)
+                    .field("fairShare")
             }
             P::Settings { plugin, field, .. } => {
                 Answer::new(unprocessable, "plugin.invalid-settings", message)

@@ -24,7 +24,7 @@ const MAX_PART: usize = 64 << 10;
 const FORBIDDEN: &str = "forbidden: ?team= names a team the caller is not a member of (or the global chain, for a member's change)";
 
 fn team() -> Value {
-    json!({"name": "team", "in": "query", "schema": {"type": "string"},
+    json!({"name": "team", "in": "query", "schema": {"type": "string", "pattern": "\\S"},
         "description": "address this team's chain (members: their own team) instead of the global one"})
 }
 
@@ -120,14 +120,14 @@ fn chain(cfg: &Config) -> Value {
             "responses": {"200": {"description": "{activated?, replay?, dryRun}"},
                 "403": error_response("the global chain is admin-only"),
                 "409": error_response("policy.version-conflict"),
-                "422": error_response("policy.unknown-plugin | plugin.invalid-settings")}}
+                "422": error_response("policy.unknown-plugin | plugin.invalid-settings | policy.fair-share-global-only")}}
     })
 }
 
 /// The global policy's fair-share settings (`domain::fair_weights`).
 fn fair_share() -> Value {
-    json!({"type": "object", "additionalProperties": false,
-        "description": "fair-share weights, global chain only (400 invalid-policy with ?team=); omitted: the current version's",
+    json!({"type": ["object", "null"], "additionalProperties": false,
+        "description": "fair-share weights, global chain only (422 policy.fair-share-global-only with ?team=); omitted or null: the current version's",
         "properties": {"weights": {"type": "object",
             "description": "team → weight (teams not listed weigh 1)",
             "propertyNames": {"pattern": "\\S"},

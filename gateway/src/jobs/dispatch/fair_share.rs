@@ -326,7 +326,11 @@ mod tests {
         );
         assert_eq!(a, 4.0);
         assert!(b > a && b < 4.1, "{b}: behind, by 16 × HELD_WEIGHT");
-        assert_eq!(usage.share(&busy, "team-b", "h100"), 20.0, "what people read");
+        assert_eq!(
+            usage.share(&busy, "team-b", "h100"),
+            20.0,
+            "what people read"
+        );
     }
 
     /// A store whose ledger writes fail with `fail` (while set) and that keeps what
