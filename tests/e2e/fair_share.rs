@@ -373,3 +373,72 @@ async fn weights_two_to_one_give_two_to_one_gpu_seconds() {
         "2:1 within 5 %, got {ratio:.3} (team-a {a:.0} GPU-s, team-b {b:.0} GPU-s)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_sets_weights_from_a_chain_file_and_prints_the_table() {
+    let gw = forge_tests::policy::gateway("h100=1x8", &[]).await;
+    let admin = PolicyClient::new(&gw, &gw.token);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let chain = dir.path().join("chain.json");
+    let file = json!({
+        "plugins": current_links(&admin).await,
+        "fairShare": {"weights": {"team-b": 3}},
+        "comment": "team-b funds half the cluster"
+    });
+    std::fs::write(&chain, file.to_string()).expect("chain file");
+    let chain = chain.display().to_string();
+    let forge = Forge::new(&gw);
+    forge.run(&["policy", "set", "-f", &chain]).await.expect(0);
+    let shown = forge.run(&["policy", "show"]).await.expect(0);
+    assert!(
+        shown.stdout.contains("fair-share weights: team-b=3"),
+        "{}",
+        shown.stdout
+    );
+
+    // team-b waits behind a job of team-a's: its row shows weight 3 and the queue.
+    let bob = gw.client(BOB);
+    gw.client(ALICE)
+        .submit_ok(&sleeper("a", 20), note_zip())
+        .await;
+    let b = bob.submit_ok(&sleeper("b", 1), note_zip()).await;
+    eventually("team-b's standing", Duration::from_secs(10), || async {
+        let j = bob.job(&b).await;
+        match j.pointer("/queue/standing") {
+            Some(_) => Ok(()),
+            None => Err(not_yet(j["queue"].clone())),
+        }
+    })
+    .await;
+    let table = forge.run(&["fair-share"]).await.expect(0);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.contains("team-b"))
+        .unwrap_or_else(|| panic!("no team-b row: {}", table.stdout));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells[..3],
+        ["h100", "team-b", "3"],
+        "SERIES TEAM WEIGHT: {}",
+        table.stdout
+    );
+    assert_eq!(cells[5], "8", "QUEUED: {}", table.stdout);
+    assert_eq!(cells[7], "6.0", "FAIR SHARE 8 × 3/4: {}", table.stdout);
+    let as_bob = Forge {
+        token: BOB.to_string(),
+        ..Forge::new(&gw)
+    };
+    let mine = as_bob.run(&["fair-share"]).await.expect(0);
+    assert!(
+        mine.stdout.contains("team-b") && !mine.stdout.contains("team-a"),
+        "a member sees their own team only: {}",
+        mine.stdout
+    );
+    let jobs = as_bob.run(&["jobs"]).await.expect(0);
+    assert!(
+        jobs.stdout.contains("#1 on h100; team-b uses"),
+        "forge jobs shows the standing: {}",
+        jobs.stdout
+    );
+}

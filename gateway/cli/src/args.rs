@@ -79,6 +79,8 @@ pub enum Command {
     Cancel(jobs::CancelArgs),
     /// Live GPU capacity per series and your team's usage
     Capacity,
+    /// Each team's share of each GPU series against its fair share (members: your team)
+    FairShare,
     /// Dry-run admission: the decision and per-plugin trace for a job spec
     #[command(after_help = "Examples:\n  forge review -f job.yaml")]
     Review(jobs::ReviewArgs),

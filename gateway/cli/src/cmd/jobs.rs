@@ -1,5 +1,5 @@
 //! `forge jobs [-w]`, `forge status ID [-w]`, `forge cancel ID`, `forge capacity`,
-//! `forge review -f job.yaml`.
+//! `forge fair-share`, `forge review -f job.yaml`.
 
 use std::path::PathBuf;
 
@@ -34,12 +34,18 @@ pub struct ListArgs {
 fn job_rows(jobs: &[Value]) -> Vec<Vec<String>> {
     jobs.iter()
         .map(|j| {
-            let why = j
+            let mut why = j
                 .pointer("/queue/reason")
                 .or_else(|| j.get("reason"))
                 .and_then(Value::as_str)
                 .unwrap_or("-")
                 .to_string();
+            if let Some(s) = j
+                .pointer("/queue/standing/sentence")
+                .and_then(Value::as_str)
+            {
+                why = format!("{why}; {s}");
+            }
             vec![
                 field(j, "/id"),
                 field(j, "/name"),
@@ -299,6 +305,60 @@ pub async fn cancel(api: &Api, args: CancelArgs, format: Format) -> Result<u8, C
 }
 
 /// `forge capacity`.
+/// `forge fair-share`: each team's share of each series against its fair share
+/// (members: their own team's rows).
+pub async fn fair_share(api: &Api, format: Format) -> Result<u8, CliError> {
+    let shares: Value = api.get("/v1/fair-share").await?;
+    emit(format, &shares, || {
+        let gpus = |v: &Value, p: &str| {
+            v.pointer(p)
+                .and_then(Value::as_f64)
+                .map_or_else(|| "-".into(), |g| format!("{g:.1}"))
+        };
+        let series = shares["series"].as_array().cloned().unwrap_or_default();
+        let rows = series.iter().flat_map(|s| {
+            let teams = s["teams"].as_array().cloned().unwrap_or_default();
+            let name = field(s, "/series");
+            teams.into_iter().map(move |t| {
+                vec![
+                    name.clone(),
+                    field(&t, "/team"),
+                    t["weight"]
+                        .as_f64()
+                        .map_or_else(|| "-".into(), |w| w.to_string()),
+                    gpus(&t, "/usedGpus"),
+                    field(&t, "/allocatedGpus"),
+                    field(&t, "/queuedGpus"),
+                    gpus(&t, "/shareGpus"),
+                    gpus(&t, "/fairShareGpus"),
+                ]
+            })
+        });
+        println!(
+            "{}",
+            table(
+                &[
+                    "SERIES",
+                    "TEAM",
+                    "WEIGHT",
+                    "USED",
+                    "HOLDS",
+                    "QUEUED",
+                    "SHARE",
+                    "FAIR SHARE"
+                ],
+                rows
+            )
+        );
+        println!(
+            "USED: GPUs on average, decayed with a half-life of {} s; weights of global policy version {}",
+            field(&shares, "/halfLifeSeconds"),
+            field(&shares, "/policyVersion")
+        );
+    })?;
+    Ok(code::OK)
+}
+
 pub async fn capacity(api: &Api, format: Format) -> Result<u8, CliError> {
     let cap: Value = api.get("/v1/capacity").await?;
     emit(format, &cap, || {

@@ -131,10 +131,21 @@ pub enum ShadowCommand {
 }
 
 /// The links and comment of a chain file.
-fn read_chain(path: &std::path::Path) -> Result<(Value, Option<String>), CliError> {
+/// A chain file: its plugins, comment and (global chain) fair-share settings.
+struct ChainFile {
+    plugins: Value,
+    comment: Option<String>,
+    fair_share: Option<Value>,
+}
+
+fn read_chain(path: &std::path::Path) -> Result<ChainFile, CliError> {
     let doc = super::read_value(path)?;
     match doc {
-        Value::Array(_) => Ok((doc, None)),
+        Value::Array(_) => Ok(ChainFile {
+            plugins: doc,
+            comment: None,
+            fair_share: None,
+        }),
         Value::Object(mut m) => {
             let plugins = m.remove("plugins").ok_or_else(|| {
                 CliError::Usage(format!(
@@ -145,7 +156,11 @@ fn read_chain(path: &std::path::Path) -> Result<(Value, Option<String>), CliErro
             let comment = m
                 .remove("comment")
                 .and_then(|c| c.as_str().map(str::to_string));
-            Ok((plugins, comment))
+            Ok(ChainFile {
+                plugins,
+                comment,
+                fair_share: m.remove("fairShare"),
+            })
         }
         _ => Err(CliError::Usage(format!(
             "{}: a chain file is a list of plugins or `plugins: [...]`",
@@ -182,6 +197,10 @@ fn print_scope(v: &Value) {
         "{}",
         table(&["#", "PLUGIN", "VERSION", "DIGEST", "SETTINGS"], rows)
     );
+    if let Some(weights) = v.pointer("/fairShare/weights").and_then(Value::as_object) {
+        let weights: Vec<String> = weights.iter().map(|(t, w)| format!("{t}={w}")).collect();
+        println!("fair-share weights: {} (others 1)", weights.join(", "));
+    }
 }
 
 /// The current version of a scope.
@@ -258,7 +277,7 @@ pub async fn run(api: &Api, command: PolicyCommand, format: Format) -> Result<u8
         PolicyCommand::Diff { v1, v2, scope } => diff(api, v1, v2, &scope, format).await?,
         PolicyCommand::Shadow(c) => shadow(api, c, format).await?,
         PolicyCommand::Replay { n, chain, scope } => {
-            let (plugins, _) = read_chain(&chain)?;
+            let plugins = read_chain(&chain)?.plugins;
             let expected = current_version(api, &scope).await?;
             let body = json!({"expectedVersion": expected, "plugins": plugins, "replay": n, "dryRun": true});
             let report: Value = api
@@ -291,17 +310,20 @@ fn print_replay(r: &Value) {
 }
 
 async fn set(api: &Api, args: SetArgs, format: Format) -> Result<(), CliError> {
-    let (plugins, file_comment) = read_chain(&args.chain)?;
+    let file = read_chain(&args.chain)?;
     let expected = match args.expected_version {
         Some(v) => v,
         None => current_version(api, &args.scope).await?,
     };
     let mut body = json!({
         "expectedVersion": expected,
-        "plugins": plugins,
-        "comment": args.comment.or(file_comment).unwrap_or_default(),
+        "plugins": file.plugins,
+        "comment": args.comment.or(file.comment).unwrap_or_default(),
         "dryRun": args.dry_run,
     });
+    if let Some(f) = file.fair_share {
+        body["fairShare"] = f;
+    }
     if let Some(n) = args.replay {
         body["replay"] = json!(n);
     }
@@ -377,16 +399,16 @@ async fn diff(
 async fn shadow(api: &Api, command: ShadowCommand, format: Format) -> Result<(), CliError> {
     let report: Value = match command {
         ShadowCommand::Start { chain, comment } => {
-            let (plugins, file_comment) = read_chain(&chain)?;
+            let file = read_chain(&chain)?;
             let comment = if comment.is_empty() {
-                file_comment.unwrap_or_default()
+                file.comment.unwrap_or_default()
             } else {
                 comment
             };
             api.call(
                 Method::PUT,
                 "/v1/policy/shadow",
-                &json!({"plugins": plugins, "comment": comment}),
+                &json!({"plugins": file.plugins, "comment": comment}),
             )
             .await?
         }
