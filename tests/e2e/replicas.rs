@@ -17,7 +17,9 @@
 //! - two installations (SQLite and PostgreSQL) share one cluster and never touch each
 //!   other's RayJobs; restarted with empty stores they delete nothing and report the
 //!   RayJobs they find as foreign;
-//! - a gateway connects with `FORGE_K8S_API_SERVER` and `FORGE_K8S_TOKEN` alone.
+//! - a gateway connects with `FORGE_K8S_API_SERVER` and `FORGE_K8S_TOKEN` alone;
+//! - a queued job's position and fair-share standing read the same from the leader
+//!   and a follower.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,7 +30,9 @@ use forge_tests::jobs::{
     JobClient, RayJobRecorder, history, marker_zip, note_zip, one_gpu_spec, rayjob_names, rayjobs,
     runs_of, short_spec, trainer_spec, trainer_zip,
 };
-use forge_tests::procs::{Emulator, Gateway, GatewayOptions, NAMESPACE, write_gateway_files};
+use forge_tests::procs::{
+    Emulator, Gateway, GatewayOptions, NAMESPACE, TEAM_B_TOKEN, TOKEN, write_gateway_files,
+};
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::Value;
 
@@ -876,4 +880,71 @@ async fn connects_with_the_api_server_and_token_variables_alone() {
         .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
         .await;
     assert_eq!(done[&id]["state"], "succeeded", "{:#}", done[&id]);
+}
+
+/// A job of the one 8-GPU machine that holds it for `seconds`.
+fn machine(name: &str, seconds: u32) -> Value {
+    serde_json::json!({
+        "name": name,
+        "framework": "nemo-rl",
+        "entrypoint": format!("python3 -c \"import time; time.sleep({seconds})\""),
+        "pools": [{"name": "train", "nodes": 1, "gpusPerNode": 8}]
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_jobs_standing_reads_the_same_from_every_replica() {
+    let r = Replicas::start(2, "h100=1x8").await;
+    let leader = r.leader(None, Duration::from_secs(30)).await;
+    let follower = 1 - leader;
+    // team-a holds the machine and queued two more; team-b queues one after them. In
+    // fair order team-b's goes first — on the leader, and on the follower too.
+    let a = r.gateway(leader).client();
+    let running = a.submit_ok(&machine("a-run", 60), note_zip()).await;
+    a.wait_running(&running, Duration::from_secs(60)).await;
+    let a2 = a.submit_ok(&machine("a2", 1), note_zip()).await;
+    let a3 = a.submit_ok(&machine("a3", 1), note_zip()).await;
+    let b = JobClient::new(&r.gateway(follower).url, TEAM_B_TOKEN);
+    let b1 = b.submit_ok(&machine("b1", 1), note_zip()).await;
+    let view = |g: &Gateway, token: &str, id: &str| {
+        let client = JobClient::new(&g.url, token);
+        let id = id.to_string();
+        async move {
+            let j = client.job(&id).await;
+            let q = &j["queue"];
+            (
+                q["position"].clone(),
+                q.pointer("/standing/sentence").cloned(),
+                q.pointer("/standing/othersAhead").cloned(),
+            )
+        }
+    };
+    let (lead, follow) = (r.gateway(leader), r.gateway(follower));
+    let agreed = eventually("the same standings", Duration::from_secs(20), || async {
+        let mut both = Vec::new();
+        for (id, token) in [(&b1, TEAM_B_TOKEN), (&a2, TOKEN), (&a3, TOKEN)] {
+            let (l, f) = (view(lead, token, id).await, view(follow, token, id).await);
+            if l != f || l.1.is_none() {
+                return Err(not_yet(serde_json::json!({"job": id, "leader": format!("{l:?}"), "follower": format!("{f:?}")})));
+            }
+            both.push(l);
+        }
+        Ok(both)
+    })
+    .await;
+    let positions: Vec<&Value> = agreed.iter().map(|(p, _, _)| p).collect();
+    assert_eq!(
+        positions,
+        [
+            &serde_json::json!(1),
+            &serde_json::json!(2),
+            &serde_json::json!(3)
+        ],
+        "team-b's job first, then team-a's in order: {agreed:?}"
+    );
+    assert_eq!(
+        agreed[2].2,
+        Some(serde_json::json!({"jobs": 1, "gpus": 8})),
+        "{agreed:?}"
+    );
 }

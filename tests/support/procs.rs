@@ -22,6 +22,8 @@ use crate::plugins;
 pub const NAMESPACE: &str = "starforge";
 /// The admin token every gateway started here accepts (team `team-a`).
 pub const TOKEN: &str = "process-test-admin-token";
+/// A member of team-b (in the same tokens file).
+pub const TEAM_B_TOKEN: &str = "process-test-team-b-member-token";
 
 /// A built binary of the workspace.
 pub fn binary(name: &str) -> PathBuf {
@@ -188,8 +190,10 @@ pub fn write_gateway_files(dir: &Path) {
     std::fs::write(
         dir.join("tokens.yaml"),
         format!(
-            "tokens:\n  - team: team-a\n    role: admin\n    token_sha256: {}\n",
-            forge_gateway::auth::hash_token(TOKEN)
+            "tokens:\n  - team: team-a\n    role: admin\n    token_sha256: {}\n  \
+             - team: team-b\n    role: member\n    token_sha256: {}\n",
+            forge_gateway::auth::hash_token(TOKEN),
+            forge_gateway::auth::hash_token(TEAM_B_TOKEN)
         ),
     )
     .expect("tokens file");

@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use rustc_hash::FxHashMap;
 
 use crate::admission::usage::Ledger;
+use crate::jobs::fair_shares::Entitlement;
 use crate::store::usage::{Accrual, UsageCharge, UsageRecord, accrued, as_gpus, decayed, held};
 use crate::store::{Fence, JobStore, StoreError};
 
@@ -102,6 +103,30 @@ impl Usage {
     pub fn rank(&self, ledger: &Ledger, team: &str, series: &str) -> f64 {
         let (used, holds) = self.parts(ledger, team, series);
         used + holds * HELD_WEIGHT
+    }
+
+    /// [`Usage::rank`] over `team`'s weight: what orders the teams.
+    pub fn weighted_rank(
+        &self,
+        ledger: &Ledger,
+        entitled: &Entitlement,
+        team: &str,
+        series: &str,
+    ) -> f64 {
+        self.rank(ledger, team, series) / entitled.weight(team)
+    }
+
+    /// Every team's usage at `now_ms` from the ledger's stored rows (a follower's
+    /// view: the leader's last write).
+    pub fn of_rows(rows: &[UsageRecord], half_life_s: u64, now_ms: i64) -> Usage {
+        let mut gpus: FxHashMap<String, FxHashMap<String, f64>> = FxHashMap::default();
+        for r in rows {
+            gpus.entry(r.team.clone()).or_default().insert(
+                r.series.clone(),
+                as_gpus(r.at(now_ms, half_life_s), half_life_s),
+            );
+        }
+        Usage { gpus }
     }
 
     /// (GPUs used on average, GPUs held now).

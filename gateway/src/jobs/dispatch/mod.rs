@@ -38,6 +38,7 @@ pub mod fair_share;
 pub mod follower;
 mod pass;
 pub mod preempt;
+mod standing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -29,6 +29,7 @@ use super::demand::{add_ahead, adjusted, demands, ledger_of, reserve_unbound, us
 use super::fair_order::{Class, FairOrder};
 use super::fair_share::Usage;
 use super::preempt::{Book, Preemptions, admitted_terms};
+use super::standing::Standing;
 use super::{CREATE_CONCURRENCY, Dispatcher};
 use crate::admission::usage::{self, Ledger};
 use crate::admission::{self, Path};
@@ -36,7 +37,7 @@ use crate::domain::JobState;
 use crate::jobs::error::JobError;
 use crate::jobs::fair_shares::Entitlement;
 use crate::jobs::fit::Rooms;
-use crate::jobs::queue::{Ahead, FairStanding, QueueEntry, Standings};
+use crate::jobs::queue::Standings;
 use crate::policy::Evaluated;
 use crate::store::{AdmittedTerms, JobRecord, NewDecision, Transition, now_ms};
 
@@ -183,59 +184,6 @@ fn queue_series(job: &JobRecord, series: String) -> String {
     }
 }
 
-/// Where queued jobs stand after a pass, per series in the order decided.
-#[derive(Default)]
-struct Standing {
-    entries: Standings,
-    positions: rustc_hash::FxHashMap<String, u32>,
-    /// Per series: the jobs that wait so far, in all and per team.
-    waiting: rustc_hash::FxHashMap<String, (Ahead, rustc_hash::FxHashMap<String, Ahead>)>,
-}
-
-impl Standing {
-    /// Records that a job keeps waiting in its series' queue (next position, with
-    /// why); `shares`: its team's share and the series' fair share, in GPUs.
-    fn waits(
-        &mut self,
-        job: &JobRecord,
-        series: String,
-        code: &str,
-        reason: String,
-        shares: (f64, f64),
-    ) {
-        let p = match self.positions.get_mut(series.as_str()) {
-            Some(p) => p,
-            None => self.positions.entry(series.clone()).or_default(),
-        };
-        *p += 1;
-        let position = *p;
-        let (all, by_team) = self.waiting.entry(series.clone()).or_default();
-        let own = by_team.get(&job.team).copied().unwrap_or_default();
-        let others = Ahead {
-            jobs: all.jobs - own.jobs,
-            gpus: all.gpus - own.gpus,
-        };
-        let gpus = job.spec.total_gpus();
-        for a in [&mut *all, by_team.entry(job.team.clone()).or_default()] {
-            a.jobs += 1;
-            a.gpus += gpus;
-        }
-        let (team_share, fair_share) = shares;
-        let standing = FairStanding::new(team_share, fair_share, others);
-        self.entries.insert(
-            job.id.clone(),
-            QueueEntry {
-                team: job.team.clone(),
-                series,
-                position,
-                code: code.to_string(),
-                reason,
-                standing: Some(standing),
-            },
-        );
-    }
-}
-
 /// Step 2, the decide step of one pass: the state it carries from one queued job to
 /// the next (`'q`: the pass's queue).
 struct Decide<'q> {
@@ -314,7 +262,8 @@ impl<'q> Decide<'q> {
 
     /// What orders `team` on `series` now: its rank over its weight.
     fn rank(&self, team: &str, series: &str) -> f64 {
-        self.usage.rank(&self.ledger, team, series) / self.entitled.weight(team)
+        self.usage
+            .weighted_rank(&self.ledger, &self.entitled, team, series)
     }
 
     /// The order this pass decides `queued` in: a preemptor holding freed GPUs first,
