@@ -254,6 +254,7 @@ fn preempt(
                         .filter(|t| now - **t < WINDOW_S)
                         .count() as u32,
                     preemptible: true,
+                    borrowed_gpus: 0,
                 })
                 .collect();
             let t = Instant::now();

@@ -77,9 +77,11 @@ pub use bindings::forge::policy::types::{
     TaintEffect, TeamShare, Toleration, TolerationOperator, Victim, WorkloadKind,
 };
 pub use request::{Request, RequestParts};
+pub use types_ext::BORROWED_GPUS_ANNOTATION;
 
 /// Everything a plugin usually needs.
 pub mod prelude {
+    pub use crate::BORROWED_GPUS_ANNOTATION;
     pub use crate::export_policy;
     pub use crate::log;
     pub use crate::{

@@ -36,6 +36,22 @@ impl Decision {
         self
     }
 
+    /// `admit`, marked as running `gpus` GPUs beyond the team's guaranteed quota
+    /// (on idle GPUs): the host may reclaim them — preempting this job, least lost
+    /// work first — for a team whose guarantee covers its job. Contract 0.3.0 carries
+    /// the mark as the pods' [`BORROWED_GPUS_ANNOTATION`] on every pool of
+    /// `placement` (start from `request.placement().clone()`).
+    pub fn borrowing(mut placement: Placement, gpus: u32) -> Decision {
+        for pool in &mut placement.pools {
+            upsert(
+                &mut pool.annotations,
+                BORROWED_GPUS_ANNOTATION,
+                gpus.to_string(),
+            );
+        }
+        Decision::place(placement)
+    }
+
     /// On an admit: the job may not be preempted. Only global policies may say so; a
     /// team's policy that does fails the admission closed.
     pub fn not_preemptible(mut self) -> Decision {
@@ -71,6 +87,11 @@ impl Decision {
         })
     }
 }
+
+/// The pod annotation that marks an admission as borrowing (the host's
+/// `forge_policy_host::model::BORROWED_GPUS_ANNOTATION`): GPUs beyond the team's
+/// guarantee.
+pub const BORROWED_GPUS_ANNOTATION: &str = "forge.dev/borrowed-gpus";
 
 impl Job {
     /// Machines over all pools.

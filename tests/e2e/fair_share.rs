@@ -442,3 +442,66 @@ async fn the_cli_sets_weights_from_a_chain_file_and_prints_the_table() {
         jobs.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_borrows_idle_gpus_and_gives_them_back_to_the_team_they_are_guaranteed_to() {
+    // Each team is guaranteed one machine of two (8 GPUs) and may borrow 8 more.
+    let gw = forge_tests::policy::gateway("h100=2x8", &[]).await;
+    let admin = PolicyClient::new(&gw, &gw.token);
+    let quota =
+        json!({"default": {"*": 8}, "borrow_limit": {"*": {"*": 8}}, "max_priority": {"*": 100}});
+    let body = json!({
+        "expectedVersion": admin.global_version().await,
+        "plugins": admin.global_links_with("team-quota", quota).await,
+    });
+    let (s, answer) = admin.put_policy(None, &body).await;
+    assert_eq!(s, 200, "{answer:#}");
+    let (alice, bob) = (gw.client(ALICE), gw.client(BOB));
+
+    // team-a runs its guaranteed machine, then borrows the idle one.
+    let own = alice.submit_ok(&sleeper("own", 300), note_zip()).await;
+    alice.wait_running(&own, Duration::from_secs(60)).await;
+    let lent = alice.submit_ok(&sleeper("lent", 300), note_zip()).await;
+    alice.wait_running(&lent, Duration::from_secs(60)).await;
+    let (own_job, lent_job) = (alice.job(&own).await, alice.job(&lent).await);
+    assert!(
+        own_job["terms"].get("borrowedGpus").is_none(),
+        "{own_job:#}"
+    );
+    assert_eq!(lent_job["terms"]["borrowedGpus"], 8, "{lent_job:#}");
+    // Past its borrow limit a job waits for team-a's own jobs.
+    let more = alice.submit_ok(&sleeper("more", 1), note_zip()).await;
+    let waiting = alice
+        .wait_state(&more, "queued", Duration::from_secs(5))
+        .await;
+    let code = eventually("more's queue code", Duration::from_secs(10), || async {
+        let j = alice.job(&more).await;
+        match j.pointer("/queue/code").and_then(Value::as_str) {
+            Some(c) => Ok(c.to_string()),
+            None => Err(not_yet(j["queue"].clone())),
+        }
+    })
+    .await;
+    assert_eq!(code, "quota.exceeded", "{waiting:#}");
+
+    // team-b's job, within its guarantee, reclaims the borrowed machine (same
+    // priority: only borrowing makes team-a's job a candidate), not team-a's own.
+    let b = bob.submit_ok(&sleeper("b", 1), note_zip()).await;
+    alice
+        .wait_state(&lent, "preempting", Duration::from_secs(30))
+        .await;
+    let released = alice
+        .wait_state(&lent, "queued", Duration::from_secs(90))
+        .await;
+    assert_eq!(released["preemptions"][0]["gpus"], 8, "{released:#}");
+    let done = bob
+        .wait_terminal(std::slice::from_ref(&b), Duration::from_secs(90))
+        .await;
+    assert_eq!(done[&b]["state"], "succeeded", "{}", done[&b]);
+    let own_job = alice.job(&own).await;
+    assert_eq!(
+        (&own_job["state"], &own_job["attempt"]),
+        (&json!("running"), &json!(0)),
+        "the guaranteed job is never a candidate: {own_job:#}"
+    );
+}

@@ -103,6 +103,14 @@ pub struct SeriesCapacity {
     pub default_memory_bytes: u64,
 }
 
+/// The pod annotation by which a quota policy marks an admission as **borrowing**
+/// (issue 39 §3): its value is how many of the job's GPUs lie beyond the team's
+/// guaranteed quota, on idle GPUs that are reclaimed — by preemption, least lost work
+/// first — when the teams they are guaranteed to need them. Contract 0.3.0 has no field
+/// for it (a later version will), so the placement carries it, and it stays on the
+/// pods for operators to see. The host reads the largest value over the pools.
+pub const BORROWED_GPUS_ANNOTATION: &str = "forge.dev/borrowed-gpus";
+
 /// The name of the one fleet (cluster) the gateway drives: what contract 0.3.0 shows
 /// as `request.fleets()` and the only name a placement's `fleets` may hold.
 pub const DEFAULT_FLEET: &str = "default";
@@ -163,6 +171,17 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// GPUs a quota policy marked as borrowed ([`BORROWED_GPUS_ANNOTATION`]; 0 when
+    /// unmarked or unreadable).
+    pub fn borrowed_gpus(&self) -> u32 {
+        self.pools
+            .iter()
+            .filter_map(|p| p.annotations.get(BORROWED_GPUS_ANNOTATION))
+            .filter_map(|v| v.parse::<u32>().ok())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The placement the first plugin sees: one entry per pool carrying its
     /// requested series (if any) and nothing else.
     pub fn initial(job: &JobView) -> Self {

@@ -7,9 +7,12 @@
 //! each method converts only the part the plugin asks for. The entry is removed when
 //! the call returns, so a plugin cannot use it later.
 //!
-//! What the host has no data for yet is shown as what it is: one fleet named
-//! `default` (the one cluster the gateway drives), no team shares (fair share keeps no
-//! usage ledger yet) and no borrowed GPUs (quotas have no borrowing yet).
+//! What the host does not give yet is shown as what it is: one fleet named `default`
+//! (the one cluster the gateway drives), no team shares (the usage ledger and the
+//! weights exist, `GET /v1/fair-share`, but are not handed to plugins yet) and no
+//! borrowed GPUs in `usage` (a quota plugin marks a borrowing admission with
+//! [`BORROWED_GPUS_ANNOTATION`](crate::model::BORROWED_GPUS_ANNOTATION) and knows its
+//! own guarantees; the host does not count them per team yet).
 
 use std::sync::Arc;
 
@@ -116,7 +119,7 @@ impl self::forge::policy::request_view::HostRequest for HostState {
     }
 
     fn shares(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<Vec<wit::TeamShare>> {
-        // No usage ledger yet, so no team has a standing to show (see the module doc);
+        // Team shares are not handed to plugins yet (see the module doc);
         // the handle is still checked like every other method's.
         self.request(&this)?;
         Ok(Vec::new())

@@ -10,7 +10,10 @@
 //! priorities, then job ids: the same inputs always give the same plan.
 //!
 //! Only jobs of strictly lower priority are candidates (equal priorities never preempt
-//! each other), and not jobs a policy made non-preemptible, nor jobs preempted
+//! each other) — or, for a job its team's guaranteed quota covers ([`Claim`]), jobs
+//! of other teams running on borrowed GPUs, whatever their priority (issue 39 §3:
+//! borrowed GPUs are reclaimed from borrowers only) — and not jobs a policy made
+//! non-preemptible, nor jobs preempted
 //! `max_in_window` times in the policy's window (so nothing cycles). The result is
 //! per series of GPUs; the dispatcher still checks the gang fit with the victims'
 //! machines freed before it acts, and shows the candidates to `plan-preemption`
@@ -37,6 +40,44 @@ pub struct Running {
     pub preemptions_in_window: u32,
     /// `false`: a policy protected it.
     pub preemptible: bool,
+    /// GPUs it runs on beyond its team's guarantee (0: none borrowed).
+    pub borrowed_gpus: u32,
+}
+
+/// Who asks for GPUs: a job's priority and, when its team's guaranteed quota covers
+/// it, its team (it may then reclaim other teams' borrowed GPUs). A priority alone
+/// converts into a claim that reclaims nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Claim<'t> {
+    pub priority: i32,
+    /// `Some(team)`: the job is within `team`'s guarantee.
+    pub reclaims_for: Option<&'t str>,
+}
+
+impl From<i32> for Claim<'_> {
+    fn from(priority: i32) -> Self {
+        Claim {
+            priority,
+            reclaims_for: None,
+        }
+    }
+}
+
+impl Claim<'_> {
+    /// Whether `r` may be preempted for this claim (its protections aside).
+    pub fn may_take(&self, r: &Running) -> bool {
+        self.takes(&r.team, r.priority, r.borrowed_gpus)
+    }
+
+    /// Whether a job of `team` running at `priority` with `borrowed` GPUs may be
+    /// preempted for this claim: a lower priority, or borrowed GPUs of another team
+    /// when the claim reclaims.
+    pub fn takes(&self, team: &str, priority: i32, borrowed: u32) -> bool {
+        priority < self.priority
+            || self
+                .reclaims_for
+                .is_some_and(|own| borrowed > 0 && team != own)
+    }
 }
 
 impl Running {
@@ -76,13 +117,18 @@ pub enum Plan {
 }
 
 impl PreemptionPlanner {
-    /// The jobs that may be preempted for a job of `priority`, least lost work per GPU
-    /// freed first (the order policies are shown).
-    pub fn candidates<'a>(&self, priority: i32, running: &'a [Running]) -> Vec<&'a Running> {
+    /// The jobs that may be preempted for `claim` (a job's priority, or a [`Claim`]),
+    /// least lost work per GPU freed first (the order policies are shown).
+    pub fn candidates<'a, 't>(
+        &self,
+        claim: impl Into<Claim<'t>>,
+        running: &'a [Running],
+    ) -> Vec<&'a Running> {
+        let claim = claim.into();
         let mut out: Vec<&Running> = running
             .iter()
             .filter(|r| {
-                r.priority < priority
+                claim.may_take(r)
                     && r.preemptible
                     && r.gpus > 0
                     && r.preemptions_in_window < self.max_in_window
@@ -99,13 +145,19 @@ impl PreemptionPlanner {
         out
     }
 
-    /// The cheapest set of whole jobs to preempt so that a job of `priority` needing
-    /// `needed` GPUs fits where `free` are free.
-    pub fn plan(&self, priority: i32, needed: u32, free: u32, running: &[Running]) -> Plan {
+    /// The cheapest set of whole jobs to preempt so that a job of `claim` (its
+    /// priority, or a [`Claim`]) needing `needed` GPUs fits where `free` are free.
+    pub fn plan<'t>(
+        &self,
+        claim: impl Into<Claim<'t>>,
+        needed: u32,
+        free: u32,
+        running: &[Running],
+    ) -> Plan {
         let Some(short) = needed.checked_sub(free).filter(|s| *s > 0) else {
             return Plan::Fits;
         };
-        let candidates = self.candidates(priority, running);
+        let candidates = self.candidates(claim, running);
         match cheapest_cover(&candidates, short) {
             Some(mut victims) => {
                 victims.sort_by(|a, b| {
@@ -198,6 +250,7 @@ mod tests {
             grace_s: 60,
             preemptions_in_window: 0,
             preemptible: true,
+            borrowed_gpus: 0,
         }
     }
 
@@ -288,5 +341,40 @@ mod tests {
                 .iter()
                 .all(|c| c.job_id == "small")
         );
+    }
+
+    #[test]
+    fn a_team_within_its_guarantee_reclaims_borrowed_gpus_from_other_teams_only() {
+        let lent = |id: &str, team: &str, borrowed: u32, age: u64| Running {
+            team: team.into(),
+            borrowed_gpus: borrowed,
+            ..job(id, 0, 8, Some(age))
+        };
+        let running = [
+            lent("a-guaranteed", "team-a", 0, 10),
+            lent("a-borrowing", "team-a", 8, 3_000),
+            lent("b-borrowing", "team-b", 8, 20),
+        ];
+        let claim = Claim {
+            priority: 0,
+            reclaims_for: Some("team-b"),
+        };
+        let planner = PreemptionPlanner::default();
+        // Equal priorities: only the borrowers of other teams, the cheapest of them
+        // (the guaranteed job would lose less, and is not a candidate).
+        assert_eq!(
+            victims(planner.plan(claim, 8, 0, &running)),
+            ["a-borrowing"]
+        );
+        assert_eq!(
+            planner.plan(0, 8, 0, &running),
+            Plan::NoRoom,
+            "no claim, no reclaim"
+        );
+        let borrowing_claim = Claim {
+            reclaims_for: None,
+            ..claim
+        };
+        assert_eq!(planner.plan(borrowing_claim, 8, 0, &running), Plan::NoRoom);
     }
 }

@@ -66,7 +66,7 @@ mod submitter;
 use std::collections::BTreeMap;
 
 use forge_capsule::CapsuleInit;
-use forge_policy_host::model::Placement;
+use forge_policy_host::model::{BORROWED_GPUS_ANNOTATION, Placement};
 use sha2::{Digest as _, Sha256};
 
 use crate::cluster::labels::{
@@ -240,7 +240,10 @@ fn check_pairs(
                 reason: format!("`{k}`: `{v}` is not a valid key/value"),
             });
         }
-        if field != "nodeSelector" && k.starts_with(FORGE_PREFIX) {
+        // Forge's own keys are Forge's to set — except the one a quota policy sets to
+        // mark an admission as borrowing, which the dispatcher reads back.
+        let policy_key = field == "annotations" && k == BORROWED_GPUS_ANNOTATION;
+        if field != "nodeSelector" && k.starts_with(FORGE_PREFIX) && !policy_key {
             return Err(BuildError::InvalidPlacement {
                 pool: pool.to_string(),
                 field,

@@ -584,7 +584,14 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
             node_selector: [("topology.kubernetes.io/zone".into(), "z1".into())].into(),
             ray_resources: [("series.b200".into(), 8.0)].into(),
             labels: [("queue".into(), "gold".into())].into(),
-            annotations: [("note".into(), "any text at all".into())].into(),
+            annotations: [
+                ("note".into(), "any text at all".into()),
+                (
+                    forge_policy_host::model::BORROWED_GPUS_ANNOTATION.into(),
+                    "8".into(),
+                ),
+            ]
+            .into(),
             ..PoolPlacement::default()
         }],
     };
@@ -617,6 +624,11 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
     assert_eq!(
         head["template"]["metadata"]["annotations"]["note"],
         "any text at all"
+    );
+    assert_eq!(
+        head["template"]["metadata"]["annotations"]["forge.dev/borrowed-gpus"],
+        "8",
+        "the one Forge key a policy sets: a borrowing admission's mark"
     );
 }
 
@@ -681,6 +693,17 @@ fn failure_paths() {
         build_rayjob(&job, &bad, &capsule(false), &cfg),
         Err(BuildError::InvalidPlacement {
             field: "labels",
+            ..
+        })
+    ));
+    let mut bad = initial(&s);
+    bad.pools[0]
+        .annotations
+        .insert("forge.dev/capsule".into(), "forged".into());
+    assert!(matches!(
+        build_rayjob(&job, &bad, &capsule(false), &cfg),
+        Err(BuildError::InvalidPlacement {
+            field: "annotations",
             ..
         })
     ));

@@ -17,6 +17,14 @@ pub struct AdmittedTerms {
     pub priority: i32,
     /// `false`: a policy protected it from preemption.
     pub preemptible: bool,
+    /// GPUs it runs on beyond its team's guaranteed quota (a quota policy marked
+    /// them, `BORROWED_GPUS_ANNOTATION`): reclaimable by teams within their guarantee.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub borrowed_gpus: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The notice a victim is given, recorded with `running → preempting`.

@@ -5,7 +5,9 @@
 //! The steps (the policy is asked about one plan per series per pass; the candidates
 //! of a series are read once per pass):
 //! 1. **candidates**: running jobs of lower priority (their admitted terms: spec
-//!    priority capped by the policy), preemptible, not preempted
+//!    priority capped by the policy) — and, for a job its team's guarantee covers
+//!    (its admission borrowed nothing), other teams' jobs on borrowed GPUs, whatever
+//!    their priority (issue 39 §3) — preemptible, not preempted
 //!    `FORGE_PREEMPTION_MAX_IN_WINDOW` times within `FORGE_PREEMPTION_WINDOW_S`,
 //!    whole jobs with their GPUs on the series;
 //! 2. **plan** (`preemption_plan.rs`): the set losing the least work — GPU-seconds
@@ -34,7 +36,7 @@ use super::Dispatcher;
 use super::demand::{demands, reserve_unbound};
 use crate::domain::JobState;
 use crate::jobs::fit::{PoolDemand, Rooms};
-use crate::jobs::preemption_plan::{Plan, PreemptionPlanner, Running};
+use crate::jobs::preemption_plan::{Claim, Plan, PreemptionPlanner, Running};
 use crate::store::preemptions::{AdmittedTerms, NewPreemption, PreemptionRecord, PreemptionWrite};
 use crate::store::{JobRecord, StoreError, Transition, now_ms};
 
@@ -48,24 +50,28 @@ pub fn terms_of(job: &JobRecord) -> AdmittedTerms {
     job.terms.unwrap_or(AdmittedTerms {
         priority: job.spec.priority,
         preemptible: true,
+        borrowed_gpus: 0,
     })
 }
 
 /// The terms an admission grants a job asking for `priority`: the lowest of it and
-/// the policy's cap, and preemptible unless a policy said otherwise.
+/// the policy's cap, preemptible unless a policy said otherwise, and the GPUs a quota
+/// policy marked as borrowed.
 pub fn admitted_terms(priority: i32, decision: &Decision) -> AdmittedTerms {
     match decision {
         Decision::Admit {
             priority_cap,
             preemptible,
-            ..
+            placement,
         } => AdmittedTerms {
             priority: priority_cap.map_or(priority, |cap| priority.min(cap)),
             preemptible: preemptible.unwrap_or(true),
+            borrowed_gpus: placement.borrowed_gpus(),
         },
         _ => AdmittedTerms {
             priority,
             preemptible: true,
+            borrowed_gpus: 0,
         },
     }
 }
@@ -189,10 +195,16 @@ impl Dispatcher {
             wanted,
         };
         let short = self.shortfall(&p, free);
-        let lower = |j: &&Arc<JobRecord>| {
-            j.state == JobState::Running && terms_of(j).priority < p.terms.priority
+        // Within its team's guarantee (not borrowing), it may reclaim borrowed GPUs.
+        let claim = Claim {
+            priority: p.terms.priority,
+            reclaims_for: (p.terms.borrowed_gpus == 0).then_some(job.team.as_str()),
         };
-        if !st.active.iter().any(|j| lower(&j)) {
+        let takeable = |j: &&Arc<JobRecord>| {
+            let t = terms_of(j);
+            j.state == JobState::Running && claim.takes(&j.team, t.priority, t.borrowed_gpus)
+        };
+        if !st.active.iter().any(|j| takeable(&j)) {
             return None;
         }
         if !st.running.contains_key(&p.series) {
@@ -207,8 +219,7 @@ impl Dispatcher {
         let planner = PreemptionPlanner {
             max_in_window: cfg.preemption_max_in_window,
         };
-        let Plan::Preempt { victims, .. } = planner.plan(p.terms.priority, short, 0, &running)
-        else {
+        let Plan::Preempt { victims, .. } = planner.plan(claim, short, 0, &running) else {
             return None;
         };
         st.tried.insert(p.series.clone());
@@ -220,7 +231,7 @@ impl Dispatcher {
                 .and_then(|j| j.last_checkpoint)
                 .map(|c| c.step)
         };
-        let candidates = planner.candidates(p.terms.priority, &running);
+        let candidates = planner.candidates(claim, &running);
         let plan = plan_shown(&p, view, short, &victims, &candidates, step);
         let order = match self.consult(job, &plan).await {
             Ok(order) => order,
@@ -320,6 +331,7 @@ impl Dispatcher {
                     grace_s: grace_s(j),
                     preemptions_in_window: st.book.in_window.get(&j.id).copied().unwrap_or(0),
                     preemptible: terms.preemptible,
+                    borrowed_gpus: terms.borrowed_gpus,
                 })
             })
             .collect();
@@ -543,10 +555,23 @@ mod tests {
             admitted_terms(500, &admit(Some(100), None)),
             AdmittedTerms {
                 priority: 100,
-                preemptible: true
+                preemptible: true,
+                borrowed_gpus: 0,
             },
             "a member cannot promote itself past the cap"
         );
+        let mut borrowing = Placement::default();
+        borrowing.pools.push(Default::default());
+        borrowing.pools[0].annotations.insert(
+            forge_policy_host::model::BORROWED_GPUS_ANNOTATION.into(),
+            "8".into(),
+        );
+        let marked = Decision::Admit {
+            placement: Arc::new(borrowing),
+            priority_cap: None,
+            preemptible: None,
+        };
+        assert_eq!(admitted_terms(0, &marked).borrowed_gpus, 8);
         assert_eq!(
             admitted_terms(50, &admit(Some(100), Some(false))).priority,
             50

@@ -528,6 +528,7 @@ pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
     let terms = AdmittedTerms {
         priority: 10,
         preemptible: true,
+        borrowed_gpus: 4,
     };
     let mut dispatch = t(&job.id, JobState::Queued, JobState::Dispatched);
     dispatch.terms = Some(terms);
