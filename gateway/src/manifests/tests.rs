@@ -626,8 +626,7 @@ fn placement_overrides_series_and_adds_selector_resources_labels() {
         "any text at all"
     );
     assert_eq!(
-        head["template"]["metadata"]["annotations"]["forge.dev/borrowed-gpus"],
-        "8",
+        head["template"]["metadata"]["annotations"]["forge.dev/borrowed-gpus"], "8",
         "the one Forge key a policy sets: a borrowing admission's mark"
     );
 }

@@ -37,6 +37,26 @@ export function admit(first?: Placement | AdmitOptions, options: AdmitOptions = 
   };
 }
 
+/**
+ * The pod annotation that marks an admission as borrowing: GPUs beyond the team's
+ * guaranteed quota (contract 0.3.0 has no field for it).
+ */
+export const BORROWED_GPUS_ANNOTATION = 'forge.dev/borrowed-gpus';
+
+/**
+ * `admit`, marked as running `gpus` GPUs beyond the team's guaranteed quota (on idle
+ * GPUs): the host may reclaim them — preempting this job, least lost work first — for
+ * a team whose guarantee covers its job. Every pool of `placement` (start from
+ * `request.placement`) carries the mark as the pods' `BORROWED_GPUS_ANNOTATION`.
+ */
+export function borrowing(placement: Placement, gpus: number, options: AdmitOptions = {}): Decision {
+  for (const pool of placement.pools) {
+    pool.annotations = pool.annotations.filter(([k]) => k !== BORROWED_GPUS_ANNOTATION);
+    pool.annotations.push([BORROWED_GPUS_ANNOTATION, String(gpus)]);
+  }
+  return admit(placement, options);
+}
+
 /** The job waits and is re-evaluated when capacity, usage or shares change. */
 export function queue(code: string, message: string): Decision {
   return { tag: 'queue', val: { code, message } };

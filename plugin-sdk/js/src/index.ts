@@ -12,8 +12,10 @@
 export type * from './contract.js';
 export {
   type AdmitOptions,
+  BORROWED_GPUS_ANNOTATION,
   accept,
   admit,
+  borrowing,
   decisionKind,
   placed,
   queue,

@@ -7,10 +7,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
+  BORROWED_GPUS_ANNOTATION,
   Request,
   type RequestParts,
   SettingsError,
   admit,
+  borrowing,
   definePolicy,
   gpusBySeries,
   log,
@@ -205,6 +207,19 @@ test('decisions: admit as placed, with a placement, with terms', () => {
   assert.equal(placed(admit(), given), given);
   assert.equal(placed(admit(changed), given), changed);
   assert.equal(placed(queue('a.b', 'm'), given), undefined);
+});
+
+test('a borrowing admit marks every pool', () => {
+  const placement = new RequestBuilder().pool('a', 1, 8).pool('b', 1, 8).build().placement;
+  const d = borrowing(structuredClone(placement), 8, { priorityCap: 5 });
+  assert.equal(d.tag, 'admit');
+  if (d.tag !== 'admit') return;
+  const marks = d.val.placement?.pools.map((p) => p.annotations);
+  assert.deepEqual(marks, [
+    [[BORROWED_GPUS_ANNOTATION, '8']],
+    [[BORROWED_GPUS_ANNOTATION, '8']],
+  ]);
+  assert.equal(d.val.priorityCap, 5);
 });
 
 test('the component configures once, reads lazily and fails closed without settings', () => {

@@ -16,7 +16,18 @@ decision types are the ones componentize-py generates from the WIT
 
 from .contract import *  # noqa: F401,F403 (the contract's types)
 from .contract import __all__ as _contract_names
-from .decisions import accept, admit, decision_kind, placed, queue, reject, reorder, veto
+from .decisions import (
+    BORROWED_GPUS_ANNOTATION,
+    accept,
+    admit,
+    borrowing,
+    decision_kind,
+    placed,
+    queue,
+    reject,
+    reorder,
+    veto,
+)
 from .policy import Policy
 from .requests import (
     Request,

@@ -40,6 +40,22 @@ def admit(
     )
 
 
+BORROWED_GPUS_ANNOTATION = "forge.dev/borrowed-gpus"
+"""The pod annotation that marks an admission as borrowing: GPUs beyond the team's
+guaranteed quota (contract 0.3.0 has no field for it)."""
+
+
+def borrowing(placement: Placement, gpus: int, *, priority_cap: Optional[int] = None) -> Decision:
+    """``admit``, marked as running ``gpus`` GPUs beyond the team's guaranteed quota (on
+    idle GPUs): the host may reclaim them — preempting this job, least lost work first —
+    for a team whose guarantee covers its job. Every pool of ``placement`` (start from
+    ``request.placement``) carries the mark as the pods' ``BORROWED_GPUS_ANNOTATION``."""
+    for pool in placement.pools:
+        kept = [(k, v) for (k, v) in pool.annotations if k != BORROWED_GPUS_ANNOTATION]
+        pool.annotations = kept + [(BORROWED_GPUS_ANNOTATION, str(gpus))]
+    return admit(placement, priority_cap=priority_cap)
+
+
 def queue(code: str, message: str) -> Decision:
     """The job waits and is re-evaluated when capacity, usage or shares change.
     ``code`` is a stable identifier (``[a-z0-9.-]``)."""

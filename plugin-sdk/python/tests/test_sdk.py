@@ -30,8 +30,10 @@ from forge_policy import (
     TolerationOperator,
     Victim,
     WorkloadKind,
+    BORROWED_GPUS_ANNOTATION,
     accept,
     admit,
+    borrowing,
     decision_kind,
     gpus_by_series,
     log,
@@ -179,6 +181,15 @@ def test_admit_hands_on_the_given_placement_or_its_own_with_its_terms():
     assert placed(reject("a.b", "m"), given) is None
     assert decision_to_host(queue("a.b", "m"), given) == {"kind": "queue", "code": "a.b",
                                                           "message": "m"}
+
+
+def test_a_borrowing_admit_marks_every_pool():
+    req = RequestBuilder().pool("a", 1, 8, "h100").pool("b", 1, 8, "h100").build()
+    d = borrowing(req.placement, 8, priority_cap=5)
+    host = decision_to_host(d, req.placement)
+    marks = [p["annotations"] for p in host["placement"]["pools"]]
+    assert marks == [{BORROWED_GPUS_ANNOTATION: "8"}] * 2
+    assert host["priorityCap"] == 5
 
 
 def test_host_json_round_trip():
