@@ -9,7 +9,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::SqliteDatabase;
 use crate::store::codec::{
-    PLUGIN_COLUMNS, VERSION_COLUMNS, appended, json_text, next_version, opt_u64, to_i64, to_u64,
+    PLUGIN_COLUMNS, VERSION_COLUMNS, appended, from_json, json_text, next_version, opt_u64, to_i64,
+    to_u64,
 };
 use crate::store::{
     NewVersion, PluginRecord, PolicyStore, PolicyVersion, RecentDecision, ShadowCounts,
@@ -332,23 +333,14 @@ fn plugin_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PluginRecord> {
 }
 
 fn version_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PolicyVersion, StoreError>> {
-    let links: String = r.get(2)?;
-    let plugins = match serde_json::from_str(&links) {
-        Ok(p) => p,
-        Err(e) => {
-            return Ok(Err(StoreError::Corrupt(format!(
-                "stored chain is unreadable: {e}"
-            ))));
-        }
-    };
-    let fair_share: String = r.get(8)?;
-    let fair_share = match serde_json::from_str(&fair_share) {
-        Ok(f) => f,
-        Err(e) => {
-            return Ok(Err(StoreError::Corrupt(format!(
-                "stored fair-share settings are unreadable: {e}"
-            ))));
-        }
+    let (links, fair_share): (String, String) = (r.get(2)?, r.get(8)?);
+    let read = from_json(&links, "stored chain is unreadable").and_then(|plugins| {
+        from_json(&fair_share, "stored fair-share settings are unreadable")
+            .map(|fair_share| (plugins, fair_share))
+    });
+    let (plugins, fair_share) = match read {
+        Ok(both) => both,
+        Err(e) => return Ok(Err(e)),
     };
     Ok(Ok(PolicyVersion {
         scope: r.get(0)?,
