@@ -150,6 +150,12 @@ async fn the_console_in_a_real_browser() {
     assert_eq!(done[&long]["state"], "succeeded", "{:#}", done[&long]);
     b.goto(&format!("{url}/console/jobs/{long}")).await;
     let tail = b.wait_text("#log", "line 99999", WITHIN).await;
+    // What it was admitted on, in words.
+    let terms = b.text("#terms").await.expect("terms");
+    assert!(
+        terms.contains("Runs at priority 0, preemptible."),
+        "{terms}"
+    );
     let lines: Vec<&str> = tail.lines().collect();
     assert_eq!(lines.len(), 500, "the page shows the last 500 lines");
     // The driver log ends with the job's output (and the submitter's closing lines).

@@ -469,6 +469,18 @@ async fn a_team_borrows_idle_gpus_and_gives_them_back_to_the_team_they_are_guara
         "{own_job:#}"
     );
     assert_eq!(lent_job["terms"]["borrowedGpus"], 8, "{lent_job:#}");
+    let as_alice = Forge {
+        token: ALICE.to_string(),
+        ..Forge::new(&gw)
+    };
+    let status = as_alice.run(&["status", &lent]).await.expect(0);
+    assert!(
+        status.stdout.contains(
+            "terms     priority 0, preemptible, 8 GPUs borrowed beyond the team's guarantee"
+        ),
+        "{}",
+        status.stdout
+    );
     // Past its borrow limit a job waits for team-a's own jobs.
     let more = alice.submit_ok(&sleeper("more", 1), note_zip()).await;
     let waiting = alice

@@ -27,6 +27,28 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+impl AdmittedTerms {
+    /// The terms in words, as the console shows them.
+    pub fn sentence(&self) -> String {
+        let protection = if self.preemptible {
+            "preemptible"
+        } else {
+            "protected from preemption by the policy"
+        };
+        let borrowed = match self.borrowed_gpus {
+            0 => String::new(),
+            n => format!(
+                "; {n} of its GPUs are borrowed beyond its team's guarantee, and are \
+                 reclaimed when a team they are guaranteed to needs them"
+            ),
+        };
+        format!(
+            "Runs at priority {}, {protection}{borrowed}.",
+            self.priority
+        )
+    }
+}
+
 /// The notice a victim is given, recorded with `running → preempting`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -175,6 +175,21 @@ fn print_status(job: &Value) {
     println!("name      {}", field(job, "/name"));
     println!("team      {}", field(job, "/team"));
     println!("state     {}", field(job, "/state"));
+    if let Some(t) = job.get("terms") {
+        let protection = if t["preemptible"] == false {
+            "protected from preemption"
+        } else {
+            "preemptible"
+        };
+        let borrowed = t["borrowedGpus"]
+            .as_u64()
+            .map(|n| format!(", {n} GPUs borrowed beyond the team's guarantee"))
+            .unwrap_or_default();
+        println!(
+            "terms     priority {}, {protection}{borrowed}",
+            field(t, "/priority")
+        );
+    }
     if let Some(r) = job["reason"].as_str() {
         println!("reason    {r}");
     }

@@ -194,6 +194,7 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
             p #standing { "Queue: position " (q.position) " on " (q.series) " (" code { (q.code) } ")" }
             @if let Some(s) = q.standing_sentence() { p #fair-standing { (s) } }
         }
+        @if let Some(t) = &job.terms { p #terms { (t.sentence()) } }
         @if let Some(c) = &job.last_checkpoint {
             p #checkpoint { "Last checkpoint: step " (c.step) " at " (layout::time(c.at_ms)) }
         }

@@ -572,6 +572,11 @@ mod tests {
             preemptible: None,
         };
         assert_eq!(admitted_terms(0, &marked).borrowed_gpus, 8);
+        let said = admitted_terms(0, &marked).sentence();
+        assert!(
+            said.starts_with("Runs at priority 0, preemptible; 8 of its GPUs are borrowed"),
+            "{said}"
+        );
         assert_eq!(
             admitted_terms(50, &admit(Some(100), Some(false))).priority,
             50
