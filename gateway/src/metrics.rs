@@ -253,11 +253,13 @@ pub enum StoreOp {
     PreemptionsSince,
     AccrueUsage,
     Usage,
+    RecordPass,
+    Passes,
 }
 
 impl StoreOp {
     /// Every operation.
-    pub const ALL: [StoreOp; 18] = [
+    pub const ALL: [StoreOp; 20] = [
         StoreOp::Insert,
         StoreOp::Get,
         StoreOp::Transition,
@@ -276,6 +278,8 @@ impl StoreOp {
         StoreOp::PreemptionsSince,
         StoreOp::AccrueUsage,
         StoreOp::Usage,
+        StoreOp::RecordPass,
+        StoreOp::Passes,
     ];
 
     /// The label value.
@@ -299,6 +303,8 @@ impl StoreOp {
             StoreOp::PreemptionsSince => "preemptions_since",
             StoreOp::AccrueUsage => "accrue_usage",
             StoreOp::Usage => "usage",
+            StoreOp::RecordPass => "record_pass",
+            StoreOp::Passes => "passes",
         }
     }
 }

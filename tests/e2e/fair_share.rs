@@ -5,12 +5,14 @@
 //! team idle for a few half-lives is not held to what it used before (the test fails
 //! with a half-life of a year).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use forge_tests::cli::Forge;
 use forge_tests::jobs::note_zip;
 use forge_tests::policy::{ALICE, BOB, PolicyClient};
 use forge_tests::wait::{eventually, not_yet};
+use reqwest::Method;
 use serde_json::{Value, json};
 
 /// A job of one 8-GPU machine that holds it for `seconds`.
@@ -371,6 +373,95 @@ async fn weights_two_to_one_give_two_to_one_gpu_seconds() {
     assert!(
         (ratio - 2.0).abs() <= 0.1,
         "2:1 within 5 %, got {ratio:.3} (team-a {a:.0} GPU-s, team-b {b:.0} GPU-s)"
+    );
+    let all: BTreeMap<String, Value> = a_done.into_iter().chain(b_done).collect();
+    the_day_replays_byte_for_byte_and_previews_other_weights(&gw, &admin, &all).await;
+}
+
+/// The dispatch journal of the weights run: replayed, it is byte-identical, and its
+/// order is the order the jobs' histories show; previewed with the weights the other
+/// way round, passes dispatch otherwise; members may not replay; and the CLI says so.
+async fn the_day_replays_byte_for_byte_and_previews_other_weights(
+    gw: &forge_tests::gateway::TestGateway,
+    admin: &PolicyClient,
+    jobs: &BTreeMap<String, Value>,
+) {
+    let path = "/v1/fair-share/replay";
+    let (status, replay) = admin.send(Method::POST, path, &json!({})).await;
+    assert_eq!(status, 200, "{replay:#}");
+    assert_eq!(replay["identical"], true, "{replay:#}");
+    assert_eq!(replay["recordedSha256"], replay["replayedSha256"]);
+    assert_eq!(replay["recorded"], replay["replayed"]);
+    // Every job once, each dispatched between its pass's start and the next's.
+    let passes = replay["recorded"].as_array().expect("passes");
+    let mut seen = BTreeSet::new();
+    for (i, pass) in passes.iter().enumerate() {
+        let at = pass["atMs"].as_i64().expect("atMs");
+        let next = passes
+            .get(i + 1)
+            .and_then(|p| p["atMs"].as_i64())
+            .unwrap_or(i64::MAX);
+        for id in pass["dispatched"].as_array().expect("dispatched") {
+            let id = id.as_str().expect("id");
+            assert!(seen.insert(id.to_string()), "{id} dispatched twice");
+            let when = dispatched_at(&jobs[id]);
+            assert!(
+                (at..=next).contains(&when),
+                "{id} dispatched at {when}, outside its pass [{at}, {next}]"
+            );
+        }
+    }
+    assert_eq!(seen.len(), jobs.len(), "every job, from the journal");
+    // The weights the other way round: the same passes hand GPUs out otherwise.
+    let preview = json!({"fairShare": {"weights": {"team-b": 2}}});
+    let (status, other) = admin.send(Method::POST, path, &preview).await;
+    assert_eq!(status, 200, "{other:#}");
+    assert_eq!(other["recorded"], replay["recorded"], "the same record");
+    assert!(other["passesChanged"].as_u64() > Some(0), "{other:#}");
+    assert_eq!(other["identical"], false);
+    let (status, current) = admin.get("/v1/policy").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        current["global"]["fairShare"]["weights"],
+        json!({"team-a": 2.0}),
+        "a preview changes nothing"
+    );
+    // Bad windows and members are refused.
+    let (status, bad) = admin.send(Method::POST, path, &json!({"seconds": 0})).await;
+    assert_eq!(
+        (status, &bad["error"]["code"]),
+        (400, &json!("invalid-replay")),
+        "{bad:#}"
+    );
+    assert_eq!(bad["error"]["details"]["field"], "seconds", "{bad:#}");
+    let (status, bad) = admin.send(Method::POST, path, &json!([null])).await;
+    assert_eq!(
+        (status, &bad["error"]["code"]),
+        (400, &json!("invalid-replay")),
+        "{bad:#}"
+    );
+    let (status, _) = PolicyClient::new(gw, BOB)
+        .send(Method::POST, path, &json!({}))
+        .await;
+    assert_eq!(status, 403, "the journal names every team's jobs");
+    // The CLI.
+    let forge = Forge::new(gw);
+    let out = forge.run(&["fair-share", "replay"]).await.expect(0);
+    assert!(
+        out.stdout
+            .contains("recorded passes: byte-identical (sha256 "),
+        "{}",
+        out.stdout
+    );
+    let out = forge
+        .run(&["fair-share", "replay", "--weight", "team-b=2"])
+        .await
+        .expect(0);
+    assert!(
+        out.stdout.contains("with weights team-b=2 (others 1)")
+            && out.stdout.contains("recorded: "),
+        "{}",
+        out.stdout
     );
 }
 

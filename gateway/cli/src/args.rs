@@ -79,8 +79,15 @@ pub enum Command {
     Cancel(jobs::CancelArgs),
     /// Live GPU capacity per series and your team's usage
     Capacity,
-    /// Each team's share of each GPU series against its fair share (members: your team)
-    FairShare,
+    /// Each team's share of each GPU series against its fair share (members: your
+    /// team); `replay` orders the recorded dispatches again (admins)
+    #[command(
+        after_help = "Examples:\n  forge fair-share\n  forge fair-share replay --weight team-b=2"
+    )]
+    FairShare {
+        #[command(subcommand)]
+        command: Option<crate::cmd::fair_share::FairShareCommand>,
+    },
     /// Dry-run admission: the decision and per-plugin trace for a job spec
     #[command(after_help = "Examples:\n  forge review -f job.yaml")]
     Review(jobs::ReviewArgs),

@@ -91,7 +91,10 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Logs(args) => cmd::logs::logs(&client()?, args, format).await,
         Command::Cancel(args) => cmd::jobs::cancel(&client()?, args, format).await,
         Command::Capacity => cmd::jobs::capacity(&client()?, format).await,
-        Command::FairShare => cmd::jobs::fair_share(&client()?, format).await,
+        Command::FairShare { command: None } => cmd::jobs::fair_share(&client()?, format).await,
+        Command::FairShare { command: Some(c) } => {
+            cmd::fair_share::run(&client()?, c, format).await
+        }
         Command::Review(args) => cmd::jobs::review(&client()?, args, format).await,
         Command::Policy(c) => cmd::policy::run(&client()?, c, format).await,
         Command::Playground(c) => cmd::playground::run(&client()?, c, format).await,

@@ -18,12 +18,43 @@ use serde::{Deserialize, Serialize};
 pub const MAX_WEIGHT: f64 = 1_000_000.0;
 
 /// The fair-share settings of a policy version.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct FairShareSettings {
     /// Team → weight; teams not listed weigh 1.
-    #[serde(default)]
     pub weights: BTreeMap<String, f64>,
+}
+
+/// The settings' fields as a document carries them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Fields {
+    #[serde(default)]
+    weights: BTreeMap<String, f64>,
+}
+
+impl<'de> Deserialize<'de> for FairShareSettings {
+    /// From an object only (serde's derive would also read the fields from an array).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = FairShareSettings;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of fair-share settings")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let fields =
+                    Fields::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(FairShareSettings {
+                    weights: fields.weights,
+                })
+            }
+        }
+        d.deserialize_map(Object)
+    }
 }
 
 /// Why settings were refused: the field and the reason.
@@ -77,6 +108,19 @@ mod tests {
     fn weights(pairs: &[(&str, f64)]) -> FairShareSettings {
         FairShareSettings {
             weights: pairs.iter().map(|(t, w)| ((*t).into(), *w)).collect(),
+        }
+    }
+
+    #[test]
+    fn settings_are_read_from_an_object_only() {
+        let read = |t: &str| serde_json::from_str::<FairShareSettings>(t);
+        assert_eq!(
+            read(r#"{"weights": {"a": 2}}"#).unwrap(),
+            weights(&[("a", 2.0)])
+        );
+        assert_eq!(read("{}").unwrap(), FairShareSettings::default());
+        for bad in ["[]", r#"[{"a": 2}]"#, r#"{"weights": {}, "x": 1}"#, "null"] {
+            assert!(read(bad).is_err(), "{bad}");
         }
     }
 

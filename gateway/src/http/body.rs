@@ -123,6 +123,14 @@ impl<S: Send + Sync, T: JsonDocument> FromRequest<S> for JsonBody<T> {
         {
             return Ok(JsonBody(empty));
         }
+        // Every document is an object: serde would also read a struct from an array.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::bad(
+                T::INVALID,
+                "body",
+                format!("not {}: a JSON object is expected", T::WHAT),
+            ));
+        }
         crate::domain::json_number::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::bad(T::INVALID, "body", format!("not {}: {e}", T::WHAT)))

@@ -82,6 +82,7 @@ api_routes! {
     Document get "/v1/schemas/jobspec" => openapi::jobspec_schema,
     Document get "/v1/capacity" => capacity::capacity,
     Document get "/v1/fair-share" => fair_share::fair_share,
+    Document post "/v1/fair-share/replay" => fair_share::replay,
     Document post "/v1/admission/review" => review::review,
     Bulk post "/v1/jobs" => jobs::create,
     Document get "/v1/jobs" => jobs::list,

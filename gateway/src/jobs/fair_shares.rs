@@ -53,6 +53,14 @@ impl Entitlement {
         Entitlement { weights, series }
     }
 
+    /// Only the weights, no series: what a replayed pass ranks teams with.
+    pub fn of_weights(weights: Arc<FairShareSettings>) -> Self {
+        Entitlement {
+            weights,
+            series: FxHashMap::default(),
+        }
+    }
+
     /// `team`'s weight.
     pub fn weight(&self, team: &str) -> f64 {
         self.weights.weight(team)

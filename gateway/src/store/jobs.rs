@@ -24,6 +24,7 @@ use forge_policy_host::model::Placement;
 
 use super::StoreError;
 use super::checkpoints::{Checkpoint, CheckpointOutcome};
+use super::dispatch_journal::PassRecord;
 use super::preemptions::{AdmittedTerms, PreemptionRecord, PreemptionWrite};
 use super::usage::{Accrual, UsageRecord};
 use crate::domain::{Digest, JobState};
@@ -287,6 +288,22 @@ pub trait JobStore: Send + Sync {
     /// The usage ledger: every team's decayed GPU-seconds per series, each as of
     /// its last write.
     async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError>;
+    /// Appends a pass to the dispatch journal and forgets the records from before
+    /// `keep_since_ms`, in one transaction, only while `fence` is current.
+    async fn record_pass(
+        &self,
+        p: PassRecord,
+        keep_since_ms: i64,
+        fence: Option<Fence>,
+    ) -> Result<(), StoreError>;
+    /// The dispatch journal's passes from `from_ms` to `to_ms` (both included),
+    /// oldest first, at most `limit`.
+    async fn passes(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<PassRecord>, StoreError>;
     /// A feed that changes when any replica queues a job (PostgreSQL's
     /// `LISTEN/NOTIFY`), so the leader's dispatcher wakes for another replica's
     /// submission; `None` when the backend has none (the dispatcher's tick covers it).

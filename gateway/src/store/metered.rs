@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
+use super::dispatch_journal::PassRecord;
 use super::usage::{Accrual, UsageRecord};
 use super::{
     CheckpointOutcome, DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery,
@@ -126,6 +127,27 @@ impl JobStore for Metered {
     }
     async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError> {
         self.timed(StoreOp::Usage, self.inner.usage()).await
+    }
+    async fn record_pass(
+        &self,
+        p: PassRecord,
+        keep_since_ms: i64,
+        fence: Option<Fence>,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            StoreOp::RecordPass,
+            self.inner.record_pass(p, keep_since_ms, fence),
+        )
+        .await
+    }
+    async fn passes(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<PassRecord>, StoreError> {
+        self.timed(StoreOp::Passes, self.inner.passes(from_ms, to_ms, limit))
+            .await
     }
     fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.queue_changes()

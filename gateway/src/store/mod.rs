@@ -24,6 +24,7 @@ pub mod codec;
 #[cfg(test)]
 pub(crate) mod conformance;
 pub mod coord;
+pub mod dispatch_journal;
 pub mod error;
 pub mod jobs;
 pub mod metered;

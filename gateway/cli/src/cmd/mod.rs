@@ -1,7 +1,8 @@
 //! The commands, one file per group: `login` (login, logout, whoami), `submit`,
-//! `jobs` (list, status, cancel, capacity, review), `logs`, `playground`, `policy`,
-//! `plugin`.
+//! `jobs` (list, status, cancel, capacity, fair-share, review), `fair_share` (replay),
+//! `logs`, `playground`, `policy`, `plugin`.
 
+pub mod fair_share;
 pub mod jobs;
 pub mod login;
 pub mod logs;

@@ -23,6 +23,40 @@ fn fair_share() -> Value {
                     "teams": {"type": "array", "items": team}}}}}})
 }
 
+/// `POST /v1/fair-share/replay`'s request and answer (`jobs::dispatch::replay`).
+fn replay() -> Value {
+    let ms = json!({"type": ["integer", "null"], "minimum": 0, "maximum": crate::http::fair_share::MAX_MS,
+        "description": "the window's end, Unix milliseconds (omitted or null: now)"});
+    let seconds = json!({"type": ["integer", "null"], "minimum": 1, "maximum": crate::http::fair_share::MAX_WINDOW_S,
+        "description": "the window's length up to `to` (omitted or null: a day)"});
+    let orders = json!({"type": "array", "items": {"type": "object", "additionalProperties": false,
+        "required": ["atMs", "dispatched"],
+        "properties": {"atMs": {"type": "integer"}, "dispatched": {"type": "array", "items": {"type": "string"}}}}});
+    let sha = json!({"type": "string", "pattern": "^[0-9a-f]{64}$"});
+    let request = json!({"type": "object", "additionalProperties": false,
+        "properties": {"to": ms, "seconds": seconds,
+            "fairShare": {"type": ["object", "null"], "additionalProperties": false,
+                "description": "weights to preview the passes with; omitted or null: replay them as they were",
+                "properties": {"weights": super::policy::weights()}}}});
+    let answer = json!({"type": "object", "additionalProperties": false,
+        "required": ["from", "to", "passes", "truncated", "weights", "recorded", "replayed",
+            "recordedSha256", "replayedSha256", "identical", "passesChanged"],
+        "properties": {"from": {"type": "integer"}, "to": {"type": "integer"},
+            "passes": {"type": "integer", "minimum": 0}, "truncated": {"type": "boolean"},
+            "weights": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
+            "recorded": orders, "replayed": orders,
+            "recordedSha256": sha, "replayedSha256": sha,
+            "identical": {"type": "boolean"}, "passesChanged": {"type": "integer", "minimum": 0}}});
+    json!({"post": {
+        "summary": "The dispatch journal's passes of the window up to to (default: the last day) ordered again: as recorded (identical: byte for byte) or, with fairShare, a preview of other weights; nothing changes (admins)",
+        "requestBody": {"required": false, "content": {"application/json": {"schema": request}}},
+        "responses": {
+            "200": {"description": "the replay", "content": {"application/json": {"schema": answer}}},
+            "400": error_response("invalid-replay (to, seconds or a weight out of range; a body that is not an object)"),
+            "401": error_response("unauthenticated"),
+            "403": error_response("admins only")}}})
+}
+
 pub(super) fn paths() -> Value {
     json!({
         "/livez": {"get": {"summary": "Liveness: the process serves HTTP (nothing else is checked)", "security": [], "responses": {"200": {"description": "ok"}}}},
@@ -42,6 +76,7 @@ pub(super) fn paths() -> Value {
         "/v1/fair-share": {"get": {"summary": "Every team's share of every series against its fair share (members: their own team's rows)",
             "responses": {"200": {"description": "the table", "content": {"application/json": {"schema": fair_share()}}},
                 "401": error_response("unauthenticated")}}},
+        "/v1/fair-share/replay": replay(),
         "/v1/whoami": {"get": {"summary": "The caller's team, role and token name",
             "responses": {"200": {"description": "who the token is", "content": {"application/json": {"schema": {
                 "type": "object", "required": ["team", "role"], "properties": {

@@ -128,10 +128,15 @@ fn chain(cfg: &Config) -> Value {
 fn fair_share() -> Value {
     json!({"type": ["object", "null"], "additionalProperties": false,
         "description": "fair-share weights, global chain only (422 policy.fair-share-global-only with ?team=); omitted or null: the current version's",
-        "properties": {"weights": {"type": "object",
-            "description": "team → weight (teams not listed weigh 1)",
-            "propertyNames": {"pattern": "\\S"},
-            "additionalProperties": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_WEIGHT}}}})
+        "properties": {"weights": weights()}})
+}
+
+/// Fair-share weights: team → weight.
+pub(super) fn weights() -> Value {
+    json!({"type": "object",
+        "description": "team → weight (teams not listed weigh 1)",
+        "propertyNames": {"pattern": "\\S"},
+        "additionalProperties": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_WEIGHT}})
 }
 
 /// `/v1/policy/shadow`: a candidate global chain run beside the real one.

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::store::JobRecord;
+use crate::store::dispatch_journal::DecidedJob;
 
 /// The class of a queued job: holding freed GPUs, then priority (higher first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,10 +41,45 @@ impl Class {
     }
 }
 
+/// What the order reads of a queued job: the live queue's records, and the dispatch
+/// journal's (`replay.rs`), are ordered by the same code.
+pub trait Queued {
+    /// Its team.
+    fn team(&self) -> &str;
+    /// The series it waits on (its team's share is read there).
+    fn series(&self) -> &str;
+    /// Its submission order.
+    fn seq(&self) -> i64;
+}
+
+impl Queued for Arc<JobRecord> {
+    fn team(&self) -> &str {
+        &self.team
+    }
+    fn series(&self) -> &str {
+        series_of(self)
+    }
+    fn seq(&self) -> i64 {
+        self.seq
+    }
+}
+
+impl Queued for DecidedJob {
+    fn team(&self) -> &str {
+        &self.team
+    }
+    fn series(&self) -> &str {
+        &self.series
+    }
+    fn seq(&self) -> i64 {
+        self.seq
+    }
+}
+
 /// One team's queued jobs of one class, oldest first.
-struct Lane<'q> {
+struct Lane<'q, J> {
     class: Class,
-    jobs: VecDeque<&'q Arc<JobRecord>>,
+    jobs: VecDeque<&'q J>,
 }
 
 /// A lane's head as the heap weighs it.
@@ -91,26 +127,26 @@ pub fn series_of(job: &JobRecord) -> &str {
 
 /// The queue of one pass in fair order; [`FairOrder::next`] hands out one job at a
 /// time, weighing the lane it came from again on the next call.
-pub struct FairOrder<'q> {
-    lanes: Vec<Lane<'q>>,
+pub struct FairOrder<'q, J> {
+    lanes: Vec<Lane<'q, J>>,
     heap: BinaryHeap<Reverse<Head>>,
     /// The lane whose head was handed out last.
     served: Option<usize>,
 }
 
-impl<'q> FairOrder<'q> {
+impl<'q, J: Queued> FairOrder<'q, J> {
     /// The lanes of `queued` (in submission order), each job classed by `class`, and
     /// the first heads weighed by `share(team, series)`.
     pub fn new(
-        queued: &'q [Arc<JobRecord>],
-        class: impl Fn(&JobRecord) -> Class,
+        queued: &'q [J],
+        class: impl Fn(&J) -> Class,
         share: impl Fn(&str, &str) -> f64,
     ) -> Self {
         let mut index: FxHashMap<(Class, &'q str), usize> = FxHashMap::default();
-        let mut lanes: Vec<Lane<'q>> = Vec::new();
+        let mut lanes: Vec<Lane<'q, J>> = Vec::new();
         for job in queued {
             let c = class(job);
-            let i = *index.entry((c, job.team.as_str())).or_insert_with(|| {
+            let i = *index.entry((c, job.team())).or_insert_with(|| {
                 lanes.push(Lane {
                     class: c,
                     jobs: VecDeque::new(),
@@ -120,7 +156,7 @@ impl<'q> FairOrder<'q> {
             lanes[i].jobs.push_back(job);
         }
         for lane in &mut lanes {
-            lane.jobs.make_contiguous().sort_by_key(|j| j.seq);
+            lane.jobs.make_contiguous().sort_by_key(|j| j.seq());
         }
         let mut order = FairOrder {
             heap: BinaryHeap::with_capacity(lanes.len()),
@@ -135,7 +171,7 @@ impl<'q> FairOrder<'q> {
 
     /// The next job to decide, `share` answering each team's share now (after the
     /// decisions so far); `None` when every job was handed out.
-    pub fn next(&mut self, share: impl Fn(&str, &str) -> f64) -> Option<&'q Arc<JobRecord>> {
+    pub fn next(&mut self, share: impl Fn(&str, &str) -> f64) -> Option<&'q J> {
         if let Some(i) = self.served.take() {
             self.weigh(i, &share);
         }
@@ -151,8 +187,8 @@ impl<'q> FairOrder<'q> {
         if let Some(job) = lane.jobs.front() {
             self.heap.push(Reverse(Head {
                 class: lane.class,
-                share: share(&job.team, series_of(job)),
-                seq: job.seq,
+                share: share(job.team(), job.series()),
+                seq: job.seq(),
                 lane: i,
             }));
         }
@@ -203,7 +239,8 @@ mod tests {
         let shares: RefCell<BTreeMap<String, f64>> =
             RefCell::new(base.iter().map(|(t, s)| ((*t).to_string(), *s)).collect());
         let share = |team: &str, _: &str| shares.borrow().get(team).copied().unwrap_or(0.0);
-        let class = |j: &JobRecord| Class::new(holding.contains(&j.id.as_str()), j.spec.priority);
+        let class =
+            |j: &Arc<JobRecord>| Class::new(holding.contains(&j.id.as_str()), j.spec.priority);
         let mut order = FairOrder::new(jobs, class, share);
         let mut out = Vec::new();
         while let Some(job) = order.next(share) {

@@ -129,14 +129,32 @@ impl Usage {
         Usage { gpus }
     }
 
-    /// (GPUs used on average, GPUs held now).
-    fn parts(&self, ledger: &Ledger, team: &str, series: &str) -> (f64, f64) {
-        let used = self
-            .gpus
+    /// Usage as GPUs used on average, team → series → GPUs (a replayed pass's,
+    /// as the dispatch journal recorded it).
+    pub fn of_gpus<M>(gpus: impl IntoIterator<Item = (String, M)>) -> Usage
+    where
+        M: IntoIterator<Item = (String, f64)>,
+    {
+        Usage {
+            gpus: gpus
+                .into_iter()
+                .map(|(team, by_series)| (team, by_series.into_iter().collect()))
+                .collect(),
+        }
+    }
+
+    /// The GPUs `team` used of `series` on average (decayed).
+    pub fn used(&self, team: &str, series: &str) -> f64 {
+        self.gpus
             .get(team)
             .and_then(|s| s.get(series))
             .copied()
-            .unwrap_or(0.0);
+            .unwrap_or(0.0)
+    }
+
+    /// (GPUs used on average, GPUs held now).
+    fn parts(&self, ledger: &Ledger, team: &str, series: &str) -> (f64, f64) {
+        let used = self.used(team, series);
         let holds = ledger
             .get(team)
             .and_then(|s| s.get(series))

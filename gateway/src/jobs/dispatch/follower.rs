@@ -9,6 +9,7 @@
 //! replica. It runs every [`REFRESH`] and whenever the local queue is woken (a
 //! submission here).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Dispatcher;
@@ -44,7 +45,7 @@ impl Dispatcher {
         let rank = |team: &str, series: &str| usage.weighted_rank(&ledger, &entitled, team, series);
         // The priority the leader orders by: as admitted before (a preempted job),
         // else the spec's.
-        let class = |j: &crate::store::JobRecord| {
+        let class = |j: &Arc<crate::store::JobRecord>| {
             Class::new(
                 false,
                 j.terms.as_ref().map_or(j.spec.priority, |t| t.priority),

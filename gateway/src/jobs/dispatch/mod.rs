@@ -28,7 +28,9 @@
 //! reserve, decide, create); `demand.rs` what a job asks of the cluster and how a
 //! team's usage is counted; `create.rs` one job's dispatch (the stored intent, then the
 //! RayJob); `decision_memo.rs` the decisions a pass may reuse; `fair_share.rs` and
-//! `fair_order.rs` the order a pass decides the queue in; `preempt.rs` preemption.
+//! `fair_order.rs` the order a pass decides the queue in; `preempt.rs` preemption;
+//! `journal.rs` what a dispatching pass records for the dispatch journal, and
+//! `replay.rs` the journal ordered again (`POST /v1/fair-share/replay`).
 
 mod create;
 pub mod decision_memo;
@@ -36,8 +38,10 @@ pub mod demand;
 mod fair_order;
 pub mod fair_share;
 pub mod follower;
+mod journal;
 mod pass;
 pub mod preempt;
+pub mod replay;
 mod standing;
 
 use std::sync::Arc;

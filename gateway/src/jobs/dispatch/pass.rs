@@ -28,6 +28,7 @@ use super::decision_memo::{Remembered, Table};
 use super::demand::{add_ahead, adjusted, demands, ledger_of, reserve_unbound, usage_ahead};
 use super::fair_order::{Class, FairOrder};
 use super::fair_share::Usage;
+use super::journal::PassJournal;
 use super::preempt::{Book, Preemptions, admitted_terms};
 use super::standing::Standing;
 use super::{CREATE_CONCURRENCY, Dispatcher};
@@ -39,6 +40,7 @@ use crate::jobs::fair_shares::Entitlement;
 use crate::jobs::fit::Rooms;
 use crate::jobs::queue::Standings;
 use crate::policy::Evaluated;
+use crate::store::dispatch_journal::{Outcome, PassRecord, SeriesGpus};
 use crate::store::{AdmittedTerms, JobRecord, NewDecision, Transition, now_ms};
 
 /// An admitted job on its way to its create: the job, where it goes, and the decision
@@ -60,6 +62,8 @@ struct Reserved {
     listed: bool,
     /// Records read from the store this time.
     records_read: usize,
+    /// Unix milliseconds the pass began.
+    at_ms: i64,
 }
 
 impl Dispatcher {
@@ -75,6 +79,7 @@ impl Dispatcher {
             usage,
             listed,
             records_read,
+            at_ms,
         } = self.reserve().await?;
         if queued.is_empty() {
             self.publish(Standings::default(), ledger, &Default::default());
@@ -89,7 +94,7 @@ impl Dispatcher {
                 self,
                 free,
                 ledger,
-                queued.len(),
+                (&queued, at_ms),
                 to_create,
                 preemptions,
                 usage,
@@ -99,10 +104,14 @@ impl Dispatcher {
                 decide.job(job).await;
             }
             let decided = started.elapsed();
-            decide.finish(&queued);
-            decided
+            let journaled = decide.finish(&queued);
+            (decided, journaled)
         };
-        let (decided, dispatched) = tokio::join!(decide, self.create_admitted(admitted));
+        let ((decided, journaled), dispatched) =
+            tokio::join!(decide, self.create_admitted(admitted));
+        if let Some(record) = journaled {
+            self.journal(record).await;
+        }
         // Where a pass's time goes: reading the queue, deciding it (creates run
         // meanwhile), the creates still running after the last decision.
         tracing::debug!(
@@ -151,6 +160,7 @@ impl Dispatcher {
             usage,
             listed: unfinished.listed,
             records_read: unfinished.read,
+            at_ms: now,
         })
     }
 
@@ -215,6 +225,8 @@ struct Decide<'q> {
     usage: Usage,
     /// Each team's weight and fair share of each series.
     entitled: Entitlement,
+    /// What the pass records for the dispatch journal.
+    journal: PassJournal<'q>,
 }
 
 impl<'q> Decide<'q> {
@@ -222,17 +234,21 @@ impl<'q> Decide<'q> {
         dispatcher: &'q Dispatcher,
         mut free: Rooms,
         ledger: Ledger,
-        queued: usize,
+        (queued, at_ms): (&'q [Arc<JobRecord>], i64),
         to_create: mpsc::Sender<Admitted>,
         preemptions: Preemptions<'q>,
         usage: Usage,
     ) -> Self {
         let snapshot = dispatcher.cluster.capacity.snapshot();
-        let entitled = Entitlement::new(&snapshot, &ledger, dispatcher.admission.fair_share());
+        let weights = dispatcher.admission.fair_share();
+        let entitled = Entitlement::new(&snapshot, &ledger, weights.clone());
         let tolerations = &dispatcher.core.config.pods.tolerations;
-        let view = Arc::new(adjusted(snapshot.clone(), &free.totals(tolerations)));
+        let totals = free.totals(tolerations);
+        let free_gpus = totals.iter().map(|(s, (n, _))| (s.clone(), *n)).collect();
+        let journal = PassJournal::begin(at_ms, &weights, free_gpus, queued, &usage, &ledger);
+        let view = Arc::new(adjusted(snapshot.clone(), &totals));
         let remembered = dispatcher.decisions.take();
-        let kept = Table::with_capacity_and_hasher(queued, Default::default());
+        let kept = Table::with_capacity_and_hasher(queued.len(), Default::default());
         Decide {
             dispatcher,
             free,
@@ -249,6 +265,7 @@ impl<'q> Decide<'q> {
             preemptions,
             usage,
             entitled,
+            journal,
         }
     }
 
@@ -270,14 +287,22 @@ impl<'q> Decide<'q> {
     /// then by priority (as the policy capped it when it last decided the job), then
     /// by its team's rank on the series over its weight ([`Usage::rank`], with what
     /// this pass admits), then by submission.
-    fn order(&self, queued: &'q [Arc<JobRecord>]) -> FairOrder<'q> {
-        let priority = |j: &JobRecord| match self.remembered.get(&j.id) {
-            Some(r) => admitted_terms(j.spec.priority, &r.evaluated.outcome.decision).priority,
-            None => j.spec.priority,
-        };
+    fn order(&mut self, queued: &'q [Arc<JobRecord>]) -> FairOrder<'q, Arc<JobRecord>> {
+        for j in queued {
+            let priority = match self.remembered.get(&j.id) {
+                Some(r) => admitted_terms(j.spec.priority, &r.evaluated.outcome.decision).priority,
+                None => j.spec.priority,
+            };
+            let holding = self.preemptions.holds(&j.id);
+            self.journal.classed(j, holding, priority);
+        }
+        let journal = &self.journal;
         FairOrder::new(
             queued,
-            |j| Class::new(self.preemptions.holds(&j.id), priority(j)),
+            |j| {
+                let (holding, priority) = journal.class(j);
+                Class::new(holding, priority)
+            },
             |team, series| self.rank(team, series),
         )
     }
@@ -310,9 +335,12 @@ impl<'q> Decide<'q> {
         match &keep.evaluated.outcome.decision {
             Decision::Reject { code, message, .. } => {
                 let reason = format!("{code}: {message}");
+                self.journal.decided(job, Outcome::Rejected);
                 self.reject(job, &keep, reason).await;
             }
             Decision::Queue { code, message } => {
+                self.journal
+                    .decided(job, Outcome::Waits { code: code.clone() });
                 self.waits(job, series, code, message.clone());
                 add_ahead(&mut self.ahead, job);
                 self.kept.insert(key, keep);
@@ -351,6 +379,8 @@ impl<'q> Decide<'q> {
             Err(e) => {
                 let series = queue_series(job, admission::primary_series(&job.spec, None));
                 let reason = format!("the admission policy failed: {e}");
+                let code = "policy.failed".to_string();
+                self.journal.decided(job, Outcome::Waits { code });
                 self.waits(job, series, "policy.failed", reason);
                 add_ahead(&mut self.ahead, job);
                 None
@@ -409,8 +439,16 @@ impl<'q> Decide<'q> {
     ) {
         let cfg = &self.dispatcher.core.config;
         let wanted = demands(job, Some(&placement), cfg);
+        let gpus: Vec<SeriesGpus> = wanted
+            .iter()
+            .map(|d| SeriesGpus {
+                series: d.series.clone(),
+                gpus: u32::try_from(d.gpus()).unwrap_or(u32::MAX),
+            })
+            .collect();
         match self.free.reserve(&wanted) {
             Ok(()) => {
+                self.journal.decided(job, Outcome::Dispatched { gpus });
                 let decision = self.record(job, &keep);
                 let terms = admitted_terms(job.spec.priority, &keep.evaluated.outcome.decision);
                 for d in &wanted {
@@ -443,6 +481,11 @@ impl<'q> Decide<'q> {
                     Some(w) => (w.code, w.reason),
                     None => (nofit.code().to_string(), nofit.to_string()),
                 };
+                let record = Outcome::NoRoom {
+                    gpus,
+                    code: code.clone(),
+                };
+                self.journal.decided(job, record);
                 self.waits(job, series, &code, reason);
                 add_ahead(&mut self.ahead, job);
                 self.kept.insert(key, keep);
@@ -452,8 +495,8 @@ impl<'q> Decide<'q> {
 
     /// The end of the decide step: the creates are told no more come, the waiting
     /// jobs' decisions are kept for the next pass, and the standings and usage are
-    /// published.
-    fn finish(self, queued: &[Arc<JobRecord>]) {
+    /// published; the pass's journal record, if it dispatched anything.
+    fn finish(self, queued: &[Arc<JobRecord>]) -> Option<PassRecord> {
         let Decide {
             dispatcher,
             ledger,
@@ -461,6 +504,7 @@ impl<'q> Decide<'q> {
             kept,
             reused,
             to_create,
+            journal,
             ..
         } = self;
         // Closing the channel ends the creates once the last admitted job is sent.
@@ -472,5 +516,6 @@ impl<'q> Decide<'q> {
             .map(|j| (j.id.as_str(), j.team.as_str()))
             .collect();
         dispatcher.publish(standing.entries, ledger, &teams);
+        journal.finish()
     }
 }

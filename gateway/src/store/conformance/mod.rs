@@ -101,4 +101,6 @@ suite! {
     replicas_migrate_once => super::coord::replicas_migrate_once,
     usage_accrues_decayed_per_team_and_series => super::usage::usage_accrues_decayed_per_team_and_series,
     a_stale_leaders_accrual_is_refused => super::usage::a_stale_leaders_accrual_is_refused,
+    the_dispatch_journal_keeps_passes_in_order_and_forgets_old_ones => super::usage::the_dispatch_journal_keeps_passes_in_order_and_forgets_old_ones,
+    a_stale_leaders_pass_is_not_journaled => super::usage::a_stale_leaders_pass_is_not_journaled,
 }

@@ -258,6 +258,19 @@ pub const MIGRATIONS: &[Migration] = &[
     ALTER TABLE policy_versions ADD COLUMN fair_share TEXT NOT NULL DEFAULT '{}';
     "#,
     },
+    Migration {
+        version: 14,
+        name: "dispatch_journal",
+        // What each dispatching pass ordered and decided, for replay (issue 39).
+        sql: r#"
+    CREATE TABLE dispatch_journal (
+        id    BIGSERIAL PRIMARY KEY,
+        at_ms BIGINT NOT NULL,
+        body  TEXT    NOT NULL
+    );
+    CREATE INDEX dispatch_journal_at ON dispatch_journal (at_ms);
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

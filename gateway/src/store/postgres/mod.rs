@@ -17,6 +17,7 @@
 mod capsules;
 mod connect;
 mod coord;
+mod dispatch_journal;
 mod jobs;
 mod listen;
 pub mod migrations;

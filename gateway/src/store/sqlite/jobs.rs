@@ -13,6 +13,7 @@ use crate::store::codec::{
     JOB_COLUMNS, attempt_step, fence_holds, from_json, json_text, page_bounds, page_of,
     parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
 };
+use crate::store::dispatch_journal::PassRecord;
 use crate::store::usage::{Accrual, UsageRecord};
 use crate::store::{
     DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
@@ -404,6 +405,31 @@ impl JobStore for SqliteDatabase {
 
     async fn usage(&self) -> Result<Vec<UsageRecord>, StoreError> {
         self.read(super::usage::all).await
+    }
+
+    async fn record_pass(
+        &self,
+        p: PassRecord,
+        keep_since_ms: i64,
+        fence: Option<Fence>,
+    ) -> Result<(), StoreError> {
+        self.write(move |conn| {
+            if let Some(fence) = &fence {
+                check_fence(conn, fence)?;
+            }
+            super::dispatch_journal::append(conn, &p, keep_since_ms)
+        })
+        .await
+    }
+
+    async fn passes(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<PassRecord>, StoreError> {
+        self.read(move |conn| super::dispatch_journal::between(conn, from_ms, to_ms, limit))
+            .await
     }
 
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {

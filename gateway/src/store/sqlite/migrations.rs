@@ -270,6 +270,19 @@ pub const MIGRATIONS: &[Migration] = &[
     ALTER TABLE policy_versions ADD COLUMN fair_share TEXT NOT NULL DEFAULT '{}';
     "#,
     },
+    Migration {
+        version: 14,
+        name: "dispatch_journal",
+        // What each dispatching pass ordered and decided, for replay (issue 39).
+        sql: r#"
+    CREATE TABLE dispatch_journal (
+        id    INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms INTEGER NOT NULL,
+        body  TEXT    NOT NULL
+    );
+    CREATE INDEX dispatch_journal_at ON dispatch_journal (at_ms);
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

@@ -20,6 +20,7 @@
 
 mod capsules;
 mod coord;
+mod dispatch_journal;
 mod group_commit;
 mod jobs;
 pub mod migrations;
