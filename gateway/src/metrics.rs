@@ -773,6 +773,7 @@ mod tests {
                 message: "m".into(),
             },
             digests: vec!["sha256:00".into()],
+            reads_shares: false,
             trace: vec![TraceEntry {
                 plugin: "team-secret/canary".into(),
                 version: "1.0.0".into(),

@@ -608,3 +608,67 @@ async fn a_team_borrows_idle_gpus_and_gives_them_back_to_the_team_they_are_guara
         "the guaranteed job is never a candidate: {own_job:#}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_read_every_teams_share_and_a_team_link_its_own() {
+    // A global link that holds every job naming the shares it was shown (the hostile
+    // fixture's `shares` mode), after team-b took the one machine.
+    let gw = forge_tests::policy::gateway("h100=1x8", &[]).await;
+    let (admin, alice) = (
+        PolicyClient::new(&gw, &gw.token),
+        PolicyClient::new(&gw, ALICE),
+    );
+    let bob = gw.client(BOB);
+    let b = bob.submit_ok(&sleeper("b", 120), note_zip()).await;
+    bob.wait_running(&b, Duration::from_secs(60)).await;
+    let component = forge_tests::plugins::component("hostile");
+    let (s, body) = admin
+        .upload("shares", "1.0.0", component.clone(), None, Some("global"))
+        .await;
+    assert_eq!(s, 201, "{body:#}");
+    let mut links = current_links(&admin).await;
+    links.push(json!({"name": "shares", "version": "1.0.0", "settings": {"mode": "shares"}}));
+    let body = json!({"expectedVersion": admin.global_version().await, "plugins": links});
+    let (s, answer) = admin.put_policy(None, &body).await;
+    assert_eq!(s, 200, "{answer:#}");
+    let reason = |id: String| {
+        let client = gw.client(ALICE);
+        async move {
+            eventually("the shares hold", Duration::from_secs(20), || async {
+                let j = client.job(&id).await;
+                match (&j["queue"]["code"], j["queue"]["reason"].as_str()) {
+                    (code, Some(r)) if code == "shares.seen" => Ok(r.to_string()),
+                    _ => Err(not_yet(j["queue"].clone())),
+                }
+            })
+            .await
+        }
+    };
+    let a = gw
+        .client(ALICE)
+        .submit_ok(&sleeper("a", 1), note_zip())
+        .await;
+    let seen = reason(a).await;
+    // team-b holds the machine, team-a wants it: each is entitled to half.
+    assert!(
+        seen.contains("team-a/h100 share=0.00 fair=0.50 held=0 weight=1")
+            && seen.contains("team-b/h100 share=1.00 fair=0.50 held=8 weight=1"),
+        "{seen}"
+    );
+    // team-a's own link sees team-a's standing only (it holds first, so its reason).
+    let (s, body) = alice.upload("mine", "1.0.0", component, None, None).await;
+    assert_eq!(s, 201, "{body:#}");
+    let mine = json!({"expectedVersion": 0,
+        "plugins": [{"name": "mine", "version": "1.0.0", "settings": {"mode": "shares"}}]});
+    let (s, answer) = alice.put_policy(Some("team-a"), &mine).await;
+    assert_eq!(s, 200, "{answer:#}");
+    let a2 = gw
+        .client(ALICE)
+        .submit_ok(&sleeper("a2", 1), note_zip())
+        .await;
+    let seen = reason(a2).await;
+    assert!(
+        seen.contains("team-a/h100") && !seen.contains("team-b"),
+        "a team link sees its own team only: {seen}"
+    );
+}

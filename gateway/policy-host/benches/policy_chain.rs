@@ -45,6 +45,7 @@ fn request() -> PolicyRequest {
         ..SeriesCapacity::default()
     };
     PolicyRequest {
+        shares: Default::default(),
         job: JobView {
             id: "job-0123456789".into(),
             team: "team-a".into(),

@@ -52,6 +52,9 @@ pub struct ChainOutcome {
     /// Digests of the plugins that ran, in order (recorded with every decision).
     pub digests: Vec<String>,
     pub trace: Vec<TraceEntry>,
+    /// Whether a link read the teams' shares (`request.shares()`): the decision then
+    /// depends on them, and is made again when they change.
+    pub reads_shares: bool,
 }
 
 /// A validated, warmed, immutable chain.
@@ -143,6 +146,7 @@ impl Chain {
         let mut hold: Option<Decision> = None;
         let mut trace = Vec::with_capacity(self.links.len());
         let mut digests = Vec::with_capacity(self.links.len());
+        let mut reads_shares = false;
 
         for (i, link) in self.links.iter().enumerate() {
             let plugin = &link.plugin;
@@ -153,10 +157,11 @@ impl Chain {
             // A team link's instance serves only the requesting team; a global link's
             // instances serve only global links.
             let owner = team_link.then_some(request.job.team.as_str());
-            let input = LinkInput::new(request, &placement, &shared);
+            let input = LinkInput::new(request, &placement, &shared, team_link);
             let result = self.pools[i].call(plugin, owner, &link.settings, &input, |d| {
                 check_link(request, &placement, team_link, d)
             });
+            reads_shares |= input.read_shares();
             let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             let entry = |outcome, decision, error| TraceEntry {
                 plugin: plugin.name().to_string(),
@@ -195,6 +200,7 @@ impl Chain {
                         decision,
                         digests,
                         trace,
+                        reads_shares,
                     });
                 }
             }
@@ -203,6 +209,7 @@ impl Chain {
             decision: hold.unwrap_or_else(|| terms.admit(placement)),
             digests,
             trace,
+            reads_shares,
         })
     }
 }

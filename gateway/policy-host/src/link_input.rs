@@ -6,8 +6,12 @@
 //! runs — and every 0.3.0 link of that evaluation shares it; the placement is kept in
 //! an `Arc` by the chain for the same reason. Links of older versions read the
 //! borrowed request directly.
+//!
+//! A link's decision depends on the teams' shares only if it read them, which the
+//! input records: a caller that reuses decisions re-asks such a chain when the shares
+//! change (they change with every charge of the usage ledger).
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::sync::Arc;
 
 use crate::model::{Placement, PolicyRequest};
@@ -17,6 +21,10 @@ pub(crate) struct LinkInput<'a> {
     pub(crate) request: &'a PolicyRequest,
     pub(crate) placement: &'a Arc<Placement>,
     shared: &'a OnceCell<Arc<PolicyRequest>>,
+    /// A team's link: it sees only its team's shares.
+    pub(crate) team_link: bool,
+    /// Whether the plugin read the teams' shares during the call.
+    read_shares: Cell<bool>,
 }
 
 impl<'a> LinkInput<'a> {
@@ -25,12 +33,25 @@ impl<'a> LinkInput<'a> {
         request: &'a PolicyRequest,
         placement: &'a Arc<Placement>,
         shared: &'a OnceCell<Arc<PolicyRequest>>,
+        team_link: bool,
     ) -> Self {
         LinkInput {
             request,
             placement,
             shared,
+            team_link,
+            read_shares: Cell::new(false),
         }
+    }
+
+    /// Records that the plugin read the shares.
+    pub(crate) fn shares_were_read(&self) {
+        self.read_shares.set(true);
+    }
+
+    /// Whether the plugin read the shares.
+    pub(crate) fn read_shares(&self) -> bool {
+        self.read_shares.get()
     }
 
     /// The request, owned and shared by every 0.3.0 link of the evaluation.

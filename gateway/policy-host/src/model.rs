@@ -132,6 +132,40 @@ pub struct SeriesUsage {
     pub queued: u32,
 }
 
+/// One team's fair-share standing on one series (contract 0.3.0's `team-share`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TeamShare {
+    pub team: String,
+    pub series: String,
+    /// GPU-seconds on the series, decayed with the fair share's half-life.
+    pub decayed_gpu_seconds: f64,
+    /// GPUs its dispatched jobs hold there now.
+    pub allocated_gpus: u32,
+    /// Its weight (1 unless the global policy says otherwise).
+    pub weight: f64,
+    /// (decayed use + allocation) / weight, normalised over the teams using the
+    /// series (0..=1).
+    pub share: f64,
+    /// weight / the weights of the teams using the series (0..=1).
+    pub fair_share: f64,
+}
+
+/// Every team's standing on every series, as the dispatcher last computed it: shared
+/// by every request of a pass (the host copies it into a plugin only when asked).
+/// Two are equal when they hold the same standings (none is ever NaN).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Shares(pub Arc<Vec<TeamShare>>);
+
+impl Eq for Shares {}
+
+impl Shares {
+    /// Whether `self` and `other` are the very same publication.
+    pub fn same(&self, other: &Shares) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Everything the chain is asked about one job. The initial placement is derived
 /// from the job (see [`Placement::initial`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,6 +174,10 @@ pub struct PolicyRequest {
     pub job: JobView,
     pub cluster: ClusterView,
     pub usage: Vec<SeriesUsage>,
+    /// The teams' fair-share standings (contract 0.3.0's `request.shares()`; not
+    /// recorded with decisions).
+    #[serde(skip)]
+    pub shares: Shares,
 }
 
 /// Where one pool runs.

@@ -194,6 +194,7 @@ mod tests {
 
     fn request() -> PolicyRequest {
         PolicyRequest {
+            shares: Default::default(),
             job: JobView {
                 id: "j".into(),
                 team: "team-a".into(),

@@ -222,7 +222,7 @@ impl Plugin {
     ) -> Result<model::Decision, PluginError> {
         let placement = Arc::new(model::Placement::initial(&request.job));
         let shared = OnceCell::new();
-        let input = LinkInput::new(request, &placement, &shared);
+        let input = LinkInput::new(request, &placement, &shared, false);
         let mut inst = self.instantiate(None)?;
         self.call(&mut inst, settings, &input)
             .and_then(|d| crate::contract_check::check_decision(request, d))
@@ -288,6 +288,7 @@ impl Plugin {
                 let rep = wit_v0_3_0::RequestRep::new(
                     input.shared_request(),
                     Arc::clone(input.placement),
+                    input.team_link,
                 );
                 let handle = store
                     .data_mut()
@@ -297,7 +298,11 @@ impl Plugin {
                 let borrowed = wasmtime::component::Resource::new_borrow(handle.rep());
                 let out = b.call_evaluate(&mut *store, borrowed);
                 // The handle dies with the call, whatever the plugin did.
-                let _ = store.data_mut().requests_mut().delete(handle);
+                if let Ok(rep) = store.data_mut().requests_mut().delete(handle)
+                    && rep.read_shares()
+                {
+                    input.shares_were_read();
+                }
                 let out = out.map_err(|e| store.data().classify(&e, deadline_ms))?;
                 wit_v0_3_0::decision_from_wit(out, input.placement)
             }

@@ -7,9 +7,11 @@
 //! each method converts only the part the plugin asks for. The entry is removed when
 //! the call returns, so a plugin cannot use it later.
 //!
+//! `shares()` hands over the request's [`model::Shares`] (a team link: only its team's
+//! entries) and records that the plugin read them ([`RequestRep::read_shares`]).
+//!
 //! What the host does not give yet is shown as what it is: one fleet named `default`
-//! (the one cluster the gateway drives), no team shares (the usage ledger and the
-//! weights exist, `GET /v1/fair-share`, but are not handed to plugins yet) and no
+//! (the one cluster the gateway drives) and no
 //! borrowed GPUs in `usage` (a quota plugin marks a borrowing admission with
 //! [`BORROWED_GPUS_ANNOTATION`](crate::model::BORROWED_GPUS_ANNOTATION) and knows its
 //! own guarantees; the host does not count them per team yet).
@@ -47,14 +49,29 @@ pub const REQUEST_IMPORT: &str = "forge:policy/request-view@0.3.0";
 pub struct RequestRep {
     request: Arc<model::PolicyRequest>,
     placement: Arc<model::Placement>,
+    /// A team link's call: only the job's team's shares are shown.
+    team_link: bool,
+    /// Whether the plugin called `shares()`.
+    read_shares: bool,
 }
 
 impl RequestRep {
     pub(crate) fn new(
         request: Arc<model::PolicyRequest>,
         placement: Arc<model::Placement>,
+        team_link: bool,
     ) -> Self {
-        RequestRep { request, placement }
+        RequestRep {
+            request,
+            placement,
+            team_link,
+            read_shares: false,
+        }
+    }
+
+    /// Whether the plugin read the shares during its call.
+    pub(crate) fn read_shares(&self) -> bool {
+        self.read_shares
     }
 }
 
@@ -119,10 +136,25 @@ impl self::forge::policy::request_view::HostRequest for HostState {
     }
 
     fn shares(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<Vec<wit::TeamShare>> {
-        // Team shares are not handed to plugins yet (see the module doc);
-        // the handle is still checked like every other method's.
-        self.request(&this)?;
-        Ok(Vec::new())
+        let rep = self.requests_mut().get_mut(&this)?;
+        rep.read_shares = true;
+        let team = rep.team_link.then_some(rep.request.job.team.as_str());
+        Ok(rep
+            .request
+            .shares
+            .0
+            .iter()
+            .filter(|s| team.is_none_or(|t| s.team == t))
+            .map(|s| wit::TeamShare {
+                team: s.team.clone(),
+                series: s.series.clone(),
+                decayed_gpu_seconds: s.decayed_gpu_seconds,
+                allocated_gpus: s.allocated_gpus,
+                weight: s.weight,
+                share: s.share,
+                fair_share: s.fair_share,
+            })
+            .collect())
     }
 
     fn placement(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<wit::Placement> {

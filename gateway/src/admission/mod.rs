@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use forge_policy_host::ChainOutcome;
 use forge_policy_host::model::{
-    ClusterView, JobView, PolicyRequest, PoolView, SeriesUsage, StorageMode, WorkloadKind,
+    ClusterView, JobView, PolicyRequest, PoolView, SeriesUsage, Shares, StorageMode, WorkloadKind,
 };
 
 pub use decision::{decision_record, primary_series, rejecting_plugin, waiting_series};
@@ -152,6 +152,7 @@ impl Admission {
             job: self.job_view(job_id, team, spec),
             cluster: self.capacity.snapshot(),
             usage: self.team_usage(team),
+            shares: self.usage.shares(),
         })
     }
 
@@ -204,24 +205,25 @@ impl Admission {
             job: self.inference_view(id, team, gpus, series),
             cluster: self.capacity.snapshot(),
             usage: self.team_usage(team),
+            shares: self.usage.shares(),
         })
     }
 
     /// The request for a job against a given cluster view and a usage that already
     /// includes the team's playgrounds ([`Admission::usage_with_playgrounds`]; the
-    /// dispatcher computes it once per team and pass).
+    /// dispatcher computes it once per team and pass), with the pass's shares.
     pub fn request_with_full_usage(
         &self,
         job_id: &str,
         team: &str,
         spec: &JobSpec,
-        cluster: ClusterView,
-        usage: Vec<SeriesUsage>,
+        (cluster, usage, shares): (ClusterView, Vec<SeriesUsage>, Shares),
     ) -> PolicyRequest {
         PolicyRequest {
             job: self.job_view(job_id, team, spec),
             cluster,
             usage,
+            shares,
         }
     }
 

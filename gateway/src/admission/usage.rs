@@ -7,16 +7,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use forge_policy_host::model::SeriesUsage;
+use forge_policy_host::model::{SeriesUsage, Shares, TeamShare};
 
 /// GPUs per team and series: (running = held by dispatched / initializing / running
 /// jobs, queued = wanted by queued jobs).
 pub type Ledger = BTreeMap<String, BTreeMap<String, (u32, u32)>>;
 
-/// The last published ledger.
+/// The last published ledger, and the teams' fair-share standings computed with it.
 #[derive(Debug, Default)]
 pub struct UsageBoard {
     ledger: ArcSwap<Ledger>,
+    shares: ArcSwap<Vec<TeamShare>>,
 }
 
 impl UsageBoard {
@@ -28,6 +29,16 @@ impl UsageBoard {
     /// Publishes a newly counted ledger.
     pub fn publish(&self, ledger: Ledger) {
         self.ledger.store(Arc::new(ledger));
+    }
+
+    /// Publishes the teams' standings (contract 0.3.0's `request.shares()`).
+    pub fn publish_shares(&self, shares: &Shares) {
+        self.shares.store(shares.0.clone());
+    }
+
+    /// The last published standings.
+    pub fn shares(&self) -> Shares {
+        Shares(self.shares.load_full())
     }
 
     /// The last published ledger.

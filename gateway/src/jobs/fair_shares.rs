@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use forge_policy_host::model::ClusterView;
+use forge_policy_host::model::{ClusterView, Shares, TeamShare as PolicyTeamShare};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -108,6 +108,39 @@ pub struct TeamShare {
     pub share_gpus: f64,
     /// What its weight entitles it to, in GPUs.
     pub fair_share_gpus: f64,
+}
+
+/// The table as plugins read it (contract 0.3.0's `team-share`): per series, each
+/// team's (decayed use + allocation) / weight over the sum of the teams' there, and
+/// its weight over the teams' weights (its fair share of the series' GPUs as a
+/// fraction).
+pub fn for_policies(table: &[SeriesShares]) -> Shares {
+    let mut out = Vec::new();
+    for s in table {
+        let weighted: f64 = s.teams.iter().map(|t| t.share_gpus / t.weight).sum();
+        for t in &s.teams {
+            let share = if weighted > 0.0 {
+                t.share_gpus / t.weight / weighted
+            } else {
+                0.0
+            };
+            let fair_share = if s.gpus > 0 {
+                (t.fair_share_gpus / f64::from(s.gpus)).min(1.0)
+            } else {
+                0.0
+            };
+            out.push(PolicyTeamShare {
+                team: t.team.clone(),
+                series: s.series.clone(),
+                decayed_gpu_seconds: t.decayed_gpu_seconds,
+                allocated_gpus: t.allocated_gpus,
+                weight: t.weight,
+                share,
+                fair_share,
+            });
+        }
+    }
+    Shares(Arc::new(out))
 }
 
 /// Every series' table at `now_ms` (`only`: one team's rows, for a member).
@@ -210,6 +243,32 @@ mod tests {
         // A third team that asked now would get a quarter (weights 2 + 1 + 1).
         assert_eq!(e.fair_share("team-c", "h100", false), 6.0);
         assert_eq!(e.fair_share("team-a", "a100", true), 0.0, "no such series");
+    }
+
+    #[test]
+    fn plugins_read_shares_as_fractions_of_the_series() {
+        // team-a holds 8 of 16 GPUs and weighs 2; team-b wants 8; team-c holds none.
+        let mut ledger = Ledger::new();
+        usage::add(&mut ledger, "team-a", "h100", 8, true);
+        usage::add(&mut ledger, "team-b", "h100", 8, false);
+        let rows = table(
+            &view(&[("h100", 16)]),
+            &ledger,
+            &[],
+            weights(&[("team-a", 2.0)]),
+            3_600,
+            0,
+            None,
+        );
+        let shares = for_policies(&rows);
+        let of = |team: &str| {
+            let s = shares.0.iter().find(|s| s.team == team).expect("listed");
+            (s.share, s.fair_share, s.allocated_gpus, s.weight)
+        };
+        // (8 / 2) over (8 / 2 + 0): all of the weighted use is team-a's.
+        assert_eq!(of("team-a"), (1.0, 2.0 / 3.0, 8, 2.0));
+        assert_eq!(of("team-b"), (0.0, 1.0 / 3.0, 0, 1.0));
+        assert!(for_policies(&[]).0.is_empty());
     }
 
     #[test]

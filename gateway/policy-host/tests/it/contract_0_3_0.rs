@@ -3,9 +3,12 @@
 //! "not preemptible" wins, a team link may cap but not protect its jobs), fleets a
 //! placement may name (only existing ones; a team link only narrows them), and the
 //! chain's say on a planned preemption (accept, reorder, veto; a team only vetoes, and
-//! only about its own jobs; a malformed reorder fails closed; older links accept).
+//! only about its own jobs; a malformed reorder fails closed; older links accept), and
+//! the teams' shares (every team's for a global link, its own for a team link).
 
-use forge_policy_host::model::{Decision, JobView, PolicyRequest, StorageMode};
+use std::sync::Arc;
+
+use forge_policy_host::model::{Decision, JobView, PolicyRequest, Shares, StorageMode, TeamShare};
 use forge_policy_host::preemption::{PlanOutcome, PreemptionPlan, Victim};
 use forge_policy_host::{Chain, ChainLink, PluginError, PolicyEngine};
 
@@ -245,4 +248,51 @@ fn a_team_only_vetoes_and_only_about_its_own_jobs() {
         .plan_preemption(&p, Some("team-c"))
         .expect_err("a team may not reorder");
     assert!(err.to_string().contains("only accept or veto"), "{err}");
+}
+
+fn share(team: &str, share: f64) -> TeamShare {
+    TeamShare {
+        team: team.into(),
+        series: "h100".into(),
+        decayed_gpu_seconds: 3600.0,
+        allocated_gpus: 8,
+        weight: 1.0,
+        share,
+        fair_share: 0.5,
+    }
+}
+
+/// The hold message of the `shares` mode: the shares the link was shown.
+fn shown(out: &Decision) -> String {
+    match out {
+        Decision::Queue { code, message } if code == "shares.seen" => message.clone(),
+        other => panic!("expected the shares hold, got {other:?}"),
+    }
+}
+
+#[test]
+fn shares_are_every_teams_for_a_global_link_and_its_own_for_a_team_link() {
+    let e = engine();
+    let mut r = request();
+    r.shares = Shares(Arc::new(vec![share("team-a", 0.25), share("team-b", 0.75)]));
+    let reader = chain(&e, vec![hostile(&e, r#"{"mode": "shares"}"#)]);
+    let out = reader.evaluate(&r).expect("evaluates");
+    assert!(out.reads_shares, "the chain read them");
+    assert_eq!(
+        shown(&out.decision),
+        "team-a/h100 share=0.25 fair=0.50 held=8 weight=1; \
+         team-b/h100 share=0.75 fair=0.50 held=8 weight=1"
+    );
+    // A team's link sees only its own team's standing.
+    let global = chain(&e, vec![hostile(&e, r#"{"mode": "ok"}"#)]);
+    let out = Chain::team_then_global(&reader, &global)
+        .evaluate(&r)
+        .expect("evaluates");
+    assert_eq!(
+        shown(&out.decision),
+        "team-a/h100 share=0.25 fair=0.50 held=8 weight=1"
+    );
+    // A chain that never asks does not depend on them.
+    let out = global.evaluate(&r).expect("evaluates");
+    assert!(!out.reads_shares);
 }

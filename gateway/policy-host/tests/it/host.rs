@@ -33,6 +33,7 @@ fn request(
     storage: StorageMode,
 ) -> PolicyRequest {
     PolicyRequest {
+        shares: Default::default(),
         job: JobView {
             id: "j-1".into(),
             team: team.into(),

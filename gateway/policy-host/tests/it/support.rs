@@ -98,6 +98,7 @@ pub fn wat_fixture(rel: &str) -> Vec<u8> {
 /// A one-pool job (one node, 8 GPUs) of `team` in a cluster without series.
 pub fn minimal_request(team: &str) -> PolicyRequest {
     PolicyRequest {
+        shares: Default::default(),
         job: JobView {
             id: format!("{team}-job"),
             team: team.into(),

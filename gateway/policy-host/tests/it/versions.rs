@@ -18,6 +18,7 @@ const TOLERATE_GPU: &str = r#"{"tolerate": "nvidia.com/gpu", "max_gpus": 64}"#;
 
 fn request(gpus: u32, labels: &[(&str, &str)]) -> PolicyRequest {
     PolicyRequest {
+        shares: Default::default(),
         job: JobView {
             id: "j-1".into(),
             team: "team-a".into(),

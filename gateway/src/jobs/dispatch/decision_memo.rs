@@ -1,8 +1,9 @@
 //! What the dispatcher remembers of each queued job between passes: the chain's last
 //! decision for it and what that decision was made from — the policy snapshot's
 //! generation, the cluster view and the team's usage the request carried (the job
-//! itself does not change while it is queued). A pass reuses the decision while all
-//! three are the same, instead of running the chain again: a decision depends only on
+//! itself does not change while it is queued), and the teams' shares if the chain
+//! read them (they change with every pass's charges, so such a chain is asked every
+//! pass). A pass reuses the decision while these are the same, instead of running the chain again: a decision depends only on
 //! the chain's settings and the request (the rule every plugin keeps, which replay and
 //! shadow rely on too, and which `FORGE_POLICY_VERIFY` checks). So a pass over a long
 //! queue where nothing changed costs a comparison per job, and a change costs the
@@ -15,7 +16,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use forge_policy_host::model::{ClusterView, SeriesUsage};
+use forge_policy_host::model::{ClusterView, SeriesUsage, Shares};
 
 use crate::policy::Evaluated;
 
@@ -29,22 +30,27 @@ pub struct Remembered {
     pub view: Arc<ClusterView>,
     /// The team's usage the request carried (its playgrounds included).
     pub usage: Arc<Vec<SeriesUsage>>,
+    /// The teams' shares the request carried: they matter only to a chain that read
+    /// them ([`ChainOutcome::reads_shares`](forge_policy_host::ChainOutcome)).
+    pub shares: Shares,
     /// The decision, its trace and the policy versions (and generation) that made it.
     pub evaluated: Evaluated,
 }
 
 impl Remembered {
-    /// Whether this decision stands for a request of `view` and `usage` under policy
-    /// `generation`.
+    /// Whether this decision stands for a request of `view`, `usage` and `shares`
+    /// under policy `generation` (the shares count only if the chain read them).
     pub fn holds(
         &self,
         generation: u64,
         view: &Arc<ClusterView>,
         usage: &Arc<Vec<SeriesUsage>>,
+        shares: &Shares,
     ) -> bool {
         self.evaluated.generation == generation
             && (Arc::ptr_eq(&self.view, view) || *self.view == **view)
             && (Arc::ptr_eq(&self.usage, usage) || *self.usage == **usage)
+            && (!self.evaluated.outcome.reads_shares || self.shares.same(shares))
     }
 }
 
@@ -94,6 +100,7 @@ mod tests {
                 ..ClusterView::default()
             }),
             usage: Arc::new(vec![]),
+            shares: Shares::default(),
             evaluated: Evaluated {
                 outcome: ChainOutcome {
                     decision: Decision::Queue {
@@ -102,6 +109,7 @@ mod tests {
                     },
                     digests: vec![],
                     trace: vec![],
+                    reads_shares: false,
                 },
                 global_version: 1,
                 team_version: None,
@@ -116,17 +124,30 @@ mod tests {
         let r = remembered(7, 8);
         let same_view = Arc::new((*r.view).clone());
         let usage = Arc::new(vec![]);
-        assert!(r.holds(7, &r.view, &usage), "the same view");
-        assert!(r.holds(7, &same_view, &usage), "an equal view");
-        assert!(!r.holds(8, &same_view, &usage), "another policy");
+        let shares = Shares::default();
+        assert!(r.holds(7, &r.view, &usage, &shares), "the same view");
+        assert!(r.holds(7, &same_view, &usage, &shares), "an equal view");
+        assert!(!r.holds(8, &same_view, &usage, &shares), "another policy");
         let other = remembered(7, 0).view;
-        assert!(!r.holds(7, &other, &usage), "another view");
+        assert!(!r.holds(7, &other, &usage, &shares), "another view");
         let used = Arc::new(vec![SeriesUsage {
             series: "h100".into(),
             running: 8,
             queued: 0,
         }]);
-        assert!(!r.holds(7, &same_view, &used), "other usage");
+        assert!(!r.holds(7, &same_view, &used, &shares), "other usage");
+        // New shares matter only to a chain that read them.
+        assert!(
+            r.holds(7, &same_view, &usage, &Shares::default()),
+            "not read"
+        );
+        let mut reader = r.clone();
+        reader.evaluated.outcome.reads_shares = true;
+        assert!(reader.holds(7, &same_view, &usage, &reader.shares.clone()));
+        assert!(
+            !reader.holds(7, &same_view, &usage, &Shares::default()),
+            "read, and new"
+        );
         let memo = DecisionMemo::default();
         memo.keep(Table::from_iter([("j".to_string(), r)]));
         assert_eq!(memo.len(), 1);

@@ -199,6 +199,26 @@ impl FairShare {
         self.usage(now_ms)
     }
 
+    /// The ledger as this leader knows it (the store's rows plus what it charged
+    /// since), each row as of its own time.
+    pub fn records(&self) -> Vec<UsageRecord> {
+        let st = self.lock();
+        st.rows
+            .iter()
+            .flatten()
+            .flat_map(|(team, by_series)| {
+                by_series
+                    .iter()
+                    .map(move |(series, (gpu_seconds, at_ms))| UsageRecord {
+                        team: team.clone(),
+                        series: series.clone(),
+                        gpu_seconds: *gpu_seconds,
+                        at_ms: *at_ms,
+                    })
+            })
+            .collect()
+    }
+
     /// The ledger as the store has it.
     async fn read<S: UsageStore + ?Sized>(&self, store: &S) -> Result<Rows, StoreError> {
         let mut rows = Rows::default();
@@ -281,23 +301,7 @@ impl FairShare {
 
     /// Every team's decayed usage at `now_ms`, as GPUs held on average.
     fn usage(&self, now_ms: i64) -> Usage {
-        let h = self.half_life_s;
-        let st = self.lock();
-        let gpus = st
-            .rows
-            .iter()
-            .flatten()
-            .map(|(team, by_series)| {
-                let by_series = by_series
-                    .iter()
-                    .map(|(series, (v, at))| {
-                        (series.clone(), as_gpus(decayed(*v, *at, now_ms, h), h))
-                    })
-                    .collect();
-                (team.clone(), by_series)
-            })
-            .collect();
-        Usage { gpus }
+        Usage::of_rows(&self.records(), self.half_life_s, now_ms)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -18,7 +18,7 @@ use super::fair_order::{Class, FairOrder, series_of};
 use super::fair_share::Usage;
 use super::standing::Standing;
 use crate::jobs::error::JobError;
-use crate::jobs::fair_shares::Entitlement;
+use crate::jobs::fair_shares::{Entitlement, for_policies, table};
 use crate::store::now_ms;
 
 /// How often a follower refreshes its board.
@@ -39,9 +39,23 @@ impl Dispatcher {
                 Vec::new()
             }
         };
-        let usage = Usage::of_rows(&rows, half_life, now_ms());
+        let now = now_ms();
+        let usage = Usage::of_rows(&rows, half_life, now);
         let snapshot = self.cluster.capacity.snapshot();
-        let entitled = Entitlement::new(&snapshot, &ledger, self.admission.fair_share());
+        let weights = self.admission.fair_share();
+        let shares = table(
+            &snapshot,
+            &ledger,
+            &rows,
+            weights.clone(),
+            half_life,
+            now,
+            None,
+        );
+        self.admission
+            .usage()
+            .publish_shares(&for_policies(&shares));
+        let entitled = Entitlement::new(&snapshot, &ledger, weights);
         let rank = |team: &str, series: &str| usage.weighted_rank(&ledger, &entitled, team, series);
         // The priority the leader orders by: as admitted before (a preempted job),
         // else the spec's.

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use forge_policy_host::model::{ClusterView, Decision, Placement, SeriesUsage};
+use forge_policy_host::model::{ClusterView, Decision, Placement, SeriesUsage, Shares};
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 
@@ -36,7 +36,7 @@ use crate::admission::usage::{self, Ledger};
 use crate::admission::{self, Path};
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
-use crate::jobs::fair_shares::Entitlement;
+use crate::jobs::fair_shares::{Entitlement, for_policies, table};
 use crate::jobs::fit::Rooms;
 use crate::jobs::queue::Standings;
 use crate::policy::Evaluated;
@@ -64,6 +64,8 @@ struct Reserved {
     records_read: usize,
     /// Unix milliseconds the pass began.
     at_ms: i64,
+    /// Every team's standing, as plugins read it.
+    shares: Shares,
 }
 
 impl Dispatcher {
@@ -80,6 +82,7 @@ impl Dispatcher {
             listed,
             records_read,
             at_ms,
+            shares,
         } = self.reserve().await?;
         if queued.is_empty() {
             self.publish(Standings::default(), ledger, &Default::default());
@@ -97,7 +100,7 @@ impl Dispatcher {
                 (&queued, at_ms),
                 to_create,
                 preemptions,
-                usage,
+                (usage, shares),
             );
             let mut order = decide.order(&queued);
             while let Some(job) = order.next(|team, series| decide.rank(team, series)) {
@@ -151,6 +154,16 @@ impl Dispatcher {
             .fair
             .pass(self.core.store.as_ref(), fence, &ledger, now)
             .await;
+        let shares = for_policies(&table(
+            &capacity.snapshot(),
+            &ledger,
+            &self.fair.records(),
+            self.admission.fair_share(),
+            cfg.gateway.fair_share_half_life_s,
+            now,
+            None,
+        ));
+        self.admission.usage().publish_shares(&shares);
         Ok(Reserved {
             queued: unfinished.queued,
             active: unfinished.active,
@@ -161,6 +174,7 @@ impl Dispatcher {
             listed: unfinished.listed,
             records_read: unfinished.read,
             at_ms: now,
+            shares,
         })
     }
 
@@ -227,6 +241,8 @@ struct Decide<'q> {
     entitled: Entitlement,
     /// What the pass records for the dispatch journal.
     journal: PassJournal<'q>,
+    /// Every team's standing, as the requests carry it.
+    shares: Shares,
 }
 
 impl<'q> Decide<'q> {
@@ -237,7 +253,7 @@ impl<'q> Decide<'q> {
         (queued, at_ms): (&'q [Arc<JobRecord>], i64),
         to_create: mpsc::Sender<Admitted>,
         preemptions: Preemptions<'q>,
-        usage: Usage,
+        (usage, shares): (Usage, Shares),
     ) -> Self {
         let snapshot = dispatcher.cluster.capacity.snapshot();
         let weights = dispatcher.admission.fair_share();
@@ -266,6 +282,7 @@ impl<'q> Decide<'q> {
             usage,
             entitled,
             journal,
+            shares,
         }
     }
 
@@ -330,6 +347,7 @@ impl<'q> Decide<'q> {
         let keep = Remembered {
             view: self.view.clone(),
             usage,
+            shares: self.shares.clone(),
             evaluated,
         };
         match &keep.evaluated.outcome.decision {
@@ -363,7 +381,7 @@ impl<'q> Decide<'q> {
         usage: &Arc<Vec<SeriesUsage>>,
     ) -> Option<Evaluated> {
         if let Some(r) = memo
-            && r.holds(self.generation, &self.view, usage)
+            && r.holds(self.generation, &self.view, usage, &self.shares)
         {
             self.reused += 1;
             return Some(r.evaluated);
@@ -399,8 +417,7 @@ impl<'q> Decide<'q> {
             &job.id,
             &job.team,
             &job.spec,
-            view.clone(),
-            usage.to_vec(),
+            (view.clone(), usage.to_vec(), self.shares.clone()),
         )
     }
 

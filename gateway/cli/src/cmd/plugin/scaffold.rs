@@ -266,6 +266,7 @@ pub fn sample_request(team: &str) -> PolicyRequest {
         default_memory_bytes: 32 << 30,
     };
     PolicyRequest {
+        shares: Default::default(),
         job: JobView {
             id: "job-sample".into(),
             team: team.into(),
