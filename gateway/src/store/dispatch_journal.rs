@@ -4,8 +4,9 @@
 //! (`jobs/dispatch/replay.rs`).
 //!
 //! A record holds the pass's inputs to the order (the weights, each queued team's
-//! decayed usage and GPUs held per series, every queued job's class and submission
-//! order) and its outcome per job, in the order the pass decided them. The usage is
+//! decayed usage and GPUs held per series, the queued jobs' classes and submission
+//! order) and its outcome per job, in the order the pass decided them — every job up
+//! to the last dispatch, then each team's next one. The usage is
 //! stored as the pass computed it (not recomputed from the ledger later), so a replay
 //! ranks with the very numbers the pass ranked with.
 //!
@@ -29,8 +30,12 @@ pub struct PassRecord {
     pub free: BTreeMap<String, u32>,
     /// The usage of each team with a queued job, per series, when the pass began.
     pub teams: Vec<TeamUsageAtPass>,
-    /// Every queued job, in the order the pass decided them.
+    /// The queued jobs in the order the pass decided them: every one up to its last
+    /// dispatch, then the next job of each team and class (`jobs/dispatch/journal.rs`).
     pub decided: Vec<DecidedJob>,
+    /// Queued jobs the pass decided after those, not recorded.
+    #[serde(default)]
+    pub omitted: usize,
 }
 
 /// One team's usage of one series as a pass ranked it.
@@ -119,6 +124,7 @@ mod tests {
                 used: 0.1 + 0.2,
                 held: 8,
             }],
+            omitted: 3,
             decided: vec![DecidedJob {
                 job: "j1".into(),
                 team: "team-a".into(),

@@ -3,11 +3,18 @@
 //! queued job's class and outcome in the order it was decided. Only a pass that
 //! dispatched something is written (by the leader, fenced with its term); the jobs
 //! are kept by reference until then, so a pass that dispatches nothing copies none.
+//!
+//! A record holds the jobs decided up to the pass's last dispatch and, after it, only
+//! the next job of each lane (team and class). That is enough to replay the order
+//! exactly: a lane's jobs are handed out oldest first, so the recorded jobs hold every
+//! lane head the pass compared, and after the last dispatch no team's rank moves, so
+//! the recorded heads keep their order. A preview sees every waiting team's next
+//! job, not its whole backlog; a queue of 10 000 jobs is not copied on each dispatch.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Dispatcher;
 use super::fair_order::series_of;
@@ -88,20 +95,37 @@ impl<'q> PassJournal<'q> {
         self.decided.push((job, outcome));
     }
 
-    /// The record to write, if the pass dispatched anything.
+    /// The record to write, if the pass dispatched anything: the jobs decided up to
+    /// its last dispatch, then the next job of each lane (team and class) after it —
+    /// what a replay needs to give the same order, and a preview to weigh every team
+    /// — not the whole queue.
     pub fn finish(self) -> Option<PassRecord> {
         if !self.dispatched {
             return None;
         }
+        let last = self
+            .decided
+            .iter()
+            .rposition(|(_, o)| matches!(o, Outcome::Dispatched { .. }))?;
         let classes = self.classes;
-        let decided = self
+        let class = |job: &JobRecord| {
+            classes
+                .get(job.id.as_str())
+                .copied()
+                .unwrap_or((false, job.spec.priority))
+        };
+        let total = self.decided.len();
+        let mut lanes: FxHashSet<(bool, i32, &str)> = FxHashSet::default();
+        let decided: Vec<DecidedJob> = self
             .decided
             .into_iter()
-            .map(|(job, outcome)| {
-                let (holding, priority) = classes
-                    .get(job.id.as_str())
-                    .copied()
-                    .unwrap_or((false, job.spec.priority));
+            .enumerate()
+            .filter(|(i, (job, _))| {
+                let (holding, priority) = class(job);
+                *i <= last || lanes.insert((holding, priority, job.team.as_str()))
+            })
+            .map(|(_, (job, outcome))| {
+                let (holding, priority) = class(job);
                 DecidedJob {
                     job: job.id.clone(),
                     team: job.team.clone(),
@@ -118,6 +142,7 @@ impl<'q> PassJournal<'q> {
             weights: self.weights,
             free: self.free,
             teams: self.teams,
+            omitted: total - decided.len(),
             decided,
         })
     }
@@ -138,5 +163,116 @@ impl Dispatcher {
             }
             Err(e) => tracing::warn!("writing the dispatch journal: {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::admission::usage;
+    use crate::jobs::dispatch::fair_order::{Class, FairOrder};
+    use crate::jobs::dispatch::replay::{replay, series_gpus};
+    use crate::jobs::fair_shares::Entitlement;
+    use crate::store::conformance::jobs::new_job;
+
+    fn job(team: &str, seq: i64) -> Arc<JobRecord> {
+        let new = new_job(team, &format!("{team}-{seq}"), "h100");
+        Arc::new(JobRecord {
+            id: format!("{team}-{seq}"),
+            team: team.to_string(),
+            name: new.spec.name.clone(),
+            spec: new.spec.clone(),
+            state: crate::domain::JobState::Queued,
+            reason: None,
+            capsule_sha256: None,
+            rayjob_name: None,
+            queue_series: Some("h100".into()),
+            placement: None,
+            seq,
+            created_at_ms: seq,
+            updated_at_ms: seq,
+            trace_parent: None,
+            last_checkpoint: None,
+            attempt: 0,
+            terms: None,
+        })
+    }
+
+    #[test]
+    fn a_pass_keeps_its_jobs_to_the_last_dispatch_and_each_teams_next_and_replays_exactly() {
+        // Three teams, three 8-GPU jobs each, 16 GPUs free; team-c used least.
+        let queued: Vec<Arc<JobRecord>> = ["team-a", "team-b", "team-c"]
+            .iter()
+            .enumerate()
+            .flat_map(|(t, team)| (0..3).map(move |i| job(team, (t * 3 + i) as i64)))
+            .collect();
+        let used = Usage::of_gpus([
+            ("team-a".to_string(), [("h100".to_string(), 10.0)]),
+            ("team-b".to_string(), [("h100".to_string(), 5.0)]),
+        ]);
+        let mut ledger = Ledger::new();
+        let weights = FairShareSettings::default();
+        let entitled = Entitlement::of_weights(Arc::new(weights.clone()));
+        let free = BTreeMap::from([("h100".to_string(), 16)]);
+        let mut journal = PassJournal::begin(1_000, &weights, free, &queued, &used, &ledger);
+        for j in &queued {
+            journal.classed(j, false, 0);
+        }
+        // The live pass: the dispatcher's order, a job dispatched while 8 GPUs are left.
+        let mut left = 16;
+        let mut order = FairOrder::new(
+            &queued,
+            |_| Class::new(false, 0),
+            |t, s| used.weighted_rank(&ledger, &entitled, t, s),
+        );
+        while let Some(j) = order.next(|t, s| used.weighted_rank(&ledger, &entitled, t, s)) {
+            let gpus = vec![series_gpus("h100", 8)];
+            let outcome = if left >= 8 {
+                left -= 8;
+                usage::add(&mut ledger, &j.team, "h100", 8, true);
+                Outcome::Dispatched { gpus }
+            } else {
+                Outcome::NoRoom {
+                    gpus,
+                    code: "capacity.no-room".into(),
+                }
+            };
+            journal.decided(j, outcome);
+        }
+        let record = journal.finish().expect("it dispatched");
+        let ids: Vec<&str> = record.decided.iter().map(|d| d.job.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["team-c-6", "team-c-7", "team-c-8", "team-b-3", "team-a-0"],
+            "to the last dispatch, then each team's next"
+        );
+        assert_eq!(record.omitted, 4);
+        let r = replay(std::slice::from_ref(&record), None);
+        assert!(r.identical, "{r:?}");
+        assert_eq!(r.replayed[0].dispatched, ["team-c-6", "team-c-7"]);
+    }
+
+    #[test]
+    fn a_pass_that_dispatched_nothing_writes_nothing() {
+        let queued = vec![job("team-a", 1)];
+        let weights = FairShareSettings::default();
+        let mut journal = PassJournal::begin(
+            1,
+            &weights,
+            BTreeMap::new(),
+            &queued,
+            &Usage::default(),
+            &Ledger::new(),
+        );
+        journal.decided(
+            &queued[0],
+            Outcome::Waits {
+                code: "quota.exceeded".into(),
+            },
+        );
+        assert!(journal.finish().is_none());
     }
 }

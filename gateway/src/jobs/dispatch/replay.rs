@@ -14,7 +14,8 @@
 //!   waiting or rejected does so again. Each pass is previewed on its own recorded
 //!   queue and usage: the preview does not re-run the day (a job it dispatches
 //!   earlier is not removed from later passes, and run times are not simulated),
-//!   and the fit is by GPU count per series, not by machine.
+//!   and the fit is by GPU count per series, not by machine); and a pass recorded
+//!   each team's next job after its last dispatch, not its whole backlog.
 
 use std::collections::BTreeMap;
 
@@ -274,6 +275,7 @@ mod tests {
             weights: BTreeMap::new(),
             free: BTreeMap::from([("h100".into(), 8)]),
             teams: vec![usage("team-b", 16.0, 8), usage("team-c", 4.0, 0)],
+            omitted: 0,
             decided: vec![
                 job("c1", "team-c", 3, dispatched(8)),
                 job("b1", "team-b", 1, no_room(8)),

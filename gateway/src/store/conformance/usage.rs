@@ -112,6 +112,7 @@ fn pass(at_ms: i64, job: &str) -> PassRecord {
             used: 1.0 / 3.0,
             held: 0,
         }],
+        omitted: 0,
         decided: vec![DecidedJob {
             job: job.into(),
             team: "team-a".into(),
