@@ -201,35 +201,12 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::store::conformance::jobs::new_job;
+    use crate::store::conformance::jobs::queued_record;
 
     fn queued(specs: &[(&str, i64, i32)]) -> Vec<Arc<JobRecord>> {
         specs
             .iter()
-            .map(|(team, seq, priority)| {
-                let new = new_job(team, &format!("{team}-{seq}"), "h100");
-                let mut spec = new.spec.clone();
-                spec.priority = *priority;
-                Arc::new(JobRecord {
-                    id: format!("{team}-{seq}"),
-                    team: (*team).to_string(),
-                    name: new.spec.name.clone(),
-                    spec,
-                    state: crate::domain::JobState::Queued,
-                    reason: None,
-                    capsule_sha256: None,
-                    rayjob_name: None,
-                    queue_series: Some("h100".into()),
-                    placement: None,
-                    seq: *seq,
-                    created_at_ms: *seq,
-                    updated_at_ms: *seq,
-                    trace_parent: None,
-                    last_checkpoint: None,
-                    attempt: 0,
-                    terms: None,
-                })
-            })
+            .map(|(team, seq, priority)| queued_record(team, *seq, *priority))
             .collect()
     }
 

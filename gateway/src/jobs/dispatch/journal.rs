@@ -35,7 +35,6 @@ pub struct PassJournal<'q> {
     /// Each queued job's class in the order: (holding freed GPUs, priority).
     classes: FxHashMap<&'q str, (bool, i32)>,
     decided: Vec<(&'q JobRecord, Outcome)>,
-    dispatched: bool,
 }
 
 impl<'q> PassJournal<'q> {
@@ -72,7 +71,6 @@ impl<'q> PassJournal<'q> {
             teams,
             classes: FxHashMap::default(),
             decided: Vec::with_capacity(queued.len()),
-            dispatched: false,
         }
     }
 
@@ -91,7 +89,6 @@ impl<'q> PassJournal<'q> {
 
     /// `job` was decided, with `outcome`.
     pub fn decided(&mut self, job: &'q JobRecord, outcome: Outcome) {
-        self.dispatched |= matches!(outcome, Outcome::Dispatched { .. });
         self.decided.push((job, outcome));
     }
 
@@ -99,33 +96,23 @@ impl<'q> PassJournal<'q> {
     /// its last dispatch, then the next job of each lane (team and class) after it —
     /// what a replay needs to give the same order, and a preview to weigh every team
     /// — not the whole queue.
-    pub fn finish(self) -> Option<PassRecord> {
-        if !self.dispatched {
-            return None;
-        }
+    pub fn finish(mut self) -> Option<PassRecord> {
         let last = self
             .decided
             .iter()
             .rposition(|(_, o)| matches!(o, Outcome::Dispatched { .. }))?;
-        let classes = self.classes;
-        let class = |job: &JobRecord| {
-            classes
-                .get(job.id.as_str())
-                .copied()
-                .unwrap_or((false, job.spec.priority))
-        };
-        let total = self.decided.len();
+        let all = std::mem::take(&mut self.decided);
+        let total = all.len();
         let mut lanes: FxHashSet<(bool, i32, &str)> = FxHashSet::default();
-        let decided: Vec<DecidedJob> = self
-            .decided
+        let decided: Vec<DecidedJob> = all
             .into_iter()
             .enumerate()
             .filter(|(i, (job, _))| {
-                let (holding, priority) = class(job);
+                let (holding, priority) = self.class(job);
                 *i <= last || lanes.insert((holding, priority, job.team.as_str()))
             })
             .map(|(_, (job, outcome))| {
-                let (holding, priority) = class(job);
+                let (holding, priority) = self.class(job);
                 DecidedJob {
                     job: job.id.clone(),
                     team: job.team.clone(),
@@ -174,31 +161,13 @@ mod tests {
     use super::*;
     use crate::admission::usage;
     use crate::jobs::dispatch::fair_order::{Class, FairOrder};
-    use crate::jobs::dispatch::replay::{replay, series_gpus};
+    use crate::jobs::dispatch::replay::replay;
     use crate::jobs::fair_shares::Entitlement;
-    use crate::store::conformance::jobs::new_job;
+    use crate::store::conformance::jobs::queued_record;
+    use crate::store::dispatch_journal::SeriesGpus;
 
     fn job(team: &str, seq: i64) -> Arc<JobRecord> {
-        let new = new_job(team, &format!("{team}-{seq}"), "h100");
-        Arc::new(JobRecord {
-            id: format!("{team}-{seq}"),
-            team: team.to_string(),
-            name: new.spec.name.clone(),
-            spec: new.spec.clone(),
-            state: crate::domain::JobState::Queued,
-            reason: None,
-            capsule_sha256: None,
-            rayjob_name: None,
-            queue_series: Some("h100".into()),
-            placement: None,
-            seq,
-            created_at_ms: seq,
-            updated_at_ms: seq,
-            trace_parent: None,
-            last_checkpoint: None,
-            attempt: 0,
-            terms: None,
-        })
+        queued_record(team, seq, 0)
     }
 
     #[test]
@@ -229,7 +198,7 @@ mod tests {
             |t, s| used.weighted_rank(&ledger, &entitled, t, s),
         );
         while let Some(j) = order.next(|t, s| used.weighted_rank(&ledger, &entitled, t, s)) {
-            let gpus = vec![series_gpus("h100", 8)];
+            let gpus = vec![SeriesGpus::new("h100", 8)];
             let outcome = if left >= 8 {
                 left -= 8;
                 usage::add(&mut ledger, &j.team, "h100", 8, true);

@@ -66,6 +66,8 @@ struct Reserved {
     at_ms: i64,
     /// Every team's standing, as plugins read it.
     shares: Shares,
+    /// The cluster view as the capacity caches had it (the shares' and the pass's).
+    snapshot: ClusterView,
 }
 
 impl Dispatcher {
@@ -83,6 +85,7 @@ impl Dispatcher {
             records_read,
             at_ms,
             shares,
+            snapshot,
         } = self.reserve().await?;
         if queued.is_empty() {
             self.publish(Standings::default(), ledger, &Default::default());
@@ -100,7 +103,7 @@ impl Dispatcher {
                 (&queued, at_ms),
                 to_create,
                 preemptions,
-                (usage, shares),
+                (usage, shares, snapshot),
             );
             let mut order = decide.order(&queued);
             while let Some(job) = order.next(|team, series| decide.rank(team, series)) {
@@ -154,8 +157,9 @@ impl Dispatcher {
             .fair
             .pass(self.core.store.as_ref(), fence, &ledger, now)
             .await;
+        let snapshot = capacity.snapshot();
         let shares = for_policies(&table(
-            &capacity.snapshot(),
+            &snapshot,
             &ledger,
             &self.fair.records(),
             self.admission.fair_share(),
@@ -175,6 +179,7 @@ impl Dispatcher {
             records_read: unfinished.read,
             at_ms: now,
             shares,
+            snapshot,
         })
     }
 
@@ -253,9 +258,8 @@ impl<'q> Decide<'q> {
         (queued, at_ms): (&'q [Arc<JobRecord>], i64),
         to_create: mpsc::Sender<Admitted>,
         preemptions: Preemptions<'q>,
-        (usage, shares): (Usage, Shares),
+        (usage, shares, snapshot): (Usage, Shares, ClusterView),
     ) -> Self {
-        let snapshot = dispatcher.cluster.capacity.snapshot();
         let weights = dispatcher.admission.fair_share();
         let entitled = Entitlement::new(&snapshot, &ledger, weights.clone());
         let tolerations = &dispatcher.core.config.pods.tolerations;
@@ -458,10 +462,7 @@ impl<'q> Decide<'q> {
         let wanted = demands(job, Some(&placement), cfg);
         let gpus: Vec<SeriesGpus> = wanted
             .iter()
-            .map(|d| SeriesGpus {
-                series: d.series.clone(),
-                gpus: u32::try_from(d.gpus()).unwrap_or(u32::MAX),
-            })
+            .map(|d| SeriesGpus::new(&d.series, u32::try_from(d.gpus()).unwrap_or(u32::MAX)))
             .collect();
         match self.free.reserve(&wanted) {
             Ok(()) => {

@@ -27,7 +27,7 @@ use super::fair_share::Usage;
 use crate::admission::usage::{self, Ledger};
 use crate::domain::FairShareSettings;
 use crate::jobs::fair_shares::Entitlement;
-use crate::store::dispatch_journal::{DecidedJob, Outcome, PassRecord, SeriesGpus};
+use crate::store::dispatch_journal::{DecidedJob, Outcome, PassRecord};
 
 /// One pass's dispatches, in the order it made them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -220,18 +220,10 @@ fn canonical<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("a replay side serializes")
 }
 
-/// GPUs of one series (for tests and the journal's builder).
-pub fn series_gpus(series: &str, gpus: u32) -> SeriesGpus {
-    SeriesGpus {
-        series: series.to_string(),
-        gpus,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::dispatch_journal::TeamUsageAtPass;
+    use crate::store::dispatch_journal::{SeriesGpus, TeamUsageAtPass};
 
     fn job(id: &str, team: &str, seq: i64, outcome: Outcome) -> DecidedJob {
         DecidedJob {
@@ -247,13 +239,13 @@ mod tests {
 
     fn dispatched(gpus: u32) -> Outcome {
         Outcome::Dispatched {
-            gpus: vec![series_gpus("h100", gpus)],
+            gpus: vec![SeriesGpus::new("h100", gpus)],
         }
     }
 
     fn no_room(gpus: u32) -> Outcome {
         Outcome::NoRoom {
-            gpus: vec![series_gpus("h100", gpus)],
+            gpus: vec![SeriesGpus::new("h100", gpus)],
             code: "capacity.no-room".into(),
         }
     }

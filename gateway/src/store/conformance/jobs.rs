@@ -47,6 +47,36 @@ pub fn new_job(team: &str, name: &str, series: &str) -> NewJob {
     }
 }
 
+/// A queued job's record as the dispatcher reads it (id `{team}-{seq}`, one 8-GPU
+/// pool waiting on h100), for the order's and the journal's tests.
+pub fn queued_record(
+    team: &str,
+    seq: i64,
+    priority: i32,
+) -> std::sync::Arc<crate::store::JobRecord> {
+    let mut spec = spec(&format!("{team}-{seq}"));
+    spec.priority = priority;
+    std::sync::Arc::new(crate::store::JobRecord {
+        id: format!("{team}-{seq}"),
+        team: team.to_string(),
+        name: spec.name.clone(),
+        spec,
+        state: JobState::Queued,
+        reason: None,
+        capsule_sha256: None,
+        rayjob_name: None,
+        queue_series: Some("h100".into()),
+        placement: None,
+        seq,
+        created_at_ms: seq,
+        updated_at_ms: seq,
+        trace_parent: None,
+        last_checkpoint: None,
+        attempt: 0,
+        terms: None,
+    })
+}
+
 /// The trace context every test job carries (stored and read back as given).
 pub const TRACE_PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
