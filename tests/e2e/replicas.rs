@@ -19,13 +19,16 @@
 //!   RayJobs they find as foreign;
 //! - a gateway connects with `FORGE_K8S_API_SERVER` and `FORGE_K8S_TOKEN` alone;
 //! - a queued job's position and fair-share standing read the same from the leader
-//!   and a follower.
+//!   and a follower;
+//! - a console session opened in a real Chromium through one replica keeps working
+//!   through another after the first is killed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use forge_testkit::s3::S3Server;
+use forge_tests::browser::Browser;
 use forge_tests::jobs::{
     JobClient, RayJobRecorder, history, marker_zip, note_zip, one_gpu_spec, rayjob_names, rayjobs,
     runs_of, short_spec, trainer_spec, trainer_zip,
@@ -947,4 +950,67 @@ async fn a_queued_jobs_standing_reads_the_same_from_every_replica() {
         Some(serde_json::json!({"jobs": 1, "gpus": 8})),
         "{agreed:?}"
     );
+}
+
+/// Logs the browser in through the gateway at `url` with `token`.
+async fn browser_log_in(b: &Browser, url: &str, token: &str) {
+    b.goto(&format!("{url}/")).await;
+    b.fill("#token", token).await;
+    b.click("#login").await;
+    eventually(
+        "the jobs page after login",
+        Duration::from_secs(30),
+        || async {
+            match b.path().await.as_str() {
+                "/console/jobs" => Ok(()),
+                other => Err(not_yet(other.to_string())),
+            }
+        },
+    )
+    .await;
+}
+
+/// Issue 40 §2: a console session lives in the store, so a browser logged in through
+/// one replica keeps working through another after the first is killed: no login page,
+/// the same viewer, and its forms (CSRF-checked against the stored session) work there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_session_outlives_the_replica_that_opened_it() {
+    let mut r = Replicas::start(2, "h100=1x8").await;
+    let b_job = JobClient::new(&r.gateway(1).url, TEAM_B_TOKEN)
+        .submit_ok(&machine("b-visible", 1), note_zip())
+        .await;
+    let (a_url, b_url) = (r.gateway(0).url.clone(), r.gateway(1).url.clone());
+    let browser = Browser::start("console-replicas").await;
+    browser_log_in(&browser, &a_url, TEAM_B_TOKEN).await;
+    browser
+        .wait_text(
+            &format!("#job-{b_job}"),
+            "b-visible",
+            Duration::from_secs(30),
+        )
+        .await;
+    r.gateways[0].take().expect("replica 0").kill();
+    // The same cookie (cookies are per host, not per port) reaches replica 1.
+    browser.goto(&format!("{b_url}/console/jobs")).await;
+    assert_eq!(
+        browser.path().await,
+        "/console/jobs",
+        "logged out by another replica: {}",
+        r.logs()
+    );
+    browser
+        .wait_text(
+            &format!("#job-{b_job}"),
+            "b-visible",
+            Duration::from_secs(30),
+        )
+        .await;
+    browser.screenshot("jobs-on-the-other-replica").await;
+    // A CSRF-checked form: logging out through replica 1 ends the session everywhere.
+    browser.click("#logout").await;
+    browser
+        .wait_text("h1", "Log in", Duration::from_secs(30))
+        .await;
+    browser.goto(&format!("{b_url}/console/jobs")).await;
+    assert_eq!(browser.path().await, "/login");
 }

@@ -1,8 +1,9 @@
 //! Durable state: jobs (with their history, decisions and the queue), capsule
 //! ownership, policy state (plugin registry, versioned chains, shadow results) and
-//! coordination state (the leader lease, the installation identity), playgrounds and
-//! retention, behind six traits — [`JobStore`], [`CapsuleStore`], [`PolicyStore`],
-//! [`CoordStore`], [`PlaygroundStore`] and [`RetentionStore`] — so the
+//! coordination state (the leader lease, the installation identity), playgrounds,
+//! retention and console sessions, behind seven traits — [`JobStore`],
+//! [`CapsuleStore`], [`PolicyStore`], [`CoordStore`], [`PlaygroundStore`],
+//! [`RetentionStore`] and [`SessionStore`] — so the
 //! backends can differ while the semantics (compare-and-set transitions and versions,
 //! FIFO queue, keyset pages, per-team capsule owners, fenced writes) cannot. One
 //! conformance suite (`conformance/`, tests only) holds both backends to them.
@@ -34,6 +35,7 @@ pub mod policies;
 pub mod postgres;
 pub mod preemptions;
 pub mod retention;
+pub mod sessions;
 pub mod sqlite;
 pub mod usage;
 
@@ -55,6 +57,7 @@ pub use policies::{
 };
 pub use preemptions::{AdmittedTerms, PreemptionRecord, PreemptionWrite};
 pub use retention::RetentionStore;
+pub use sessions::{SessionRecord, SessionStore};
 
 /// Which backend a [`Database`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +93,8 @@ pub struct Database {
     pub playgrounds: Arc<dyn PlaygroundStore>,
     /// What retention deletes and when.
     pub retention: Arc<dyn RetentionStore>,
+    /// Console sessions.
+    pub sessions: Arc<dyn SessionStore>,
     /// The backend.
     pub backend: Backend,
 }
@@ -112,6 +117,7 @@ impl Database {
             policies: db.clone(),
             playgrounds: db.clone(),
             retention: db.clone(),
+            sessions: db.clone(),
             coord: db,
             backend: Backend::Sqlite,
         })
@@ -126,6 +132,7 @@ impl Database {
             policies: db.clone(),
             playgrounds: db.clone(),
             retention: db.clone(),
+            sessions: db.clone(),
             coord: db,
             backend: Backend::Postgres,
         })

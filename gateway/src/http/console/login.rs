@@ -31,15 +31,19 @@ fn login_form(error: Option<&str>) -> Markup {
 }
 
 /// `GET /`.
-pub async fn home(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let logged_in = session::session_id(&headers)
-        .and_then(|id| console.sessions.viewer(&id, &console.app.tokens.current()))
-        .is_some();
-    if logged_in {
+pub async fn home(
+    State(console): State<Console>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    let viewer = console
+        .sessions
+        .of_request(&headers, &console.app.tokens.current())
+        .await?;
+    Ok(if viewer.is_some() {
         Redirect::to("/console/jobs").into_response()
     } else {
         layout::page("Log in", None, Nav::None, login_form(None))
-    }
+    })
 }
 
 /// `GET /login`.
@@ -81,7 +85,10 @@ pub async fn login(
             login_form(Some("That token is not valid.")),
         );
     }
-    let id = console.sessions.open(f.token.trim());
+    let id = match console.sessions.open(f.token.trim()).await {
+        Ok(id) => id,
+        Err(e) => return PageError::from(e).into_response(),
+    };
     with_cookie(
         Redirect::to("/console/jobs"),
         &session::cookie(Some(&id), secure),
@@ -106,7 +113,7 @@ pub async fn logout(
         return Err(PageError::csrf());
     }
     if let Some(id) = session::session_id(&headers) {
-        console.sessions.close(&id);
+        console.sessions.close(&id).await?;
     }
     let secure = session::over_https(&console, &headers);
     Ok(with_cookie(

@@ -33,8 +33,6 @@ pub mod plugins;
 pub mod policies;
 pub mod session;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -47,18 +45,18 @@ use crate::state::AppState;
 use layout::Nav;
 use session::Sessions;
 
-/// The console's state: the app's, plus the session table.
+/// The console's state: the app's, plus the session table (in the store).
 #[derive(Debug, Clone)]
 pub struct Console {
     pub app: AppState,
-    pub sessions: Arc<Sessions>,
+    pub sessions: Sessions,
 }
 
 /// The console's routes.
 pub fn routes(app: AppState) -> Router {
     let console = Console {
+        sessions: Sessions::new(app.database.sessions.clone()),
         app,
-        sessions: Arc::new(Sessions::default()),
     };
     Router::new()
         .route("/", get(login::home))

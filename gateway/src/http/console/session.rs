@@ -4,27 +4,27 @@
 //! itself is never stored in the browser. Each session carries its own CSRF token,
 //! embedded in every state-changing form and checked in constant time.
 //!
-//! Sessions live in memory, keyed by the SHA-256 of the id (a memory dump does not
-//! yield usable cookies), and expire after [`SESSION_TTL`]; a restart logs everyone
-//! out. A session keeps the SHA-256 of the token it was opened with and resolves its
-//! viewer against the tokens in force on every request: revoking a token (or changing
-//! its team or role) in the tokens file applies to open sessions at once. The map's
-//! lock is never held across an `.await`.
+//! Sessions live in the database ([`crate::store::SessionStore`]), keyed by the SHA-256
+//! of the id (a database dump does not yield usable cookies), so any replica serves any
+//! session and a restart or a rolling update logs nobody out. They expire after
+//! [`SESSION_TTL`]. A session keeps the SHA-256 of the token it was opened with and
+//! resolves its viewer against the tokens in force on every request: revoking a token
+//! (or changing its team or role) in the tokens file applies to open sessions at once,
+//! on every replica that reloads the file.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use cookie::{Cookie, SameSite};
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::Console;
-use crate::auth::{Caller, Tokens};
+use super::{Console, PageError};
+use crate::auth::{Caller, Tokens, hash_token};
+use crate::store::{SessionRecord, SessionStore, StoreError, now_ms};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "forge_session";
@@ -45,22 +45,21 @@ impl Viewer {
     }
 }
 
-#[derive(Debug)]
-struct Session {
-    /// SHA-256 of the token the session was opened with.
-    token: [u8; 32],
-    csrf: String,
-    expires: Instant,
-}
-
-/// The session table.
-#[derive(Debug, Default)]
+/// The session table: a view of the store's.
+#[derive(Clone)]
 pub struct Sessions {
-    map: Mutex<HashMap<[u8; 32], Session>>,
+    store: Arc<dyn SessionStore>,
 }
 
-fn key(id: &str) -> [u8; 32] {
-    Sha256::digest(id.as_bytes()).into()
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
+}
+
+/// The key a session is stored under: the SHA-256 of its id.
+fn key(id: &str) -> String {
+    hash_token(id)
 }
 
 fn random_hex() -> String {
@@ -68,36 +67,56 @@ fn random_hex() -> String {
 }
 
 impl Sessions {
+    /// The sessions kept in `store`.
+    pub fn new(store: Arc<dyn SessionStore>) -> Self {
+        Sessions { store }
+    }
+
     /// A new session for the holder of `token` (already authenticated): its id (the
     /// cookie value).
-    pub fn open(&self, token: &str) -> String {
+    pub async fn open(&self, token: &str) -> Result<String, StoreError> {
         let id = random_hex();
-        let now = Instant::now();
-        let session = Session {
-            token: Sha256::digest(token.as_bytes()).into(),
+        let now = now_ms();
+        let ttl_ms = i64::try_from(SESSION_TTL.as_millis()).unwrap_or(i64::MAX);
+        let record = SessionRecord {
+            token_sha256: hash_token(token),
             csrf: random_hex(),
-            expires: now + SESSION_TTL,
+            expires_at_ms: now.saturating_add(ttl_ms),
         };
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|_, s| s.expires > now);
-        map.insert(key(&id), session);
-        id
+        self.store.open_session(&key(&id), &record, now).await?;
+        Ok(id)
     }
 
     /// The viewer of a live session whose token `tokens` still accept.
-    pub fn viewer(&self, id: &str, tokens: &Tokens) -> Option<Viewer> {
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let session = map.get(&key(id)).filter(|s| s.expires > Instant::now())?;
-        Some(Viewer {
-            caller: tokens.lookup_digest(&session.token)?,
-            csrf: session.csrf.clone(),
-        })
+    pub async fn viewer(&self, id: &str, tokens: &Tokens) -> Result<Option<Viewer>, StoreError> {
+        let Some(session) = self.store.session(&key(id), now_ms()).await? else {
+            return Ok(None);
+        };
+        let mut token = [0u8; 32];
+        if hex::decode_to_slice(&session.token_sha256, &mut token).is_err() {
+            return Err(StoreError::Corrupt("a console session's token hash".into()));
+        }
+        Ok(tokens.lookup_digest(&token).map(|caller| Viewer {
+            caller,
+            csrf: session.csrf,
+        }))
     }
 
     /// Ends a session.
-    pub fn close(&self, id: &str) {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.remove(&key(id));
+    pub async fn close(&self, id: &str) -> Result<(), StoreError> {
+        self.store.close_session(&key(id)).await
+    }
+
+    /// The viewer of the session the request's cookie names, if any.
+    pub async fn of_request(
+        &self,
+        headers: &HeaderMap,
+        tokens: &Tokens,
+    ) -> Result<Option<Viewer>, StoreError> {
+        match session_id(headers) {
+            Some(id) => self.viewer(&id, tokens).await,
+            None => Ok(None),
+        }
     }
 }
 
@@ -144,30 +163,41 @@ pub fn cookie(value: Option<&str>, secure: bool) -> String {
     c.to_string()
 }
 
-/// Not logged in: back to the login page.
+/// Why a console request has no viewer: not logged in (back to the login page), or the
+/// sessions could not be read (an error page; the session is not lost).
 #[derive(Debug)]
-pub struct LoginFirst;
+pub enum NoViewer {
+    LoginFirst,
+    Unreadable(PageError),
+}
 
-impl IntoResponse for LoginFirst {
+impl IntoResponse for NoViewer {
     fn into_response(self) -> Response {
-        Redirect::to("/login").into_response()
+        match self {
+            NoViewer::LoginFirst => Redirect::to("/login").into_response(),
+            NoViewer::Unreadable(e) => e.into_response(),
+        }
     }
 }
 
 impl FromRequestParts<Console> for Viewer {
-    type Rejection = LoginFirst;
+    type Rejection = NoViewer;
 
-    async fn from_request_parts(parts: &mut Parts, console: &Console) -> Result<Self, LoginFirst> {
-        session_id(&parts.headers)
-            .and_then(|id| console.sessions.viewer(&id, &console.app.tokens.current()))
-            .ok_or(LoginFirst)
+    async fn from_request_parts(parts: &mut Parts, console: &Console) -> Result<Self, NoViewer> {
+        console
+            .sessions
+            .of_request(&parts.headers, &console.app.tokens.current())
+            .await
+            .map_err(|e| NoViewer::Unreadable(e.into()))?
+            .ok_or(NoViewer::LoginFirst)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{Role, TokenEntry, hash_token};
+    use crate::auth::{Role, TokenEntry};
+    use crate::store::Database;
 
     fn tokens(entries: &[(&str, &str)]) -> Tokens {
         Tokens::from_entries(
@@ -184,28 +214,50 @@ mod tests {
         .expect("tokens")
     }
 
-    #[test]
-    fn a_session_follows_the_tokens_in_force() {
-        let sessions = Sessions::default();
-        let id = sessions.open("alice-token");
+    #[tokio::test]
+    async fn a_session_follows_the_tokens_in_force_and_outlives_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("forge.sqlite3");
+        let db = Database::open_sqlite(&path).expect("db");
+        let sessions = Sessions::new(db.sessions.clone());
+        let id = sessions.open("alice-token").await.expect("open");
         let before = tokens(&[("alice-token", "team-a"), ("bob-token", "team-b")]);
-        let viewer = sessions.viewer(&id, &before).expect("logged in");
-        assert_eq!(viewer.caller.team, "team-a");
-        assert!(sessions.viewer("another-id", &before).is_none());
+        let viewer = sessions.viewer(&id, &before).await.expect("read");
+        assert_eq!(viewer.expect("logged in").caller.team, "team-a");
+        assert!(
+            sessions
+                .viewer("another-id", &before)
+                .await
+                .expect("read")
+                .is_none()
+        );
+        // The id is not what is stored: a dump of the table logs nobody in.
+        assert!(
+            db.sessions
+                .session(&id, now_ms())
+                .await
+                .expect("read")
+                .is_none()
+        );
+        // A restarted gateway (a new handle on the same database) knows the session.
+        drop(sessions);
+        let sessions = Sessions::new(Database::open_sqlite(&path).expect("db").sessions);
+        let again = sessions.viewer(&id, &before).await.expect("read");
+        assert_eq!(again.expect("still logged in").caller.team, "team-a");
         // The token moved to another team: the session follows it.
         let moved = tokens(&[("alice-token", "team-c")]);
-        assert_eq!(
-            sessions
-                .viewer(&id, &moved)
-                .expect("still valid")
-                .caller
-                .team,
-            "team-c"
-        );
+        let viewer = sessions.viewer(&id, &moved).await.expect("read");
+        assert_eq!(viewer.expect("still valid").caller.team, "team-c");
         // Revoked: the open session ends with it.
         let revoked = tokens(&[("bob-token", "team-b")]);
-        assert!(sessions.viewer(&id, &revoked).is_none());
-        sessions.close(&id);
-        assert!(sessions.viewer(&id, &before).is_none());
+        assert!(
+            sessions
+                .viewer(&id, &revoked)
+                .await
+                .expect("read")
+                .is_none()
+        );
+        sessions.close(&id).await.expect("close");
+        assert!(sessions.viewer(&id, &before).await.expect("read").is_none());
     }
 }

@@ -12,6 +12,7 @@ pub(crate) mod jobs;
 mod playgrounds;
 mod policies;
 mod retention;
+mod sessions;
 mod usage;
 
 use async_trait::async_trait;
@@ -103,4 +104,5 @@ suite! {
     a_stale_leaders_accrual_is_refused => super::usage::a_stale_leaders_accrual_is_refused,
     the_dispatch_journal_keeps_passes_in_order_and_forgets_old_ones => super::usage::the_dispatch_journal_keeps_passes_in_order_and_forgets_old_ones,
     a_stale_leaders_pass_is_not_journaled => super::usage::a_stale_leaders_pass_is_not_journaled,
+    sessions_outlive_a_handle_until_they_expire_or_close => super::sessions::sessions_outlive_a_handle_until_they_expire_or_close,
 }

@@ -25,6 +25,7 @@ mod playgrounds;
 mod policies;
 mod preemptions;
 mod retention;
+mod sessions;
 mod usage;
 
 use std::time::Duration;

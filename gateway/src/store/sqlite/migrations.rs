@@ -283,6 +283,20 @@ pub const MIGRATIONS: &[Migration] = &[
     CREATE INDEX dispatch_journal_at ON dispatch_journal (at_ms);
     "#,
     },
+    Migration {
+        version: 15,
+        name: "console_sessions",
+        // Console sessions, shared by every replica (issue 40).
+        sql: r#"
+    CREATE TABLE console_sessions (
+        id_sha256     TEXT    PRIMARY KEY,
+        token_sha256  TEXT    NOT NULL,
+        csrf          TEXT    NOT NULL,
+        expires_at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX console_sessions_expiry ON console_sessions (expires_at_ms);
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

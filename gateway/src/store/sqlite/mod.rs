@@ -28,6 +28,7 @@ mod playgrounds;
 mod policies;
 mod preemptions;
 mod retention;
+mod sessions;
 mod usage;
 
 use std::path::Path;
