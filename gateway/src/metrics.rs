@@ -255,11 +255,13 @@ pub enum StoreOp {
     Usage,
     RecordPass,
     Passes,
+    ChangesSince,
+    ChangesHead,
 }
 
 impl StoreOp {
     /// Every operation.
-    pub const ALL: [StoreOp; 20] = [
+    pub const ALL: [StoreOp; 22] = [
         StoreOp::Insert,
         StoreOp::Get,
         StoreOp::Transition,
@@ -280,6 +282,8 @@ impl StoreOp {
         StoreOp::Usage,
         StoreOp::RecordPass,
         StoreOp::Passes,
+        StoreOp::ChangesSince,
+        StoreOp::ChangesHead,
     ];
 
     /// The label value.
@@ -305,6 +309,8 @@ impl StoreOp {
             StoreOp::Usage => "usage",
             StoreOp::RecordPass => "record_pass",
             StoreOp::Passes => "passes",
+            StoreOp::ChangesSince => "changes_since",
+            StoreOp::ChangesHead => "changes_head",
         }
     }
 }

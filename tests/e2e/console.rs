@@ -13,6 +13,7 @@ use forge_tests::browser::Browser;
 use forge_tests::gateway::TestGateway;
 use forge_tests::jobs::{one_gpu_spec, zip_of};
 use forge_tests::policy::PolicyClient;
+use forge_tests::sse::next_event;
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::{Value, json};
 
@@ -506,38 +507,6 @@ async fn sessions_cookies_and_csrf_over_http() {
     assert_eq!(feed.status(), 303);
 }
 
-/// One server-sent event: (event name, id, data).
-type Sse = (String, Option<u64>, Value);
-
-/// Reads the next event of a server-sent-event response (comments skipped).
-async fn next_event(resp: &mut reqwest::Response, buf: &mut String) -> Sse {
-    loop {
-        if let Some(end) = buf.find("\n\n") {
-            let block: String = buf.drain(..end + 2).collect();
-            let (mut name, mut id, mut data) = (String::new(), None, String::new());
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("event:") {
-                    name = v.trim().to_string();
-                } else if let Some(v) = line.strip_prefix("id:") {
-                    id = v.trim().parse().ok();
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push_str(v.trim());
-                }
-            }
-            if name.is_empty() {
-                continue;
-            }
-            return (name, id, serde_json::from_str(&data).unwrap_or(Value::Null));
-        }
-        let chunk = tokio::time::timeout(WITHIN, resp.chunk())
-            .await
-            .expect("an event in time")
-            .expect("stream")
-            .expect("stream open");
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-    }
-}
-
 /// The team feed is resumable: reconnecting with `Last-Event-ID` first replays what was
 /// missed; an id the feed no longer knows gets `resync`.
 #[tokio::test]
@@ -554,7 +523,7 @@ async fn the_job_feed_resumes_with_last_event_id() {
     assert_eq!(first.status(), 200);
     let mut buf = String::new();
     let a = submit(&gw, &gw.token, &sixteen_gpus("feed-a")).await;
-    let (name, id, data) = next_event(&mut first, &mut buf).await;
+    let (name, id, data) = next_event(&mut first, &mut buf, WITHIN).await;
     assert_eq!(
         (name.as_str(), data["jobId"].as_str()),
         ("state", Some(a.as_str()))
@@ -568,7 +537,7 @@ async fn the_job_feed_resumes_with_last_event_id() {
     let mut buf = String::new();
     let mut previous = last;
     loop {
-        let (name, id, data) = next_event(&mut resumed, &mut buf).await;
+        let (name, id, data) = next_event(&mut resumed, &mut buf, WITHIN).await;
         let id = id.expect("changes carry ids");
         assert!(id > previous, "ids increase: {id} after {previous}");
         previous = id;
@@ -580,7 +549,7 @@ async fn the_job_feed_resumes_with_last_event_id() {
 
     // An id from before this process (or long gone) asks the client to re-read.
     let mut stale = watch(Some("1".into())).await.expect("watch");
-    let (name, _, _) = next_event(&mut stale, &mut String::new()).await;
+    let (name, _, _) = next_event(&mut stale, &mut String::new(), WITHIN).await;
     assert_eq!(name, "resync");
 }
 

@@ -21,7 +21,9 @@
 //! - a queued job's position and fair-share standing read the same from the leader
 //!   and a follower;
 //! - a console session opened in a real Chromium through one replica keeps working
-//!   through another after the first is killed.
+//!   through another after the first is killed;
+//! - `forge jobs -w` on a follower prints every transition the leader makes, in order,
+//!   and a watcher resumes on another replica with `Last-Event-ID`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use forge_testkit::s3::S3Server;
 use forge_tests::browser::Browser;
+use forge_tests::cli::Forge;
 use forge_tests::jobs::{
     JobClient, RayJobRecorder, history, marker_zip, note_zip, one_gpu_spec, rayjob_names, rayjobs,
     runs_of, short_spec, trainer_spec, trainer_zip,
@@ -36,8 +39,10 @@ use forge_tests::jobs::{
 use forge_tests::procs::{
     Emulator, Gateway, GatewayOptions, NAMESPACE, TEAM_B_TOKEN, TOKEN, write_gateway_files,
 };
+use forge_tests::sse::next_event;
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Lease, renew deadline and retry (ms) of every replica here.
 const LEASE_MS: u64 = 3000;
@@ -1013,4 +1018,134 @@ async fn a_console_session_outlives_the_replica_that_opened_it() {
         .await;
     browser.goto(&format!("{b_url}/console/jobs")).await;
     assert_eq!(browser.path().await, "/login");
+}
+
+/// The job changes a watcher is sent, in order, until `id` reaches a terminal state:
+/// `(event id, to)` per state change of `id`.
+async fn changes_until_done(resp: &mut reqwest::Response, id: &str) -> Vec<(Option<u64>, String)> {
+    let mut buf = String::new();
+    let mut seen = Vec::new();
+    loop {
+        let (name, seq, data) = next_event(resp, &mut buf, Duration::from_secs(60)).await;
+        assert_ne!(name, "resync", "the feed lost its place after {seen:?}");
+        if name != "state" || data["jobId"] != id {
+            continue;
+        }
+        let to = data["to"].as_str().expect("to").to_string();
+        let done = matches!(to.as_str(), "succeeded" | "failed" | "cancelled");
+        seen.push((seq, to));
+        if done {
+            return seen;
+        }
+    }
+}
+
+/// `GET /v1/jobs/watch` on `g` as the admin, resuming after `last` if given.
+async fn watch_on(g: &Gateway, last: Option<u64>) -> reqwest::Response {
+    let mut req = reqwest::Client::new()
+        .get(format!("{}/v1/jobs/watch", g.url))
+        .bearer_auth(TOKEN);
+    if let Some(last) = last {
+        req = req.header("last-event-id", last.to_string());
+    }
+    let resp = req.send().await.expect("GET /v1/jobs/watch");
+    assert_eq!(resp.status(), 200);
+    resp
+}
+
+/// Issue 40 §3: one job feed for all replicas. `forge jobs -w` connected to a follower
+/// prints every transition of a job the leader runs, in order; a watcher that
+/// disconnects from one replica resumes on another with `Last-Event-ID` and gets what
+/// it missed, without a resync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_feeds_every_transition_in_order() {
+    let r = Replicas::start(2, "h100=1x8").await;
+    let leader = r.leader(None, Duration::from_secs(30)).await;
+    let (lead, follow) = (r.gateway(leader), r.gateway(1 - leader));
+    let forge = Forge {
+        url: follow.url.clone(),
+        token: TOKEN.into(),
+        home: tempfile::tempdir().expect("config home"),
+    };
+    let mut watcher = forge
+        .command(&["jobs", "-w", "-o", "json"], false)
+        .spawn()
+        .expect("forge jobs -w");
+    let mut lines = BufReader::new(watcher.stdout.take().expect("stdout")).lines();
+    let mut next_change = async move || -> Value {
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+                .await
+                .expect("a change in time")
+                .expect("read")
+                .expect("forge jobs -w still running");
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v.get("event").is_some()
+            {
+                return v;
+            }
+        }
+    };
+    // The watcher is connected once it prints a change of a job submitted after it
+    // started.
+    let sentinel = lead
+        .client()
+        .submit_ok(&machine("sentinel", 0), note_zip())
+        .await;
+    while next_change().await["data"]["jobId"] != sentinel.as_str() {}
+    let job = lead
+        .client()
+        .submit_ok(&machine("watched", 1), note_zip())
+        .await;
+    let mut printed = Vec::new();
+    loop {
+        let change = next_change().await;
+        if change["event"] != "state" || change["data"]["jobId"] != job.as_str() {
+            continue;
+        }
+        let to = change["data"]["to"].as_str().expect("to").to_string();
+        printed.push(to.clone());
+        if to == "succeeded" || to == "failed" {
+            break;
+        }
+    }
+    let stored = history(&lead.client().job(&job).await);
+    assert_eq!(
+        printed, stored,
+        "the follower's watcher printed the job's history"
+    );
+    watcher.start_kill().expect("stop the watcher");
+
+    // Resuming on another replica: the first change seen on the leader, then the rest
+    // from the follower.
+    let mut on_leader = watch_on(lead, None).await;
+    let resumed = follow
+        .client()
+        .submit_ok(&machine("resumed", 1), note_zip())
+        .await;
+    let mut buf = String::new();
+    let first = loop {
+        let (name, seq, data) = next_event(&mut on_leader, &mut buf, Duration::from_secs(60)).await;
+        if name == "state" && data["jobId"] == resumed.as_str() {
+            break seq.expect("changes carry ids");
+        }
+    };
+    drop(on_leader);
+    lead.client()
+        .wait_terminal(std::slice::from_ref(&resumed), Duration::from_secs(60))
+        .await;
+    let mut on_follower = watch_on(follow, Some(first)).await;
+    let rest = changes_until_done(&mut on_follower, &resumed).await;
+    let ids: Vec<u64> = rest.iter().filter_map(|(seq, _)| *seq).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]) && ids.iter().all(|s| *s > first),
+        "ids increase after {first}: {ids:?}"
+    );
+    let rest: Vec<String> = rest.into_iter().map(|(_, to)| to).collect();
+    let stored = history(&follow.client().job(&resumed).await);
+    assert_eq!(
+        rest,
+        stored[1..],
+        "resumed on the follower after the submission"
+    );
 }

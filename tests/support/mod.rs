@@ -14,4 +14,5 @@ pub mod plugins;
 pub mod policy;
 pub mod procs;
 pub mod ray;
+pub mod sse;
 pub mod wait;

@@ -53,11 +53,11 @@ impl JobCore {
         queue: Arc<QueueBoard>,
     ) -> Self {
         JobCore {
+            feed: super::feed_tail::feed_for(&store),
             config,
             store,
             metrics,
             queue,
-            feed: JobFeed::default(),
             term: None,
         }
     }

@@ -14,6 +14,7 @@ pub mod dispatch;
 pub mod error;
 pub mod fair_shares;
 pub mod feed;
+pub mod feed_tail;
 pub mod fit;
 pub mod job_access;
 pub mod lifecycle;

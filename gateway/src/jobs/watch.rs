@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use serde::Serialize;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
 use super::error::JobError;
-use super::feed::{JobEvent, Resume, Sequenced};
+use super::feed::{JobEvent, REPLAY, Resume, SUB_BITS, Sequenced, seq_of_position};
 use super::logs::diagnosis::PendingReason;
 use super::queue::QueueEntry;
 use super::service::Jobs;
@@ -93,40 +94,97 @@ impl Jobs {
 
     /// Every change of the jobs of `team` (every team's for `None`, admins) from now
     /// on — or, resuming, from after the feed's event `after` (what was missed first;
-    /// `resync` when that is no longer known) — until the receiver is dropped.
+    /// `resync` when that is no longer known) — until the receiver is dropped. On a
+    /// shared feed a resume this replica's recent events cannot serve (the listener was
+    /// on another replica, or away long) reads the stored changes instead.
     pub fn watch_team(
         &self,
         team: Option<String>,
         after: Option<u64>,
     ) -> impl Stream<Item = WatchEvent> + Send + 'static + use<> {
-        let (first, feed) = match after {
-            None => (Vec::new(), self.core.feed.subscribe()),
-            Some(last) => match self.core.feed.resume(last) {
-                (Resume::Gap, rx) => (vec![WatchEvent::Resync], rx),
-                (Resume::Missed(missed), rx) => {
-                    let mine = |e: &Arc<Sequenced>| team.as_deref().is_none_or(|t| t == e.team());
-                    let missed = missed.into_iter().filter(mine).map(WatchEvent::Change);
-                    (missed.collect(), rx)
-                }
-            },
-        };
-        // The replay and the receiver were taken together: no event is in both.
-        let live = futures::stream::unfold(feed, move |mut feed| {
+        let jobs = self.clone();
+        let mine = {
             let team = team.clone();
-            async move {
-                loop {
-                    match feed.recv().await {
-                        Ok(e) if team.as_deref().is_none_or(|t| t == e.team()) => {
-                            return Some((WatchEvent::Change(e), feed));
+            move |e: &Sequenced| team.as_deref().is_none_or(|t| t == e.team())
+        };
+        futures::stream::once(async move { jobs.resume_team(after).await }).flat_map(
+            move |(first, feed, replayed_up_to)| {
+                let mine = mine.clone();
+                let first: Vec<WatchEvent> = first
+                    .into_iter()
+                    .filter(|e| match e {
+                        WatchEvent::Change(c) => mine(c),
+                        _ => true,
+                    })
+                    .collect();
+                // The replay and the receiver were taken together: an event in both
+                // (a stored change the tail published after the read) is skipped.
+                let live = futures::stream::unfold(feed, move |mut feed| {
+                    let mine = mine.clone();
+                    async move {
+                        loop {
+                            match feed.recv().await {
+                                Ok(e) if e.seq <= replayed_up_to => {}
+                                Ok(e) if mine(&e) => {
+                                    return Some((WatchEvent::Change(e), feed));
+                                }
+                                Ok(_) => {}
+                                Err(RecvError::Lagged(_)) => {
+                                    return Some((WatchEvent::Resync, feed));
+                                }
+                                Err(RecvError::Closed) => return None,
+                            }
                         }
-                        Ok(_) => {}
-                        Err(RecvError::Lagged(_)) => return Some((WatchEvent::Resync, feed)),
-                        Err(RecvError::Closed) => return None,
                     }
-                }
+                });
+                futures::stream::iter(first).chain(live)
+            },
+        )
+    }
+
+    /// Where a team watch starts: the events it missed (or `resync`), the receiver of
+    /// later ones, and the newest number replayed (later duplicates are skipped).
+    async fn resume_team(
+        &self,
+        after: Option<u64>,
+    ) -> (Vec<WatchEvent>, broadcast::Receiver<Arc<Sequenced>>, u64) {
+        let feed = &self.core.feed;
+        let Some(last) = after else {
+            return (Vec::new(), feed.subscribe(), 0);
+        };
+        match feed.resume(last) {
+            (Resume::Missed(missed), rx) => {
+                (missed.into_iter().map(WatchEvent::Change).collect(), rx, 0)
             }
-        });
-        futures::stream::iter(first).chain(live)
+            (Resume::Gap, rx) if feed.is_shared() => match self.stored_since(last).await {
+                Some((missed, up_to)) => (missed, rx, up_to),
+                None => (vec![WatchEvent::Resync], rx, 0),
+            },
+            (Resume::Gap, rx) => (vec![WatchEvent::Resync], rx, 0),
+        }
+    }
+
+    /// A shared feed's changes after event `last`, read from the store, and the number
+    /// of the newest; `None` when they cannot be (more than [`REPLAY`], a number the
+    /// store never gave, or the store failed).
+    async fn stored_since(&self, last: u64) -> Option<(Vec<WatchEvent>, u64)> {
+        let store = &self.core.store;
+        let position = i64::try_from(last >> SUB_BITS).ok()?;
+        let head = store.changes_head().await.ok()?;
+        if position > head {
+            return None;
+        }
+        let limit = u32::try_from(REPLAY + 1).unwrap_or(u32::MAX);
+        let changes = store.changes_since(position, limit).await.ok()?;
+        if changes.len() > REPLAY {
+            return None;
+        }
+        let up_to = changes.last().map_or(0, |c| seq_of_position(c.position));
+        let events = changes
+            .into_iter()
+            .map(|c| WatchEvent::Change(Arc::new(Sequenced::stored(c))))
+            .collect();
+        Some((events, up_to))
     }
 
     async fn snapshot(&self, id: &str) -> Result<(JobRecord, WatchEvent), JobError> {

@@ -25,6 +25,7 @@ use forge_policy_host::model::Placement;
 use super::StoreError;
 use super::checkpoints::{Checkpoint, CheckpointOutcome};
 use super::dispatch_journal::PassRecord;
+use super::job_feed::StoredChange;
 use super::preemptions::{AdmittedTerms, PreemptionRecord, PreemptionWrite};
 use super::usage::{Accrual, UsageRecord};
 use crate::domain::{Digest, JobState};
@@ -308,6 +309,17 @@ pub trait JobStore: Send + Sync {
     /// `LISTEN/NOTIFY`), so the leader's dispatcher wakes for another replica's
     /// submission; `None` when the backend has none (the dispatcher's tick covers it).
     fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+    /// The stored job feed's changes after position `after`, oldest first (commit
+    /// order), at most `limit` ([`super::job_feed`]).
+    async fn changes_since(&self, after: i64, limit: u32) -> Result<Vec<StoredChange>, StoreError>;
+    /// The stored job feed's newest position (0 when empty).
+    async fn changes_head(&self) -> Result<i64, StoreError>;
+    /// A feed that changes when any replica records a state change (PostgreSQL's
+    /// `LISTEN/NOTIFY`); `None` when this process is the only writer (SQLite), whose
+    /// job feed is fed in-process.
+    fn state_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
 }

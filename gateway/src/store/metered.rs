@@ -14,7 +14,7 @@ use super::dispatch_journal::PassRecord;
 use super::usage::{Accrual, UsageRecord};
 use super::{
     CheckpointOutcome, DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery,
-    NewDecision, NewJob, Page, PreemptionRecord, StoreError, Transition,
+    NewDecision, NewJob, Page, PreemptionRecord, StoreError, StoredChange, Transition,
 };
 use crate::domain::JobState;
 use crate::metrics::{Metrics, StoreOp};
@@ -151,5 +151,19 @@ impl JobStore for Metered {
     }
     fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.queue_changes()
+    }
+    async fn changes_since(&self, after: i64, limit: u32) -> Result<Vec<StoredChange>, StoreError> {
+        self.timed(
+            StoreOp::ChangesSince,
+            self.inner.changes_since(after, limit),
+        )
+        .await
+    }
+    async fn changes_head(&self) -> Result<i64, StoreError> {
+        self.timed(StoreOp::ChangesHead, self.inner.changes_head())
+            .await
+    }
+    fn state_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.state_changes()
     }
 }

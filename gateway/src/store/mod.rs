@@ -27,6 +27,7 @@ pub(crate) mod conformance;
 pub mod coord;
 pub mod dispatch_journal;
 pub mod error;
+pub mod job_feed;
 pub mod jobs;
 pub mod metered;
 pub mod migration;
@@ -46,6 +47,7 @@ pub use capsules::{CapsuleStore, Deletion};
 pub use checkpoints::{Checkpoint, CheckpointOutcome};
 pub use coord::{Acquire, CoordStore, Lease};
 pub use error::StoreError;
+pub use job_feed::StoredChange;
 pub use jobs::{
     DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, MAX_PAGE, NewDecision,
     NewJob, Page, Transition, new_job_id, now_ms,

@@ -8,6 +8,7 @@
 
 mod capsules;
 mod coord;
+mod job_feed;
 pub(crate) mod jobs;
 mod playgrounds;
 mod policies;
@@ -104,5 +105,6 @@ suite! {
     a_stale_leaders_accrual_is_refused => super::usage::a_stale_leaders_accrual_is_refused,
     the_dispatch_journal_keeps_passes_in_order_and_forgets_old_ones => super::usage::the_dispatch_journal_keeps_passes_in_order_and_forgets_old_ones,
     a_stale_leaders_pass_is_not_journaled => super::usage::a_stale_leaders_pass_is_not_journaled,
+    a_reader_following_the_feed_misses_no_change => super::job_feed::a_reader_following_the_feed_misses_no_change,
     sessions_outlive_a_handle_until_they_expire_or_close => super::sessions::sessions_outlive_a_handle_until_they_expire_or_close,
 }

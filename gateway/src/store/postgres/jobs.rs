@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{PgDatabase, QUEUE_CHANNEL};
+use super::job_feed::LOCK_FEED;
+use super::{JOBS_CHANNEL, PgDatabase, QUEUE_CHANNEL};
 use crate::domain::{Digest, JobState};
 use crate::store::checkpoints::{self, ACKNOWLEDGING_STATES, Checkpoint, CheckpointOutcome};
 use crate::store::codec::{
@@ -17,7 +18,7 @@ use crate::store::dispatch_journal::PassRecord;
 use crate::store::usage::{Accrual, UsageRecord};
 use crate::store::{
     DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
-    PreemptionRecord, PreemptionWrite, StoreError, Transition, now_ms,
+    PreemptionRecord, PreemptionWrite, StoreError, StoredChange, Transition, now_ms,
 };
 
 fn job_from_row(row: &Row) -> Result<JobRecord, StoreError> {
@@ -145,6 +146,9 @@ impl JobStore for PgDatabase {
             return Err(StoreError::Duplicate(job.id));
         };
         let record = job_from_row(&row)?;
+        tx.execute(LOCK_FEED, &[]).await?;
+        tx.execute("SELECT pg_notify($1, '')", &[&JOBS_CHANNEL])
+            .await?;
         tx.execute(
             "INSERT INTO job_history (job_id, from_state, to_state, reason, at_ms) \
              VALUES ($1, NULL, $2, $3, $4)",
@@ -213,6 +217,9 @@ impl JobStore for PgDatabase {
             tx.execute("SELECT pg_notify($1, '')", &[&QUEUE_CHANNEL])
                 .await?;
         }
+        tx.execute(LOCK_FEED, &[]).await?;
+        tx.execute("SELECT pg_notify($1, '')", &[&JOBS_CHANNEL])
+            .await?;
         tx.execute(
             "INSERT INTO job_history (job_id, from_state, to_state, reason, at_ms) \
              VALUES ($1, $2, $3, $4, $5)",
@@ -417,6 +424,20 @@ impl JobStore for PgDatabase {
 
     fn queue_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         Some(self.feeds.queue.clone())
+    }
+
+    async fn changes_since(&self, after: i64, limit: u32) -> Result<Vec<StoredChange>, StoreError> {
+        let client = self.client().await?;
+        super::job_feed::since(&client, after, limit).await
+    }
+
+    async fn changes_head(&self) -> Result<i64, StoreError> {
+        let client = self.client().await?;
+        super::job_feed::head(&client).await
+    }
+
+    fn state_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.feeds.jobs.clone())
     }
 
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {

@@ -1,6 +1,7 @@
 //! The change feeds: a dedicated connection (notifications need one that is never
 //! handed to other queries) that `LISTEN`s on [`super::POLICY_CHANNEL`] (a policy
-//! version appended) and [`super::QUEUE_CHANNEL`] (a job queued) and bumps a counter
+//! version appended), [`super::QUEUE_CHANNEL`] (a job queued) and
+//! [`super::JOBS_CHANNEL`] (a state change recorded) and bumps a counter
 //! per channel on every notification. When the connection fails it reconnects with a
 //! growing delay and bumps every counter once more (a change may have been missed while
 //! it was down); readers then look again, and their polling covers the gap.
@@ -12,7 +13,7 @@ use tokio::sync::watch;
 use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{POLICY_CHANNEL, QUEUE_CHANNEL};
+use super::{JOBS_CHANNEL, POLICY_CHANNEL, QUEUE_CHANNEL};
 
 /// Longest wait between two reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -25,21 +26,25 @@ pub struct Feeds {
     pub policy: watch::Receiver<u64>,
     /// Jobs queued.
     pub queue: watch::Receiver<u64>,
+    /// State changes recorded.
+    pub jobs: watch::Receiver<u64>,
 }
 
 struct Senders {
     policy: watch::Sender<u64>,
     queue: watch::Sender<u64>,
+    jobs: watch::Sender<u64>,
 }
 
 impl Senders {
     fn closed(&self) -> bool {
-        self.policy.is_closed() && self.queue.is_closed()
+        self.policy.is_closed() && self.queue.is_closed() && self.jobs.is_closed()
     }
 
     fn bump_all(&self) {
         self.policy.send_modify(|n| *n += 1);
         self.queue.send_modify(|n| *n += 1);
+        self.jobs.send_modify(|n| *n += 1);
     }
 }
 
@@ -47,7 +52,12 @@ impl Senders {
 pub fn spawn(cfg: tokio_postgres::Config, tls: MakeRustlsConnect) -> Feeds {
     let (policy, policy_rx) = watch::channel(0u64);
     let (queue, queue_rx) = watch::channel(0u64);
-    let tx = Senders { policy, queue };
+    let (jobs, jobs_rx) = watch::channel(0u64);
+    let tx = Senders {
+        policy,
+        queue,
+        jobs,
+    };
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(200);
         let mut connected_before = false;
@@ -55,8 +65,8 @@ pub fn spawn(cfg: tokio_postgres::Config, tls: MakeRustlsConnect) -> Feeds {
             match listen_once(&cfg, tls.clone(), &tx, &mut connected_before).await {
                 Ok(()) => backoff = Duration::from_millis(200),
                 Err(e) => tracing::warn!(
-                    "change feed (LISTEN {POLICY_CHANNEL}, {QUEUE_CHANNEL}): {e}; polling \
-                     until it is back"
+                    "change feed (LISTEN {POLICY_CHANNEL}, {QUEUE_CHANNEL}, {JOBS_CHANNEL}): \
+                     {e}; polling until it is back"
                 ),
             }
             tokio::time::sleep(backoff).await;
@@ -66,6 +76,7 @@ pub fn spawn(cfg: tokio_postgres::Config, tls: MakeRustlsConnect) -> Feeds {
     Feeds {
         policy: policy_rx,
         queue: queue_rx,
+        jobs: jobs_rx,
     }
 }
 
@@ -87,7 +98,9 @@ async fn listen_once(
         }
     });
     client
-        .batch_execute(&format!("LISTEN {POLICY_CHANNEL}; LISTEN {QUEUE_CHANNEL};"))
+        .batch_execute(&format!(
+            "LISTEN {POLICY_CHANNEL}; LISTEN {QUEUE_CHANNEL}; LISTEN {JOBS_CHANNEL};"
+        ))
         .await?;
     if *connected_before {
         // Changes made while the feed was down were not notified: look once.
@@ -98,7 +111,11 @@ async fn listen_once(
         tokio::select! {
             m = messages.next() => match m {
                 Some(Ok(AsyncMessage::Notification(n))) => {
-                    let feed = if n.channel() == QUEUE_CHANNEL { &tx.queue } else { &tx.policy };
+                    let feed = match n.channel() {
+                        QUEUE_CHANNEL => &tx.queue,
+                        JOBS_CHANNEL => &tx.jobs,
+                        _ => &tx.policy,
+                    };
                     feed.send_modify(|c| *c += 1);
                 }
                 Some(Ok(_)) => {}
@@ -107,6 +124,7 @@ async fn listen_once(
             },
             () = tx.policy.closed(), if !tx.policy.is_closed() => {}
             () = tx.queue.closed(), if !tx.queue.is_closed() => {}
+            () = tx.jobs.closed(), if !tx.jobs.is_closed() => {}
         }
         if tx.closed() {
             break Ok(());

@@ -12,12 +12,15 @@
 //! Policy appends `NOTIFY forge_policy` and queued inserts `NOTIFY forge_queue` in
 //! their transaction; each gateway `LISTEN`s on a dedicated connection ([`listen`]):
 //! every replica re-reads the policy heads at once, and the leader's dispatcher wakes
-//! for a job another replica queued — with polling as the fallback for both.
+//! for a job another replica queued — with polling as the fallback for both. Every
+//! state change notifies `forge_jobs`, and each replica's job feed reads the stored
+//! changes it has not seen (`store/job_feed.rs`).
 
 mod capsules;
 mod connect;
 mod coord;
 mod dispatch_journal;
+mod job_feed;
 mod jobs;
 mod listen;
 pub mod migrations;
@@ -42,6 +45,9 @@ const POOL_WAIT: Duration = Duration::from_secs(10);
 pub const POLICY_CHANNEL: &str = "forge_policy";
 /// The channel inserts of queued jobs notify (the leader's dispatcher wakes).
 pub const QUEUE_CHANNEL: &str = "forge_queue";
+/// The channel every recorded state change notifies (each replica's job feed reads
+/// the stored feed: `store/job_feed.rs`).
+pub const JOBS_CHANNEL: &str = "forge_jobs";
 
 /// The PostgreSQL database: both stores over one pool, and the policy-change feed.
 #[derive(Clone)]

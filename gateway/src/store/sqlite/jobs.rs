@@ -17,7 +17,7 @@ use crate::store::dispatch_journal::PassRecord;
 use crate::store::usage::{Accrual, UsageRecord};
 use crate::store::{
     DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
-    PreemptionRecord, PreemptionWrite, StoreError, Transition, now_ms,
+    PreemptionRecord, PreemptionWrite, StoreError, StoredChange, Transition, now_ms,
 };
 
 fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>> {
@@ -430,6 +430,15 @@ impl JobStore for SqliteDatabase {
     ) -> Result<Vec<PassRecord>, StoreError> {
         self.read(move |conn| super::dispatch_journal::between(conn, from_ms, to_ms, limit))
             .await
+    }
+
+    async fn changes_since(&self, after: i64, limit: u32) -> Result<Vec<StoredChange>, StoreError> {
+        self.read(move |conn| super::job_feed::since(conn, after, limit))
+            .await
+    }
+
+    async fn changes_head(&self) -> Result<i64, StoreError> {
+        self.read(super::job_feed::head).await
     }
 
     async fn record_decision(&self, d: NewDecision) -> Result<(), StoreError> {

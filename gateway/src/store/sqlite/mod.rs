@@ -22,6 +22,7 @@ mod capsules;
 mod coord;
 mod dispatch_journal;
 mod group_commit;
+mod job_feed;
 mod jobs;
 pub mod migrations;
 mod playgrounds;
