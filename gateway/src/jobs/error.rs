@@ -185,8 +185,9 @@ impl Answers for JobError {
             JobError::NotReady(_) => {
                 Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message)
             }
+            // An unreachable database is a 503 to retry (`StoreError`'s answer).
+            JobError::Store(e) => crate::answer::Answers::answer(e),
             JobError::Build(_)
-            | JobError::Store(_)
             | JobError::Kube(_)
             | JobError::Io(_)
             | JobError::Invariant(_)

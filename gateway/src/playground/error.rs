@@ -136,7 +136,8 @@ impl Answers for PlaygroundError {
                 Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message)
             }
             PlaygroundError::Policy(e) => e.answer(),
-            PlaygroundError::Store(_) | PlaygroundError::Kube(_) => Answer::internal(),
+            PlaygroundError::Store(e) => crate::answer::Answers::answer(e),
+            PlaygroundError::Kube(_) => Answer::internal(),
         }
     }
 }

@@ -317,7 +317,8 @@ impl Answers for PolicyAdminError {
             P::Forbidden(_) => Answer::new(StatusCode::FORBIDDEN, "forbidden", message).field(None),
             P::NotFound(_) => Answer::new(StatusCode::NOT_FOUND, "not-found", message).field(None),
             P::Storage { .. } => Answer::storage_unavailable("changed"),
-            P::Store(_) | P::Task(_) | P::Invariant(_) => Answer::internal(),
+            P::Store(e) => crate::answer::Answers::answer(e),
+            P::Task(_) | P::Invariant(_) => Answer::internal(),
         }
     }
 }

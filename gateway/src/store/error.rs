@@ -90,6 +90,12 @@ pub enum StoreError {
     /// error.
     #[error("database: {0}")]
     Backend(#[source] Cause),
+    /// The database cannot be reached now (its connection failed or closed, it is
+    /// shutting down or starting, or the server reached is a read-only standby: a
+    /// failover in progress). Nothing of the operation is known to be stored unless the
+    /// caller looks again; a client may retry.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] Cause),
     /// The write's batch was rolled back (disk full, I/O): nothing of it was stored.
     #[error("not committed: {0}")]
     NotCommitted(#[source] Cause),
@@ -119,8 +125,12 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// Seconds a client is told to wait when the database is unavailable.
+pub const UNAVAILABLE_RETRY_S: u64 = 1;
+
 /// Optimistic-concurrency conflicts are the writer's to resolve (409); a foreign cursor
-/// is the client's (400); everything else is internal.
+/// is the client's (400); an unreachable database is a 503 to retry; everything else is
+/// internal.
 impl crate::answer::Answers for StoreError {
     fn answer(&self) -> crate::answer::Answer {
         use crate::answer::Answer;
@@ -137,6 +147,12 @@ impl crate::answer::Answers for StoreError {
                 Answer::new(StatusCode::CONFLICT, "plugin.version-exists", message)
                     .details(json!({ "field": "version", "digest": digest }))
             }
+            StoreError::Unavailable(_) => Answer::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store-unavailable",
+                "the database is unavailable for a moment (a failover, a restart); retry",
+            )
+            .retry_after(UNAVAILABLE_RETRY_S),
             StoreError::BadCursor => Answer::new(
                 StatusCode::BAD_REQUEST,
                 "invalid-query",
@@ -145,5 +161,23 @@ impl crate::answer::Answers for StoreError {
             .field("cursor"),
             _ => Answer::internal(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answer::Answers;
+
+    #[test]
+    fn an_unreachable_database_is_a_503_to_retry_and_a_broken_one_is_internal() {
+        let io = || Arc::new(std::io::Error::other("connection refused")) as Cause;
+        let answer = StoreError::Unavailable(io()).answer();
+        assert_eq!(answer.status, http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(answer.code, "store-unavailable");
+        assert_eq!(answer.retry_after, Some(UNAVAILABLE_RETRY_S));
+        assert!(!answer.message.contains("refused"), "the cause is not echoed");
+        let answer = StoreError::Backend(io()).answer();
+        assert_eq!(answer.status, http::StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

@@ -41,6 +41,7 @@ impl Metered {
         let failed = matches!(
             result,
             Err(StoreError::Backend(_)
+                | StoreError::Unavailable(_)
                 | StoreError::NotCommitted(_)
                 | StoreError::Corrupt(_)
                 | StoreError::Task(_))

@@ -161,7 +161,8 @@ impl Answers for UploadError {
             .field("body"),
             UploadError::Capsule(e) => e.answer(),
             UploadError::ObjectStore(_) => Answer::storage_unavailable("stored"),
-            UploadError::Io(_) | UploadError::Store(_) => Answer::internal(),
+            UploadError::Store(e) => crate::answer::Answers::answer(e),
+            UploadError::Io(_) => Answer::internal(),
         }
     }
 }

@@ -19,6 +19,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod standby;
+pub use standby::Replicated;
+
 /// How long a start may take before it is reported as failed.
 const START_WITHIN: Duration = Duration::from_secs(60);
 
@@ -140,6 +143,11 @@ impl PostgresServer {
 
     /// Like [`PostgresServer::start`], reporting failures.
     pub fn try_start() -> Result<PostgresServer, String> {
+        Self::try_start_with(&["synchronous_commit=off"])
+    }
+
+    /// A fresh cluster started with `settings` (`name=value`).
+    fn try_start_with(settings: &[&str]) -> Result<PostgresServer, String> {
         let bin = bin_dir()?;
         let runs_as = if is_root() {
             Some(
@@ -182,6 +190,18 @@ impl PostgresServer {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
+        Self::spawn(bin, dir, runs_as, settings)
+    }
+
+    /// Starts `postgres` on the cluster in `dir/data` on a free port, with `settings`
+    /// (`name=value`) on top of the tests' own, and waits until it answers.
+    fn spawn(
+        bin: PathBuf,
+        dir: tempfile::TempDir,
+        runs_as: Option<(u32, u32)>,
+        settings: &[&str],
+    ) -> Result<PostgresServer, String> {
+        let data = dir.path().join("data");
         let log = std::fs::File::create(dir.path().join("postgres.log"))
             .map_err(|e| format!("postgres log: {e}"))?;
         if let Some(ids) = runs_as {
@@ -201,15 +221,14 @@ impl PostgresServer {
                 "-c",
                 "fsync=off",
                 "-c",
-                "synchronous_commit=off",
-                "-c",
                 "full_page_writes=off",
                 "-c",
                 "max_connections=300",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
+            ]);
+        for setting in settings {
+            cmd.args(["-c", setting]);
+        }
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
         // The server is spawned and waited for by a thread of its own that lives as long
         // as the server: `--pdeathsig` ties the server to that thread, not to whichever
         // test thread happened to start it.

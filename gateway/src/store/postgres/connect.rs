@@ -7,6 +7,10 @@
 //! server's certificate **is verified** (rustls), against `sslrootcert=<PEM file>` when
 //! given, else the system's roots — a private CA needs `sslrootcert`.
 //!
+//! Several hosts (`postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`)
+//! name a primary and its standbys: each connection goes to the first that accepts
+//! writes, so after a failover new connections find the promoted one.
+//!
 //! Every session gets `idle_in_transaction_session_timeout` (a frozen or partitioned
 //! replica cannot hold row locks — on the lease, say — past a few seconds), the
 //! application name `forge-gateway`, a connect timeout and TCP keepalives.
@@ -63,17 +67,20 @@ fn tls(root_cert: Option<&str>) -> Result<MakeRustlsConnect, StoreError> {
 /// The connection configuration and TLS connector of a `postgres://` URL.
 pub fn config(url: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), StoreError> {
     let bad = StoreError::Config;
-    let mut parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
-    if !matches!(parsed.scheme(), "postgres" | "postgresql") {
-        return Err(bad(format!(
-            "scheme `{}`; expected postgres://",
-            parsed.scheme()
-        )));
+    // Not `url::Url`: libpq's URLs may list several hosts (`h1:5432,h2:5432`), which
+    // is no URL authority; tokio-postgres parses them, the query is ours to rewrite.
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    match base.split_once("://") {
+        Some(("postgres" | "postgresql", _)) => {}
+        Some((scheme, _)) => {
+            return Err(bad(format!("scheme `{scheme}`; expected postgres://")));
+        }
+        None => return Err(bad("not a postgres:// URL".into())),
     }
     let mut mode = SslMode::Prefer;
     let mut root_cert = None;
     let mut kept = Vec::new();
-    for (k, v) in parsed.query_pairs() {
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         match &*k {
             "sslmode" => mode = ssl_mode(&v)?,
             "sslrootcert" => root_cert = Some(v.into_owned()),
@@ -85,13 +92,15 @@ pub fn config(url: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), 
             _ => kept.push((k.into_owned(), v.into_owned())),
         }
     }
-    if kept.is_empty() {
-        parsed.set_query(None);
+    let rebuilt = if kept.is_empty() {
+        base.to_string()
     } else {
-        parsed.query_pairs_mut().clear().extend_pairs(kept);
-    }
-    let mut cfg: tokio_postgres::Config = parsed
-        .as_str()
+        let query = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(kept)
+            .finish();
+        format!("{base}?{query}")
+    };
+    let mut cfg: tokio_postgres::Config = rebuilt
         .parse()
         .map_err(|e: tokio_postgres::Error| bad(e.to_string()))?;
     cfg.ssl_mode(mode);
@@ -134,6 +143,21 @@ mod tests {
             config("postgresql://u@h/d?sslmode=disable&application_name=x").expect("config");
         assert_eq!(cfg.get_ssl_mode(), SslMode::Disable);
         assert_eq!(cfg.get_application_name(), Some("x"));
+    }
+
+    #[test]
+    fn lists_several_hosts_for_a_failover() {
+        let (cfg, _) = config(
+            "postgres://forge@10.0.0.1:5432,10.0.0.2:5433/forge?target_session_attrs=read-write&sslmode=disable",
+        )
+        .expect("config");
+        assert_eq!(cfg.get_ports(), &[5432, 5433]);
+        assert_eq!(cfg.get_hosts().len(), 2);
+        assert_eq!(
+            cfg.get_target_session_attrs(),
+            tokio_postgres::config::TargetSessionAttrs::ReadWrite
+        );
+        assert_eq!(cfg.get_ssl_mode(), SslMode::Disable);
     }
 
     #[test]

@@ -62,9 +62,30 @@ impl std::fmt::Debug for PgDatabase {
     }
 }
 
+/// Whether `e` says the database cannot be reached now rather than that it refused the
+/// statement: the connection failed or closed (an I/O error underneath, including
+/// `target_session_attrs=read-write` meeting a standby), or the server answered with a
+/// connection exception (SQLSTATE class 08), an operator or crash shutdown, "cannot
+/// connect now" (57P01–57P03), or a write refused in a read-only transaction (25006: a
+/// standby).
+fn unavailable(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let code = code.code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "25006");
+    }
+    std::error::Error::source(e).is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+}
+
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
-        StoreError::backend(e)
+        if unavailable(&e) {
+            StoreError::Unavailable(std::sync::Arc::new(e))
+        } else {
+            StoreError::backend(e)
+        }
     }
 }
 
@@ -72,7 +93,8 @@ impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         match e {
             deadpool_postgres::PoolError::Backend(e) => e.into(),
-            other => StoreError::backend(other),
+            // No connection within the wait, or none could be made or recycled.
+            other => StoreError::Unavailable(std::sync::Arc::new(other)),
         }
     }
 }
