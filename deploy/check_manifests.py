@@ -47,6 +47,7 @@ class Checker:
             self.problems.append(f"ERROR [{self.name}]: expected exactly one Deployment forge-gateway")
             return self.problems
         self.check_deployment(deployments[0])
+        self.check_gateway_network_policy(deployments[0])
         shape = getattr(self, "shape_" + self.name.replace("-", "_"), None)
         if shape:
             shape(deployments[0])
@@ -85,6 +86,34 @@ class Checker:
             self.check_volume_reference(dep, volume)
         for container in pod["containers"]:
             self.check_container(dep, container, volumes)
+
+    def check_gateway_network_policy(self, dep):
+        """A NetworkPolicy selects the gateway's pods, restricts their ingress, admits
+        peers only to the gateway's named container port, and lets Forge's job pods in."""
+        pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
+        ports = {p.get("name") for c in dep["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+        covering = [
+            np for np in self.of_kind("NetworkPolicy")
+            if all(pod_labels.get(k) == v for k, v in np["spec"]["podSelector"].get("matchLabels", {}).items())
+            and "Ingress" in np["spec"].get("policyTypes", [])
+        ]
+        if not covering:
+            self.problem(dep, "no NetworkPolicy restricts ingress to the gateway's pods")
+            return
+        for np in covering:
+            rules = np["spec"].get("ingress", [])
+            for rule in rules:
+                if not rule.get("from"):
+                    self.problem(np, "an ingress rule without `from` admits everyone")
+                for port in rule.get("ports", []) or [None]:
+                    if port is None or port.get("port") not in ports:
+                        self.problem(np, f"ingress port {port!r} is not one of the gateway's ports {sorted(ports)}")
+            jobs = [
+                peer for rule in rules for peer in rule.get("from", [])
+                if peer.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/managed-by") == "forge-gateway"
+            ]
+            if not jobs:
+                self.problem(np, "Forge's job pods (app.kubernetes.io/managed-by=forge-gateway) cannot reach the gateway")
 
     def check_volume_reference(self, dep, volume):
         if "configMap" in volume and volume["configMap"]["name"] not in self.names("ConfigMap"):
