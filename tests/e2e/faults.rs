@@ -2,7 +2,8 @@
 //! composition, emulator in process mode) while the emulator fails RayJob, pod and
 //! event calls with 500 and 429 and drops every watch now and then. Every job must
 //! succeed with its driver log archived, run exactly once (one RayJob, one run of its
-//! code), and leave no RayJob behind; no job is lost.
+//! code), and leave no RayJob behind; no job is lost. The gateway partitioned from the
+//! API server for 30 s, then back, fails and duplicates nothing.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -432,4 +433,113 @@ async fn one_rayjob_stuck_in_the_lifecycle_does_not_hold_back_the_others() {
     assert_eq!(done[&failing]["state"], "failed", "{:#}", done[&failing]);
     assert_eq!(done[&ok]["state"], "succeeded", "{:#}", done[&ok]);
     assert_eq!(runs_of(runs.path(), &ok), 1);
+}
+
+/// How long the API server is unreachable in the partition test (issue 40 §5).
+const PARTITION: Duration = Duration::from_secs(30);
+/// The lifecycle's resync period (`jobs/lifecycle/mod.rs`): statuses catch up within it.
+const RESYNC: Duration = Duration::from_secs(10);
+
+/// Issue 40 §5: the Kubernetes API unreachable from the gateway for 30 s (every call
+/// it makes held at the API server, its watches dropped: a network partition), then
+/// back. Two jobs run through it (they end while the gateway cannot see it) and two
+/// are submitted during it (their creates wait). The gateway keeps its hands off: no
+/// job is failed meanwhile, no RayJob is created twice, every job succeeds and runs
+/// once, and the ended jobs' states catch up within one resync of the partition's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_unreachable_for_30_s_then_back_fails_and_duplicates_nothing() {
+    let gw = TestGateway::start("h100=2x8", &[]).await.listed().await;
+    let client = JobClient::new(&gw.url, &gw.token);
+    let runs = tempfile::tempdir().expect("runs dir");
+    let spec = |name: &str| one_gpu_spec(name, "python3 job.py");
+    let mut ids = Vec::new();
+    for name in ["through-1", "through-2"] {
+        ids.push(
+            client
+                .submit_ok(&spec(name), marker_zip(runs.path(), 5.0))
+                .await,
+        );
+    }
+    for id in &ids {
+        client.wait_running(id, Duration::from_secs(60)).await;
+    }
+    gw.sim.faults().hold(
+        forge_kubesim::faults::Matching::default()
+            .user_agent_contains(forge_gateway::cluster::connect::USER_AGENT),
+    );
+    gw.sim.faults().drop_watches();
+    let cut = Instant::now();
+    for name in ["during-1", "during-2"] {
+        ids.push(
+            client
+                .submit_ok(&spec(name), marker_zip(runs.path(), 0.5))
+                .await,
+        );
+    }
+    // Both new jobs' RayJob creates wait at the API server (among the gateway's other
+    // calls): the partition is in place.
+    eventually(
+        "the RayJob creates held",
+        Duration::from_secs(30),
+        || async {
+            let creates = gw
+                .sim
+                .created("rayjobs")
+                .iter()
+                .filter(|c| ids[2..].iter().any(|id| c.name == format!("forge-{id}")))
+                .count();
+            let held = gw.sim.faults().state().held;
+            if creates == 0 && held >= 2 {
+                Ok(())
+            } else {
+                Err(not_yet((creates, held)))
+            }
+        },
+    )
+    .await;
+    // The partition lasts its time: no condition ends it.
+    tokio::time::sleep(PARTITION.saturating_sub(cut.elapsed())).await;
+    for id in &ids {
+        let job = client.job(id).await;
+        assert_ne!(job["state"], "failed", "failed while partitioned: {job:#}");
+    }
+    // The two first jobs ended in the cluster meanwhile (5 s of work), unseen.
+    let unseen = gw
+        .sim
+        .created("rayjobs")
+        .iter()
+        .filter(|c| ids[..2].iter().any(|id| c.name == format!("forge-{id}")))
+        .count();
+    assert_eq!(unseen, 2);
+    gw.sim.faults().release();
+    let back = Instant::now();
+    let done = client.wait_terminal(&ids[..2], RESYNC).await;
+    let caught_up = back.elapsed();
+    for id in &ids[..2] {
+        assert_eq!(done[id]["state"], "succeeded", "{:#}", done[id]);
+    }
+    let done = client.wait_terminal(&ids, Duration::from_secs(120)).await;
+    for id in &ids {
+        let job = &done[id];
+        assert_eq!(job["state"], "succeeded", "{job:#}");
+        let dispatched = history(job).iter().filter(|s| *s == "dispatched").count();
+        assert_eq!(dispatched, 1, "dispatched {dispatched} times: {job:#}");
+        assert_eq!(
+            runs_of(runs.path(), id),
+            1,
+            "job {id} ran {} times",
+            runs_of(runs.path(), id)
+        );
+        let creates = gw
+            .sim
+            .created("rayjobs")
+            .into_iter()
+            .filter(|c| c.name == format!("forge-{id}"))
+            .count();
+        assert_eq!(creates, 1, "RayJob of {id} created {creates} times");
+    }
+    println!(
+        "API server unreachable for {PARTITION:?}: 0 jobs failed, 0 RayJobs created twice; \
+         the jobs that ended meanwhile were seen {caught_up:?} after it (resync {RESYNC:?})"
+    );
 }

@@ -29,6 +29,10 @@ pub struct Matching {
     /// substring: e.g. `job-id` matches the lists that select on `forge.dev/job-id`.
     #[serde(default)]
     pub query_contains: Option<String>,
+    /// Only requests whose `User-Agent` contains this substring: one client's calls
+    /// (e.g. `forge-gateway/`, a network partition between it and the API server).
+    #[serde(default)]
+    pub user_agent_contains: Option<String>,
 }
 
 impl Matching {
@@ -50,6 +54,12 @@ impl Matching {
         self
     }
 
+    /// Also only requests whose `User-Agent` contains `ua`.
+    pub fn user_agent_contains(mut self, ua: &str) -> Self {
+        self.user_agent_contains = Some(ua.to_owned());
+        self
+    }
+
     fn matches(&self, req: &Request<'_>) -> bool {
         self.path_contains
             .as_deref()
@@ -62,6 +72,10 @@ impl Matching {
                 .query_contains
                 .as_deref()
                 .is_none_or(|q| req.query.contains(q))
+            && self
+                .user_agent_contains
+                .as_deref()
+                .is_none_or(|ua| req.user_agent.contains(ua))
     }
 }
 
@@ -88,11 +102,13 @@ pub struct FailRule {
 pub type HoldRule = Matching;
 
 /// The parts of a request a rule looks at.
-struct Request<'a> {
-    path: &'a str,
+pub(crate) struct Request<'a> {
+    pub(crate) path: &'a str,
     /// As sent, percent-encoded; empty when there is none.
-    query: &'a str,
-    verb: &'a str,
+    pub(crate) query: &'a str,
+    pub(crate) verb: &'a str,
+    /// Empty when there is none.
+    pub(crate) user_agent: &'a str,
 }
 
 /// One request in [`FaultState::held`] until dropped.
@@ -253,10 +269,9 @@ impl Faults {
     }
 
     /// Waits while a hold rule matches the request.
-    pub(crate) async fn wait_while_held(&self, path: &str, query: &str, verb: &str) {
+    pub(crate) async fn wait_while_held(&self, req: &Request<'_>) {
         let mut released = self.release_tx.subscribe();
-        let req = Request { path, query, verb };
-        let held = |st: &FaultState| st.holds.iter().any(|h| h.matches(&req));
+        let held = |st: &FaultState| st.holds.iter().any(|h| h.matches(req));
         {
             let mut st = self.lock();
             if !held(&st) {
@@ -279,13 +294,13 @@ impl Faults {
     }
 
     /// Consumes one matching rule, returning the error to answer with.
-    pub(crate) fn check(&self, path: &str, query: &str, verb: &str) -> Option<ApiError> {
+    pub(crate) fn check(&self, req: &Request<'_>) -> Option<ApiError> {
         let mut st = self.lock();
-        let req = Request { path, query, verb };
+        let Request { path, verb, .. } = *req;
         let idx = st
             .rules
             .iter()
-            .position(|r| r.count > 0 && r.matching.matches(&req))?;
+            .position(|r| r.count > 0 && r.matching.matches(req))?;
         let rule = &mut st.rules[idx];
         rule.count -= 1;
         let err = match rule.code {

@@ -360,6 +360,11 @@ impl Sim {
 
     /// A `kube::Client` for this server, defaulting to [`Sim::namespace`].
     pub fn client(&self) -> Result<kube::Client, SimError> {
+        Ok(kube::Client::try_from(self.config()?)?)
+    }
+
+    /// The `kube::Config` of [`Sim::client`] (for a client that adds to it: headers, say).
+    pub fn config(&self) -> Result<kube::Config, SimError> {
         let uri: axum::http::Uri =
             self.url()
                 .parse()
@@ -375,7 +380,7 @@ impl Sim {
                 what: "client credentials".into(),
                 message: e.to_string(),
             })?;
-        Ok(kube::Client::try_from(config)?)
+        Ok(config)
     }
 
     /// Fault injection.

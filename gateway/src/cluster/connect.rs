@@ -104,7 +104,20 @@ pub async fn config(k8s: &K8sConfig) -> Result<(kube::Config, Source), ConnectEr
         ),
     };
     cfg.default_namespace.clone_from(&k8s.namespace);
+    identify(&mut cfg);
     Ok((cfg, source))
+}
+
+/// The `User-Agent` of every call to the API server.
+pub const USER_AGENT: &str = concat!("forge-gateway/", env!("CARGO_PKG_VERSION"));
+
+/// Names the gateway in every call of `cfg`'s clients: the API server's audit log and
+/// request metrics show it (kube-rs sends no `User-Agent` of its own).
+pub fn identify(cfg: &mut kube::Config) {
+    cfg.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
 }
 
 /// A client from the settings.

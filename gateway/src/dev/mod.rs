@@ -201,7 +201,11 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
             )
         })?,
     };
-    let client = sim.client().context("emulator client")?;
+    let client = {
+        let mut config = sim.config().context("emulator client")?;
+        crate::cluster::connect::identify(&mut config);
+        kube::Client::try_from(config).context("emulator client")?
+    };
     // With FORGE_S3_* set, capsules and logs go to that object storage and pods fetch
     // capsules by presigned URL, as with `serve`; otherwise the gateway's local store.
     let capsules = match compose::s3_backend(&cfg).await? {

@@ -269,21 +269,7 @@ pub async fn get(
         .preemptions(&id)
         .await
         .map_err(JobError::from)?;
-    let pending = if matches!(job.state, JobState::Dispatched | JobState::Initializing) {
-        match jobs.logs.diagnose(&job).await {
-            Ok(d) => d.pending,
-            Err(e) => {
-                tracing::warn!(job = %job.id, "pending diagnosis: {e}");
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let dashboard = jobs.logs.dashboard(&job).await.unwrap_or_else(|e| {
-        tracing::warn!(job = %job.id, "dashboard address: {e}");
-        None
-    });
+    let (pending, dashboard) = cluster_details(jobs, &job).await;
     let mut resp = response(&state, job);
     resp.history = Some(history);
     resp.decisions = Some(decisions);
@@ -292,6 +278,51 @@ pub async fn get(
     resp.attempts = Some(attempts_of(&resp.job, &preemptions));
     resp.preemptions = Some(preemptions);
     Ok(Json(resp))
+}
+
+/// Longest the job view waits for what the cluster adds to the stored job (why it is
+/// pending, its dashboard's address): the job is answered without them when the API
+/// server is slow or unreachable, never held up by it.
+const CLUSTER_DETAILS_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The pending reason (while the job starts) and the dashboard address, each within
+/// [`CLUSTER_DETAILS_WITHIN`] or left out.
+async fn cluster_details(
+    jobs: &crate::jobs::Jobs,
+    job: &crate::store::JobRecord,
+) -> (Option<PendingReason>, Option<Dashboard>) {
+    let starting = matches!(job.state, JobState::Dispatched | JobState::Initializing);
+    let pending = async {
+        if starting {
+            jobs.logs.diagnose(job).await.map(|d| d.pending)
+        } else {
+            Ok(None)
+        }
+    };
+    tokio::join!(
+        bounded("pending diagnosis", &job.id, pending),
+        bounded("dashboard address", &job.id, jobs.logs.dashboard(job)),
+    )
+}
+
+/// `fut`'s answer within [`CLUSTER_DETAILS_WITHIN`]; `None` (logged) when it fails or
+/// is late.
+async fn bounded<T, E: std::fmt::Display>(
+    what: &str,
+    job: &str,
+    fut: impl std::future::Future<Output = Result<Option<T>, E>>,
+) -> Option<T> {
+    match tokio::time::timeout(CLUSTER_DETAILS_WITHIN, fut).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            tracing::warn!(job = %job, "{what}: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(job = %job, "{what}: no answer from the cluster in time");
+            None
+        }
+    }
 }
 
 /// `GET /v1/jobs/{id}/events`.

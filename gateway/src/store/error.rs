@@ -176,7 +176,10 @@ mod tests {
         assert_eq!(answer.status, http::StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(answer.code, "store-unavailable");
         assert_eq!(answer.retry_after, Some(UNAVAILABLE_RETRY_S));
-        assert!(!answer.message.contains("refused"), "the cause is not echoed");
+        assert!(
+            !answer.message.contains("refused"),
+            "the cause is not echoed"
+        );
         let answer = StoreError::Backend(io()).answer();
         assert_eq!(answer.status, http::StatusCode::INTERNAL_SERVER_ERROR);
     }

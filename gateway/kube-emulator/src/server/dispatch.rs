@@ -10,11 +10,13 @@ use super::state::AppState;
 use super::target::{Query, Target, flag, parse_target, query_map};
 use super::verbs::handle;
 use crate::error::ApiError;
+use crate::faults::Request;
 
 /// Runs `fut` after the injected delay and any hold, unless a fault rule fails the request first.
 pub(super) async fn with_faults(
     st: &AppState,
     uri: &Uri,
+    headers: &HeaderMap,
     verb: &str,
     fut: impl std::future::Future<Output = Result<Response, ApiError>>,
 ) -> Response {
@@ -22,10 +24,17 @@ pub(super) async fn with_faults(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    st.faults
-        .wait_while_held(uri.path(), uri.query().unwrap_or(""), verb)
-        .await;
-    if let Some(err) = st.faults.check(uri.path(), uri.query().unwrap_or(""), verb) {
+    let req = Request {
+        path: uri.path(),
+        query: uri.query().unwrap_or(""),
+        verb,
+        user_agent: headers
+            .get(axum::http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(""),
+    };
+    st.faults.wait_while_held(&req).await;
+    if let Some(err) = st.faults.check(&req) {
         return err.into_response();
     }
     fut.await.unwrap_or_else(IntoResponse::into_response)
@@ -65,7 +74,7 @@ pub(super) async fn dispatch(
     let q = query_map(uri);
     let verb = verb_of(&method, &t, &q);
     let st2 = st.clone();
-    with_faults(&st, uri, verb, async move {
+    with_faults(&st, uri, headers, verb, async move {
         handle(st2, t, verb, q, headers, body).await
     })
     .await

@@ -112,7 +112,12 @@ async fn core_api(
     body: Bytes,
 ) -> Response {
     match segments(&uri, "/api/").as_slice() {
-        ["v1"] => with_faults(&st, &uri, "get", async { resource_list("", "v1", &uri) }).await,
+        ["v1"] => {
+            with_faults(&st, &uri, &headers, "get", async {
+                resource_list("", "v1", &uri)
+            })
+            .await
+        }
         ["v1", "namespaces", ns, "pods", name_port, "proxy", ..] => {
             let prefix = format!("/api/v1/namespaces/{ns}/pods/{name_port}/proxy");
             let path = uri.path().strip_prefix(&prefix).unwrap_or("/");
@@ -130,6 +135,7 @@ async fn core_api(
             with_faults(
                 &st,
                 &uri,
+                &headers,
                 verb,
                 pod_proxy(&st, t, method.clone(), &headers, body),
             )
@@ -155,7 +161,7 @@ async fn group_api(
             None => not_found_path(&uri).into_response(),
         },
         [group, version] => {
-            with_faults(&st, &uri, "get", async {
+            with_faults(&st, &uri, &headers, "get", async {
                 resource_list(group, version, &uri)
             })
             .await
