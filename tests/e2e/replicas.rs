@@ -411,6 +411,12 @@ async fn a_rolling_restart_loses_nothing() {
     let (recorder, recorder_task) =
         RayJobRecorder::start(rayjobs(r.emulator.kube.clone(), NAMESPACE));
     recorder.wait_listed().await;
+    // A browser logged in before the roll, and a watcher that follows every replica in
+    // turn: when its replica stops, it resumes on the next with `Last-Event-ID`.
+    let browser = Browser::start("console-rolling-restart").await;
+    browser_log_in(&browser, &r.gateway(0).url, TOKEN).await;
+    let urls: Vec<String> = (0..3).map(|i| r.gateway(i).url.clone()).collect();
+    let roaming = RoamingWatch::start(urls);
     let mut ids = Vec::new();
     let client = r.gateway(0).client();
     for i in 0..6 {
@@ -445,12 +451,149 @@ async fn a_rolling_restart_loses_nothing() {
     r.leader(None, Duration::from_secs(20)).await;
     r.assert_exactly_once(&ids, &recorder, Stops::Clean).await;
     recorder_task.abort();
+    // Every replica was restarted: the browser is still logged in, on any of them.
+    browser
+        .goto(&format!("{}/console/jobs", r.gateway(2).url))
+        .await;
+    assert_eq!(
+        browser.path().await,
+        "/console/jobs",
+        "logged out by the roll"
+    );
+    // The roaming watcher saw every transition of every job, in order, once.
+    let client = r.gateway(1).client();
+    let mut stored = BTreeMap::new();
+    for id in &ids {
+        stored.insert(id.clone(), history(&client.job(id).await));
+    }
+    let seen = eventually(
+        "the roaming watcher to see every job end",
+        Duration::from_secs(30),
+        || async {
+            let seen = roaming.seen();
+            if stored.iter().all(|(id, h)| seen.get(id) == Some(h)) {
+                Ok(seen)
+            } else {
+                Err(not_yet(serde_json::json!({"seen": seen, "stored": stored})))
+            }
+        },
+    )
+    .await;
+    let (resumes, resyncs) = roaming.stop();
+    assert_eq!(
+        resyncs, 0,
+        "the watcher was told to re-read {resyncs} times"
+    );
     println!(
         "rolling restart of 3 replicas while {} jobs ran: all succeeded once; replacement \
-         ready after {pauses:?}; test took {:?}",
+         ready after {pauses:?}; a browser stayed logged in; a watcher resumed {resumes} \
+         times across replicas and saw all {} transitions; test took {:?}",
         ids.len(),
+        seen.values().map(Vec::len).sum::<usize>(),
         started.elapsed()
     );
+}
+
+/// A `GET /v1/jobs/watch` client that goes to the next replica whenever its stream
+/// ends or cannot be opened, resuming with the last event id it saw.
+struct RoamingWatch {
+    /// Per job, the states it was seen reaching, in order.
+    seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, Vec<String>>>>,
+    resumes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    resyncs: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RoamingWatch {
+    fn start(urls: Vec<String>) -> RoamingWatch {
+        let seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, Vec<String>>>> =
+            std::sync::Arc::default();
+        let resumes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let resyncs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (seen2, resumes2, resyncs2) = (seen.clone(), resumes.clone(), resyncs.clone());
+        let task = tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            let mut last: Option<u64> = None;
+            let mut next = 0usize;
+            loop {
+                let url = &urls[next % urls.len()];
+                next += 1;
+                let mut req = http.get(format!("{url}/v1/jobs/watch")).bearer_auth(TOKEN);
+                if let Some(id) = last {
+                    req = req.header("last-event-id", id.to_string());
+                }
+                let Ok(mut resp) = req.send().await else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
+                if resp.status() != 200 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                if last.is_some() {
+                    resumes2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                let mut buf = String::new();
+                while let Ok(Some(chunk)) = resp.chunk().await {
+                    buf.push_str(&String::from_utf8_lossy(&chunk));
+                    while let Some(end) = buf.find("\n\n") {
+                        let block: String = buf.drain(..end + 2).collect();
+                        let (mut name, mut id, mut data) = ("", None, Value::Null);
+                        for line in block.lines() {
+                            if let Some(v) = line.strip_prefix("event:") {
+                                name = if v.trim() == "state" {
+                                    "state"
+                                } else if v.trim() == "resync" {
+                                    "resync"
+                                } else {
+                                    "other"
+                                };
+                            } else if let Some(v) = line.strip_prefix("id:") {
+                                id = v.trim().parse().ok();
+                            } else if let Some(v) = line.strip_prefix("data:") {
+                                data = serde_json::from_str(v.trim()).unwrap_or(Value::Null);
+                            }
+                        }
+                        if name == "resync" {
+                            resyncs2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        if let Some(id) = id {
+                            last = Some(id);
+                        }
+                        if name == "state"
+                            && let (Some(job), Some(to)) =
+                                (data["jobId"].as_str(), data["to"].as_str())
+                        {
+                            let mut seen = seen2.lock().expect("seen");
+                            seen.entry(job.to_string())
+                                .or_default()
+                                .push(to.to_string());
+                        }
+                    }
+                }
+            }
+        });
+        RoamingWatch {
+            seen,
+            resumes,
+            resyncs,
+            task,
+        }
+    }
+
+    fn seen(&self) -> BTreeMap<String, Vec<String>> {
+        self.seen.lock().expect("seen").clone()
+    }
+
+    /// Stops it: how many times it resumed on another replica, and how many `resync`s
+    /// it was sent.
+    fn stop(self) -> (usize, usize) {
+        self.task.abort();
+        (
+            self.resumes.load(std::sync::atomic::Ordering::Relaxed),
+            self.resyncs.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
 }
 
 /// Opens `GET /v1/jobs/watch` and reads it in the background until it ends: returns
