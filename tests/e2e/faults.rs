@@ -250,13 +250,17 @@ async fn a_relist_while_a_create_is_in_flight_leaves_the_job_to_it() {
     let dispatched = history(job).iter().filter(|s| *s == "dispatched").count();
     assert_eq!(dispatched, 1, "dispatched {dispatched} times: {job:#}");
     assert_eq!(runs_of(runs.path(), &id), 1, "job {id} ran more than once");
-    let creates = gw
-        .sim
+    let creates = rayjob_creates(&gw, &id);
+    assert_eq!(creates, 1, "RayJob of {id} created {creates} times");
+}
+
+/// How many times the API server created job `id`'s RayJob.
+fn rayjob_creates(gw: &TestGateway, id: &str) -> usize {
+    gw.sim
         .created("rayjobs")
         .into_iter()
         .filter(|c| c.name == format!("forge-{id}"))
-        .count();
-    assert_eq!(creates, 1, "RayJob of {id} created {creates} times");
+        .count()
 }
 
 /// The periodic resync's LIST of RayJobs (seconds for thousands on a real API server;
@@ -482,12 +486,7 @@ async fn the_api_server_unreachable_for_30_s_then_back_fails_and_duplicates_noth
         "the RayJob creates held",
         Duration::from_secs(30),
         || async {
-            let creates = gw
-                .sim
-                .created("rayjobs")
-                .iter()
-                .filter(|c| ids[2..].iter().any(|id| c.name == format!("forge-{id}")))
-                .count();
+            let creates: usize = ids[2..].iter().map(|id| rayjob_creates(&gw, id)).sum();
             let held = gw.sim.faults().state().held;
             if creates == 0 && held >= 2 {
                 Ok(())
@@ -504,12 +503,7 @@ async fn the_api_server_unreachable_for_30_s_then_back_fails_and_duplicates_noth
         assert_ne!(job["state"], "failed", "failed while partitioned: {job:#}");
     }
     // The two first jobs ended in the cluster meanwhile (5 s of work), unseen.
-    let unseen = gw
-        .sim
-        .created("rayjobs")
-        .iter()
-        .filter(|c| ids[..2].iter().any(|id| c.name == format!("forge-{id}")))
-        .count();
+    let unseen: usize = ids[..2].iter().map(|id| rayjob_creates(&gw, id)).sum();
     assert_eq!(unseen, 2);
     gw.sim.faults().release();
     let back = Instant::now();
@@ -530,12 +524,7 @@ async fn the_api_server_unreachable_for_30_s_then_back_fails_and_duplicates_noth
             "job {id} ran {} times",
             runs_of(runs.path(), id)
         );
-        let creates = gw
-            .sim
-            .created("rayjobs")
-            .into_iter()
-            .filter(|c| c.name == format!("forge-{id}"))
-            .count();
+        let creates = rayjob_creates(&gw, id);
         assert_eq!(creates, 1, "RayJob of {id} created {creates} times");
     }
     println!(

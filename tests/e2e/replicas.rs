@@ -339,11 +339,7 @@ async fn killing_the_leader_under_load_loses_and_duplicates_nothing() {
         0.5,
     ));
     // Kill the leader once the stream is well under way (and some jobs run).
-    eventually("some jobs dispatched", Duration::from_secs(30), || async {
-        let n = recorder.seen().len();
-        if n >= 5 { Ok(()) } else { Err(not_yet(n)) }
-    })
-    .await;
+    some_rayjobs_created(&recorder, 5).await;
     let killed_at = Instant::now();
     r.gateways[old].take().expect("leader").kill();
     let new = r
@@ -1366,6 +1362,19 @@ fn probe(
     })
 }
 
+/// Waits until `n` RayJobs were created (a stream of submissions is well under way).
+async fn some_rayjobs_created(recorder: &RayJobRecorder, n: usize) {
+    eventually("some jobs dispatched", Duration::from_secs(30), || async {
+        let seen = recorder.seen().len();
+        if seen >= n {
+            Ok(())
+        } else {
+            Err(not_yet(seen))
+        }
+    })
+    .await;
+}
+
 /// How long PostgreSQL has no primary in the failover test.
 const OUTAGE: Duration = Duration::from_secs(4);
 
@@ -1394,11 +1403,7 @@ async fn a_postgresql_failover_loses_no_acknowledged_submission() {
         Duration::from_millis(150),
         0.5,
     ));
-    eventually("some jobs dispatched", Duration::from_secs(30), || async {
-        let n = recorder.seen().len();
-        if n >= 5 { Ok(()) } else { Err(not_yet(n)) }
-    })
-    .await;
+    some_rayjobs_created(&recorder, 5).await;
     let killed_at = began.elapsed();
     pg.kill_primary();
     // The database is down for a while, as a failover manager takes to notice and

@@ -36,6 +36,21 @@ pub fn parse_state(s: &str) -> Result<JobState, StoreError> {
         .map_err(|e: UnknownState| StoreError::Corrupt(e.to_string()))
 }
 
+/// A `job_history` row's change, from its stored columns.
+pub fn history_entry(
+    from: Option<&str>,
+    to: &str,
+    reason: Option<String>,
+    at_ms: i64,
+) -> Result<crate::store::HistoryEntry, StoreError> {
+    Ok(crate::store::HistoryEntry {
+        from: from.map(parse_state).transpose()?,
+        to: parse_state(to)?,
+        reason,
+        at_ms,
+    })
+}
+
 /// A stored optional capsule digest.
 pub fn parse_digest(d: Option<String>) -> Result<Option<Digest>, StoreError> {
     d.map(|d| Digest::parse(&d))

@@ -2,9 +2,9 @@
 //! by id, with their job's team. Writers of history rows take [`LOCK_FEED`] first, so
 //! ids are in commit order across replicas, and notify [`super::JOBS_CHANNEL`].
 
-use crate::store::codec::parse_state;
+use crate::store::StoreError;
+use crate::store::codec::history_entry;
 use crate::store::job_feed::StoredChange;
-use crate::store::{HistoryEntry, StoreError};
 
 /// Takes the feed's transaction advisory lock (held to the commit): see
 /// [`crate::store::job_feed`] for why.
@@ -31,15 +31,7 @@ pub(super) async fn since(
                 position: r.try_get(0)?,
                 job_id: r.try_get(1)?,
                 team: r.try_get(2)?,
-                entry: HistoryEntry {
-                    from: r
-                        .try_get::<_, Option<&str>>(3)?
-                        .map(parse_state)
-                        .transpose()?,
-                    to: parse_state(r.try_get(4)?)?,
-                    reason: r.try_get(5)?,
-                    at_ms: r.try_get(6)?,
-                },
+                entry: history_entry(r.try_get(3)?, r.try_get(4)?, r.try_get(5)?, r.try_get(6)?)?,
             })
         })
         .collect()

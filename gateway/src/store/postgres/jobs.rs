@@ -11,8 +11,8 @@ use super::{JOBS_CHANNEL, PgDatabase, QUEUE_CHANNEL};
 use crate::domain::{Digest, JobState};
 use crate::store::checkpoints::{self, ACKNOWLEDGING_STATES, Checkpoint, CheckpointOutcome};
 use crate::store::codec::{
-    JOB_COLUMNS, attempt_step, fence_holds, from_json, json_text, page_bounds, page_of,
-    parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
+    JOB_COLUMNS, attempt_step, fence_holds, from_json, history_entry, json_text, page_bounds,
+    page_of, parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
 };
 use crate::store::dispatch_journal::PassRecord;
 use crate::store::usage::{Accrual, UsageRecord};
@@ -451,17 +451,7 @@ impl JobStore for PgDatabase {
             )
             .await?;
         rows.iter()
-            .map(|r| {
-                Ok(HistoryEntry {
-                    from: r
-                        .try_get::<_, Option<&str>>(0)?
-                        .map(parse_state)
-                        .transpose()?,
-                    to: parse_state(r.try_get(1)?)?,
-                    reason: r.try_get(2)?,
-                    at_ms: r.try_get(3)?,
-                })
-            })
+            .map(|r| history_entry(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?))
             .collect()
     }
 }

@@ -3,9 +3,9 @@
 
 use rusqlite::{Connection, params};
 
-use crate::store::codec::parse_state;
+use crate::store::StoreError;
+use crate::store::codec::history_entry;
 use crate::store::job_feed::StoredChange;
-use crate::store::{HistoryEntry, StoreError};
 
 /// The changes after position `after`, oldest first, at most `limit`.
 pub(super) fn since(
@@ -36,12 +36,7 @@ pub(super) fn since(
             position,
             job_id,
             team,
-            entry: HistoryEntry {
-                from: from.as_deref().map(parse_state).transpose()?,
-                to: parse_state(&to)?,
-                reason,
-                at_ms,
-            },
+            entry: history_entry(from.as_deref(), &to, reason, at_ms)?,
         });
     }
     Ok(out)

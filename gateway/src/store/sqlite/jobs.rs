@@ -10,8 +10,8 @@ use super::SqliteDatabase;
 use crate::domain::{Digest, JobState};
 use crate::store::checkpoints::{self, ACKNOWLEDGING_STATES, Checkpoint, CheckpointOutcome};
 use crate::store::codec::{
-    JOB_COLUMNS, attempt_step, fence_holds, from_json, json_text, page_bounds, page_of,
-    parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
+    JOB_COLUMNS, attempt_step, fence_holds, from_json, history_entry, json_text, page_bounds,
+    page_of, parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
 };
 use crate::store::dispatch_journal::PassRecord;
 use crate::store::usage::{Accrual, UsageRecord};
@@ -503,12 +503,7 @@ impl JobStore for SqliteDatabase {
             let mut out = Vec::new();
             for row in rows {
                 let (from, to, reason, at_ms) = row?;
-                out.push(HistoryEntry {
-                    from: from.as_deref().map(parse_state).transpose()?,
-                    to: parse_state(&to)?,
-                    reason,
-                    at_ms,
-                });
+                out.push(history_entry(from.as_deref(), &to, reason, at_ms)?);
             }
             Ok(out)
         })
