@@ -262,7 +262,7 @@ pub static VARS: &[Var] = &[
         "FORGE_DATABASE_URL",
         Fallback::Unset("— (SQLite: `<FORGE_DATA_DIR>/forge.sqlite3`)"),
         |d, _, v| put(&mut d.cfg.database.url, postgres_url(v).map(|u| Some(Secret::new(u)))),
-        "PostgreSQL store shared by replicas (`postgres://user:password@host:5432/db?sslmode=verify-full`; `sslrootcert=<file>` for a private CA)",
+        "PostgreSQL store shared by replicas (`postgres://user:password@host:5432/db?sslmode=verify-full`; `sslrootcert=<file>` for a private CA; several hosts `h1:5432,h2:5432` with `target_session_attrs=read-write` for a failover)",
     )
     .secret(),
     Var::new(
