@@ -308,6 +308,11 @@ impl Gateway {
             .env("FORGE_IMAGE_NEMO_RL", "rayproject/ray:2.55.1")
             .env("FORGE_K8S_NAMESPACE", NAMESPACE)
             .env("RUST_LOG", "info,kube_client=warn,kube_runtime=warn")
+            // Debug builds sharing two cores with the other tests, PostgreSQL and the
+            // emulators: the default 50 ms per plugin call failed an admission with
+            // `policy-failed` (deadline) under CI load. Plugin deadlines are tested
+            // in-process (the host's and the hostile plugin's tests), not here.
+            .env("FORGE_POLICY_DEADLINE_MS", "1000")
             .stdout(file.try_clone().expect("log handle"))
             .stderr(file);
         for (k, v) in &opts.env {
