@@ -1,6 +1,7 @@
 //! [`JobStore`] on PostgreSQL: jobs, their history and decisions; the queue is the jobs
 //! table in `seq` order. Transitions are compare-and-set `UPDATE … WHERE state = $n`;
-//! a fenced one first reads its lease's epoch `FOR SHARE` in the same transaction.
+//! a fenced one first reads its lease's epoch `FOR KEY SHARE` in the same transaction
+//! (`coord.rs` says why that lock mode).
 
 use async_trait::async_trait;
 use tokio_postgres::Row;
@@ -90,14 +91,15 @@ async fn insert_decision(
 }
 
 /// Refuses the transaction unless `fence`'s lease is still at its epoch. The row is
-/// read `FOR SHARE`: an acquisition updating it waits until this transaction ends.
+/// read `FOR KEY SHARE`: a takeover (which locks it `FOR UPDATE`) waits until this
+/// transaction ends, a renewal does not (`coord.rs`).
 pub(super) async fn check_fence(
     tx: &deadpool_postgres::Transaction<'_>,
     fence: &Fence,
 ) -> Result<(), StoreError> {
     let current = tx
         .query_opt(
-            "SELECT epoch FROM leases WHERE name = $1 FOR SHARE",
+            "SELECT epoch FROM leases WHERE name = $1 FOR KEY SHARE",
             &[&fence.lease],
         )
         .await?

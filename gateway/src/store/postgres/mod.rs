@@ -5,8 +5,9 @@
 //! Same semantics as SQLite, by the same means where they exist: transitions are
 //! compare-and-set `UPDATE … WHERE state = $n`; policy appends hold a per-scope
 //! advisory lock, so two replicas cannot both move a scope; fenced writes read their
-//! lease's epoch `FOR SHARE` in their own transaction, so an acquisition (which updates
-//! that row) waits for them and every write after it sees the new epoch. Commits are
+//! lease's epoch `FOR KEY SHARE` in their own transaction, so a takeover (which locks
+//! that row `FOR UPDATE`) waits for them and every write after it sees the new epoch,
+//! while the leader's renewals never wait for its own writes (`coord.rs`). Commits are
 //! synchronous (the server's default), so an acknowledged submission is durable.
 //!
 //! Policy appends `NOTIFY forge_policy` and queued inserts `NOTIFY forge_queue` in
