@@ -148,6 +148,14 @@ impl JobStore for PgDatabase {
             return Err(StoreError::Duplicate(job.id));
         };
         let record = job_from_row(&row)?;
+        if let Some((d, plugins)) = decision {
+            insert_decision(&tx, &d, &plugins, now).await?;
+        }
+        if record.state == JobState::Queued {
+            tx.execute("SELECT pg_notify($1, '')", &[&QUEUE_CHANNEL])
+                .await?;
+        }
+        // The feed's lock is held from here to the commit: the history row goes last.
         tx.execute(LOCK_FEED, &[]).await?;
         tx.execute("SELECT pg_notify($1, '')", &[&JOBS_CHANNEL])
             .await?;
@@ -157,13 +165,6 @@ impl JobStore for PgDatabase {
             &[&job.id, &job.state.as_str(), &job.reason, &now],
         )
         .await?;
-        if let Some((d, plugins)) = decision {
-            insert_decision(&tx, &d, &plugins, now).await?;
-        }
-        if record.state == JobState::Queued {
-            tx.execute("SELECT pg_notify($1, '')", &[&QUEUE_CHANNEL])
-                .await?;
-        }
         tx.commit().await?;
         Ok(record)
     }
@@ -219,6 +220,14 @@ impl JobStore for PgDatabase {
             tx.execute("SELECT pg_notify($1, '')", &[&QUEUE_CHANNEL])
                 .await?;
         }
+        if let (Some(d), Some(plugins)) = (&t.decision, &decision_plugins) {
+            insert_decision(&tx, d, plugins, now).await?;
+        }
+        let from_notice = t.from == JobState::Preempting;
+        if let Some(p) = PreemptionWrite::implied(from_notice, t.preemption.as_ref(), now) {
+            super::preemptions::write(&tx, &record, attempt_step(&t), &p).await?;
+        }
+        // The feed's lock is held from here to the commit: the history row goes last.
         tx.execute(LOCK_FEED, &[]).await?;
         tx.execute("SELECT pg_notify($1, '')", &[&JOBS_CHANNEL])
             .await?;
@@ -228,13 +237,6 @@ impl JobStore for PgDatabase {
             &[&t.id, &t.from.as_str(), &t.to.as_str(), &t.reason, &now],
         )
         .await?;
-        if let (Some(d), Some(plugins)) = (&t.decision, &decision_plugins) {
-            insert_decision(&tx, d, plugins, now).await?;
-        }
-        let from_notice = t.from == JobState::Preempting;
-        if let Some(p) = PreemptionWrite::implied(from_notice, t.preemption.as_ref(), now) {
-            super::preemptions::write(&tx, &record, attempt_step(&t), &p).await?;
-        }
         tx.commit().await?;
         Ok(record)
     }
