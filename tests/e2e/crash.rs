@@ -30,12 +30,13 @@ use serde_json::json;
 /// The emulator as its own process, and one gateway process against it, restarted on
 /// the same data directory and port.
 struct Cluster {
-    dir: tempfile::TempDir,
     _s3: S3Server,
     _emulator: Emulator,
     gateway: Option<Gateway>,
     opts: GatewayOptions,
     kube: kube::Client,
+    /// Last, so a failing test's logs are still there when its processes report them.
+    dir: tempfile::TempDir,
 }
 
 impl Cluster {

@@ -36,9 +36,10 @@ const LIFECYCLE: [&str; 8] = [
 
 /// An emulator and a traced gateway process exporting to `receiver`.
 struct Traced {
-    dir: tempfile::TempDir,
     emulator: Emulator,
     gateway: Gateway,
+    /// Last, so a failing test's logs are still there when its processes report them.
+    dir: tempfile::TempDir,
 }
 
 impl Traced {

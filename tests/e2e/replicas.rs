@@ -41,7 +41,8 @@ use forge_tests::jobs::{
     runs_of, short_spec, trainer_spec, trainer_zip,
 };
 use forge_tests::procs::{
-    Emulator, Gateway, GatewayOptions, NAMESPACE, TEAM_B_TOKEN, TOKEN, write_gateway_files,
+    Emulator, Gateway, GatewayOptions, NAMESPACE, TEAM_B_TOKEN, TOKEN, log_excerpt,
+    write_gateway_files,
 };
 use forge_tests::sse::next_event;
 use forge_tests::wait::{eventually, not_yet};
@@ -55,12 +56,34 @@ const RETRY_MS: u64 = 250;
 
 /// An emulator, S3, one PostgreSQL database and the replicas sharing it.
 struct Replicas {
-    dir: tempfile::TempDir,
     _s3: S3Server,
     emulator: Emulator,
     opts: Vec<GatewayOptions>,
     gateways: Vec<Option<Gateway>>,
     runs: std::path::PathBuf,
+    /// Last, so a failing test's logs are still there when its processes report them.
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Replicas {
+    /// A failing test shows what the replicas it stopped logged (running ones show
+    /// theirs as they drop).
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for (opts, _) in self
+                .opts
+                .iter()
+                .zip(&self.gateways)
+                .filter(|(_, g)| g.is_none())
+            {
+                let log = self.dir.path().join(format!("{}.log", opts.name));
+                eprintln!(
+                    "{}",
+                    log_excerpt(&format!("stopped gateway {}", opts.name), &log)
+                );
+            }
+        }
+    }
 }
 
 impl Replicas {

@@ -105,6 +105,8 @@ impl Drop for Proc {
 /// The emulator as its own process.
 pub struct Emulator {
     _proc: Proc,
+    /// Its log (`kubesim.log`), shown when a test fails.
+    log: PathBuf,
     /// Its kubeconfig (for gateways started the kubeconfig way).
     pub kubeconfig: PathBuf,
     /// Its API server URL.
@@ -175,6 +177,7 @@ impl Emulator {
         let kube = kube::Client::try_from(cfg).expect("kube client");
         Emulator {
             _proc: sim,
+            log: dir.join("kubesim.log"),
             kubeconfig,
             url,
             kube,
@@ -279,6 +282,48 @@ impl GatewayOptions {
         self.env("FORGE_LEADER_LEASE_MS", lease.to_string())
             .env("FORGE_LEADER_RENEW_DEADLINE_MS", renew.to_string())
             .env("FORGE_LEADER_RETRY_MS", retry.to_string())
+    }
+}
+
+/// What a failing test shows of a process's log: its last warnings and errors, then its
+/// last lines (the log itself is in a temporary directory that goes with the test).
+pub fn log_excerpt(what: &str, path: &Path) -> String {
+    const PROBLEMS: usize = 30;
+    const LAST: usize = 15;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let problems: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR ") || l.contains("panicked"))
+        .collect();
+    let skip = problems.len().saturating_sub(PROBLEMS);
+    let last = lines.len().saturating_sub(LAST);
+    format!(
+        "=== {what}: {} warnings/errors (the last {PROBLEMS}) ===\n{}\n=== {what}: its last {LAST} lines ===\n{}\n",
+        problems.len(),
+        problems[skip..].join("\n"),
+        lines[last..].join("\n")
+    )
+}
+
+impl Drop for Gateway {
+    /// A failing test shows what the gateway logged (the process is stopped by [`Proc`]).
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "{}",
+                log_excerpt(&format!("gateway {}", self.name), &self.log)
+            );
+        }
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", log_excerpt("forge-kubesim", &self.log));
+        }
     }
 }
 

@@ -20,6 +20,7 @@
 mod export_client;
 pub mod job_trace;
 
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::trace::TracerProvider as _;
@@ -123,8 +124,13 @@ pub fn init(default_filter: &str) -> Result<Telemetry, TelemetryError> {
     let registry = tracing_subscriber::registry().with(otel);
     // A second init (tests start several gateways in one process) keeps the first.
     let _ = match format {
+        // Colours only on a terminal: a pod's log (or a file) gets plain text.
         LogFormat::Text => registry
-            .with(tracing_subscriber::fmt::layer().with_filter(filter()))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(std::io::stdout().is_terminal())
+                    .with_filter(filter()),
+            )
             .try_init(),
         LogFormat::Json => registry
             .with(
