@@ -68,6 +68,18 @@ impl Driver {
         let Some((status, message)) = outcome else {
             return;
         };
+        if self
+            .shared
+            .dashboard
+            .get(&self.ns, &self.cluster, &self.id)
+            .is_none()
+        {
+            // Killed because its cluster went away (the RayJob was deleted): the
+            // submitter pod goes with it and prints no end, as `ray job submit` killed
+            // with its pod does not (a line written here reached a live follower after
+            // the gateway had archived the log).
+            return;
+        }
         let verb = match status {
             "SUCCEEDED" => "succeeded",
             "STOPPED" => "was stopped",
