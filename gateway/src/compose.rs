@@ -205,9 +205,14 @@ pub async fn build_state(
         Some(base) => Some(pod_links(&db, base).await?),
         None => None,
     };
+    let job_store = crate::store::metered::Metered::wrap(db.jobs.clone(), metrics.clone());
+    // On PostgreSQL this starts the task that tails the stored feed (it ends with the
+    // feed); on SQLite the feed is this process's own.
+    let feed = crate::jobs::feed_tail::feed_for(&job_store);
     let jobs = Jobs::new(JobParts {
         config: config.clone(),
-        store: crate::store::metered::Metered::wrap(db.jobs.clone(), metrics.clone()),
+        store: job_store,
+        feed,
         capsules: db.capsules.clone(),
         metrics: metrics.clone(),
         queue: QueueBoard::new(),

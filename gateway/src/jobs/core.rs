@@ -49,11 +49,12 @@ impl JobCore {
     pub fn new(
         config: Arc<Config>,
         store: Arc<dyn JobStore>,
+        feed: JobFeed,
         metrics: Arc<Metrics>,
         queue: Arc<QueueBoard>,
     ) -> Self {
         JobCore {
-            feed: super::feed_tail::feed_for(&store),
+            feed,
             config,
             store,
             metrics,

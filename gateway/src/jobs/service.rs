@@ -49,6 +49,8 @@ pub struct Jobs {
 pub struct JobParts {
     pub config: Arc<Config>,
     pub store: Arc<dyn JobStore>,
+    /// The job feed (`feed_tail::feed_for`: shared and tailed on PostgreSQL).
+    pub feed: JobFeed,
     pub capsules: Arc<dyn CapsuleStore>,
     pub metrics: Arc<Metrics>,
     pub queue: Arc<QueueBoard>,
@@ -70,7 +72,13 @@ impl std::fmt::Debug for Jobs {
 impl Jobs {
     /// The job domain over these parts.
     pub fn new(parts: JobParts) -> Self {
-        let core = JobCore::new(parts.config, parts.store, parts.metrics, parts.queue);
+        let core = JobCore::new(
+            parts.config,
+            parts.store,
+            parts.feed,
+            parts.metrics,
+            parts.queue,
+        );
         // The dispatcher's copy of unfinished jobs' records (a follower's board is
         // refreshed from it too).
         let records: Arc<RecordCache> = Arc::default();
