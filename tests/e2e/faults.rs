@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use forge_gateway::cluster::api_error::ATTEMPTS;
+use forge_gateway::jobs::logs::CLUSTER_READ_WITHIN;
 use forge_kubesim::faults::{FailRule, HoldRule, Matching};
 use forge_tests::gateway::{RELISTS, RESYNCS, TestGateway};
 use forge_tests::jobs::{
@@ -496,6 +497,24 @@ async fn the_api_server_unreachable_for_30_s_then_back_fails_and_duplicates_noth
         },
     )
     .await;
+    // Meanwhile a job's page does not wait for the cluster: its view leaves the
+    // cluster's details out, its events are a 503 to retry, each within the bound.
+    for (path, status) in [
+        (format!("/v1/jobs/{}", ids[0]), 200),
+        (format!("/v1/jobs/{}/events", ids[0]), 503),
+    ] {
+        let asked = Instant::now();
+        let (got, body) = client.call(reqwest::Method::GET, &path).await;
+        let took = asked.elapsed();
+        assert_eq!(got, status, "GET {path} while partitioned: {body}");
+        if status == 503 {
+            assert_eq!(body["error"]["code"], "cluster-unavailable", "{body}");
+        }
+        assert!(
+            took < CLUSTER_READ_WITHIN + Duration::from_secs(2),
+            "GET {path} took {took:?} while partitioned"
+        );
+    }
     // The partition lasts its time: no condition ends it.
     tokio::time::sleep(PARTITION.saturating_sub(cut.elapsed())).await;
     for id in &ids {

@@ -280,13 +280,10 @@ pub async fn get(
     Ok(Json(resp))
 }
 
-/// Longest the job view waits for what the cluster adds to the stored job (why it is
-/// pending, its dashboard's address): the job is answered without them when the API
-/// server is slow or unreachable, never held up by it.
-const CLUSTER_DETAILS_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// The pending reason (while the job starts) and the dashboard address, each within
-/// [`CLUSTER_DETAILS_WITHIN`] or left out.
+/// The pending reason (while the job starts) and the dashboard address, each left out
+/// (and logged) when the cluster fails to answer it: the job is answered without them
+/// when the API server is slow or unreachable, never held up by it (each read is
+/// bounded by `jobs::logs::CLUSTER_READ_WITHIN`).
 async fn cluster_details(
     jobs: &crate::jobs::Jobs,
     job: &crate::store::JobRecord,
@@ -299,30 +296,19 @@ async fn cluster_details(
             Ok(None)
         }
     };
-    tokio::join!(
-        bounded("pending diagnosis", &job.id, pending),
-        bounded("dashboard address", &job.id, jobs.logs.dashboard(job)),
+    let (pending, dashboard) = tokio::join!(pending, jobs.logs.dashboard(job));
+    (
+        left_out("pending diagnosis", &job.id, pending),
+        left_out("dashboard address", &job.id, dashboard),
     )
 }
 
-/// `fut`'s answer within [`CLUSTER_DETAILS_WITHIN`]; `None` (logged) when it fails or
-/// is late.
-async fn bounded<T, E: std::fmt::Display>(
-    what: &str,
-    job: &str,
-    fut: impl std::future::Future<Output = Result<Option<T>, E>>,
-) -> Option<T> {
-    match tokio::time::timeout(CLUSTER_DETAILS_WITHIN, fut).await {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
-            tracing::warn!(job = %job, "{what}: {e}");
-            None
-        }
-        Err(_) => {
-            tracing::warn!(job = %job, "{what}: no answer from the cluster in time");
-            None
-        }
-    }
+/// The answer, or `None` (logged) when it failed.
+fn left_out<T>(what: &str, job: &str, answer: Result<Option<T>, JobError>) -> Option<T> {
+    answer.unwrap_or_else(|e| {
+        tracing::warn!(job = %job, "{what}: {e}");
+        None
+    })
 }
 
 /// `GET /v1/jobs/{id}/events`.

@@ -109,6 +109,15 @@ pub enum JobError {
     /// The Kubernetes API failed.
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
+    /// The Kubernetes API did not answer a read of a job's details in time
+    /// (`logs::CLUSTER_READ_WITHIN`).
+    #[error("the Kubernetes API did not answer for {what} within {}s; retry", within.as_secs())]
+    ClusterSlow {
+        /// What was being read.
+        what: &'static str,
+        /// How long it was given.
+        within: std::time::Duration,
+    },
     /// The leadership term this controller acted under is over: nothing was done.
     #[error(transparent)]
     Deposed(#[from] crate::leader::Deposed),
@@ -185,6 +194,12 @@ impl Answers for JobError {
             JobError::NotReady(_) => {
                 Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message)
             }
+            JobError::ClusterSlow { within, .. } => Answer::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "cluster-unavailable",
+                message,
+            )
+            .retry_after(within.as_secs().max(1)),
             // An unreachable database is a 503 to retry (`StoreError`'s answer).
             JobError::Store(e) => crate::answer::Answers::answer(e),
             JobError::Build(_)

@@ -24,7 +24,7 @@ pub(super) fn paths() -> Value {
         "/v1/jobs/{id}/events": {
             "parameters": id_param(),
             "get": {"summary": "Deduplicated Kubernetes events of the job's objects and the structured pending reason",
-                "responses": {"200": {"description": "{pending?, events[]}: pending is {code, message, object, count, container?, lastLines?}; a crash-looping container (CrashLoopBackOff) is named with its pod and container, its last exit code and lastLines, the last (at most 10, each at most 200 characters) lines of its previous instance's log"}, "404": error_response("not found")}}
+                "responses": {"200": {"description": "{pending?, events[]}: pending is {code, message, object, count, container?, lastLines?}; a crash-looping container (CrashLoopBackOff) is named with its pod and container, its last exit code and lastLines, the last (at most 10, each at most 200 characters) lines of its previous instance's log"}, "404": error_response("not found"), "503": error_response("cluster-unavailable: the Kubernetes API did not answer within 2 s (Retry-After)")}}
         },
         "/v1/jobs/{id}/checkpoints": {
             "parameters": id_param(),

@@ -46,7 +46,7 @@ pub fn dashboard_of(rayjob: &RayJob, namespace: &str) -> Option<Dashboard> {
 
 impl JobLogs {
     /// The dashboard of a job that is initializing or running (`None` otherwise, or
-    /// while KubeRay has not reported it).
+    /// while KubeRay has not reported it), within [`super::CLUSTER_READ_WITHIN`].
     pub async fn dashboard(&self, job: &JobRecord) -> Result<Option<Dashboard>, JobError> {
         if !matches!(job.state, JobState::Initializing | JobState::Running) {
             return Ok(None);
@@ -54,7 +54,10 @@ impl JobLogs {
         let Some(name) = &job.rayjob_name else {
             return Ok(None);
         };
-        let rayjob = self.cluster.rayjobs.get(name).await?;
+        let rayjob = super::within("the job's RayJob", async {
+            Ok(self.cluster.rayjobs.get(name).await?)
+        })
+        .await?;
         Ok(rayjob.and_then(|r| dashboard_of(&r, &self.cluster.namespace)))
     }
 }

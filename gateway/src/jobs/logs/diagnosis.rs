@@ -72,8 +72,13 @@ const STUCK_WAITING: &[&str] = &[
 ];
 
 impl JobLogs {
-    /// Gathers events and pod states of a dispatched job.
+    /// Gathers events and pod states of a dispatched job, within
+    /// [`super::CLUSTER_READ_WITHIN`].
     pub async fn diagnose(&self, job: &JobRecord) -> Result<Diagnosis, JobError> {
+        super::within("the job's events and pods", self.diagnose_now(job)).await
+    }
+
+    async fn diagnose_now(&self, job: &JobRecord) -> Result<Diagnosis, JobError> {
         let Some(rayjob) = job.rayjob_name.clone() else {
             return Ok(Diagnosis {
                 pending: None,
