@@ -1318,6 +1318,15 @@ async fn every_replica_feeds_every_transition_in_order() {
         stored[1..],
         "resumed on the follower after the submission"
     );
+    // An id no replica issued (past the store's newest change) is told to re-read.
+    let never = ids.iter().copied().max().unwrap_or(first) + (1 << 40);
+    let mut unknown = watch_on(follow, Some(never)).await;
+    let mut buf = String::new();
+    let (name, _, _) = next_event(&mut unknown, &mut buf, Duration::from_secs(10)).await;
+    assert_eq!(
+        name, "resync",
+        "a Last-Event-ID of {never} that no replica gave"
+    );
 }
 
 /// What a replica answered a read while the database failed over.

@@ -260,4 +260,19 @@ mod tests {
         sessions.close(&id).await.expect("close");
         assert!(sessions.viewer(&id, &before).await.expect("read").is_none());
     }
+
+    #[test]
+    fn unreadable_sessions_show_an_error_page_and_never_the_login_page() {
+        let down: crate::store::error::Cause =
+            std::sync::Arc::new(std::io::Error::other("failover"));
+        let page = NoViewer::Unreadable(StoreError::Unavailable(down).into()).into_response();
+        assert_eq!(page.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            page.headers().get(header::LOCATION).is_none(),
+            "an unreadable store looked like a logout"
+        );
+        let login = NoViewer::LoginFirst.into_response();
+        assert_eq!(login.status(), http::StatusCode::SEE_OTHER);
+        assert_eq!(login.headers()[header::LOCATION], "/login");
+    }
 }

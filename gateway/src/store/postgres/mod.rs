@@ -147,3 +147,33 @@ impl PgDatabase {
 
 /// The store's clock in Unix milliseconds, as SQL (every replica reads one clock).
 const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answer::Answers;
+    use crate::store::JobStore;
+    use crate::store::error::UNAVAILABLE_RETRY_S;
+
+    /// A database that went away (its pooled connections closed, new ones refused) is
+    /// `Unavailable` — a 503 to retry — on every call, never a backend error (a 500).
+    #[tokio::test]
+    async fn a_database_that_went_away_is_unavailable_not_an_internal_error() {
+        let server = forge_testkit::postgres::PostgresServer::start();
+        let db = PgDatabase::open(&server.database()).await.expect("open");
+        assert!(db.get("nobody").await.expect("a live database").is_none());
+        // Fast shutdown: the server ends every connection, then stops listening.
+        drop(server);
+        for call in 0..3 {
+            match db.get("nobody").await {
+                Err(e @ StoreError::Unavailable(_)) => {
+                    let answer = e.answer();
+                    assert_eq!(answer.status, http::StatusCode::SERVICE_UNAVAILABLE);
+                    assert_eq!(answer.code, "store-unavailable");
+                    assert_eq!(answer.retry_after, Some(UNAVAILABLE_RETRY_S));
+                }
+                other => panic!("call {call} to a stopped server: {other:?}"),
+            }
+        }
+    }
+}
