@@ -24,8 +24,7 @@ use crate::store::codec::{to_i64, to_u64};
 use crate::store::coord::ttl_ms;
 use crate::store::{Acquire, CoordStore, Lease, StoreError};
 
-const RETURNING: &str =
-    "RETURNING name, holder, epoch, acquired_at_ms, renewed_at_ms, expires_at_ms";
+const LEASE_COLUMNS: &str = "name, holder, epoch, acquired_at_ms, renewed_at_ms, expires_at_ms";
 
 fn lease_from_row(r: &Row) -> Result<Lease, StoreError> {
     Ok(Lease {
@@ -38,30 +37,28 @@ fn lease_from_row(r: &Row) -> Result<Lease, StoreError> {
     })
 }
 
-/// The lease if it is still in force by the database's clock (read without a lock).
-async fn lease_in_force(
-    client: &impl GenericClient,
-    name: &str,
-) -> Result<Option<Lease>, StoreError> {
-    let sql = format!(
-        "SELECT name, holder, epoch, acquired_at_ms, renewed_at_ms, expires_at_ms \
-         FROM leases WHERE name = $1 AND expires_at_ms > {NOW_MS}"
-    );
-    client
-        .query_opt(&sql, &[&name])
-        .await?
-        .as_ref()
-        .map(lease_from_row)
-        .transpose()
+/// Which lease a read returns.
+#[derive(Clone, Copy)]
+enum Which {
+    /// The row as it is.
+    Any,
+    /// Only while it is in force by the database's clock.
+    InForce,
 }
 
-async fn get_lease(client: &impl GenericClient, name: &str) -> Result<Option<Lease>, StoreError> {
+/// The lease row (read without a lock).
+async fn read_lease(
+    client: &impl GenericClient,
+    name: &str,
+    which: Which,
+) -> Result<Option<Lease>, StoreError> {
+    let in_force = match which {
+        Which::Any => String::new(),
+        Which::InForce => format!(" AND expires_at_ms > {NOW_MS}"),
+    };
+    let sql = format!("SELECT {LEASE_COLUMNS} FROM leases WHERE name = $1{in_force}");
     client
-        .query_opt(
-            "SELECT name, holder, epoch, acquired_at_ms, renewed_at_ms, expires_at_ms \
-             FROM leases WHERE name = $1",
-            &[&name],
-        )
+        .query_opt(&sql, &[&name])
         .await?
         .as_ref()
         .map(lease_from_row)
@@ -96,7 +93,7 @@ impl CoordStore for PgDatabase {
         ttl: Duration,
     ) -> Result<Acquire, StoreError> {
         let mut client = self.client().await?;
-        if let Some(lease) = lease_in_force(&client, name).await? {
+        if let Some(lease) = read_lease(&client, name, Which::InForce).await? {
             return Ok(Acquire::Held(lease));
         }
         let tx = client.transaction().await?;
@@ -110,12 +107,12 @@ impl CoordStore for PgDatabase {
              ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, \
              epoch = leases.epoch + 1, acquired_at_ms = EXCLUDED.acquired_at_ms, \
              renewed_at_ms = EXCLUDED.renewed_at_ms, expires_at_ms = EXCLUDED.expires_at_ms \
-             WHERE leases.expires_at_ms <= EXCLUDED.acquired_at_ms {RETURNING}"
+             WHERE leases.expires_at_ms <= EXCLUDED.acquired_at_ms RETURNING {LEASE_COLUMNS}"
         );
         let taken = tx.query_opt(&sql, &[&name, &holder, &ttl_ms(ttl)]).await?;
         let outcome = match taken {
             Some(row) => Acquire::Acquired(lease_from_row(&row)?),
-            None => get_lease(&tx, name)
+            None => read_lease(&tx, name, Which::Any)
                 .await?
                 .map(Acquire::Held)
                 .ok_or_else(|| StoreError::Corrupt(format!("lease {name} vanished")))?,
@@ -128,7 +125,7 @@ impl CoordStore for PgDatabase {
         let sql = format!(
             "WITH now AS (SELECT {NOW_MS} AS ms) \
              UPDATE leases SET renewed_at_ms = now.ms, expires_at_ms = now.ms + $1 FROM now \
-             WHERE name = $2 AND holder = $3 AND epoch = $4 {RETURNING}"
+             WHERE name = $2 AND holder = $3 AND epoch = $4 RETURNING {LEASE_COLUMNS}"
         );
         self.client()
             .await?
@@ -160,7 +157,7 @@ impl CoordStore for PgDatabase {
     }
 
     async fn lease(&self, name: &str) -> Result<Option<Lease>, StoreError> {
-        get_lease(&self.client().await?, name).await
+        read_lease(&self.client().await?, name, Which::Any).await
     }
 }
 
