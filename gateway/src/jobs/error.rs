@@ -111,12 +111,13 @@ pub enum JobError {
     Kube(#[from] kube::Error),
     /// The Kubernetes API did not answer a read of a job's details in time
     /// (`logs::CLUSTER_READ_WITHIN`).
-    #[error("the Kubernetes API did not answer for {what} within {}s; retry", within.as_secs())]
+    #[error(
+        "the Kubernetes API did not answer for {what} within {}s; retry",
+        super::logs::CLUSTER_READ_WITHIN.as_secs()
+    )]
     ClusterSlow {
         /// What was being read.
         what: &'static str,
-        /// How long it was given.
-        within: std::time::Duration,
     },
     /// The leadership term this controller acted under is over: nothing was done.
     #[error(transparent)]
@@ -194,12 +195,12 @@ impl Answers for JobError {
             JobError::NotReady(_) => {
                 Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message)
             }
-            JobError::ClusterSlow { within, .. } => Answer::new(
+            JobError::ClusterSlow { .. } => Answer::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "cluster-unavailable",
                 message,
             )
-            .retry_after(within.as_secs().max(1)),
+            .retry_after(super::logs::CLUSTER_READ_WITHIN.as_secs()),
             // An unreachable database is a 503 to retry (`StoreError`'s answer).
             JobError::Store(e) => crate::answer::Answers::answer(e),
             JobError::Build(_)

@@ -58,10 +58,7 @@ pub(crate) async fn within<T>(
 ) -> Result<T, JobError> {
     tokio::time::timeout(CLUSTER_READ_WITHIN, read)
         .await
-        .unwrap_or(Err(JobError::ClusterSlow {
-            what,
-            within: CLUSTER_READ_WITHIN,
-        }))
+        .unwrap_or(Err(JobError::ClusterSlow { what }))
 }
 
 /// Where a read starts.
