@@ -473,7 +473,13 @@ async fn follow_streams_states_then_the_log_and_ctrl_c_detaches() {
     forge.run(&["cancel", &job_id]).await.expect(0);
     let out = follower.wait_with_output().await.expect("logs output");
     assert_eq!(out.status.code(), Some(4), "{out:?}");
-    // What it streamed is the job's whole archived log.
+    // What it streamed is the job's whole archived log, down to the submitter's last
+    // line (written once the Ray job stopped: the archive waits for it).
     let archived = forge.run(&["logs", &job_id]).await.expect(0);
     assert_eq!(String::from_utf8_lossy(&out.stdout), archived.stdout);
+    assert!(
+        archived.stdout.trim_end().ends_with("was stopped"),
+        "{}",
+        archived.stdout
+    );
 }

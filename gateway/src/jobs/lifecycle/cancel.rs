@@ -1,7 +1,11 @@
 //! Cancelling a job: a queued job leaves the queue; a dispatched one is marked
-//! cancelled first (so a late status cannot resurrect it), then its logs are archived
-//! and its RayJob deleted. If that clean-up fails the job stays cancelled and the
-//! RayJob is kept: the lifecycle controller's resync retries archive-then-delete.
+//! cancelled first (so a late status cannot resurrect it), then, in the background,
+//! its Ray job is stopped (`ray job stop`: SIGTERM, SIGKILL after its grace) and
+//! waited for, its logs are archived — with the job's last lines — and its RayJob
+//! deleted (`stop_first.rs`, `cleanup.rs`). The answer does not wait for that: the job
+//! is cancelled once it is recorded so, and a follower of its log gets the rest. If
+//! the clean-up fails the job stays cancelled and the RayJob is kept: the lifecycle
+//! controller's resync retries it.
 
 use super::Lifecycle;
 use crate::auth::Caller;
@@ -32,19 +36,17 @@ impl Lifecycle {
             });
         }
         if let Some(name) = &cancelled.rayjob_name {
-            let cleaned = match self.cluster.rayjobs.get(name).await {
+            match self.cluster.rayjobs.get(name).await {
                 Ok(Some(rayjob)) if self.cluster.rayjobs.is_own(&rayjob) => {
-                    self.archive_then_delete(&cancelled, &rayjob).await
+                    self.start_cleanup(cancelled.clone(), rayjob);
                 }
                 Ok(Some(_)) => {
                     tracing::warn!(job = %cancelled.id, rayjob = %name, "the RayJob belongs to another installation: not deleted");
-                    Ok(())
                 }
-                Ok(None) => Ok(()),
-                Err(e) => Err(e.into()),
-            };
-            if let Err(e) = cleaned {
-                tracing::warn!(job = %cancelled.id, "cancel cleanup deferred: {e}");
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(job = %cancelled.id, "cancel clean-up deferred to the resync: {e}")
+                }
             }
         }
         Ok(cancelled)

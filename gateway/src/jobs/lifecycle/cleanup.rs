@@ -32,14 +32,22 @@ use tracing::Instrument as _;
 
 impl Lifecycle {
     /// Archives `job`'s logs and deletes its RayJob in the background, unless a
-    /// clean-up of that RayJob is already running.
+    /// clean-up of that RayJob is already running — after stopping its Ray job and
+    /// waiting for its end if it still runs (`stop_first.rs`; that wait holds none of
+    /// the clean-ups' permits).
     pub(crate) fn start_cleanup(&self, job: JobRecord, rayjob: RayJob) {
-        let this = self.clone();
-        self.cleanups.spawn(rayjob.name_any(), async move {
-            if let Err(e) = this.archive_then_delete(&job, &rayjob).await {
-                tracing::warn!(job = %job.id, "clean-up (retried at the next resync): {e}");
-            }
-        });
+        let (this, first) = (self.clone(), self.clone());
+        let (job_first, rayjob_first) = (job.clone(), rayjob.clone());
+        self.cleanups.spawn_after(
+            rayjob.name_any(),
+            async move { first.stop_first(&job_first, &rayjob_first).await },
+            async move {
+                if let Err(e) = this.archive_then_delete(&job, &rayjob).await {
+                    tracing::warn!(job = %job.id, "clean-up (retried at the next resync): {e}");
+                }
+                None
+            },
+        );
     }
 
     /// Archives a finished job's logs, then deletes its RayJob; keeps the RayJob when

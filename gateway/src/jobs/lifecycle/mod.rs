@@ -4,7 +4,8 @@
 //! dispatched → initializing → running → succeeded | failed | cancelled | timed-out
 //! (`kuberay_status.rs`), persisting every transition with its reason. On a
 //! terminal status the job's logs are archived and its RayJob deleted at once
-//! (`cleanup.rs`; the operator's TTL is only the fallback). A job not running by
+//! (`cleanup.rs`; the operator's TTL is only the fallback) — after its Ray job was
+//! stopped and ended, when the job ended in the store first (`stop_first.rs`). A job not running by
 //! its pre-running deadline is timed out here even when the operator ignores
 //! `preRunningDeadlineSeconds` (`jobs::pre_running`). A failing job whose pods show an
 //! OOM kill gets it in its reason (`…; Pod/<name>: container ray-worker was OOMKilled
@@ -49,6 +50,7 @@ mod per_key;
 mod rayjob_events;
 pub mod release;
 mod resync_round;
+pub mod stop_first;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -31,6 +31,7 @@ use tokio::sync::mpsc;
 use super::core::JobCore;
 use super::error::JobError;
 use crate::cluster::{Cluster, LogSource};
+use crate::jobs::lifecycle::stop_first::stop_wait;
 use crate::objects::ObjectStore;
 use crate::store::JobRecord;
 use pod_logs::LogTarget;
@@ -38,7 +39,8 @@ use pod_logs::LogTarget;
 /// How long a follower waits for a change before looking again (a pod appearing is
 /// not on the job feed).
 const FOLLOW_RECHECK: Duration = Duration::from_secs(1);
-/// How long a follower waits, after the job ended, for its archived log.
+/// How long a follower waits for the archived log after the job ended and its Ray
+/// job had its time to stop (`lifecycle::stop_first::stop_wait`).
 const ARCHIVE_GRACE: Duration = Duration::from_secs(30);
 /// Bytes read at a time from storage when looking for the start of the last lines.
 const TAIL_WINDOW: u64 = 64 << 10;
@@ -391,7 +393,8 @@ impl JobLogs {
             offset += sent;
             if job.state.is_terminal() {
                 let since = *ended_at.get_or_insert_with(tokio::time::Instant::now);
-                if job.rayjob_name.is_none() || since.elapsed() > ARCHIVE_GRACE {
+                let waited = since.elapsed();
+                if job.rayjob_name.is_none() || waited > stop_wait(&job) + ARCHIVE_GRACE {
                     return Ok(()); // never ran, or no archive will come
                 }
             }
