@@ -69,9 +69,14 @@ bash deploy/validate.sh
 log "deploy/observability (promtool check and unit tests of the alerts, PrometheusRule drift, the dashboard's PromQL; installs Debian's prometheus for promtool)"
 bash deploy/observability/check.sh
 
-log "format and lints"
+log "format"
 cargo fmt --all --check
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+# From here on the workspace's own crates are compiled by Clippy's driver with every
+# warning an error (tests/lint/clippy-rustc.sh): the one build below is the lint too,
+# and no check-only compile of the whole dependency tree is needed. It stays set for
+# every cargo run of this script (another compiler setting would build everything
+# again); the tests' nested builds of plugins and scaffolds remove it.
+export RUSTC_WORKSPACE_WRAPPER="$PWD/tests/lint/clippy-rustc.sh"
 # The production gateway (default features, the image's build) links no emulator: only
 # `--features dev` (deploy/dev.sh, the tests) brings in forge-kubesim.
 if cargo tree -e normal -p forge-gateway --prefix none | grep -q '^forge-kubesim '; then
@@ -88,12 +93,14 @@ log "Python and TypeScript SDKs and plugins: native tests (pytest, node --test)"
 cargo run --quiet -p forge-plugin-build --bin forge-plugin -- test \
   plugin-sdk/python/tests plugin-sdk/js/test plugins/scratch-guard-py plugins/scratch-guard-ts
 
-log "binaries and test binaries (the crash tests run the gateway and the emulator as real processes)"
+log "binaries, test binaries and benches, linted as they compile (Clippy, every warning an error)"
 # One build, with the tests' features: `--bins` alone resolves features without the
 # dev-dependencies and would build every workspace crate a second time (minutes, and
 # ~1.5 GB of target/ that a CI machine short of disk cannot spare; a linker killed by
 # SIGBUS is what a full disk looks like). The test steps below then build nothing.
-cargo build --quiet --workspace --bins --tests
+# The workspace's crates are compiled by Clippy's driver (RUSTC_WORKSPACE_WRAPPER, set
+# above), so this build is `cargo clippy --all-targets -D warnings` as well.
+cargo build --quiet --workspace --bins --tests --benches --examples
 df -h . | sed 's/^/    disk: /'
 
 log "schemathesis 4 (venv in target/schemathesis) over every operation of the OpenAPI document, against a dev gateway: every check, bounded"

@@ -154,6 +154,8 @@ fn clean_cargo_env(cmd: &mut tokio::process::Command) {
             || key == "RUSTFLAGS"
             || key == "RUSTC"
             || key == "RUSTC_WRAPPER"
+            || key == "RUSTC_WORKSPACE_WRAPPER"
+            || key == "CLIPPY_ARGS"
         {
             cmd.env_remove(&key);
         }

@@ -107,20 +107,7 @@ pub fn build(crate_dir: &Path, opts: &BuildOptions) -> Result<PathBuf, BuildErro
             c
         }
     };
-    // A build started from inside `cargo test` inherits cargo's variables; none of
-    // them may leak into this unrelated build.
-    for var in [
-        "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_RUSTC",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_MAKEFLAGS",
-    ] {
-        cmd.env_remove(var);
-    }
+    without_callers_build_env(&mut cmd);
     if toolchain == Toolchain::RustupTarget {
         cmd.env_remove("RUSTC");
     }
@@ -200,10 +187,31 @@ fn rust_lld() -> Result<PathBuf, BuildError> {
     }
 }
 
+/// Removes what a caller's own cargo run set for its build — a build started from
+/// inside `cargo test` inherits cargo's variables, a linting run its compiler wrapper
+/// (`clippy-driver`, its `CLIPPY_ARGS`) — none of which may leak into the plugin's
+/// unrelated build.
+fn without_callers_build_env(cmd: &mut Command) {
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTC",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_MAKEFLAGS",
+    ] {
+        cmd.env_remove(var);
+    }
+}
+
 /// Run the crate's native tests (`cargo test`; the harness runs the policy natively).
 pub fn test(crate_dir: &Path) -> Result<(), BuildError> {
     let package = package_name(crate_dir)?;
     let mut cmd = Command::new("cargo");
+    without_callers_build_env(&mut cmd);
     cmd.arg("test")
         .arg("--manifest-path")
         .arg(crate_dir.join("Cargo.toml"))
