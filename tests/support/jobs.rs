@@ -295,11 +295,23 @@ impl JobClient {
         Ok((status, body))
     }
 
-    /// Submit and expect 202; returns the job id.
+    /// Submit and expect 202 — after a 503 `not-ready` (a gateway whose cluster
+    /// view is still syncing, an API server failing its lists) submitted again as its
+    /// `Retry-After` says, for at most a minute, as a client should; returns the job id.
     pub async fn submit_ok(&self, spec: &Value, code: Vec<u8>) -> String {
-        let (status, body) = self.submit(spec, code).await;
-        assert_eq!(status, 202, "{body:#}");
-        body["id"].as_str().expect("job id").to_string()
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, body) = self.submit(spec, code.clone()).await;
+            if status == 503
+                && body["error"]["code"] == "not-ready"
+                && std::time::Instant::now() < until
+            {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                continue;
+            }
+            assert_eq!(status, 202, "{body:#}");
+            return body["id"].as_str().expect("job id").to_string();
+        }
     }
 
     /// The job's JSON view, or `None` when the gateway does not answer.

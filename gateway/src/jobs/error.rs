@@ -192,8 +192,9 @@ impl Answers for JobError {
                     .details(json!({ "deletedAtMs": deleted_at_ms }))
             }
             JobError::ObjectStore(_) => Answer::storage_unavailable("stored"),
+            // A starting gateway's caches, or an API server failing its lists: soon.
             JobError::NotReady(_) => {
-                Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message)
+                Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message).retry_after(2)
             }
             JobError::ClusterSlow { .. } => Answer::new(
                 StatusCode::SERVICE_UNAVAILABLE,

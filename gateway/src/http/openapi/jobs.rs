@@ -88,7 +88,7 @@ fn collection() -> Value {
                 "413": error_response("body or archive too large"),
                 "422": error_response("invalid-spec (every field problem) or unknown-capsule"),
                 "429": error_response("rate-limited (FORGE_SUBMISSIONS_PER_MINUTE) or queue-full (FORGE_MAX_QUEUED_PER_TEAM); Retry-After says when to try again"),
-                "503": error_response("policy or storage unavailable")}},
+                "503": error_response("policy or storage unavailable; not-ready: the cluster view (Node/Pod caches) is still syncing (Retry-After)")}},
         "get": {"summary": "List jobs (newest first)",
             "parameters": [
                 {"name": "state", "in": "query", "schema": {"type": "string", "enum": job_states}},
