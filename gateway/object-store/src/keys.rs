@@ -6,6 +6,8 @@
 //!   `logs/<job-id>/pods.json` ([`log_index_key`]); a preempted attempt's list
 //!   `logs/<job-id>/attempts/<n>/pods.json` ([`attempt_log_index_key`])
 //! - policy plugins: `plugins/<sha256 hex>.wasm` ([`plugin_key`])
+//! - resumable uploads, assembled before they are verified: `uploads/<session>.zip`
+//!   ([`upload_key`])
 
 use crate::error::StoreError;
 
@@ -15,6 +17,14 @@ pub const CAPSULES: &str = "capsules/";
 pub const LOGS: &str = "logs/";
 /// The folder of every policy plugin component.
 pub const PLUGINS: &str = "plugins/";
+/// The folder of resumable uploads being assembled.
+pub const UPLOADS: &str = "uploads/";
+
+/// `uploads/<session>.zip`: where a resumable upload's parts are assembled.
+pub fn upload_key(session: &str) -> Result<String, StoreError> {
+    check_parts(&[session], 128)?;
+    Ok(format!("{UPLOADS}{session}.zip"))
+}
 
 /// `logs/<job-id>/`: the folder of everything archived for one job.
 pub fn job_logs_prefix(job_id: &str) -> Result<String, StoreError> {

@@ -24,6 +24,9 @@
 //! store.get_object_range(&log_key(job_id, "driver")?, offset, None).await?; // streamed
 //! store.list_page(CAPSULES, None, MAX_LIST_PAGE).await?;  // key order, with sizes
 //! store.delete_object(&capsule_key(&digest)?).await?;     // absent is fine
+//! let id = store.start_multipart(&upload_key(session)?).await?;  // resumable uploads:
+//! let tag = store.put_part(&key, &id, 1, bytes).await?;          // parts from any replica,
+//! store.complete_multipart(&key, &id, &[(1, tag)]).await?;       // then one object
 //! ```
 //!
 //! Errors: [`StoreError`], one enum callers branch on; nothing here knows HTTP
@@ -44,8 +47,8 @@ pub mod store;
 
 pub use error::StoreError;
 pub use keys::{
-    CAPSULES, LOGS, PLUGINS, attempt_log_index_key, capsule_key, digest_of_capsule_key,
-    job_logs_prefix, log_index_key, log_key, plugin_key, pod_log_key, validate_digest,
+    CAPSULES, LOGS, PLUGINS, UPLOADS, attempt_log_index_key, capsule_key, digest_of_capsule_key,
+    job_logs_prefix, log_index_key, log_key, plugin_key, pod_log_key, upload_key, validate_digest,
     validate_key,
 };
 pub use local::{LocalStore, UrlError};

@@ -128,6 +128,15 @@ impl LocalStore {
         self.dir.join(key)
     }
 
+    /// The parts of multipart upload `id`: `<dir>/.multipart/<id>/<number>` (no key
+    /// starts with a dot, so no object lives there).
+    fn multipart_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StoreError::InvalidKey(id.to_owned()));
+        }
+        Ok(self.dir.join(".multipart").join(id))
+    }
+
     /// Write `src` to `key` through a temp file + rename (atomic).
     async fn install(&self, key: &str, src: &Path) -> Result<u64, StoreError> {
         let dst = self.path_of(key);
@@ -286,9 +295,95 @@ impl ObjectStore for LocalStore {
         Ok(())
     }
 
+    async fn start_multipart(&self, key: &str) -> Result<String, StoreError> {
+        validate_key(key)?;
+        let id = hex::encode(rand::random::<[u8; 16]>());
+        tokio::fs::create_dir_all(self.multipart_dir(&id)?).await?;
+        Ok(id)
+    }
+
+    async fn put_part(
+        &self,
+        key: &str,
+        upload_id: &str,
+        number: u32,
+        body: Bytes,
+    ) -> Result<String, StoreError> {
+        validate_key(key)?;
+        let dir = self.multipart_dir(upload_id)?;
+        if !tokio::fs::try_exists(&dir).await? {
+            return Err(StoreError::NotFound(format!(
+                "multipart upload {upload_id}"
+            )));
+        }
+        let tag = hex::encode(<Sha256 as sha2::Digest>::digest(&body));
+        let tmp = dir.join(format!(".{number}.tmp"));
+        tokio::fs::write(&tmp, &body).await?;
+        tokio::fs::rename(&tmp, dir.join(number.to_string())).await?;
+        Ok(tag)
+    }
+
+    async fn complete_multipart(
+        &self,
+        key: &str,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<(), StoreError> {
+        validate_key(key)?;
+        let dir = self.multipart_dir(upload_id)?;
+        let whole = dir.join(".assembled");
+        let (list, out) = (parts.to_vec(), whole.clone());
+        tokio::task::spawn_blocking(move || assemble(&dir, &list, &out))
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+        self.install(key, &whole).await?;
+        self.abort_multipart(key, upload_id).await
+    }
+
+    async fn abort_multipart(&self, key: &str, upload_id: &str) -> Result<(), StoreError> {
+        validate_key(key)?;
+        match tokio::fs::remove_dir_all(self.multipart_dir(upload_id)?).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
+    fn min_part_bytes(&self) -> u64 {
+        1
+    }
+
     fn stats(&self) -> Arc<StoreStats> {
         self.stats.clone()
     }
+}
+
+/// Concatenates the parts of a local multipart upload into `out`, each checked
+/// against its tag (the part a client sent last under that number).
+fn assemble(dir: &Path, parts: &[(u32, String)], out: &Path) -> Result<(), StoreError> {
+    use std::io::Write as _;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
+    for (number, tag) in parts {
+        let bytes = match std::fs::read(dir.join(number.to_string())) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound(format!("part {number}")));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let actual = hex::encode(<Sha256 as sha2::Digest>::digest(&bytes));
+        if &actual != tag {
+            return Err(StoreError::Integrity {
+                key: format!("part {number}"),
+                expected: tag.clone(),
+                actual,
+            });
+        }
+        file.write_all(&bytes)?;
+    }
+    file.into_inner()
+        .map_err(|e| StoreError::Io(e.into_error()))?
+        .sync_all()?;
+    Ok(())
 }
 
 /// The objects under `root` whose keys start with `prefix`, after `start_after`, in key

@@ -116,6 +116,30 @@ pub trait ObjectStore: Send + Sync {
     ) -> Result<Vec<ObjectInfo>, StoreError>;
     /// Deletes the object `key`; deleting one that is not there is not an error.
     async fn delete_object(&self, key: &str) -> Result<(), StoreError>;
+    /// Starts a multipart upload of `key` that is filled over many requests, maybe
+    /// by several gateways (a resumable upload); returns its id.
+    async fn start_multipart(&self, key: &str) -> Result<String, StoreError>;
+    /// Stores part `number` (1-based; every part but the last at least 5 MiB on S3)
+    /// of the multipart upload `upload_id`, replacing an earlier one; returns its
+    /// tag, opaque, to be named again in [`ObjectStore::complete_multipart`].
+    async fn put_part(
+        &self,
+        key: &str,
+        upload_id: &str,
+        number: u32,
+        body: Bytes,
+    ) -> Result<String, StoreError>;
+    /// Assembles `parts` (number and tag, in order) into the object `key`.
+    async fn complete_multipart(
+        &self,
+        key: &str,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<(), StoreError>;
+    /// Abandons a multipart upload and its parts; an unknown one is not an error.
+    async fn abort_multipart(&self, key: &str, upload_id: &str) -> Result<(), StoreError>;
+    /// The smallest part but the last this store accepts (S3: 5 MiB).
+    fn min_part_bytes(&self) -> u64;
     /// Counters.
     fn stats(&self) -> Arc<StoreStats>;
 }

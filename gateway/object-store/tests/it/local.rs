@@ -156,3 +156,19 @@ async fn objects_are_listed_in_pages_and_deleted() {
     assert!(!data.path().join("logs/job-1").exists());
     assert!(data.path().join("logs/job-2").is_dir());
 }
+
+#[tokio::test]
+async fn multipart_uploads_filled_part_by_part_assemble_and_abort() {
+    let data = tempfile::tempdir().expect("tmp");
+    let base = url::Url::parse("http://127.0.0.1:1/").expect("url");
+    let store = LocalStore::new(data.path(), vec![7u8; 32], base).expect("store");
+    crate::support::multipart_parts_assemble_in_order_and_abort(&store, 1000).await;
+    // Aborting an upload that is gone is fine (as S3's NoSuchUpload is, here).
+    let key = forge_object_store::upload_key("session-2").expect("key");
+    let id = store.start_multipart(&key).await.expect("start");
+    store.abort_multipart(&key, &id).await.expect("abort");
+    store.abort_multipart(&key, &id).await.expect("abort twice");
+    // Nothing is left of either upload.
+    let left = std::fs::read_dir(data.path().join(".multipart")).map_or(0, |d| d.count());
+    assert_eq!(left, 0);
+}

@@ -271,3 +271,11 @@ async fn objects_are_listed_in_pages_and_deleted() {
     let s = store(&srv).await;
     listing_pages_and_deletes(&s).await;
 }
+
+#[tokio::test]
+async fn multipart_uploads_filled_part_by_part_assemble_and_abort() {
+    let srv = S3Server::start();
+    let s = store(&srv).await;
+    assert_eq!(s.min_part_bytes(), 5 << 20);
+    crate::support::multipart_parts_assemble_in_order_and_abort(&s, 5 << 20).await;
+}

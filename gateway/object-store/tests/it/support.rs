@@ -160,3 +160,55 @@ pub async fn listing_pages_and_deletes(store: &dyn ObjectStore) {
         Err(StoreError::InvalidKey(_))
     ));
 }
+
+/// A multipart upload filled part by part, out of order and with a part sent twice,
+/// is assembled in part order; an aborted one is gone.
+pub async fn multipart_parts_assemble_in_order_and_abort(store: &dyn ObjectStore, part: usize) {
+    let key = forge_object_store::upload_key("session-1").expect("key");
+    let bytes: Vec<u8> = (0..part * 2 + 10).map(|i| (i % 251) as u8).collect();
+    let pieces = [&bytes[..part], &bytes[part..2 * part], &bytes[2 * part..]];
+    let id = store.start_multipart(&key).await.expect("start");
+    let mut tags = Vec::new();
+    for (number, piece) in [(3u32, pieces[2]), (1, pieces[0]), (2, pieces[1])] {
+        let tag = store
+            .put_part(&key, &id, number, bytes::Bytes::copy_from_slice(piece))
+            .await
+            .expect("part");
+        tags.push((number, tag));
+    }
+    // A repeated part replaces the first: the tag of the last one counts.
+    let again = store
+        .put_part(&key, &id, 1, bytes::Bytes::copy_from_slice(pieces[0]))
+        .await
+        .expect("part again");
+    tags.retain(|(n, _)| *n != 1);
+    tags.push((1, again));
+    tags.sort();
+    store
+        .complete_multipart(&key, &id, &tags)
+        .await
+        .expect("complete");
+    assert_eq!(
+        store.get_object(&key).await.expect("get").as_ref(),
+        &bytes[..]
+    );
+    store.delete_object(&key).await.expect("delete");
+
+    // Aborted: its parts are gone and completing it fails.
+    let id = store.start_multipart(&key).await.expect("start");
+    let tag = store
+        .put_part(&key, &id, 1, bytes::Bytes::from_static(b"abc"))
+        .await
+        .expect("part");
+    store.abort_multipart(&key, &id).await.expect("abort");
+    assert!(
+        store
+            .complete_multipart(&key, &id, &[(1, tag)])
+            .await
+            .is_err()
+    );
+    assert!(matches!(
+        store.get_object(&key).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
