@@ -1,9 +1,9 @@
 //! Durable state: jobs (with their history, decisions and the queue), capsule
 //! ownership, policy state (plugin registry, versioned chains, shadow results) and
 //! coordination state (the leader lease, the installation identity), playgrounds,
-//! retention and console sessions, behind seven traits — [`JobStore`],
+//! retention, console sessions and upload sessions, behind eight traits — [`JobStore`],
 //! [`CapsuleStore`], [`PolicyStore`], [`CoordStore`], [`PlaygroundStore`],
-//! [`RetentionStore`] and [`SessionStore`] — so the
+//! [`RetentionStore`], [`SessionStore`] and [`UploadSessionStore`] — so the
 //! backends can differ while the semantics (compare-and-set transitions and versions,
 //! FIFO queue, keyset pages, per-team capsule owners, fenced writes) cannot. One
 //! conformance suite (`conformance/`, tests only) holds both backends to them.
@@ -38,6 +38,7 @@ pub mod preemptions;
 pub mod retention;
 pub mod sessions;
 pub mod sqlite;
+pub mod upload_sessions;
 pub mod usage;
 
 use std::path::Path;
@@ -60,6 +61,7 @@ pub use policies::{
 pub use preemptions::{AdmittedTerms, PreemptionRecord, PreemptionWrite};
 pub use retention::RetentionStore;
 pub use sessions::{SessionRecord, SessionStore};
+pub use upload_sessions::{PartRecord, UploadRecord, UploadSessionStore};
 
 /// Which backend a [`Database`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +99,8 @@ pub struct Database {
     pub retention: Arc<dyn RetentionStore>,
     /// Console sessions.
     pub sessions: Arc<dyn SessionStore>,
+    /// Resumable upload sessions and their parts.
+    pub uploads: Arc<dyn UploadSessionStore>,
     /// The backend.
     pub backend: Backend,
 }
@@ -120,6 +124,7 @@ impl Database {
             playgrounds: db.clone(),
             retention: db.clone(),
             sessions: db.clone(),
+            uploads: db.clone(),
             coord: db,
             backend: Backend::Sqlite,
         })
@@ -135,6 +140,7 @@ impl Database {
             playgrounds: db.clone(),
             retention: db.clone(),
             sessions: db.clone(),
+            uploads: db.clone(),
             coord: db,
             backend: Backend::Postgres,
         })

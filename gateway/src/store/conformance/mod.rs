@@ -14,6 +14,7 @@ mod playgrounds;
 mod policies;
 mod retention;
 mod sessions;
+mod upload_sessions;
 mod usage;
 
 use async_trait::async_trait;
@@ -107,4 +108,5 @@ suite! {
     a_stale_leaders_pass_is_not_journaled => super::usage::a_stale_leaders_pass_is_not_journaled,
     a_reader_following_the_feed_misses_no_change => super::job_feed::a_reader_following_the_feed_misses_no_change,
     sessions_outlive_a_handle_until_they_expire_or_close => super::sessions::sessions_outlive_a_handle_until_they_expire_or_close,
+    upload_sessions_are_shared_claimed_once_and_removed_once => super::upload_sessions::upload_sessions_are_shared_claimed_once_and_removed_once,
 }

@@ -285,6 +285,33 @@ pub const MIGRATIONS: &[Migration] = &[
     CREATE INDEX console_sessions_expiry ON console_sessions (expires_at_ms);
     "#,
     },
+    Migration {
+        version: 16,
+        name: "upload_sessions",
+        // Resumable upload sessions and their parts, shared by every replica (issue 40).
+        sql: r#"
+    CREATE TABLE upload_sessions (
+        id               TEXT   PRIMARY KEY,
+        team             TEXT   NOT NULL,
+        digest           TEXT   NOT NULL,
+        size             BIGINT NOT NULL,
+        part_bytes       BIGINT NOT NULL,
+        multipart_id     TEXT   NOT NULL,
+        created_at_ms    BIGINT NOT NULL,
+        touched_at_ms    BIGINT NOT NULL,
+        claimed_until_ms BIGINT NOT NULL
+    );
+    CREATE INDEX upload_sessions_team ON upload_sessions (team);
+    CREATE INDEX upload_sessions_touched ON upload_sessions (touched_at_ms);
+    CREATE TABLE upload_parts (
+        upload_id TEXT   NOT NULL,
+        number    INTEGER NOT NULL,
+        len       BIGINT NOT NULL,
+        etag      TEXT   NOT NULL,
+        PRIMARY KEY (upload_id, number)
+    );
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

@@ -30,6 +30,7 @@ mod policies;
 mod preemptions;
 mod retention;
 mod sessions;
+mod upload_sessions;
 mod usage;
 
 use std::time::Duration;
