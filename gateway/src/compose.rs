@@ -159,6 +159,7 @@ pub async fn build_state(
     std::fs::create_dir_all(&config.gateway.data_dir)
         .with_context(|| format!("creating {}", config.gateway.data_dir.display()))?;
     crate::spool::sweep(&config.gateway.data_dir).context("sweeping the spool")?;
+    forget_local_upload_sessions(&config.gateway.data_dir);
     let db = open_database(&config).await?;
     let instance = db
         .coord
@@ -192,7 +193,7 @@ pub async fn build_state(
         UsageBoard::new(),
         policies.clone(),
     );
-    let uploads = open_uploads(&config, &db, storage.objects.clone(), metrics.clone())?;
+    let uploads = open_uploads(&config, &db, storage.objects.clone(), metrics.clone());
     let playgrounds = Playgrounds::new(
         config.clone(),
         db.playgrounds.clone(),
@@ -301,16 +302,29 @@ async fn start_policies(
     .context("activating the policy (stored, or the start-up chain)")
 }
 
-/// The resumable upload sessions of this replica.
+/// Removes `<data dir>/uploads`, where gateways before upload sessions moved to the
+/// store kept them: nothing reads them any more (a client resumes by starting again).
+fn forget_local_upload_sessions(data_dir: &std::path::Path) {
+    let old = data_dir.join("uploads");
+    if old.is_dir() {
+        tracing::info!(dir = %old.display(), "removing upload sessions of an earlier version (sessions are in the store now)");
+        if let Err(e) = std::fs::remove_dir_all(&old) {
+            tracing::warn!(dir = %old.display(), "removing them failed: {e}");
+        }
+    }
+}
+
+/// The resumable upload sessions (in the store, their bytes in object storage).
 fn open_uploads(
     config: &Config,
     db: &Database,
     objects: Arc<dyn ObjectStore>,
     metrics: Arc<Metrics>,
-) -> anyhow::Result<Uploads> {
-    Uploads::open(
-        &config.gateway.data_dir,
+) -> Uploads {
+    Uploads::new(
+        crate::spool::dir(&config.gateway.data_dir),
         objects,
+        db.uploads.clone(),
         db.capsules.clone(),
         metrics,
         UploadLimits {
@@ -323,7 +337,6 @@ fn open_uploads(
                 .min(crate::uploads::MAX_CHUNK_BYTES),
         },
     )
-    .context("opening the upload sessions")
 }
 
 /// Capsule links and job access under `base`, each signed with its own key shared by

@@ -5,5 +5,5 @@
 pub use forge_object_store::{
     LocalStore, ObjectRange, ObjectStore, PutOutcome, S3Config, S3Store,
     StoreError as ObjectStoreError, attempt_log_index_key, local_routes, log_index_key, log_key,
-    plugin_key, pod_log_key,
+    plugin_key, pod_log_key, upload_key,
 };

@@ -4,12 +4,12 @@
 //! metrics count — and the stored capsule has the digest the gateway's own packer
 //! gives for that tree and spec.
 
-use std::path::Path;
 use std::time::Duration;
 
 use forge_capsule::{CapsuleLimits, CodeSource, assemble};
 use forge_tests::cli::{Forge, metric};
 use forge_tests::gateway::TestGateway;
+use forge_tests::trees::big_tree;
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::Value;
 
@@ -17,33 +17,13 @@ use serde_json::Value;
 const FILES: usize = 4;
 const FILE_MIB: usize = 52;
 
-fn big_tree(dir: &Path) {
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut buf = vec![0u8; FILE_MIB << 20];
-    for i in 0..FILES {
-        for chunk in buf.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            chunk.copy_from_slice(&x.to_le_bytes());
-        }
-        std::fs::create_dir_all(dir.join("data")).expect("mkdir");
-        std::fs::write(dir.join(format!("data/shard-{i}.bin")), &buf).expect("shard");
-    }
-    std::fs::write(
-        dir.join("job.py"),
-        "import os\nprint(sum(os.path.getsize('data/' + f) for f in os.listdir('data')))\n",
-    )
-    .expect("job.py");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_upload_of_a_large_tree_resumes_and_completes() {
     let gw = TestGateway::start("h100=1x8", &[]).await;
     let forge = Forge::new(&gw);
     let work = tempfile::tempdir().expect("tmp");
     let code = work.path().join("code");
-    big_tree(&code);
+    big_tree(&code, FILES, FILE_MIB);
     let spec = work.path().join("big.yaml");
     std::fs::write(
         &spec,

@@ -22,6 +22,8 @@
 //!   and a follower;
 //! - a console session opened in a real Chromium through one replica keeps working
 //!   through another after the first is killed;
+//! - a 208 MiB `forge submit` begun on one replica (in S3 multipart parts), interrupted
+//!   and that replica killed, is resumed and completed on another, and the job runs;
 //! - `forge jobs -w` on a follower prints every transition the leader makes, in order,
 //!   and a watcher resumes on another replica with `Last-Event-ID`;
 //! - PostgreSQL's primary is killed (SIGKILL) under a stream of submissions and its
@@ -1188,6 +1190,91 @@ async fn a_console_session_outlives_the_replica_that_opened_it() {
         .await;
     browser.goto(&format!("{b_url}/console/jobs")).await;
     assert_eq!(browser.path().await, "/login");
+}
+
+/// A 208 MiB capsule (4 × 52 MiB of incompressible bytes) in 8 MiB parts.
+const UPLOAD_FILES: usize = 4;
+const UPLOAD_FILE_MIB: usize = 52;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_begun_on_one_replica_is_resumed_and_completed_on_another() {
+    let mut r = Replicas::start(2, "h100=1x8").await;
+    let work = tempfile::tempdir().expect("tmp");
+    let code = work.path().join("code");
+    forge_tests::trees::big_tree(&code, UPLOAD_FILES, UPLOAD_FILE_MIB);
+    let spec = work.path().join("big.yaml");
+    std::fs::write(
+        &spec,
+        "name: big\nframework: nemo-rl\nentrypoint: python3 job.py\npools:\n  - name: train\n    nodes: 1\n    gpusPerNode: 1\n",
+    )
+    .expect("spec");
+    let args = [
+        "submit",
+        code.to_str().expect("utf-8"),
+        "-f",
+        spec.to_str().expect("utf-8"),
+        "--chunk-mib",
+        "8",
+    ];
+    let on = |g: &Gateway| Forge {
+        url: g.url.clone(),
+        token: TOKEN.into(),
+        home: tempfile::tempdir().expect("config home"),
+    };
+
+    // Begun on replica 0, interrupted after a few parts, and replica 0 killed.
+    let forge_a = on(r.gateway(0));
+    let mut first = forge_a.command(&args, false).spawn().expect("spawn");
+    let a = r.gateway(0);
+    eventually(
+        "a few parts on replica 0",
+        Duration::from_secs(300),
+        || async {
+            let got = a.metric("forge_upload_bytes_total").await;
+            if got >= f64::from(24u32 << 20) {
+                Ok(got)
+            } else {
+                Err(not_yet(got))
+            }
+        },
+    )
+    .await;
+    first.start_kill().expect("kill the client");
+    let _ = first.wait().await;
+    let sent_to_a = a.metric("forge_upload_bytes_total").await;
+    r.gateways[0].take().expect("replica 0").kill();
+
+    // Run again against replica 1: it resumes the session, sends only what is
+    // missing, completes it, and the job runs on the capsule.
+    let b = r.gateway(1);
+    let run = on(b)
+        .run(&[&args[..], &["-o", "json"]].concat())
+        .await
+        .expect(0);
+    assert!(run.stderr.contains("resuming upload"), "{}", run.stderr);
+    let sent_to_b = b.metric("forge_upload_bytes_total").await;
+    let capsule = u64::try_from(UPLOAD_FILES * UPLOAD_FILE_MIB).expect("size") << 20;
+    assert!(
+        sent_to_b < capsule as f64 && sent_to_a + sent_to_b >= capsule as f64,
+        "replica 0 got {sent_to_a} bytes, replica 1 {sent_to_b}, of a capsule of more than {capsule}"
+    );
+    assert_eq!(
+        b.metric(r#"forge_upload_sessions_total{outcome="completed"}"#)
+            .await,
+        1.0
+    );
+    let id = run.json()["id"].as_str().expect("job id").to_string();
+    let client = b.client();
+    let done = client
+        .wait_state(&id, "succeeded", Duration::from_secs(180))
+        .await;
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    let (status, log) = client.logs(&id).await;
+    assert_eq!(status, 200, "{log}");
+    assert!(
+        log.contains(&capsule.to_string()),
+        "the job read every byte: {log}"
+    );
 }
 
 /// The job changes a watcher is sent, in order, until `id` reaches a terminal state:

@@ -29,12 +29,14 @@ struct Session {
     id: String,
     received_bytes: u64,
     missing: Vec<[u64; 2]>,
-    max_chunk_bytes: u64,
+    /// Every chunk is one part of this many bytes (the last one shorter).
+    part_bytes: u64,
     resumed: bool,
 }
 
-/// Uploads the capsule at `path` (`size` bytes, SHA-256 `digest`) in chunks of at
-/// most `chunk` bytes; returns the stored capsule's digest.
+/// Uploads the capsule at `path` (`size` bytes, SHA-256 `digest`) in chunks of
+/// `chunk` bytes (the session's parts; a resumed session keeps the part size it was
+/// started with); returns the stored capsule's digest.
 pub async fn upload(
     api: &Api,
     path: &Path,
@@ -46,7 +48,7 @@ pub async fn upload(
         .call(
             Method::POST,
             "/v1/uploads",
-            &json!({"size": size, "digest": digest}),
+            &json!({"size": size, "digest": digest, "partBytes": chunk.min(size).max(1)}),
         )
         .await?;
     if session.resumed {
@@ -57,7 +59,8 @@ pub async fn upload(
             bytes(size)
         ));
     }
-    let chunk = chunk.clamp(1, session.max_chunk_bytes.max(1));
+    // Each chunk is one whole part: missing ranges start at part boundaries.
+    let chunk = session.part_bytes.max(1);
     let bar = Bar::new("uploading", size);
     bar.skip(session.received_bytes);
     let mut file = tokio::fs::File::open(path)
@@ -95,7 +98,8 @@ pub async fn upload(
             .map(str::to_string)
             .ok_or_else(|| CliError::Upload("the gateway did not name the stored capsule".into())),
         // A large capsule can take longer to verify than a request may last: the
-        // gateway goes on, and the capsule appears when it is done.
+        // gateway goes on, and the capsule appears when it is done. The same when
+        // another request (an earlier run of this command) is completing it.
         Err(
             CliError::Unreachable { .. }
             | CliError::Api {
@@ -103,6 +107,9 @@ pub async fn upload(
                 ..
             },
         ) => wait_stored(api, &session.id, digest).await,
+        Err(CliError::Api { code, .. }) if code == "upload.completing" => {
+            wait_stored(api, &session.id, digest).await
+        }
         Err(e) => Err(e),
     };
     match &stored {

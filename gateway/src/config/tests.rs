@@ -356,6 +356,18 @@ fn rejects_bad_s3_endpoint() {
 }
 
 #[test]
+fn rejects_a_body_limit_below_an_s3_part() {
+    let var = only_error_var(&[
+        ("FORGE_S3_ENDPOINT", "http://x:9000"),
+        ("FORGE_S3_BUCKET", "bucket"),
+        ("FORGE_S3_ACCESS_KEY", "a"),
+        ("FORGE_S3_SECRET_KEY", "s"),
+        ("FORGE_MAX_BODY_MIB", "4"),
+    ]);
+    assert_eq!(var, "FORGE_MAX_BODY_MIB");
+}
+
+#[test]
 fn rejects_bad_s3_bucket() {
     let var = only_error_var(&[
         ("FORGE_S3_ENDPOINT", "http://x:9000"),

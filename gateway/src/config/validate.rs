@@ -23,6 +23,7 @@ impl Config {
         self.validate_retention(&mut errors);
         self.validate_leader(&mut errors);
         self.validate_storage(&mut errors);
+        self.validate_upload_parts(&mut errors);
         self.validate_fleet(&mut errors);
         errors
     }
@@ -158,6 +159,25 @@ impl Config {
                 var: "FORGE_K8S_STORAGE_COMMON_SUBPATH".to_string(),
                 reason: format!(
                     "`{common}` is inside `teams/`, where each team's private directory lives"
+                ),
+            });
+        }
+    }
+
+    /// Room in one request for an S3 upload part: S3 wants every part but the last
+    /// to be at least 5 MiB, and a resumable upload sends one part per request.
+    fn validate_upload_parts(&self, errors: &mut Vec<ConfigError>) {
+        const S3_MIN_PART_MIB: u64 = 5;
+        // One MiB more: the request's own framing.
+        if self.s3.is_some() && self.gateway.max_body_mib <= S3_MIN_PART_MIB {
+            errors.push(ConfigError::Invalid {
+                var: "FORGE_MAX_BODY_MIB".to_string(),
+                reason: format!(
+                    "with object storage on S3 (FORGE_S3_*), a body limit of {} MiB cannot \
+                     carry an upload part of S3's smallest size ({S3_MIN_PART_MIB} MiB): set \
+                     at least {}",
+                    self.gateway.max_body_mib,
+                    S3_MIN_PART_MIB + 1
                 ),
             });
         }

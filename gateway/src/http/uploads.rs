@@ -1,10 +1,11 @@
 //! `/v1/uploads`: resumable chunked uploads of a client-built capsule (see
 //! [`crate::uploads`]).
 //!
-//! - `POST /v1/uploads` `{"size", "digest"}` → 201 with the session (or 200 with the
-//!   team's open session for the same digest and size: `resumed: true`);
+//! - `POST /v1/uploads` `{"size", "digest", "partBytes"?}` → 201 with the session (or
+//!   200 with the team's open session for the same digest and size: `resumed: true`);
 //! - `PUT /v1/uploads/{id}` with `Content-Range: bytes <first>-<last>/<size>` and the
-//!   bytes → 200 with the ranges now present;
+//!   bytes of one whole part (at a multiple of the session's `partBytes`) → 200 with
+//!   the ranges now present;
 //! - `GET /v1/uploads/{id}` → the ranges present and missing (where to resume);
 //! - `POST /v1/uploads/{id}/complete` → 200 `{"capsule", "size", "deduplicated"}`
 //!   once the digest and the capsule check out;
@@ -25,9 +26,19 @@ use crate::uploads::{ChunkRange, Completed, SessionView};
 /// Body of `POST /v1/uploads`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct StartUpload {
     size: u64,
     digest: String,
+    /// The size of every part but the last (the chunks the client will send); when
+    /// present, a number (`null` is refused, as the document says).
+    #[serde(default, deserialize_with = "a_number")]
+    part_bytes: Option<u64>,
+}
+
+/// A field that may be absent but, when present, is a number.
+fn a_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    u64::deserialize(d).map(Some)
 }
 
 /// `POST /v1/uploads`.
@@ -40,12 +51,14 @@ pub async fn start(
         ApiError::bad(
             "invalid-body",
             "body",
-            format!("expected {{\"size\": <bytes>, \"digest\": \"<sha256>\"}}: {e}"),
+            format!(
+                "expected {{\"size\": <bytes>, \"digest\": \"<sha256>\", \"partBytes\"?: <bytes>}}: {e}"
+            ),
         )
     })?;
     let view = state
         .uploads
-        .start(&caller.team, &req.digest, req.size)
+        .start(&caller.team, &req.digest, req.size, req.part_bytes)
         .await?;
     let status = if view.resumed {
         StatusCode::OK
@@ -124,4 +137,29 @@ pub async fn abort(
 ) -> Result<StatusCode, ApiError> {
     state.uploads.abort(&caller.team, &id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StartUpload;
+
+    fn parse(body: &str) -> Result<StartUpload, String> {
+        crate::domain::json_number::from_slice(body.as_bytes()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn part_bytes_is_optional_but_never_null() {
+        let digest = "0".repeat(64);
+        let absent = parse(&format!(r#"{{"size": 1, "digest": "{digest}"}}"#)).expect("absent");
+        assert_eq!(absent.part_bytes, None);
+        let given = parse(&format!(
+            r#"{{"size": 1, "digest": "{digest}", "partBytes": 5}}"#
+        ))
+        .expect("given");
+        assert_eq!(given.part_bytes, Some(5));
+        let null = parse(&format!(
+            r#"{{"size": 1, "digest": "{digest}", "partBytes": null}}"#
+        ));
+        assert!(null.is_err(), "{:?}", null.map(|s| s.part_bytes));
+    }
 }

@@ -36,6 +36,19 @@ pub enum UploadError {
         /// The open sessions' ids.
         open: Vec<String>,
     },
+    /// The part size asked for does not suit the object store or the request limit.
+    #[error("partBytes: {part_bytes} does not work: {why}")]
+    BadPartSize {
+        /// Asked (or the default).
+        part_bytes: u64,
+        /// Why not.
+        why: String,
+    },
+    /// Another request (maybe on another replica) is completing the session.
+    #[error(
+        "upload {0} is being completed by another request; its capsule appears when that is done"
+    )]
+    Completing(String),
     /// A chunk's range does not fit the session.
     #[error("content-range: {0}")]
     BadRange(String),
@@ -128,6 +141,12 @@ impl Answers for UploadError {
                 message,
             )
             .details(json!({ "field": null, "open": open })),
+            UploadError::BadPartSize { .. } => {
+                Answer::new(bad, "upload.bad-part-size", message).field("partBytes")
+            }
+            UploadError::Completing(_) => {
+                Answer::new(StatusCode::CONFLICT, "upload.completing", message).field("id")
+            }
             UploadError::BadRange(_) => {
                 Answer::new(bad, "upload.bad-range", message).field("content-range")
             }

@@ -1,15 +1,21 @@
-//! Completing an upload: every byte present, the bytes hashing to the declared
-//! digest, and the capsule canonical — its code and spec packed again by this
-//! gateway give the same digest — before it is stored content-addressed.
+//! Completing an upload, on whichever replica is asked: every part present, then the
+//! parts assembled by the object store (`uploads/<id>.zip`), copied to the spool, and
+//! checked — the bytes hash to the declared digest, and the capsule is canonical (its
+//! code and spec packed again by this gateway give the same digest) — before it is
+//! stored content-addressed. One completion runs at a time per session (a claim in
+//! the store); a failure of storage leaves the session for another try.
+
+use std::time::Duration;
 
 use serde::Serialize;
 use sha2::Digest as _;
 
 use super::error::UploadError;
-use super::service::{Shared, Uploads};
-use super::session::Session;
+use super::service::{Uploads, now_ms};
+use super::session;
 use crate::domain::Digest;
-use crate::objects::PutOutcome;
+use crate::objects::{PutOutcome, upload_key};
+use crate::store::{PartRecord, UploadRecord};
 
 /// A finished upload.
 #[derive(Debug, Clone, Serialize)]
@@ -22,6 +28,10 @@ pub struct Completed {
     pub deduplicated: bool,
 }
 
+/// How long one completion holds its session: others asked meanwhile answer
+/// `upload.completing` (a crashed replica's claim lapses after it).
+const CLAIM: Duration = Duration::from_secs(15 * 60);
+
 impl Uploads {
     /// Verifies and stores the session's capsule, then removes the session. A digest
     /// mismatch or a non-canonical capsule removes it too (its bytes are wrong).
@@ -30,41 +40,102 @@ impl Uploads {
     /// than a request may last, and a request that times out (or a client that goes
     /// away) must not abandon it half-way — the capsule appears when it is done.
     pub async fn complete(&self, team: &str, id: &str) -> Result<Completed, UploadError> {
-        let shared = self.session(team, id)?;
+        let u = self.session(team, id).await?;
         let uploads = self.clone();
-        let id = id.to_string();
-        tokio::spawn(async move { uploads.complete_now(&shared, &id).await })
+        tokio::spawn(async move { uploads.complete_now(&u).await })
             .await
             .map_err(|e| UploadError::io("completion task", e))?
     }
 
-    async fn complete_now(&self, shared: &Shared, id: &str) -> Result<Completed, UploadError> {
-        let mut s = shared.session.lock().await;
-        if s.gone {
-            return Err(UploadError::NotFound(id.to_string()));
-        }
-        let missing = s.received.missing(s.size);
+    async fn complete_now(&self, u: &UploadRecord) -> Result<Completed, UploadError> {
+        let sessions = &self.inner.sessions;
+        let parts = sessions.upload_parts(&u.id).await?;
+        let missing = session::received(u, &parts).missing(u.size);
         if !missing.is_empty() {
             return Err(UploadError::Incomplete { missing });
         }
-        let result = self.verify_and_store(&s).await;
-        let outcome = if result.is_ok() {
-            "completed"
-        } else {
-            "failed"
-        };
-        if !matches!(
-            &result,
-            Err(UploadError::ObjectStore(_) | UploadError::Io(_))
-        ) {
-            self.remove(&mut s, outcome).await;
+        let now = now_ms();
+        let until = now.saturating_add(i64::try_from(CLAIM.as_millis()).unwrap_or(i64::MAX));
+        if !sessions.claim_upload(&u.id, now, until).await? {
+            return match sessions.upload(&u.id).await? {
+                Some(_) => Err(UploadError::Completing(u.id.clone())),
+                None => Err(UploadError::NotFound(u.id.clone())),
+            };
+        }
+        let result = self.assemble_and_store(u, &parts).await;
+        match &result {
+            // Worth another try: the session and what was assembled stay.
+            Err(UploadError::ObjectStore(_) | UploadError::Io(_) | UploadError::Store(_)) => {
+                if let Err(e) = sessions.release_upload(&u.id).await {
+                    tracing::warn!(upload = %u.id, "letting the completion claim go: {e}");
+                }
+            }
+            done => {
+                let outcome = if done.is_ok() { "completed" } else { "failed" };
+                self.remove(u, outcome).await?;
+            }
         }
         result
     }
 
-    async fn verify_and_store(&self, s: &Session) -> Result<Completed, UploadError> {
-        let data = Session::data(&self.inner.root, &s.id);
-        let path = data.clone();
+    /// Assembles the parts into `uploads/<id>.zip` (once: a retried completion finds
+    /// it), brings it to the spool and verifies and stores it from there.
+    async fn assemble_and_store(
+        &self,
+        u: &UploadRecord,
+        parts: &[PartRecord],
+    ) -> Result<Completed, UploadError> {
+        let objects = &self.inner.objects;
+        let key = upload_key(&u.id)?;
+        if objects.object_len(&key).await? != Some(u.size) {
+            let list: Vec<(u32, String)> =
+                parts.iter().map(|p| (p.number, p.etag.clone())).collect();
+            objects
+                .complete_multipart(&key, &u.multipart_id, &list)
+                .await?;
+        }
+        tokio::fs::create_dir_all(&self.inner.spool)
+            .await
+            .map_err(|e| UploadError::io("creating the spool", e))?;
+        let data = self.inner.spool.join(format!("upload-{}.zip", u.id));
+        let result = async {
+            self.fetch(&key, &data).await?;
+            self.verify_and_store(u, &data).await
+        }
+        .await;
+        if let Err(e) = tokio::fs::remove_file(&data).await
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(file = %data.display(), "removing an assembled upload: {e}");
+        }
+        result
+    }
+
+    /// Copies the object `key` to the file `to`, streamed.
+    async fn fetch(&self, key: &str, to: &std::path::Path) -> Result<(), UploadError> {
+        use futures::StreamExt as _;
+        use tokio::io::AsyncWriteExt as _;
+        let mut range = self.inner.objects.get_object_range(key, 0, None).await?;
+        let mut file = tokio::fs::File::create(to)
+            .await
+            .map_err(|e| UploadError::io("spooling the upload", e))?;
+        while let Some(chunk) = range.body.next().await {
+            let chunk = chunk.map_err(|e| UploadError::io("reading the assembled upload", e))?;
+            file.write_all(&chunk)
+                .await
+                .map_err(|e| UploadError::io("spooling the upload", e))?;
+        }
+        file.flush()
+            .await
+            .map_err(|e| UploadError::io("spooling the upload", e))
+    }
+
+    async fn verify_and_store(
+        &self,
+        s: &UploadRecord,
+        data: &std::path::Path,
+    ) -> Result<Completed, UploadError> {
+        let path = data.to_path_buf();
         let got = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
             let mut f = std::fs::File::open(path)?;
             let mut sha = sha2::Sha256::new();
@@ -82,6 +153,7 @@ impl Uploads {
         }
         let out_dir = self.inner.spool.join(format!("repack-{}", s.id));
         let dir = out_dir.clone();
+        let data = data.to_path_buf();
         let repacked = tokio::task::spawn_blocking(move || {
             forge_capsule::repack(&data, &forge_capsule::CapsuleLimits::default(), &dir)
         })
@@ -124,7 +196,7 @@ impl Uploads {
 
     /// Records the session's team as an owner of its capsule, and stores the capsule at
     /// `path` again when retention was deleting these bytes meanwhile.
-    async fn grant(&self, s: &Session, path: &std::path::Path) -> Result<(), UploadError> {
+    async fn grant(&self, s: &UploadRecord, path: &std::path::Path) -> Result<(), UploadError> {
         let capsules = self.inner.capsules.as_ref();
         let seen = capsules.grant_capsule(&s.digest, &s.team).await?;
         if crate::retention::deletion_over(capsules, &s.digest, seen).await? {

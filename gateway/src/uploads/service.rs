@@ -1,23 +1,24 @@
-//! [`Uploads`]: the upload sessions of this gateway — starting (or finding) one,
-//! writing chunks, reporting what is present, aborting; completion is `finish.rs`,
-//! expiry `sweep.rs`. See the module's header (`mod.rs`) for the protocol.
+//! [`Uploads`]: the upload sessions of the installation — starting (or finding) one,
+//! writing chunks as parts of its multipart upload, reporting what is present,
+//! aborting; completion is `finish.rs`, expiry `sweep.rs`. Nothing is kept in this
+//! process: the session is a store row and its bytes are in object storage, so any
+//! replica serves any request of any session. See the module's header (`mod.rs`).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
-use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
 
 use super::error::UploadError;
-use super::ranges::RangeSet;
-use super::session::{Session, SessionView};
+use super::parts::PartPlan;
+use super::session::{self, SessionView};
 use crate::domain::Digest;
 use crate::metrics::Metrics;
-use crate::objects::ObjectStore;
-use crate::store::CapsuleStore;
+use crate::objects::{ObjectStore, upload_key};
+use crate::store::{CapsuleStore, PartRecord, UploadRecord, UploadSessionStore};
 
 /// Largest capsule a resumable upload may declare: one of the largest code the packer
 /// accepts, with room for the zip's own structure.
@@ -27,6 +28,10 @@ pub fn max_upload_size() -> u64 {
 
 /// Largest chunk one PUT may carry (lower when the request body limit is lower).
 pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
+
+/// Chunk bytes held in memory at once by this process, across requests (a part is
+/// sent to the object store whole): chunks past it wait.
+const BUFFERED_MIB: u32 = 256;
 
 /// Bounds of the upload sessions.
 #[derive(Debug, Clone)]
@@ -53,43 +58,21 @@ pub struct ChunkRange {
     pub total: Option<u64>,
 }
 
-/// An open session: what never changes (read without waiting for a chunk or a
-/// completion in progress) and the record behind its lock.
-pub(super) struct Handle {
-    pub(super) id: String,
-    pub(super) team: String,
-    pub(super) digest: Digest,
-    pub(super) size: u64,
-    pub(super) session: tokio::sync::Mutex<Session>,
-}
-
-impl Handle {
-    fn new(session: Session) -> Arc<Self> {
-        Arc::new(Handle {
-            id: session.id.clone(),
-            team: session.team.clone(),
-            digest: session.digest.clone(),
-            size: session.size,
-            session: tokio::sync::Mutex::new(session),
-        })
-    }
-}
-
-pub(super) type Shared = Arc<Handle>;
-
 pub(super) struct Inner {
-    pub(super) root: PathBuf,
+    /// Where an upload is assembled and verified.
     pub(super) spool: PathBuf,
     pub(super) objects: Arc<dyn ObjectStore>,
+    /// The sessions and their parts.
+    pub(super) sessions: Arc<dyn UploadSessionStore>,
     /// Which teams own which capsules (a completed upload makes its team an owner).
     pub(super) capsules: Arc<dyn CapsuleStore>,
     pub(super) metrics: Arc<Metrics>,
     pub(super) limits: UploadLimits,
-    /// Open sessions by id. A std lock, never held across an await.
-    sessions: Mutex<HashMap<String, Shared>>,
+    /// MiB of chunk bodies held in memory.
+    buffered: Semaphore,
 }
 
-/// The upload sessions of this gateway.
+/// The upload sessions.
 #[derive(Clone)]
 pub struct Uploads {
     pub(super) inner: Arc<Inner>,
@@ -102,38 +85,31 @@ impl std::fmt::Debug for Uploads {
 }
 
 pub(super) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    crate::store::now_ms()
 }
 
 impl Uploads {
-    /// The sessions under `data_dir/uploads` (those a previous run left are picked
-    /// up again).
-    pub fn open(
-        data_dir: &std::path::Path,
+    /// The sessions in `sessions`, their bytes in `objects`; completions are verified
+    /// in `spool`.
+    pub fn new(
+        spool: PathBuf,
         objects: Arc<dyn ObjectStore>,
+        sessions: Arc<dyn UploadSessionStore>,
         capsules: Arc<dyn CapsuleStore>,
         metrics: Arc<Metrics>,
         limits: UploadLimits,
-    ) -> std::io::Result<Self> {
-        let root = data_dir.join("uploads");
-        std::fs::create_dir_all(&root)?;
-        let sessions = Session::load_all(&root)
-            .into_iter()
-            .map(|s| (s.id.clone(), Handle::new(s)))
-            .collect();
-        Ok(Uploads {
+    ) -> Self {
+        Uploads {
             inner: Arc::new(Inner {
-                root,
-                spool: crate::spool::dir(data_dir),
+                spool,
                 objects,
+                sessions,
                 capsules,
                 metrics,
                 limits,
-                sessions: Mutex::new(sessions),
+                buffered: Semaphore::new(BUFFERED_MIB as usize),
             }),
-        })
+        }
     }
 
     fn max_chunk(&self) -> u64 {
@@ -144,17 +120,10 @@ impl Uploads {
         i64::try_from(self.inner.limits.ttl.as_millis()).unwrap_or(i64::MAX)
     }
 
-    pub(super) fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Shared>> {
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The session `id` if it belongs to `team`.
-    pub(super) fn session(&self, team: &str, id: &str) -> Result<Shared, UploadError> {
-        match self.map().get(id) {
-            Some(h) if h.team == team => Ok(h.clone()),
+    pub(super) async fn session(&self, team: &str, id: &str) -> Result<UploadRecord, UploadError> {
+        match self.inner.sessions.upload(id).await? {
+            Some(u) if u.team == team => Ok(u),
             _ => Err(UploadError::NotFound(id.to_string())),
         }
     }
@@ -169,180 +138,198 @@ impl Uploads {
         Ok(present)
     }
 
-    /// Opens a session for `size` bytes hashing to `digest`, or returns the team's
-    /// open one for the same digest and size.
+    /// Opens a session for `size` bytes hashing to `digest` in parts of `part_bytes`
+    /// (or the default), or returns the team's open one for the same digest and size
+    /// (with its own part size).
     pub async fn start(
         &self,
         team: &str,
         digest: &str,
         size: u64,
+        part_bytes: Option<u64>,
     ) -> Result<SessionView, UploadError> {
         let digest = Digest::parse(digest).map_err(|_| UploadError::InvalidDigest)?;
         let limit = self.inner.limits.max_size;
         if size == 0 || size > limit {
             return Err(UploadError::BadSize { size, limit });
         }
-        let (ttl, max_chunk) = (self.ttl_ms(), self.max_chunk());
-        let same = self
-            .team_sessions(team)
-            .into_iter()
-            .find(|h| h.digest == digest && h.size == size);
-        if let Some(h) = same {
-            let s = h.session.lock().await;
-            if !s.gone {
-                self.inner.metrics.upload_session("resumed");
-                return Ok(s.view(max_chunk, ttl, true));
-            }
+        let sessions = &self.inner.sessions;
+        let open = sessions.team_uploads(team).await?;
+        if let Some(same) = open.iter().find(|u| u.digest == digest && u.size == size) {
+            let parts = sessions.upload_parts(&same.id).await?;
+            self.inner.metrics.upload_session("resumed");
+            return Ok(session::view(same, &parts, self.ttl_ms(), true));
         }
+        let plan = PartPlan::choose(
+            size,
+            part_bytes,
+            self.inner.objects.min_part_bytes(),
+            self.max_chunk(),
+        )?;
         let limit = self.inner.limits.max_sessions_per_team;
-        if self.team_sessions(team).len() as u64 >= limit {
+        if open.len() as u64 >= limit {
             self.sweep().await;
-            let open = self.team_sessions(team);
+            let open = sessions.team_uploads(team).await?;
             if open.len() as u64 >= limit {
-                let open = open.iter().map(|h| h.id.clone()).collect();
+                let open = open.into_iter().map(|u| u.id).collect();
                 return Err(UploadError::TooManySessions { limit, open });
             }
         }
         let id = hex::encode(rand::random::<[u8; 16]>());
-        let root = &self.inner.root;
-        let dir = Session::dir(root, &id);
-        tokio::fs::create_dir_all(&dir)
-            .await
-            .map_err(|e| UploadError::io("creating the session", e))?;
-        let data = tokio::fs::File::create(Session::data(root, &id))
-            .await
-            .map_err(|e| UploadError::io("creating the session", e))?;
-        data.set_len(size)
-            .await
-            .map_err(|e| UploadError::io("sizing the session", e))?;
+        let key = upload_key(&id)?;
+        let multipart_id = self.inner.objects.start_multipart(&key).await?;
         let now = now_ms();
-        let session = Session {
-            id: id.clone(),
+        let record = UploadRecord {
+            id,
             team: team.to_string(),
             digest,
             size,
+            part_bytes: plan.part_bytes,
+            multipart_id,
             created_at_ms: now,
             touched_at_ms: now,
-            received: RangeSet::default(),
-            gone: false,
         };
-        session.persist(root).await?;
-        let view = session.view(max_chunk, ttl, false);
-        self.map().insert(id, Handle::new(session));
+        if let Err(e) = sessions.create_upload(&record).await {
+            self.abort_parts(&record).await;
+            return Err(e.into());
+        }
         self.inner.metrics.upload_session("started");
-        Ok(view)
-    }
-
-    fn team_sessions(&self, team: &str) -> Vec<Shared> {
-        self.map()
-            .values()
-            .filter(|h| h.team == team)
-            .cloned()
-            .collect()
+        Ok(session::view(&record, &[], self.ttl_ms(), false))
     }
 
     /// A session's state: the ranges present and missing.
     pub async fn status(&self, team: &str, id: &str) -> Result<SessionView, UploadError> {
-        let shared = self.session(team, id)?;
-        let s = shared.session.lock().await;
-        Ok(s.view(self.max_chunk(), self.ttl_ms(), false))
+        let u = self.session(team, id).await?;
+        let parts = self.inner.sessions.upload_parts(id).await?;
+        Ok(session::view(&u, &parts, self.ttl_ms(), false))
     }
 
-    /// Writes one chunk at its offset and records it once its body arrived whole.
+    /// Stores one chunk — one whole part — and records it once its body arrived
+    /// whole and the object store has it.
     pub async fn put_chunk<S, E>(
         &self,
         team: &str,
         id: &str,
         range: ChunkRange,
-        mut body: S,
+        body: S,
     ) -> Result<SessionView, UploadError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let shared = self.session(team, id)?;
-        let size = shared.size;
-        if range.len > self.max_chunk() {
-            return Err(UploadError::ChunkTooLarge {
-                len: range.len,
-                limit: self.max_chunk(),
-            });
-        }
-        if range.total.is_some_and(|t| t != size) {
-            return Err(UploadError::BadRange(format!(
-                "the total must be the session's size, {size}"
-            )));
-        }
-        let end = range.offset.saturating_add(range.len);
-        if range.len == 0 || end > size {
-            return Err(UploadError::BadRange(format!(
-                "bytes {}..{end} do not fit in the session's {size} bytes",
-                range.offset
-            )));
-        }
-        let path = Session::data(&self.inner.root, id);
-        let mut file = tokio::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
+        let u = self.session(team, id).await?;
+        check_range(&u, range, self.max_chunk())?;
+        let number = session::plan(&u).part_at(range.offset, range.len)?;
+        let mib = u32::try_from(range.len.div_ceil(1 << 20)).unwrap_or(BUFFERED_MIB);
+        let _room = self
+            .inner
+            .buffered
+            .acquire_many(mib.clamp(1, BUFFERED_MIB))
             .await
-            .map_err(|_| UploadError::NotFound(id.to_string()))?;
-        file.seek(std::io::SeekFrom::Start(range.offset))
-            .await
-            .map_err(|e| UploadError::io("seeking in the session", e))?;
-        let mut got = 0u64;
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
-            got += chunk.len() as u64;
-            if got > range.len {
-                return Err(UploadError::BodyLength {
-                    expected: range.len,
-                    got,
-                });
-            }
-            file.write_all(&chunk)
-                .await
-                .map_err(|e| UploadError::io("writing a chunk", e))?;
-        }
-        if got != range.len {
-            return Err(UploadError::BodyLength {
-                expected: range.len,
-                got,
-            });
-        }
-        file.sync_data()
-            .await
-            .map_err(|e| UploadError::io("syncing a chunk", e))?;
-        let mut s = shared.session.lock().await;
-        if s.gone {
+            .map_err(|e| UploadError::io("chunk buffer", e))?;
+        let bytes = read_whole(body, range.len).await?;
+        let key = upload_key(&u.id)?;
+        let etag = self
+            .inner
+            .objects
+            .put_part(&key, &u.multipart_id, number, bytes)
+            .await?;
+        let part = PartRecord {
+            number,
+            len: range.len,
+            etag,
+        };
+        if !self.inner.sessions.record_part(id, &part, now_ms()).await? {
+            // Aborted, expired or completed meanwhile.
             return Err(UploadError::NotFound(id.to_string()));
         }
-        // Recorded and counted together (no await between): a request dropped later,
-        // while the record is written, still leaves both agreeing.
-        s.received.insert(range.offset, end);
-        s.touched_at_ms = now_ms();
         self.inner.metrics.upload_bytes(range.len);
-        s.persist(&self.inner.root).await?;
-        Ok(s.view(self.max_chunk(), self.ttl_ms(), false))
+        self.status(team, id).await
     }
 
     /// Abandons a session and removes its bytes.
     pub async fn abort(&self, team: &str, id: &str) -> Result<(), UploadError> {
-        let shared = self.session(team, id)?;
-        let mut s = shared.session.lock().await;
-        if !s.gone {
-            self.remove(&mut s, "aborted").await;
-        }
+        let u = self.session(team, id).await?;
+        self.remove(&u, "aborted").await?;
         Ok(())
     }
 
-    /// Forgets a session (its lock held) and deletes its directory.
-    pub(super) async fn remove(&self, s: &mut Session, outcome: &'static str) {
-        s.gone = true;
-        self.map().remove(&s.id);
-        let dir = Session::dir(&self.inner.root, &s.id);
-        if let Err(e) = tokio::fs::remove_dir_all(&dir).await {
-            tracing::warn!(dir = %dir.display(), "removing an upload session: {e}");
+    /// Removes the session's row, then its parts and assembled object; `false` when
+    /// another request removed it first (that one cleans up).
+    pub(super) async fn remove(
+        &self,
+        u: &UploadRecord,
+        outcome: &'static str,
+    ) -> Result<bool, UploadError> {
+        if !self.inner.sessions.delete_upload(&u.id).await? {
+            return Ok(false);
         }
+        self.abort_parts(u).await;
         self.inner.metrics.upload_session(outcome);
+        Ok(true)
     }
+
+    /// Aborts the session's multipart upload and deletes its assembled object (a
+    /// failure is logged: the bucket's lifecycle rule for incomplete multipart
+    /// uploads is the backstop, see `deploy/`).
+    async fn abort_parts(&self, u: &UploadRecord) {
+        let Ok(key) = upload_key(&u.id) else {
+            return;
+        };
+        let objects = &self.inner.objects;
+        if let Err(e) = objects.abort_multipart(&key, &u.multipart_id).await {
+            tracing::warn!(upload = %u.id, "aborting its multipart upload: {e}");
+        }
+        if let Err(e) = objects.delete_object(&key).await {
+            tracing::warn!(upload = %u.id, "deleting its assembled object: {e}");
+        }
+    }
+}
+
+/// The chunk's range against the session: within it, of its total, not too large.
+fn check_range(u: &UploadRecord, range: ChunkRange, max_chunk: u64) -> Result<(), UploadError> {
+    if range.len > max_chunk {
+        return Err(UploadError::ChunkTooLarge {
+            len: range.len,
+            limit: max_chunk,
+        });
+    }
+    let size = u.size;
+    if range.total.is_some_and(|t| t != size) {
+        return Err(UploadError::BadRange(format!(
+            "the total must be the session's size, {size}"
+        )));
+    }
+    let end = range.offset.saturating_add(range.len);
+    if range.len == 0 || end > size {
+        return Err(UploadError::BadRange(format!(
+            "bytes {}..{end} do not fit in the session's {size} bytes",
+            range.offset
+        )));
+    }
+    Ok(())
+}
+
+/// The whole body, exactly `len` bytes.
+async fn read_whole<S, E>(mut body: S, len: u64) -> Result<Bytes, UploadError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut buf = BytesMut::with_capacity(usize::try_from(len).unwrap_or(0));
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
+        let got = (buf.len() + chunk.len()) as u64;
+        if got > len {
+            return Err(UploadError::BodyLength { expected: len, got });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    if buf.len() as u64 != len {
+        return Err(UploadError::BodyLength {
+            expected: len,
+            got: buf.len() as u64,
+        });
+    }
+    Ok(buf.freeze())
 }

@@ -1,24 +1,34 @@
 //! Removing abandoned upload sessions: one untouched for the TTL
-//! (`FORGE_UPLOAD_TTL_S`) is deleted with its bytes, on a timer and whenever a team
-//! hits its session limit.
+//! (`FORGE_UPLOAD_TTL_S`) and not being completed loses its row, then its multipart
+//! upload is aborted and its assembled object deleted — on a timer on every replica
+//! and whenever a team hits its session limit. Replicas sweeping at once remove each
+//! session once (the row's delete decides who cleans up).
 
 use std::time::Duration;
 
 use super::service::{Uploads, now_ms};
 
 impl Uploads {
-    /// Removes every expired session; returns how many.
+    /// Removes every expired session; returns how many this call removed.
     pub async fn sweep(&self) -> usize {
-        let ttl = self.ttl_ms();
         let now = now_ms();
-        let all: Vec<_> = self.map().values().cloned().collect();
+        let before = now.saturating_sub(self.ttl_ms());
+        let expired = match self.inner.sessions.expired_uploads(before, now).await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!("listing expired uploads: {e}");
+                return 0;
+            }
+        };
         let mut removed = 0;
-        for shared in all {
-            let mut s = shared.session.lock().await;
-            if !s.gone && s.touched_at_ms.saturating_add(ttl) <= now {
-                tracing::info!(upload = %s.id, team = %s.team, "removing an abandoned upload");
-                self.remove(&mut s, "expired").await;
-                removed += 1;
+        for u in expired {
+            match self.remove(&u, "expired").await {
+                Ok(true) => {
+                    tracing::info!(upload = %u.id, team = %u.team, "removed an abandoned upload");
+                    removed += 1;
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(upload = %u.id, "removing an abandoned upload: {e}"),
             }
         }
         removed

@@ -1,6 +1,8 @@
-//! The upload sessions against a real local object store: out-of-order, repeated and
-//! short chunks; resuming by digest; completion's checks (missing ranges, digest,
-//! canonical capsule); the per-team session limit and the sweeper.
+//! The upload sessions against a real local object store and a real store: parts out
+//! of order, repeated, short or misaligned; resuming by digest; a session begun on one
+//! gateway and completed on another (two handles on one database and one object
+//! store, as replicas are); completion's checks (missing ranges, digest, canonical
+//! capsule) and its one-at-a-time claim; the per-team session limit and the sweeper.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +19,7 @@ struct Fixture {
     objects: Arc<LocalStore>,
     capsule: Vec<u8>,
     digest: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 fn fixture(max_sessions: u64, ttl: Duration) -> Fixture {
@@ -33,19 +35,42 @@ fn fixture(max_sessions: u64, ttl: Duration) -> Fixture {
         &dir.path().join("packed"),
     )
     .expect("assemble");
-    let objects = Arc::new(
+    let objects = local_store(dir.path());
+    let uploads = gateway(dir.path(), objects.clone(), max_sessions, ttl);
+    Fixture {
+        uploads,
+        objects,
+        capsule: std::fs::read(&cap.path).expect("capsule"),
+        digest: cap.digest,
+        dir,
+    }
+}
+
+fn local_store(root: &std::path::Path) -> Arc<LocalStore> {
+    Arc::new(
         LocalStore::new(
-            dir.path().join("objects"),
+            root.join("objects"),
             vec![7; 32],
             "http://127.0.0.1:1".parse().expect("url"),
         )
         .expect("store"),
-    );
-    let db = crate::store::Database::open_sqlite(&dir.path().join("data").join("forge.sqlite3"))
+    )
+}
+
+/// One gateway's sessions over the database and object store under `root` (a second
+/// call is another replica).
+fn gateway(
+    root: &std::path::Path,
+    objects: Arc<LocalStore>,
+    max_sessions: u64,
+    ttl: Duration,
+) -> Uploads {
+    let db = crate::store::Database::open_sqlite(&root.join("data").join("forge.sqlite3"))
         .expect("database");
-    let uploads = Uploads::open(
-        &dir.path().join("data"),
-        objects.clone(),
+    Uploads::new(
+        root.join("spool"),
+        objects,
+        db.uploads.clone(),
         db.capsules.clone(),
         Arc::new(Metrics::new()),
         UploadLimits {
@@ -55,77 +80,164 @@ fn fixture(max_sessions: u64, ttl: Duration) -> Fixture {
             max_chunk: super::MAX_CHUNK_BYTES,
         },
     )
-    .expect("uploads");
-    Fixture {
-        uploads,
-        objects,
-        capsule: std::fs::read(&cap.path).expect("capsule"),
-        digest: cap.digest,
-        _dir: dir,
-    }
 }
 
 fn body(bytes: &[u8]) -> futures::stream::Iter<std::vec::IntoIter<Result<Bytes, String>>> {
     futures::stream::iter(vec![Ok(Bytes::copy_from_slice(bytes))])
 }
 
+impl Fixture {
+    /// Parts of a third of the capsule: three of them.
+    fn part(&self) -> u64 {
+        (self.capsule.len() as u64).div_ceil(3)
+    }
+
+    /// Part `n` (1-based) of the capsule.
+    fn bytes_of(&self, n: u64) -> (u64, &[u8]) {
+        let size = self.capsule.len() as u64;
+        let start = (n - 1) * self.part();
+        let end = (start + self.part()).min(size);
+        (start, &self.capsule[start as usize..end as usize])
+    }
+}
+
 async fn put(
+    uploads: &Uploads,
     f: &Fixture,
     id: &str,
-    from: usize,
-    to: usize,
+    n: u64,
 ) -> Result<super::SessionView, UploadError> {
+    let (offset, bytes) = f.bytes_of(n);
     let range = ChunkRange {
-        offset: from as u64,
-        len: (to - from) as u64,
+        offset,
+        len: bytes.len() as u64,
         total: Some(f.capsule.len() as u64),
     };
-    f.uploads
-        .put_chunk("team-a", id, range, body(&f.capsule[from..to]))
-        .await
+    uploads.put_chunk("team-a", id, range, body(bytes)).await
 }
 
 #[tokio::test]
-async fn chunks_in_any_order_repeated_then_completed_and_stored() {
+async fn parts_in_any_order_repeated_then_completed_and_stored() {
     let f = fixture(4, Duration::from_secs(60));
-    let size = f.capsule.len();
+    let size = f.capsule.len() as u64;
     let s = f
         .uploads
-        .start("team-a", &f.digest, size as u64)
+        .start("team-a", &f.digest, size, Some(f.part()))
         .await
         .expect("start");
     assert!(!s.resumed);
-    let half = size / 2;
-    let view = put(&f, &s.id, half, size).await.expect("second half first");
-    assert_eq!(view.missing, vec![[0, half as u64]]);
+    assert_eq!(s.part_bytes, f.part());
+    put(&f.uploads, &f, &s.id, 3)
+        .await
+        .expect("the last part first");
+    let view = put(&f.uploads, &f, &s.id, 2)
+        .await
+        .expect("then the second");
+    assert_eq!(view.missing, vec![[0, f.part()]]);
     // Completing now names what is missing.
     match f.uploads.complete("team-a", &s.id).await {
-        Err(UploadError::Incomplete { missing }) => assert_eq!(missing, vec![[0, half as u64]]),
+        Err(UploadError::Incomplete { missing }) => assert_eq!(missing, vec![[0, f.part()]]),
         other => panic!("expected incomplete, got {other:?}"),
     }
-    // Resuming by digest finds the session and its progress.
+    // Resuming by digest finds the session, its part size and its progress.
     let again = f
         .uploads
-        .start("team-a", &f.digest, size as u64)
+        .start("team-a", &f.digest, size, Some(1))
         .await
         .expect("resume");
     assert!(again.resumed);
     assert_eq!(again.id, s.id);
-    assert_eq!(again.received_bytes, (size - half) as u64);
-    put(&f, &s.id, 0, half).await.expect("first half");
-    put(&f, &s.id, 0, half)
+    assert_eq!(again.part_bytes, f.part());
+    assert_eq!(again.received_bytes, size - f.part());
+    put(&f.uploads, &f, &s.id, 1).await.expect("first part");
+    put(&f.uploads, &f, &s.id, 1)
         .await
-        .expect("a repeated chunk is harmless");
+        .expect("a repeated part is harmless");
     assert!(!f.objects.exists(&f.digest).await.expect("exists"));
     let done = f.uploads.complete("team-a", &s.id).await.expect("complete");
     assert_eq!(done.capsule.as_str(), f.digest);
     assert!(!done.deduplicated);
     assert!(f.objects.exists(&f.digest).await.expect("exists"));
-    // The session is gone.
+    // The session is gone, and so are its parts and its assembled object.
     assert!(matches!(
         f.uploads.status("team-a", &s.id).await,
         Err(UploadError::NotFound(_))
     ));
+    let key = crate::objects::upload_key(&s.id).expect("key");
+    assert_eq!(f.objects.object_len(&key).await.expect("len"), None);
+    assert_eq!(leftover_parts(&f), 0);
+}
+
+/// Files left in the local store's multipart area.
+fn leftover_parts(f: &Fixture) -> usize {
+    walk(&f.dir.path().join("objects/.multipart"))
+}
+
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| {
+                if e.path().is_dir() {
+                    walk(&e.path())
+                } else {
+                    1
+                }
+            })
+            .sum()
+    })
+}
+
+#[tokio::test]
+async fn a_session_begun_on_one_gateway_is_resumed_and_completed_on_another() {
+    let f = fixture(4, Duration::from_secs(60));
+    let b = gateway(
+        f.dir.path(),
+        local_store(f.dir.path()),
+        4,
+        Duration::from_secs(60),
+    );
+    let size = f.capsule.len() as u64;
+    let s = f
+        .uploads
+        .start("team-a", &f.digest, size, Some(f.part()))
+        .await
+        .expect("start on A");
+    put(&f.uploads, &f, &s.id, 1).await.expect("part 1 on A");
+    // B knows the session: asking again resumes it there.
+    let on_b = b
+        .start("team-a", &f.digest, size, None)
+        .await
+        .expect("resume on B");
+    assert!(on_b.resumed);
+    assert_eq!(
+        (on_b.id.as_str(), on_b.received_bytes),
+        (s.id.as_str(), f.part())
+    );
+    put(&b, &f, &s.id, 2).await.expect("part 2 on B");
+    put(&f.uploads, &f, &s.id, 3).await.expect("part 3 on A");
+    // Asked on both at once: one completes, the other is told so (or finds it done).
+    let (on_a, on_b) = tokio::join!(
+        f.uploads.complete("team-a", &s.id),
+        b.complete("team-a", &s.id)
+    );
+    let results = [on_a, on_b];
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    for r in &results {
+        assert!(
+            matches!(
+                r,
+                Ok(_) | Err(UploadError::Completing(_) | UploadError::NotFound(_))
+            ),
+            "{r:?}"
+        );
+    }
+    assert!(f.objects.exists(&f.digest).await.expect("exists"));
+    assert!(b.has_capsule("team-a", &s.digest).await.expect("owned"));
 }
 
 #[tokio::test]
@@ -133,7 +245,7 @@ async fn another_team_does_not_see_the_session() {
     let f = fixture(4, Duration::from_secs(60));
     let s = f
         .uploads
-        .start("team-a", &f.digest, f.capsule.len() as u64)
+        .start("team-a", &f.digest, f.capsule.len() as u64, None)
         .await
         .expect("start");
     for r in [
@@ -149,48 +261,32 @@ async fn another_team_does_not_see_the_session() {
 async fn bad_ranges_and_bodies_are_refused_and_not_recorded() {
     let f = fixture(4, Duration::from_secs(60));
     let size = f.capsule.len() as u64;
+    let part = f.part();
     let s = f
         .uploads
-        .start("team-a", &f.digest, size)
+        .start("team-a", &f.digest, size, Some(part))
         .await
         .expect("start");
-    let beyond = ChunkRange {
-        offset: size - 1,
-        len: 2,
-        total: Some(size),
-    };
+    let chunk = |offset, len, total| ChunkRange { offset, len, total };
+    for (range, what) in [
+        (chunk(size - 1, 2, Some(size)), "past the end"),
+        (chunk(0, part, Some(size + 1)), "another total"),
+        (chunk(1, part, None), "not at a part's start"),
+        (chunk(0, part - 1, None), "not a whole part"),
+        (chunk(0, 2 * part, None), "two parts"),
+    ] {
+        let r = f
+            .uploads
+            .put_chunk("team-a", &s.id, range, body(&vec![0; range.len as usize]))
+            .await;
+        assert!(matches!(r, Err(UploadError::BadRange(_))), "{what}: {r:?}");
+    }
     let r = f
         .uploads
-        .put_chunk("team-a", &s.id, beyond, body(b"ab"))
-        .await;
-    assert!(matches!(r, Err(UploadError::BadRange(_))), "{r:?}");
-    let wrong_total = ChunkRange {
-        offset: 0,
-        len: 2,
-        total: Some(size + 1),
-    };
-    let r = f
-        .uploads
-        .put_chunk("team-a", &s.id, wrong_total, body(b"ab"))
-        .await;
-    assert!(matches!(r, Err(UploadError::BadRange(_))), "{r:?}");
-    let short = ChunkRange {
-        offset: 0,
-        len: 10,
-        total: None,
-    };
-    let r = f
-        .uploads
-        .put_chunk("team-a", &s.id, short, body(b"abc"))
+        .put_chunk("team-a", &s.id, chunk(0, part, None), body(b"abc"))
         .await;
     assert!(
-        matches!(
-            r,
-            Err(UploadError::BodyLength {
-                expected: 10,
-                got: 3
-            })
-        ),
+        matches!(r, Err(UploadError::BodyLength { expected, got: 3 }) if expected == part),
         "{r:?}"
     );
     let broken = futures::stream::iter(vec![
@@ -199,24 +295,27 @@ async fn bad_ranges_and_bodies_are_refused_and_not_recorded() {
     ]);
     let r = f
         .uploads
-        .put_chunk(
-            "team-a",
-            &s.id,
-            ChunkRange {
-                offset: 0,
-                len: 4,
-                total: None,
-            },
-            broken,
-        )
+        .put_chunk("team-a", &s.id, chunk(0, part, None), broken)
         .await;
     assert!(matches!(r, Err(UploadError::Interrupted(_))), "{r:?}");
     let status = f.uploads.status("team-a", &s.id).await.expect("status");
     assert_eq!(status.received_bytes, 0, "nothing was recorded");
-    let r = f.uploads.start("team-a", "not-a-digest", 10).await;
+    let r = f.uploads.start("team-a", "not-a-digest", 10, None).await;
     assert!(matches!(r, Err(UploadError::InvalidDigest)), "{r:?}");
-    let r = f.uploads.start("team-a", &f.digest, 0).await;
+    let r = f.uploads.start("team-a", &f.digest, 0, None).await;
     assert!(matches!(r, Err(UploadError::BadSize { .. })), "{r:?}");
+    let r = f
+        .uploads
+        .start("team-a", &hex::encode([9; 32]), 1 << 20, Some(0))
+        .await;
+    assert!(matches!(r, Err(UploadError::BadPartSize { .. })), "{r:?}");
+    // A wish for more than 10 000 parts gets the smallest part size that works.
+    let s = f
+        .uploads
+        .start("team-a", &hex::encode([9; 32]), 1 << 20, Some(1))
+        .await
+        .expect("start");
+    assert_eq!(s.part_bytes, 105);
 }
 
 #[tokio::test]
@@ -226,7 +325,7 @@ async fn corrupted_or_foreign_bytes_are_not_stored() {
     // Bytes that do not hash to the declared digest.
     let s = f
         .uploads
-        .start("team-a", &f.digest, size as u64)
+        .start("team-a", &f.digest, size as u64, None)
         .await
         .expect("start");
     let mut bad = f.capsule.clone();
@@ -246,6 +345,10 @@ async fn corrupted_or_foreign_bytes_are_not_stored() {
         "{r:?}"
     );
     assert!(!f.objects.exists(&f.digest).await.expect("exists"));
+    assert!(matches!(
+        f.uploads.status("team-a", &s.id).await,
+        Err(UploadError::NotFound(_))
+    ));
 
     // A zip that hashes right but is not a capsule this packer builds.
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
@@ -265,7 +368,7 @@ async fn corrupted_or_foreign_bytes_are_not_stored() {
     };
     let s = f
         .uploads
-        .start("team-a", &digest, foreign.len() as u64)
+        .start("team-a", &digest, foreign.len() as u64, None)
         .await
         .expect("start");
     let range = ChunkRange {
@@ -280,32 +383,44 @@ async fn corrupted_or_foreign_bytes_are_not_stored() {
     let r = f.uploads.complete("team-a", &s.id).await;
     assert!(matches!(r, Err(UploadError::NotCanonical { .. })), "{r:?}");
     assert!(!f.objects.exists(&digest).await.expect("exists"));
+    assert_eq!(leftover_parts(&f), 0);
 }
 
 #[tokio::test]
 async fn sessions_are_bounded_per_team_and_abandoned_ones_are_swept() {
     let f = fixture(2, Duration::from_millis(1));
     let d = |i: u8| hex::encode([i; 32]);
-    let a = f.uploads.start("team-a", &d(1), 10).await.expect("first");
-    f.uploads.start("team-a", &d(2), 10).await.expect("second");
+    let a = f
+        .uploads
+        .start("team-a", &d(1), 10, None)
+        .await
+        .expect("first");
     f.uploads
-        .start("team-b", &d(3), 10)
+        .start("team-a", &d(2), 10, None)
+        .await
+        .expect("second");
+    f.uploads
+        .start("team-b", &d(3), 10, None)
         .await
         .expect("another team has its own budget");
     // At the limit, expired sessions are swept first (the TTL here is 1 ms).
     tokio::time::sleep(Duration::from_millis(5)).await;
     f.uploads
-        .start("team-a", &d(4), 10)
+        .start("team-a", &d(4), 10, None)
         .await
         .expect("after the sweep");
     assert!(matches!(
         f.uploads.status("team-a", &a.id).await,
         Err(UploadError::NotFound(_))
     ));
+    assert_eq!(leftover_parts(&f), 0, "its multipart upload is aborted");
 
     let f = fixture(1, Duration::from_secs(3600));
-    f.uploads.start("team-a", &d(1), 10).await.expect("first");
-    match f.uploads.start("team-a", &d(2), 10).await {
+    f.uploads
+        .start("team-a", &d(1), 10, None)
+        .await
+        .expect("first");
+    match f.uploads.start("team-a", &d(2), 10, None).await {
         Err(UploadError::TooManySessions { limit: 1, open }) => assert_eq!(open.len(), 1),
         other => panic!("expected the limit, got {other:?}"),
     }

@@ -21,15 +21,17 @@ pub(super) fn paths() -> Value {
             "requestBody": {"required": true, "content": {"application/json": {"schema": {
                 "type": "object", "required": ["size", "digest"], "additionalProperties": false, "properties": {
                     "size": {"type": "integer", "minimum": 1, "maximum": crate::uploads::max_upload_size()},
-                    "digest": {"type": "string", "pattern": DIGEST_PATTERN}}}}}},
+                    "digest": {"type": "string", "pattern": DIGEST_PATTERN},
+                    "partBytes": {"type": "integer", "minimum": 1, "maximum": crate::uploads::MAX_CHUNK_BYTES,
+                        "description": "the part size wished for (every part but the last; each PUT sends one whole part), default 8 MiB: the session's `partBytes` is the nearest size within the body limit, at least 5 MiB on S3 unless there is one part, and large enough for at most 10 000 parts"}}}}}},
             "responses": {"201": session.clone(), "200": session.clone(),
-                "400": error_response("invalid-digest | upload.bad-size (0, or over the largest capsule)"),
+                "400": error_response("invalid-digest | upload.bad-size (0, or over the largest capsule) | upload.bad-part-size (outside 1 to 64 MiB)"),
                 "429": error_response("upload.too-many-sessions (details.open lists them)")}}},
         "/v1/uploads/{id}": {
             "parameters": id_param(),
             "get": {"summary": "Which byte ranges are present and missing (where to resume)",
                 "responses": {"200": session.clone(), "404": error_response("upload.not-found")}},
-            "put": {"summary": "One chunk at its offset (Content-Range: bytes first-last/size); idempotent, any order",
+            "put": {"summary": "One chunk, one whole part of the session (Content-Range: bytes first-last/size, first a multiple of partBytes, partBytes long but the last); idempotent, any order",
                 "parameters": [{"name": "Content-Range", "in": "header", "required": true,
                     "schema": {"type": "string", "pattern": "^bytes [0-9]{1,19}-[0-9]{1,19}/([0-9]{1,19}|\\*)$"},
                     "description": "the chunk's bytes: first-last (inclusive, first <= last) of the capsule's size"}],
@@ -47,7 +49,7 @@ pub(super) fn paths() -> Value {
                             "capsule": {"type": "string", "pattern": DIGEST_PATTERN}, "size": {"type": "integer"},
                             "deduplicated": {"type": "boolean"}}}}}},
                     "404": error_response("upload.not-found"),
-                    "409": error_response("upload.incomplete (details.missing)"),
+                    "409": error_response("upload.incomplete (details.missing) | upload.completing (another request completes it: wait for the capsule)"),
                     "422": error_response("upload.digest-mismatch | upload.not-canonical"),
                     "400": error_response("capsule.* (hostile content)")}}}
     })
@@ -58,11 +60,12 @@ fn session() -> Value {
     let range = json!({"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2});
     json!({"description": "the session: received / missing byte ranges are [start, end)",
         "content": {"application/json": {"schema": {"type": "object",
-            "required": ["id", "digest", "size", "received", "receivedBytes", "missing", "maxChunkBytes", "expiresAtMs", "resumed"],
+            "required": ["id", "digest", "size", "received", "receivedBytes", "missing", "partBytes", "maxChunkBytes", "expiresAtMs", "resumed"],
             "properties": {
                 "id": {"type": "string"}, "digest": {"type": "string", "pattern": DIGEST_PATTERN},
                 "size": {"type": "integer", "minimum": 1},
                 "received": {"type": "array", "items": range.clone()}, "receivedBytes": {"type": "integer", "minimum": 0},
-                "missing": {"type": "array", "items": range}, "maxChunkBytes": {"type": "integer", "minimum": 1},
+                "missing": {"type": "array", "items": range},
+                "partBytes": {"type": "integer", "minimum": 1}, "maxChunkBytes": {"type": "integer", "minimum": 1},
                 "expiresAtMs": {"type": "integer"}, "resumed": {"type": "boolean"}}}}}})
 }
