@@ -9,7 +9,7 @@ use std::time::Duration;
 use forge_capsule::{CapsuleLimits, CodeSource, assemble};
 use forge_tests::cli::{Forge, metric};
 use forge_tests::gateway::TestGateway;
-use forge_tests::trees::big_tree;
+use forge_tests::trees::BigJob;
 use forge_tests::wait::{eventually, not_yet};
 use serde_json::Value;
 
@@ -22,22 +22,9 @@ async fn an_interrupted_upload_of_a_large_tree_resumes_and_completes() {
     let gw = TestGateway::start("h100=1x8", &[]).await;
     let forge = Forge::new(&gw);
     let work = tempfile::tempdir().expect("tmp");
-    let code = work.path().join("code");
-    big_tree(&code, FILES, FILE_MIB);
-    let spec = work.path().join("big.yaml");
-    std::fs::write(
-        &spec,
-        "name: big\nframework: nemo-rl\nentrypoint: python3 job.py\npools:\n  - name: train\n    nodes: 1\n    gpusPerNode: 1\n",
-    )
-    .expect("spec");
-    let args = [
-        "submit",
-        code.to_str().expect("utf-8"),
-        "-f",
-        spec.to_str().expect("utf-8"),
-        "--chunk-mib",
-        "2",
-    ];
+    let big = BigJob::write(work.path(), FILES, FILE_MIB);
+    let owned = big.submit_args(2);
+    let args: Vec<&str> = owned.iter().map(String::as_str).collect();
 
     // First run: killed once a few chunks have arrived.
     let mut child = forge.command(&args, false).spawn().expect("spawn");
@@ -93,7 +80,7 @@ async fn an_interrupted_upload_of_a_large_tree_resumes_and_completes() {
         .post(format!("{}/v1/admission/review", gw.url))
         .bearer_auth(&gw.token)
         .header("content-type", "application/yaml")
-        .body(std::fs::read(&spec).expect("spec"))
+        .body(std::fs::read(&big.spec).expect("spec"))
         .send()
         .await
         .expect("review")
@@ -107,7 +94,7 @@ async fn an_interrupted_upload_of_a_large_tree_resumes_and_completes() {
     let out = work.path().join("expected");
     let expected = tokio::task::spawn_blocking(move || {
         assemble(
-            CodeSource::Dir(code),
+            CodeSource::Dir(big.code),
             capsule_spec.as_bytes(),
             None,
             &CapsuleLimits::default(),

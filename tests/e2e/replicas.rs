@@ -1200,22 +1200,9 @@ const UPLOAD_FILE_MIB: usize = 52;
 async fn an_upload_begun_on_one_replica_is_resumed_and_completed_on_another() {
     let mut r = Replicas::start(2, "h100=1x8").await;
     let work = tempfile::tempdir().expect("tmp");
-    let code = work.path().join("code");
-    forge_tests::trees::big_tree(&code, UPLOAD_FILES, UPLOAD_FILE_MIB);
-    let spec = work.path().join("big.yaml");
-    std::fs::write(
-        &spec,
-        "name: big\nframework: nemo-rl\nentrypoint: python3 job.py\npools:\n  - name: train\n    nodes: 1\n    gpusPerNode: 1\n",
-    )
-    .expect("spec");
-    let args = [
-        "submit",
-        code.to_str().expect("utf-8"),
-        "-f",
-        spec.to_str().expect("utf-8"),
-        "--chunk-mib",
-        "8",
-    ];
+    let big = forge_tests::trees::BigJob::write(work.path(), UPLOAD_FILES, UPLOAD_FILE_MIB);
+    let owned = big.submit_args(8);
+    let args: Vec<&str> = owned.iter().map(String::as_str).collect();
     let on = |g: &Gateway| Forge {
         url: g.url.clone(),
         token: TOKEN.into(),

@@ -413,32 +413,13 @@ impl S3Store {
             let part_sha = Sha256::digest(&buf);
             let checksum = B64.encode(part_sha);
             part_digests.extend_from_slice(&part_sha);
-            let out = self
-                .client
-                .upload_part()
-                .bucket(&self.cfg.bucket)
-                .key(key)
-                .upload_id(upload_id)
-                .part_number(number)
-                .checksum_sha256(&checksum)
-                .content_length(len as i64)
-                .body(ByteStream::from(Bytes::from(buf)))
-                .send()
-                .await
-                .map_err(|e| classify(e, &self.cfg, key))?;
-            if let Some(echo) = out.checksum_sha256()
-                && echo != checksum
-            {
-                return Err(StoreError::Integrity {
-                    key: format!("{key} part {number}"),
-                    expected: checksum,
-                    actual: echo.to_owned(),
-                });
-            }
+            let etag = self
+                .send_part(key, upload_id, number, Bytes::from(buf), &checksum)
+                .await?;
             parts.push(
                 CompletedPart::builder()
                     .part_number(number)
-                    .set_e_tag(out.e_tag().map(str::to_owned))
+                    .set_e_tag(etag)
                     .checksum_sha256(checksum)
                     .build(),
             );
@@ -455,6 +436,58 @@ impl S3Store {
             });
         }
         let n_parts = parts.len();
+        self.finish_multipart(key, upload_id, parts).await?;
+        let composite = format!("{}-{n_parts}", B64.encode(Sha256::digest(&part_digests)));
+        let verified = self.verify_stored(key, digest, size, &composite).await;
+        self.discard_on_failure(key, verified).await?;
+        Ok(u32::try_from(n_parts).expect("at most 10 000 parts"))
+    }
+}
+
+impl S3Store {
+    /// UploadPart of `body` with its SHA-256 (`checksum`, base64), which the server
+    /// checks on receipt and echoes (checked too); the part's ETag.
+    async fn send_part(
+        &self,
+        key: &str,
+        upload_id: &str,
+        number: i32,
+        body: Bytes,
+        checksum: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let len = i64::try_from(body.len()).unwrap_or(i64::MAX);
+        let out = self
+            .client
+            .upload_part()
+            .bucket(&self.cfg.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .part_number(number)
+            .checksum_sha256(checksum)
+            .content_length(len)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .map_err(|e| classify(e, &self.cfg, key))?;
+        if let Some(echo) = out.checksum_sha256()
+            && echo != checksum
+        {
+            return Err(StoreError::Integrity {
+                key: format!("{key} part {number}"),
+                expected: checksum.to_owned(),
+                actual: echo.to_owned(),
+            });
+        }
+        Ok(out.e_tag().map(str::to_owned))
+    }
+
+    /// CompleteMultipartUpload of `parts`, in order.
+    async fn finish_multipart(
+        &self,
+        key: &str,
+        upload_id: &str,
+        parts: Vec<CompletedPart>,
+    ) -> Result<(), StoreError> {
         self.client
             .complete_multipart_upload()
             .bucket(&self.cfg.bucket)
@@ -468,10 +501,7 @@ impl S3Store {
             .send()
             .await
             .map_err(|e| classify(e, &self.cfg, key))?;
-        let composite = format!("{}-{n_parts}", B64.encode(Sha256::digest(&part_digests)));
-        let verified = self.verify_stored(key, digest, size, &composite).await;
-        self.discard_on_failure(key, verified).await?;
-        Ok(u32::try_from(n_parts).expect("at most 10 000 parts"))
+        Ok(())
     }
 }
 
@@ -707,32 +737,13 @@ impl ObjectStore for S3Store {
         validate_key(key)?;
         // The server checks the part against its SHA-256 on receipt.
         let checksum = B64.encode(Sha256::digest(&body));
-        let len = i64::try_from(body.len()).unwrap_or(i64::MAX);
-        let out = self
-            .client
-            .upload_part()
-            .bucket(&self.cfg.bucket)
-            .key(key)
-            .upload_id(upload_id)
-            .part_number(i32::try_from(number).unwrap_or(i32::MAX))
-            .checksum_sha256(&checksum)
-            .content_length(len)
-            .body(ByteStream::from(body))
-            .send()
-            .await
-            .map_err(|e| classify(e, &self.cfg, key))?;
-        if let Some(echo) = out.checksum_sha256()
-            && echo != checksum
-        {
-            return Err(StoreError::Integrity {
-                key: format!("{key} part {number}"),
-                expected: checksum,
-                actual: echo.to_owned(),
-            });
-        }
+        let number = i32::try_from(number).unwrap_or(i32::MAX);
+        let etag = self
+            .send_part(key, upload_id, number, body, &checksum)
+            .await?;
         self.stats.parts_uploaded.fetch_add(1, Ordering::Relaxed);
         // The tag completing needs: the ETag and the part's checksum.
-        Ok(format!("{}|{checksum}", out.e_tag().unwrap_or_default()))
+        Ok(format!("{}|{checksum}", etag.unwrap_or_default()))
     }
 
     async fn complete_multipart(
@@ -753,20 +764,7 @@ impl ObjectStore for S3Store {
                     .build()
             })
             .collect();
-        self.client
-            .complete_multipart_upload()
-            .bucket(&self.cfg.bucket)
-            .key(key)
-            .upload_id(upload_id)
-            .multipart_upload(
-                CompletedMultipartUpload::builder()
-                    .set_parts(Some(parts))
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(|e| classify(e, &self.cfg, key))?;
-        Ok(())
+        self.finish_multipart(key, upload_id, parts).await
     }
 
     async fn abort_multipart(&self, key: &str, upload_id: &str) -> Result<(), StoreError> {
