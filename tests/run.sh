@@ -111,8 +111,11 @@ log "unit and integration tests (but the real-Ray group)"
 # timing-sensitive tests here should not share the 2 cores with them.
 cargo test --workspace --no-fail-fast -- --skip real_ray::
 
-log "real Ray: the e2e group real_ray:: (Ray programs through Forge on $FORGE_TEST_RAY_VENV)"
-cargo test --workspace --no-fail-fast --test e2e -- real_ray::
+log "real Ray: the e2e group real_ray:: (Ray programs through Forge on $FORGE_TEST_RAY_VENV), one test at a time"
+# One at a time: each test starts a multi-node Ray cluster, and two at once on 2 cores
+# once kept a head's raylet from registering within Ray's fixed 30 s start-up wait
+# ("The current node timed out during startup").
+cargo test --workspace --no-fail-fast --test e2e -- real_ray:: --test-threads=1
 
 log "policy host tests again with a fresh instance per call (FORGE_POLICY_ISOLATION=fresh)"
 # The default run above used warm instances; the interpreter plugins (languages) only
