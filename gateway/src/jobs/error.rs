@@ -12,6 +12,13 @@ use crate::manifests::BuildError;
 use crate::objects::ObjectStoreError;
 use crate::store::StoreError;
 
+/// Longest the Kubernetes API may take to answer what a job's page shows from the
+/// cluster (its events and pods, its dashboard address). Past it the read fails with
+/// [`JobError::ClusterSlow`] rather than hold the page (an API server that does not
+/// answer, a partition): `GET /v1/jobs/{id}` leaves those details out, `…/events`
+/// answers 503 `cluster-unavailable`. Bounded reads are `logs::within`.
+pub const CLUSTER_READ_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Why a job operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -110,10 +117,10 @@ pub enum JobError {
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
     /// The Kubernetes API did not answer a read of a job's details in time
-    /// (`logs::CLUSTER_READ_WITHIN`).
+    /// ([`CLUSTER_READ_WITHIN`]).
     #[error(
         "the Kubernetes API did not answer for {what} within {}s; retry",
-        super::logs::CLUSTER_READ_WITHIN.as_secs()
+        CLUSTER_READ_WITHIN.as_secs()
     )]
     ClusterSlow {
         /// What was being read.
@@ -201,7 +208,7 @@ impl Answers for JobError {
                 "cluster-unavailable",
                 message,
             )
-            .retry_after(super::logs::CLUSTER_READ_WITHIN.as_secs()),
+            .retry_after(CLUSTER_READ_WITHIN.as_secs()),
             // An unreachable database is a 503 to retry (`StoreError`'s answer).
             JobError::Store(e) => crate::answer::Answers::answer(e),
             JobError::Build(_)

@@ -45,12 +45,7 @@ const ARCHIVE_GRACE: Duration = Duration::from_secs(30);
 /// Bytes read at a time from storage when looking for the start of the last lines.
 const TAIL_WINDOW: u64 = 64 << 10;
 
-/// Longest the Kubernetes API may take to answer what a job's page shows from the
-/// cluster (its events and pods, its dashboard address). Past it the read fails with
-/// [`JobError::ClusterSlow`] rather than hold the page (an API server that does not
-/// answer, a partition): `GET /v1/jobs/{id}` leaves those details out, `…/events`
-/// answers 503 `cluster-unavailable`.
-pub const CLUSTER_READ_WITHIN: Duration = Duration::from_secs(2);
+pub use super::error::CLUSTER_READ_WITHIN;
 
 /// `read`, failed with [`JobError::ClusterSlow`] if it takes longer than
 /// [`CLUSTER_READ_WITHIN`].
