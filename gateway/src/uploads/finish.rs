@@ -11,10 +11,11 @@ use serde::Serialize;
 use sha2::Digest as _;
 
 use super::error::UploadError;
-use super::service::{Uploads, now_ms};
+use super::service::Uploads;
 use super::session;
 use crate::domain::Digest;
 use crate::objects::{PutOutcome, upload_key};
+use crate::store::now_ms;
 use crate::store::{PartRecord, UploadRecord};
 
 /// A finished upload.

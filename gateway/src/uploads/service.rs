@@ -18,7 +18,7 @@ use super::session::{self, SessionView};
 use crate::domain::Digest;
 use crate::metrics::Metrics;
 use crate::objects::{ObjectStore, upload_key};
-use crate::store::{CapsuleStore, PartRecord, UploadRecord, UploadSessionStore};
+use crate::store::{CapsuleStore, PartRecord, UploadRecord, UploadSessionStore, now_ms};
 
 /// Largest capsule a resumable upload may declare: one of the largest code the packer
 /// accepts, with room for the zip's own structure.
@@ -82,10 +82,6 @@ impl std::fmt::Debug for Uploads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Uploads")
     }
-}
-
-pub(super) fn now_ms() -> i64 {
-    crate::store::now_ms()
 }
 
 impl Uploads {

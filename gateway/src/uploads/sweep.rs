@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use super::service::{Uploads, now_ms};
+use super::service::Uploads;
+use crate::store::now_ms;
 
 impl Uploads {
     /// Removes every expired session; returns how many this call removed.

@@ -5,7 +5,7 @@
 
 use super::Harness;
 use crate::domain::Digest;
-use crate::store::{PartRecord, UploadRecord};
+use crate::store::{Database, PartRecord, UploadRecord};
 
 fn upload(id: &str, team: &str, touched_at_ms: i64) -> UploadRecord {
     UploadRecord {
@@ -59,6 +59,13 @@ pub async fn upload_sessions_are_shared_claimed_once_and_removed_once(h: &dyn Ha
         .collect();
     assert_eq!(ids, ["u1", "u2"]);
 
+    parts_from_any_replica_and_a_repeat_replaces(&a, &b).await;
+    one_completion_claim_at_a_time(&a, &b).await;
+    expired_are_untouched_and_unclaimed(&b).await;
+    removed_once_with_its_parts(&a, &b).await;
+}
+
+async fn parts_from_any_replica_and_a_repeat_replaces(a: &Database, b: &Database) {
     // Parts from both replicas, in any order; a repeat replaces.
     assert!(
         a.uploads
@@ -97,7 +104,9 @@ pub async fn upload_sessions_are_shared_claimed_once_and_removed_once(h: &dyn Ha
             .await
             .expect("part")
     );
+}
 
+async fn one_completion_claim_at_a_time(a: &Database, b: &Database) {
     // One completion at a time; a released or lapsed claim can be taken again.
     assert!(
         a.uploads
@@ -124,7 +133,9 @@ pub async fn upload_sessions_are_shared_claimed_once_and_removed_once(h: &dyn Ha
             .await
             .expect("claim")
     );
+}
 
+async fn expired_are_untouched_and_unclaimed(b: &Database) {
     // Expired: untouched since the bound and not being completed.
     let expired: Vec<String> = b
         .uploads
@@ -135,7 +146,9 @@ pub async fn upload_sessions_are_shared_claimed_once_and_removed_once(h: &dyn Ha
         .map(|u| u.id)
         .collect();
     assert_eq!(expired, ["u2", "u3"], "u1 is claimed until 20 000");
+}
 
+async fn removed_once_with_its_parts(a: &Database, b: &Database) {
     // Removed once, with its parts.
     assert!(a.uploads.delete_upload("u1").await.expect("delete"));
     assert!(!b.uploads.delete_upload("u1").await.expect("delete"));
