@@ -14,9 +14,15 @@
 //! - `capacity`: a pass after a node was cordoned (the cluster view every request
 //!   carries changed: every job is asked again — the baseline of a full pass).
 //!
-//! Prints `BENCH dispatch key=value…` for `tests/bench/run.sh`.
+//! Then, with those jobs still queued, the console's pages (`dispatch/console_pages.rs`).
+//!
+//! Prints `BENCH dispatch key=value…` and `BENCH console key=value…` for
+//! `tests/bench/run.sh`.
 //!
 //!   cargo bench -p forge-gateway --bench dispatch
+
+#[path = "dispatch/console_pages.rs"]
+mod console_pages;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -184,7 +190,8 @@ async fn main() -> anyhow::Result<()> {
     }
     let (capacity, _) = timed().await;
 
-    let queued = store.queued(None).await?.len();
+    let waiting = store.queued(None).await?;
+    let queued = waiting.len();
     println!(
         "BENCH dispatch queued={queued} teams={teams} nodes={nodes} inserted_s={:.1} cold_ms={:.1} cold_dispatched={cold_dispatched} idle_p50_ms={:.2} idle_p99_ms={:.2} idle_max_ms={:.2} store_reads_ms={:.2} team_ms={:.1} team_dispatched={team_dispatched} capacity_ms={:.1}",
         inserted.as_secs_f64(),
@@ -196,6 +203,8 @@ async fn main() -> anyhow::Result<()> {
         ms(team),
         ms(capacity),
     );
+    let one = waiting.first().map(|j| j.id.clone()).unwrap_or_default();
+    console_pages::measure(dev.state.clone(), &dev.token, &one).await?;
     dev.sim.shutdown().await;
     Ok(())
 }

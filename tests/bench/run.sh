@@ -17,7 +17,8 @@
 #
 # - dispatch at scale (`cargo bench -p forge-gateway --features dev --bench dispatch`): dispatcher
 #   passes over 10 000 queued jobs on 10 000 emulated nodes (cold, idle, after a team's
-#   change, after a capacity change);
+#   change, after a capacity change); then the console's pages on that state (size of
+#   HTML + CSS + JS, server-side render time);
 # - a simulated day of preemption (`cargo bench -p forge-gateway --bench preemption_day`):
 #   1 000 mixed-priority jobs that checkpoint every 10 minutes, preempted with the
 #   gateway's planner and notice against suspend-now (Kueue's way), same arrivals;
@@ -132,6 +133,9 @@ awk '
     printf "| dispatcher pass, 10 000 queued on 10 000 nodes, nothing changed | %.1f ms | %.1f ms | cold pass %.0f ms | ≤ 50 ms | %s |\n", idle50, idle99, v["dispatch.cold_ms"], yes(idle99 <= 50)
     printf "| dispatcher pass after one job of a team ended | | | %.0f ms (%d dispatched) | grows with what changed | |\n", v["dispatch.team_ms"], v["dispatch.team_dispatched"]
     printf "| dispatcher pass after a capacity change (every job asked again) | | | %.0f ms | baseline of a full pass | |\n", v["dispatch.capacity_ms"]
+    ckb = v["console.worst_kb"]; cms = v["console.worst_ms"]
+    if (ckb == "") { print "missing figures: the console pages did not report" > "/dev/stderr"; exit 1 }
+    printf "| console pages (admin) with 10 000 queued on 10 000 nodes: jobs, capacity, a job | %.0f / %.0f / %.0f ms | max %.0f ms | largest page + CSS + JS %.1f KB (jobs %.1f, capacity %.1f, job %.1f) | ≤ 100 KB and ≤ 300 ms | %s |\n", v["console.jobs_p50_ms"], v["console.capacity_p50_ms"], v["console.job_p50_ms"], cms, ckb, v["console.jobs_kb"], v["console.capacity_kb"], v["console.job_kb"], yes(ckb <= 100 && cms <= 300)
     printf "| capsule build + hash vs Ray `working_dir` packager (hash + zip), same tree | | | Ray %.0f MiB/s: capsule %.1f× faster | ≥ 3× faster | %s |\n", ray, cap / ray, yes(cap >= 3 * ray)
     rf = v["ray_dev.first_p50_s"]; bf = v["ray_bare.first_p50_s"]
     if (rf == "" || bf == "") {

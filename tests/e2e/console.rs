@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use forge_tests::browser::Browser;
 use forge_tests::gateway::TestGateway;
-use forge_tests::jobs::{one_gpu_spec, zip_of};
+use forge_tests::jobs::{one_gpu_spec, rayjobs, wait_no_rayjobs, zip_of};
 use forge_tests::policy::PolicyClient;
 use forge_tests::sse::next_event;
 use forge_tests::wait::{eventually, not_yet};
@@ -88,7 +88,7 @@ async fn the_console_in_a_real_browser() {
     // Not logged in: `/` is the login page.
     b.goto(&format!("{url}/")).await;
     assert!(b.text("h1").await.unwrap_or_default().contains("Log in"));
-    b.screenshot("login").await;
+    b.screenshots("login").await;
     b.fill("#token", "not-a-token").await;
     b.click("#login").await;
     b.wait_text("#login-error", "not valid", WITHIN).await;
@@ -118,7 +118,11 @@ async fn the_console_in_a_real_browser() {
         .await
         .expect("read the mark");
     assert_eq!(marker, json!(42), "the jobs page reloaded");
-    b.screenshot("jobs").await;
+    assert!(
+        b.text("#no-jobs").await.is_none(),
+        "the list still says it is empty"
+    );
+    b.screenshots("jobs").await;
 
     // Its page: the state and the archived log.
     b.goto(&format!("{url}/console/jobs/{sample}")).await;
@@ -131,7 +135,34 @@ async fn the_console_in_a_real_browser() {
             .unwrap_or_default()
             .contains("admit")
     );
-    b.screenshot("job").await;
+    // Its life drawn: a stretch running, the admission marked; times are relative,
+    // the exact UTC time on hover.
+    let ran = b
+        .attr("figure.gantt rect[data-state=running]", "data-ms")
+        .await
+        .expect("a running stretch");
+    assert!(ran.parse::<i64>().expect("ms") > 0, "{ran}");
+    assert!(
+        b.attr("figure.gantt path[data-kind=decision]", "class")
+            .await
+            .is_some()
+    );
+    let exact = b.attr("#timeline time", "title").await.expect("a time");
+    assert!(exact.ends_with(" UTC") && exact.len() == 23, "{exact}");
+    let ago = b.text("#timeline time").await.expect("a time");
+    assert!(ago.ends_with("ago") || ago == "just now", "{ago}");
+    b.screenshots("job").await;
+
+    // The Kubernetes events stay with the job once its objects are gone, in time
+    // order, each with its time.
+    let kube = gw.sim.client().expect("client");
+    wait_no_rayjobs(&rayjobs(kube, &gw.state.config.k8s.namespace), WITHIN).await;
+    b.goto(&format!("{url}/console/jobs/{sample}")).await;
+    let events = b.wait_text("#events", "Scheduled", WITHIN).await;
+    assert!(
+        events.contains("Last seen") && events.contains("kept with"),
+        "{events}"
+    );
 
     // A 100 000-line log opens at its tail (500 lines) and pages backwards.
     let long = gw
@@ -166,7 +197,7 @@ async fn the_console_in_a_real_browser() {
         .expect("the last line");
     let first = 99_999 - last;
     assert_eq!(lines[0], format!("line {first}"));
-    b.screenshot("job-long-log").await;
+    b.screenshots("job-long-log").await;
     b.click("a[rel=prev]").await;
     let earlier = b
         .wait_text("#log", &format!("line {}", first - 1), WITHIN)
@@ -187,19 +218,57 @@ async fn the_console_in_a_real_browser() {
         sentence.contains("not enough free capacity on h100"),
         "{sentence}"
     );
-    b.screenshot("job-pending").await;
+    b.screenshots("job-pending").await;
 
-    // Capacity per series.
+    // Capacity per series, drawn with the API's numbers.
     b.goto(&format!("{url}/console/capacity")).await;
-    let capacity = b.text("#capacity").await.expect("capacity table");
-    assert!(capacity.contains("h100"), "{capacity}");
+    let capacity = b.source().await;
+    assert!(capacity.contains("Largest free block"), "{capacity}");
+    let (_, api) = gw
+        .client(&gw.token)
+        .call(reqwest::Method::GET, "/v1/capacity")
+        .await;
+    let h100 = api["series"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["series"] == "h100"))
+        .unwrap_or_else(|| panic!("{api:#}"));
+    let bar = "#capacity-drawn figure.bar[data-series=h100]";
+    for (attr, field) in [
+        ("data-free", "free"),
+        ("data-in-use", "inUse"),
+        ("data-total", "total"),
+    ] {
+        assert_eq!(
+            b.attr(bar, attr).await,
+            Some(h100[field].to_string()),
+            "{attr} against {api:#}"
+        );
+    }
+    assert_eq!(
+        b.text(&format!("{bar} .free-gpus")).await,
+        Some(h100["free"].to_string())
+    );
+    // The admin sees the node; the queue shows the waiting job as team-a's 16 GPUs.
+    assert_eq!(
+        b.attr("figure.strip[data-series=h100]", "data-nodes")
+            .await
+            .as_deref(),
+        Some("1")
+    );
+    let queue = "#queues-drawn figure.queue[data-series=h100]";
+    assert_eq!(b.attr(queue, "data-own-gpus").await.as_deref(), Some("16"));
+    assert!(
+        b.attr(&format!("{queue} rect[data-job='{waiting}']"), "data-value")
+            .await
+            .is_some()
+    );
     // Who stands where against their fair share: the waiting job's team wants h100.
     let shares = b.text("#fair-share").await.expect("fair-share table");
     assert!(
         shares.contains("team-a") && shares.contains("Fair share"),
         "{shares}"
     );
-    b.screenshot("capacity").await;
+    b.screenshots("capacity").await;
 
     // Plugins.
     b.goto(&format!("{url}/console/plugins")).await;
@@ -209,7 +278,7 @@ async fn the_console_in_a_real_browser() {
             .unwrap_or_default()
             .contains("team-quota")
     );
-    b.screenshot("plugins").await;
+    b.screenshots("plugins").await;
 
     // The admin changes the global chain's team-quota settings: a new version, its
     // diff, then a rollback.
@@ -237,7 +306,7 @@ async fn the_console_in_a_real_browser() {
             .unwrap_or_default()
             .contains("more GPUs")
     );
-    b.screenshot("policies-changed").await;
+    b.screenshots("policies-changed").await;
     let (_, policy) = gw
         .client(&gw.token)
         .call(reqwest::Method::GET, "/v1/policy")
@@ -256,7 +325,7 @@ async fn the_console_in_a_real_browser() {
         policy["global"]["plugins"][1]["settings"]["default"]["*"],
         16
     );
-    b.screenshot("policies-rolled-back").await;
+    b.screenshots("policies-rolled-back").await;
 
     // A shadow candidate (team-a: 1 GPU per job) and the submissions it would decide
     // differently.
@@ -290,7 +359,7 @@ async fn the_console_in_a_real_browser() {
     assert!(agreement.contains("Agreed on 0 of 1"), "{agreement}");
     let differences = b.text("#differences").await.expect("differences");
     assert!(differences.contains(&shadowed), "{differences}");
-    b.screenshot("policies-shadow").await;
+    b.screenshots("policies-shadow").await;
     log_out(&b, &gw).await;
 
     // team-b's member: team-a's jobs are nowhere.
@@ -303,6 +372,29 @@ async fn the_console_in_a_real_browser() {
         !list.contains(&sample) && !list.contains(&waiting),
         "{list}"
     );
+    // Its row draws its life so far: queued.
+    assert!(
+        b.attr(
+            &format!("#job-{own} td.life rect[data-state=queued]"),
+            "class"
+        )
+        .await
+        .is_some(),
+        "{list}"
+    );
+    // Their capacity page draws team-a's two waiting jobs only as another team's
+    // GPUs (16 each, beside this team's 16), and no node strip.
+    b.goto(&format!("{url}/console/capacity")).await;
+    let queue = "#queues-drawn figure.queue[data-series=h100]";
+    b.wait_text(queue, "ask for", WITHIN).await;
+    assert_eq!(b.attr(queue, "data-own-gpus").await.as_deref(), Some("16"));
+    assert_eq!(b.attr(queue, "data-gpus").await.as_deref(), Some("48"));
+    let page = b.source().await;
+    for hidden in [waiting.as_str(), "too-big", shadowed.as_str(), "team-a:"] {
+        assert!(!page.contains(hidden), "{hidden} shown to team-b: {page}");
+    }
+    assert!(b.attr("figure.strip", "data-nodes").await.is_none());
+    b.screenshots("member-capacity").await;
     b.goto(&format!("{url}/console/jobs?team=team-a")).await;
     assert!(b.text("h1").await.unwrap_or_default().contains("403"));
     b.goto(&format!("{url}/console/jobs/{sample}")).await;
@@ -317,7 +409,7 @@ async fn the_console_in_a_real_browser() {
 
     // A forged cancel form (wrong CSRF token) is refused and changes nothing.
     b.goto(&format!("{url}/console/jobs/{own}")).await;
-    b.screenshot("member-job").await;
+    b.screenshots("member-job").await;
     b.client
         .execute(
             "const f = document.getElementById('cancel-form');
@@ -330,7 +422,7 @@ async fn the_console_in_a_real_browser() {
         .expect("submit the forged form");
     b.wait_text("h1", "403", WITHIN).await;
     assert!(b.text("p.error").await.unwrap_or_default().contains("CSRF"));
-    b.screenshot("csrf-refused").await;
+    b.screenshots("csrf-refused").await;
     let job = gw.client(TEAM_B_TOKEN).job(&own).await;
     assert_eq!(job["state"], "queued", "{job:#}");
 
@@ -340,7 +432,7 @@ async fn the_console_in_a_real_browser() {
     b.click("#cancel").await;
     b.wait_text("#job-state", "cancelled", WITHIN).await;
     log_out(&b, &gw).await;
-    b.screenshot("logged-out").await;
+    b.screenshots("logged-out").await;
     assert!(b.artifacts().join("job-pending.png").is_file());
 }
 
@@ -374,7 +466,7 @@ async fn a_login_posted_from_another_site_opens_no_session() {
     b.goto(&format!("http://localhost:{port}/")).await;
     // The form posted (the browser is on the gateway now), and was refused.
     b.wait_text("#login-error", "another site", WITHIN).await;
-    b.screenshot("login-csrf-refused").await;
+    b.screenshots("login-csrf-refused").await;
     b.goto(&format!("{}/console/jobs", gw.url)).await;
     assert_eq!(
         b.path().await,
@@ -606,7 +698,7 @@ async fn the_playground_in_a_real_browser() {
     b.wait_text("#pg-endpoint", &format!("/v1/playgrounds/{id}/v1"), WITHIN)
         .await;
     b.wait_text("#pg-reclaim", "idle", WITHIN).await;
-    b.screenshot("playground-ready").await;
+    b.screenshots("playground-ready").await;
 
     // Talk to it.
     b.fill("#message", "hello from the console").await;
@@ -617,7 +709,7 @@ async fn the_playground_in_a_real_browser() {
         WITHIN,
     )
     .await;
-    b.screenshot("playground-chat").await;
+    b.screenshots("playground-chat").await;
 
     // Extend it: the reclaim moves to the hard TTL's new end (the idle TTL is sooner).
     let before = b.text("#pg-expires").await.unwrap_or_default();
@@ -638,7 +730,7 @@ async fn the_playground_in_a_real_browser() {
     // Listed for its team; another team's member gets 404 on its page.
     b.goto(&format!("{url}/console/playgrounds")).await;
     b.wait_text(&format!("#pg-{id}"), "ready", WITHIN).await;
-    b.screenshot("playgrounds").await;
+    b.screenshots("playgrounds").await;
 
     // End it (confirmed): the state says so.
     b.goto(&format!("{url}/console/playgrounds/{id}")).await;
@@ -646,7 +738,7 @@ async fn the_playground_in_a_real_browser() {
     b.click("#end").await;
     b.wait_text("#pg-state", "expired", WITHIN).await;
     b.wait_text("#pg-reason", "deleted", WITHIN).await;
-    b.screenshot("playground-ended").await;
+    b.screenshots("playground-ended").await;
     log_out(&b, &gw).await;
     log_in(&b, &gw, TEAM_B_TOKEN).await;
     b.goto(&format!("{url}/console/playgrounds/{id}")).await;

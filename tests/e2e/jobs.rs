@@ -684,6 +684,21 @@ async fn missing_image_is_diagnosed_then_times_out_at_the_pre_running_deadline()
         "{done:#}"
     );
     jobs::wait_no_rayjobs(&rayjobs(&gw), Duration::from_secs(20)).await;
+    // Its objects are gone; their events were archived with its logs, for the
+    // post-mortem.
+    let (status, after) = gw
+        .client(&gw.token)
+        .call(reqwest::Method::GET, &format!("/v1/jobs/{id}/events"))
+        .await;
+    assert_eq!(status, 200, "{after:#}");
+    assert!(
+        after["events"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("ErrImagePull")))),
+        "the archived events lost the pull failure: {after:#}"
+    );
 }
 
 /// Poll until the queued job shows the queue reason `code`.

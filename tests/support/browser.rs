@@ -130,6 +130,35 @@ impl Browser {
         path
     }
 
+    /// Saves the page as `<name>.png` in its light theme and `<name>-dark.png` in its
+    /// dark one (the console follows `data-theme` on the root as it follows the
+    /// browser's preference).
+    pub async fn screenshots(&self, name: &str) {
+        self.screenshot(name).await;
+        self.theme("dark").await;
+        self.screenshot(&format!("{name}-dark")).await;
+        self.theme("light").await;
+    }
+
+    /// Forces the page's colour theme (`light` or `dark`).
+    async fn theme(&self, theme: &str) {
+        self.client
+            .execute(
+                "document.documentElement.setAttribute('data-theme', arguments[0]); return null;",
+                vec![serde_json::json!(theme)],
+            )
+            .await
+            .expect("set the theme");
+    }
+
+    /// The attribute `name` of the first element matching `css`, if both exist.
+    pub async fn attr(&self, css: &str, name: &str) -> Option<String> {
+        match self.client.find(Locator::Css(css)).await {
+            Ok(e) => e.attr(name).await.ok().flatten(),
+            Err(_) => None,
+        }
+    }
+
     /// Opens `url`.
     pub async fn goto(&self, url: &str) {
         self.client.goto(url).await.expect("navigate");

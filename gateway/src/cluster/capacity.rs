@@ -25,7 +25,7 @@ use kube::{Api, Client};
 use forge_policy_host::model::ClusterView;
 
 use super::labels::{ANNOTATION_GPUS, LABEL_JOB_ID, LABEL_PLAYGROUND_ID, LABEL_TEAM, RAY_GROUP};
-use super::nodes::{NodeConventions, NodeRoom, holds_resources};
+use super::nodes::{NodeCell, NodeConventions, NodeRoom, holds_resources};
 
 /// Team → series → playground GPUs `(running, pending)`.
 type PlaygroundGpus = BTreeMap<String, BTreeMap<String, (u32, u32)>>;
@@ -131,6 +131,13 @@ impl Capacity {
         self.rooms
             .store(Some(Arc::new((generation, rooms.clone()))));
         rooms
+    }
+
+    /// Every GPU node and its room, for people (computed on each call: an admin
+    /// page asks, not the scheduler).
+    pub fn node_cells(&self) -> Vec<NodeCell> {
+        self.conventions
+            .cells(&self.nodes.state(), &self.pods.state())
     }
 
     /// The gang fit's rooms as they would be without the pods of `jobs` (a planned

@@ -12,12 +12,12 @@ use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::api_error::with_retry;
 
 /// One deduplicated event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectEvent {
     /// Kind of the object (`Pod`, `RayJob`, …).

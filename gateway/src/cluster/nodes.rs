@@ -50,6 +50,19 @@ pub struct NodeRoom {
     pub memory_bytes: u64,
 }
 
+/// One node of a GPU series as people see it (the console's node strip).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCell {
+    pub name: String,
+    pub series: String,
+    /// Its GPUs (allocatable).
+    pub gpus: u32,
+    /// Those no pod holds.
+    pub free: u32,
+    /// Cordoned, NotReady, or tainted against Forge's pods: nothing is placed here.
+    pub blocked: bool,
+}
+
 /// What a pod holds on its node.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Held {
@@ -252,6 +265,33 @@ impl NodeConventions {
                 })
             })
             .collect()
+    }
+
+    /// Every node of a GPU series with its GPUs and what is free on it, by series then
+    /// name.
+    pub fn cells(&self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> Vec<NodeCell> {
+        let held = held_by_node(pods);
+        let tolerations = &self.pods.tolerations;
+        let mut cells: Vec<NodeCell> = nodes
+            .iter()
+            .filter_map(|node| {
+                let series = node_series(node, &self.gpu_label)?;
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let gpus = self.node_gpus(node, series, true);
+                let used = held.get(name.as_str()).map_or(0, |h| h.gpus);
+                let blocked =
+                    !schedulable(node) || untolerated(&taints(node), tolerations).next().is_some();
+                Some(NodeCell {
+                    series: series.to_string(),
+                    gpus,
+                    free: gpus.saturating_sub(used),
+                    blocked,
+                    name,
+                })
+            })
+            .collect();
+        cells.sort_by(|a, b| (&a.series, &a.name).cmp(&(&b.series, &b.name)));
+        cells
     }
 
     /// The per-series snapshot (pure; unit-tested).

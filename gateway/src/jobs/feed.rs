@@ -347,6 +347,7 @@ mod tests {
             queue: QueueEntry {
                 team: "t".into(),
                 series: "h100".into(),
+                gpus: 8,
                 position: 1,
                 code: "capacity.no-room".into(),
                 reason: "no room".into(),

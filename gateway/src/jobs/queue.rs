@@ -26,6 +26,8 @@ pub struct QueueEntry {
     pub team: String,
     /// The series queue it waits in.
     pub series: String,
+    /// GPUs it asks for (the console draws the queue with them).
+    pub gpus: u32,
     /// 1-based position in that series' queue (in the order the dispatcher decides
     /// it: priority, then fair share, then submission).
     pub position: u32,
@@ -207,6 +209,7 @@ mod tests {
             QueueEntry {
                 team: "team-a".into(),
                 series: "h100".into(),
+                gpus: 8,
                 position: 1,
                 code: "quota.exceeded".into(),
                 reason: "over quota".into(),
@@ -224,6 +227,7 @@ mod tests {
         let entry = |standing| QueueEntry {
             team: "team-b".into(),
             series: "h100".into(),
+            gpus: 8,
             position: 3,
             code: "quota.exceeded".into(),
             reason: "over quota".into(),

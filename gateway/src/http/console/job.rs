@@ -18,13 +18,16 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
+use super::draw::job_gantt;
 use super::layout::{self, Nav, csrf_field, state_badge};
+use super::present;
 use super::session::Viewer;
 use super::{Console, PageError};
 use crate::cluster::LogSource;
+use crate::cluster::events::ObjectEvent;
 use crate::domain::JobState;
 use crate::jobs::{JobError, LogStart, LogTarget, pending_sentence};
-use crate::store::JobRecord;
+use crate::store::{DecisionRecord, HistoryEntry, JobRecord, PreemptionRecord, now_ms};
 
 /// Log lines shown per page.
 pub const LOG_LINES: usize = 500;
@@ -64,7 +67,7 @@ pub async fn detail(
     let following = !job.state.is_terminal() && q.before.is_none();
     let body = html! {
         h1 { "Job " (job.name) }
-        p { "Id " code { (job.id) } " · team " (job.team) " · submitted " (layout::time(job.created_at_ms)) }
+        p { "Id " code { (job.id) } " · team " (job.team) " · submitted " (present::when(job.created_at_ms)) }
         section #live data-refresh={ "/console/jobs/" (job.id) "?part=live" } data-feed={ "/console/live/jobs/" (job.id) } {
             (live)
         }
@@ -114,7 +117,7 @@ fn tail_start(text: &[u8], lines: usize) -> usize {
 }
 
 /// A preempted job's preemptions, and where its earlier attempts' logs are.
-fn preemptions_table(job: &JobRecord, preemptions: &[crate::store::PreemptionRecord]) -> Markup {
+fn preemptions_table(job: &JobRecord, preemptions: &[PreemptionRecord]) -> Markup {
     html! {
         @if !preemptions.is_empty() {
             h2 { "Preemptions" }
@@ -126,10 +129,10 @@ fn preemptions_table(job: &JobRecord, preemptions: &[crate::store::PreemptionRec
                 tbody { @for p in preemptions {
                     tr {
                         td { (p.attempt) }
-                        td { (layout::time(p.at_ms)) }
+                        td { (present::when(p.at_ms)) }
                         td { a href={ "/console/jobs/" (p.by_job) } { (p.by_job) } }
                         td { (p.notice_ms / 1000) "s" }
-                        td { @if let Some(r) = p.released_ms { (layout::time(r)) } @else { "notice running" } }
+                        td { @if let Some(r) = p.released_ms { (present::when(r)) } @else { "notice running" } }
                         td { @if let Some(s) = p.checkpoint_step { (s) } @else { "—" } }
                         td { @if let Some(l) = p.lost_gpu_seconds { (format!("{l:.0}")) } @else { "—" } }
                     }
@@ -162,71 +165,137 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
     };
     let pending = diagnosis.as_ref().and_then(|d| d.pending.as_ref());
     let sentence = pending_sentence(job.state, queue.as_ref(), pending);
-    // One timeline: (time, kind, what).
-    let mut timeline: Vec<(i64, &str, String)> = Vec::new();
-    for h in &history {
-        let what = match (&h.from, &h.reason) {
-            (Some(f), Some(r)) => format!("{} → {}: {r}", f.as_str(), h.to.as_str()),
-            (Some(f), None) => format!("{} → {}", f.as_str(), h.to.as_str()),
-            (None, _) => format!("submitted ({})", h.to.as_str()),
-        };
-        timeline.push((h.at_ms, "state", what));
-    }
-    for d in &decisions {
-        let what = format!(
-            "{} by {}{}",
-            d.decision.kind,
-            d.decision.chain_version,
-            d.decision
-                .message
-                .as_ref()
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default()
-        );
-        timeline.push((d.at_ms, "decision", what));
-    }
-    timeline.sort_by_key(|(at, _, _)| *at);
+    let timeline = timeline(&history, &decisions, &preemptions);
+    let marks = marks(job, &decisions, &preemptions);
+    let mut events: Vec<(Option<i64>, &ObjectEvent)> = diagnosis
+        .iter()
+        .flat_map(|d| d.events.iter())
+        .map(|e| (e.last_seen.as_deref().and_then(present::parse_rfc3339), e))
+        .collect();
+    events.sort_by_key(|(at, _)| *at);
     Ok(html! {
         p { "State: " span #job-state { (state_badge(job.state)) }
-            @if let Some(r) = &job.reason { " — " (r) } }
-        @if let Some(s) = &sentence { p.sentence #pending-sentence role="status" { (s) } }
+            @if let Some(r) = &job.reason { " — " (present::message(r)) } }
+        @if let Some(s) = &sentence { p.sentence #pending-sentence role="status" { (present::message(s)) } }
         @if let Some(q) = &queue {
-            p #standing { "Queue: position " (q.position) " on " (q.series) " (" code { (q.code) } ")" }
-            @if let Some(s) = q.standing_sentence() { p #fair-standing { (s) } }
+            p #standing { "Queue: position " (q.position) " on " (present::series(&q.series)) " (" code { (q.code) } ")" }
+            @if let Some(s) = q.standing_sentence() { p #fair-standing { (present::message(&s)) } }
         }
         @if let Some(t) = &job.terms { p #terms { (t.sentence()) } }
         @if let Some(c) = &job.last_checkpoint {
-            p #checkpoint { "Last checkpoint: step " (c.step) " at " (layout::time(c.at_ms)) }
+            p #checkpoint { "Last checkpoint: step " (c.step) " " (present::when(c.at_ms)) }
         }
         (preemptions_table(job, &preemptions))
         h2 { "Timeline" }
+        (job_gantt::full(&history, &marks, now_ms()))
         ol #timeline {
             @for (at, kind, what) in &timeline {
-                li { time { (layout::time(*at)) } " · " strong { (kind) } " · " (what) }
+                li { (present::when(*at)) " · " strong { (kind) } " · " (what) }
             }
         }
         @if !decisions.is_empty() {
             h2 { "Admission decisions" }
             @for d in &decisions {
                 details {
-                    summary { (d.decision.kind) " by " (d.decision.chain_version) " at " (layout::time(d.at_ms)) }
+                    summary { (d.decision.kind) " by " (d.decision.chain_version) " " (present::when(d.at_ms)) }
                     pre { (serde_json::to_string_pretty(&d.decision.plugins).unwrap_or_default()) }
                 }
             }
         }
-        @if let Some(d) = &diagnosis {
+        @if diagnosis.is_some() {
             h2 { "Kubernetes events" }
-            @if d.events.is_empty() { p { "No events." } }
+            @if events.is_empty() { p #no-events { "No events." } }
             @else {
                 div.scroll { table #events {
-                    thead { tr { th { "Object" } th { "Type" } th { "Reason" } th { "Count" } th { "Message" } } }
-                    tbody { @for e in &d.events {
-                        tr { td { (e.kind) "/" (e.object) } td { (e.type_) } td { (e.reason) } td { (e.count) } td { (e.message) } }
+                    caption { "Oldest first" @if job.state.is_terminal() { "; kept with the job's archived logs" } }
+                    thead { tr { th scope="col" { "Last seen" } th scope="col" { "Object" } th scope="col" { "Type" }
+                        th scope="col" { "Reason" } th scope="col" { "Count" } th scope="col" { "Message" } } }
+                    tbody { @for (at, e) in &events {
+                        tr {
+                            td { @if let Some(at) = at { (present::when(*at)) } @else { "—" } }
+                            td { (e.kind) "/" (e.object) } td { (e.type_) } td { (e.reason) } td { (e.count) }
+                            td { (present::message(&e.message)) }
+                        }
                     } }
                 } }
             }
         }
     })
+}
+
+/// The job's history and admission decisions as one list, oldest first: (time, kind,
+/// what happened).
+fn timeline(
+    history: &[HistoryEntry],
+    decisions: &[DecisionRecord],
+    preemptions: &[PreemptionRecord],
+) -> Vec<(i64, &'static str, Markup)> {
+    let mut timeline: Vec<(i64, &str, Markup)> = Vec::new();
+    for h in history {
+        let what = html! {
+            @match &h.from {
+                Some(f) => { (f.as_str()) " → " (h.to.as_str()) },
+                None => { "submitted (" (h.to.as_str()) ")" },
+            }
+            @if let Some(r) = &h.reason { ": " (present::message(r)) }
+        };
+        timeline.push((h.at_ms, "state", what));
+    }
+    for d in decisions {
+        let what = html! {
+            (d.decision.kind) " by " (d.decision.chain_version)
+            @if let Some(m) = &d.decision.message { ": " (present::message(m)) }
+        };
+        timeline.push((d.at_ms, "decision", what));
+    }
+    for p in preemptions {
+        timeline.push((
+            p.at_ms,
+            "preemption",
+            html! { "notice: preempted by " a href={ "/console/jobs/" (p.by_job) } { (p.by_job) } },
+        ));
+    }
+    timeline.sort_by_key(|(at, _, _)| *at);
+    timeline
+}
+
+/// What the drawn timeline marks: decisions, preemption notices and releases, the
+/// last checkpoint.
+fn marks(
+    job: &JobRecord,
+    decisions: &[DecisionRecord],
+    preemptions: &[PreemptionRecord],
+) -> Vec<job_gantt::Mark> {
+    let mut marks: Vec<job_gantt::Mark> = decisions
+        .iter()
+        .map(|d| job_gantt::Mark {
+            at_ms: d.at_ms,
+            kind: "decision",
+            label: format!("{} by {}", d.decision.kind, d.decision.chain_version),
+        })
+        .collect();
+    for p in preemptions {
+        marks.push(job_gantt::Mark {
+            at_ms: p.at_ms,
+            kind: "preemption",
+            label: format!("preemption notice (by {})", p.by_job),
+        });
+        if let Some(r) = p.released_ms {
+            marks.push(job_gantt::Mark {
+                at_ms: r,
+                kind: "release",
+                label: format!("released attempt {}", p.attempt),
+            });
+        }
+    }
+    if let Some(c) = &job.last_checkpoint {
+        marks.push(job_gantt::Mark {
+            at_ms: c.at_ms,
+            kind: "checkpoint",
+            label: format!("checkpoint at step {}", c.step),
+        });
+    }
+    marks
 }
 
 /// The cancel form.

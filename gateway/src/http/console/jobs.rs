@@ -8,14 +8,18 @@ use axum::response::Response;
 use maud::html;
 use serde::Deserialize;
 
+use super::draw::job_gantt;
 use super::layout::{self, Nav, state_badge};
+use super::present;
 use super::session::Viewer;
 use super::{Console, PageError};
 use crate::auth::Role;
 use crate::domain::JobState;
 use crate::http::ApiError;
 use crate::http::jobs::{list_page, team_filter};
-use crate::store::ListQuery;
+use crate::state::AppState;
+use crate::store::{HistoryEntry, JobRecord, ListQuery, now_ms};
+use futures::StreamExt;
 
 /// Jobs per page.
 pub const PAGE: u32 = 50;
@@ -33,6 +37,25 @@ pub struct ListParams {
 
 fn blank(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.trim().is_empty())
+}
+
+/// Each job's state history (empty when it cannot be read: the row still shows), a
+/// few reads at a time.
+async fn histories(app: &AppState, jobs: &[JobRecord]) -> Vec<Vec<HistoryEntry>> {
+    let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+    futures::stream::iter(ids)
+        .map(|id| {
+            let app = app.clone();
+            async move {
+                app.jobs.store().history(&id).await.unwrap_or_else(|e| {
+                    tracing::warn!(job = %id, "console: reading the history: {e}");
+                    Vec::new()
+                })
+            }
+        })
+        .buffered(8)
+        .collect()
+        .await
 }
 
 /// `GET /console/jobs`.
@@ -59,6 +82,8 @@ pub async fn list(
     )
     .await?;
     let board = app.jobs.queue().snapshot();
+    let histories = histories(app, &page.jobs).await;
+    let now = now_ms();
     let feed = match &team {
         Some(t) if viewer.caller.role == Role::Admin => format!("/console/live/jobs?team={t}"),
         _ => "/console/live/jobs".to_string(),
@@ -94,19 +119,20 @@ pub async fn list(
         div.scroll {
             table #jobs data-live=(feed) data-filter=(chosen) {
                 caption { "Newest first" }
-                thead { tr { th { "Job" } th { "Team" } th { "State" } th { "Queue" } th { "Submitted" } } }
+                thead { tr { th { "Job" } th { "Team" } th { "State" } th { "Queue" } th { "Submitted" } th { "Its life" } } }
                 tbody {
-                    @for job in &page.jobs {
+                    @for (job, history) in page.jobs.iter().zip(&histories) {
                         tr id={ "job-" (job.id) } {
                             td { a href={ "/console/jobs/" (job.id) } { (job.name) } br; small { (job.id) } }
-                            td { (job.team) }
+                            td.team { (job.team) }
                             td { (state_badge(job.state)) }
                             td.standing {
                                 @if let Some(e) = board.get(&job.id) {
-                                    "#" (e.position) " on " (e.series) ": " (e.reason)
+                                    "#" (e.position) " on " (present::series(&e.series)) ": " (present::message(&e.reason))
                                 }
                             }
-                            td { (layout::time(job.created_at_ms)) }
+                            td.when { (present::when(job.created_at_ms)) }
+                            td.life { (job_gantt::small(history, now)) }
                         }
                     }
                 }

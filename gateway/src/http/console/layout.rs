@@ -1,6 +1,6 @@
 //! The console's page shell (semantic HTML: header with navigation, `main`, one `h1`),
 //! the shared bits of markup (a state badge that always carries its name in text, the
-//! CSRF field, times) and the two static assets — a small stylesheet and the live-update
+//! CSRF field) and the two static assets — a small stylesheet and the live-update
 //! script — compiled into the binary and served from the same origin. Pages are sent
 //! with a Content-Security-Policy that allows only same-origin scripts and styles.
 
@@ -107,24 +107,4 @@ pub fn csrf_field(viewer: &Viewer) -> Markup {
 /// A job state: its name in text, the colour only a hint.
 pub fn state_badge(state: JobState) -> Markup {
     html! { span class={ "state state-" (state.as_str()) } data-state=(state.as_str()) { (state.as_str()) } }
-}
-
-/// Unix milliseconds as an RFC 3339 UTC time.
-pub fn time(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| ms.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn times_are_utc() {
-        assert_eq!(super::time(0), "1970-01-01T00:00:00Z");
-        assert_eq!(super::time(1_764_547_200_000), "2025-12-01T00:00:00Z");
-    }
 }

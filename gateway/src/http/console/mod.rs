@@ -22,6 +22,7 @@
 //! answer with pages and redirects, not JSON), so they are not in `api_routes!`.
 
 pub mod capacity;
+pub mod draw;
 pub mod job;
 pub mod jobs;
 pub mod layout;
@@ -31,6 +32,7 @@ mod login_origin;
 pub mod playgrounds;
 pub mod plugins;
 pub mod policies;
+pub mod present;
 pub mod session;
 
 use axum::Router;

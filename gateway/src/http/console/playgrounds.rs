@@ -17,6 +17,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::layout::{self, Nav, csrf_field};
+use super::present;
 use super::session::Viewer;
 use super::{Console, PageError};
 use crate::playground::{CreatePlayground, PlaygroundView};
@@ -67,8 +68,8 @@ pub async fn list(State(console): State<Console>, viewer: Viewer) -> Result<Resp
                         td { (p.record.gpus) @if let Some(s) = &p.record.series { " × " (s) } }
                         td { (badge(p.record.state.as_str())) }
                         td { @match (&p.reclaim, p.record.ended_at_ms) {
-                            (Some(r), _) => { (layout::time(r.at_ms)) " (" (r.reason.as_str()) ")" },
-                            (None, Some(at)) => { "ended " (layout::time(at)) },
+                            (Some(r), _) => { (reclaim_words(r.at_ms)) " " (present::when(r.at_ms)) " (" (r.reason.as_str()) ")" },
+                            (None, Some(at)) => { "ended " (present::when(at)) },
                             (None, None) => {},
                         } }
                     }
@@ -152,11 +153,20 @@ fn summary(p: &PlaygroundView) -> Markup {
             }
         }
         @if let Some(rc) = &p.reclaim {
-            p #pg-reclaim { "Reclaimed at " time #pg-expires { (layout::time(rc.at_ms)) } " (" (rc.reason.as_str()) ")"
-                @if let Some(w) = rc.warned_at_ms { strong.warning { " — warned at " (layout::time(w)) } } }
+            p #pg-reclaim { (reclaim_words(rc.at_ms)) " " span #pg-expires { (present::when(rc.at_ms)) } " (" (rc.reason.as_str()) ")"
+                @if let Some(w) = rc.warned_at_ms { strong.warning { " — warned " (present::when(w)) } } }
         }
-        @if let Some(at) = r.ended_at_ms { p { "Ended at " (layout::time(at)) } }
+        @if let Some(at) = r.ended_at_ms { p { "Ended " (present::when(at)) } }
         p { "Endpoint (OpenAI-compatible, with your token): " code #pg-endpoint { (p.endpoint) } }
+    }
+}
+
+/// A reclaim still ahead is announced, one past is reported.
+fn reclaim_words(at_ms: i64) -> &'static str {
+    if at_ms > crate::store::now_ms() {
+        "Will be reclaimed"
+    } else {
+        "Reclaimed"
     }
 }
 
@@ -169,7 +179,7 @@ fn detail_page(p: &PlaygroundView, viewer: &Viewer, exchange: &Exchange) -> Resp
     let body = html! {
         h1 { "Playground " (r.id) }
         p { "Team " (r.team) " · model " code { (r.model) } " · " (r.gpus) " GPU(s)"
-            @if let Some(s) = &r.series { " on " (s) } " · started " (layout::time(r.created_at_ms)) " by " (r.created_by) }
+            @if let Some(s) = &r.series { " on " (s) } " · started " (present::when(r.created_at_ms)) " by " (r.created_by) }
         @if live {
             section #live data-refresh={ "/console/playgrounds/" (r.id) "?part=live" } data-feed={ "/console/live/playgrounds/" (r.id) } {
                 (summary(p))

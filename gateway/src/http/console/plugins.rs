@@ -8,6 +8,7 @@ use axum::response::Response;
 use maud::html;
 
 use super::layout::{self, Nav};
+use super::present;
 use super::session::Viewer;
 use super::{Console, PageError};
 use crate::auth::Role;
@@ -34,7 +35,7 @@ pub async fn page(State(console): State<Console>, viewer: Viewer) -> Result<Resp
                     td { code title=(p.digest) { (p.digest.get(..19).unwrap_or(&p.digest)) "…" } }
                     td { (format!("{:.1} KiB", p.size as f64 / 1024.0)) }
                     td { (p.world) }
-                    td { (p.uploaded_by) br; small { (layout::time(p.uploaded_at_ms)) } }
+                    td { (p.uploaded_by) br; small { (present::when(p.uploaded_at_ms)) } }
                 }
             } }
         } }

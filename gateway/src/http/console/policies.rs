@@ -18,6 +18,7 @@ use serde::Deserialize;
 use similar::{ChangeTag, TextDiff};
 
 use super::layout::{self, Nav, csrf_field};
+use super::present;
 use super::session::Viewer;
 use super::{Console, PageError};
 use crate::http::policy::{ScopeQuery, scope_of, who};
@@ -95,7 +96,7 @@ pub async fn page(
             h2 #shadow-title { "Shadow candidate" }
             @if let Some((c, counts, differences)) = &shadow {
                 p { "A candidate global chain by " (c.author) " runs beside the active one since "
-                    (layout::time(c.started_at_ms)) @if !c.comment.is_empty() { " (" (c.comment) ")" } "." }
+                    (present::when(c.started_at_ms)) @if !c.comment.is_empty() { " (" (c.comment) ")" } "." }
                 ul { @for l in &c.links { li { (l.name) "@" (l.version) " " code { (serde_json::to_string(&l.settings).unwrap_or_default()) } } } }
                 p #agreement {
                     @if counts.compared == 0 { "No submission has been compared yet." }
@@ -110,7 +111,7 @@ pub async fn page(
                         thead { tr { th scope="col" { "Job" } th scope="col" { "Team" } th scope="col" { "Active chain" } th scope="col" { "Candidate" } th scope="col" { "At" } } }
                         tbody { @for d in differences {
                             tr { td { a href={ "/console/jobs/" (d.job_id) } { (d.job_id) } } td { (d.team) }
-                                td { (d.live) } td { (d.shadow) } td { (layout::time(d.at_ms)) } }
+                                td { (d.live) } td { (d.shadow) } td { (present::when(d.at_ms)) } }
                         } }
                     } }
                 }
@@ -171,7 +172,7 @@ fn section(
                             input type="hidden" name="team" value=(team);
                             input type="hidden" name="index" value=(i);
                             input type="hidden" name="expected" value=(view.version);
-                            label { "Settings (JSON)" textarea name="settings" rows="6" { (settings) } }
+                            label { "Settings (JSON)" textarea.settings name="settings" rows=(settings_rows(&settings)) spellcheck="false" { (settings) } }
                             label { "Comment " input type="text" name="comment" maxlength="1024"; }
                             button type="submit" { "Save settings of " (link.name) }
                         }
@@ -181,13 +182,14 @@ fn section(
                 }
             }
             h3 { "History" }
-            div.scroll { table.history {
+            @if history.is_empty() { p.empty { "No version of this scope has been saved yet." } }
+            @else { div.scroll { table.history {
                 thead { tr { th scope="col" { "Version" } th scope="col" { "Action" } th scope="col" { "By" } th scope="col" { "Comment" } th scope="col" { "At" } } }
                 tbody { @for v in history {
                     tr data-version=(v.version) { th scope="row" { (v.version) } td { (v.action) @if v.from_version > 0 { " (from " (v.from_version) ")" } }
-                        td { (v.author) } td { (v.comment) } td { (layout::time(v.at_ms)) } }
+                        td { (v.author) } td { (v.comment) } td { (present::when(v.at_ms)) } }
                 } }
-            } }
+            } } }
             @if history.len() > 1 {
                 form method="get" action="/console/policies" {
                     input type="hidden" name="scope" value=(key);
@@ -214,6 +216,11 @@ fn section(
             }
         }
     }
+}
+
+/// Rows for a settings editor: its JSON whole, within reason.
+fn settings_rows(settings: &str) -> usize {
+    (settings.lines().count() + 2).clamp(8, 40)
 }
 
 fn version_select(name: &str, history: &[PolicyVersion], chosen: Option<u64>) -> Markup {

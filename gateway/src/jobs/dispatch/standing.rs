@@ -51,6 +51,7 @@ impl Standing {
             QueueEntry {
                 team: job.team.clone(),
                 series,
+                gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
                 position,
                 code: code.to_string(),
                 reason,

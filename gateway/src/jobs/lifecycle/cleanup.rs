@@ -1,7 +1,7 @@
 //! Archive-then-delete, the one way a finished job's RayJob goes away: its logs (every
 //! container of every pod: head, workers, submitters, each bounded to its tail by
-//! `FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD`) are archived to object storage beside the
-//! capsule, then
+//! `FORGE_LOG_ARCHIVE_MAX_BYTES_PER_POD`) and the Kubernetes events of its objects are
+//! archived to object storage beside the capsule, then
 //! the RayJob is deleted, then its NetworkPolicy — but both are kept (and with them
 //! the pods holding the logs) when archival failed, so the lifecycle controller's
 //! resync can try again. NetworkPolicies left without a RayJob (a crash between the
@@ -161,10 +161,24 @@ impl Lifecycle {
                 .await
                 .map(|found| found.map(|(p, _)| p.name_any()))
         };
+        // Best effort, bounded: a job whose events cannot be read is still archived.
+        let events = match crate::jobs::logs::within(
+            "the job's events",
+            self.logs.events_of_job(rayjob, &all),
+        )
+        .await
+        {
+            Ok(events) => events,
+            Err(e) => {
+                tracing::warn!(job = %job.id, "archiving without its events: {e}");
+                Vec::new()
+            }
+        };
         let mut index = PodLogIndex {
             pods: Vec::new(),
             driver: newest(LogSource::Driver).await?,
             head: newest(LogSource::Head).await?,
+            events,
         };
         for pod in &all {
             let name = pod.name_any();

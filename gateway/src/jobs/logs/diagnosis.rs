@@ -85,27 +85,47 @@ impl JobLogs {
                 events: Vec::new(),
             });
         };
-        let pods = self.cluster.pods.of_job(&job.id, &rayjob).await?;
-        let cluster = self
-            .cluster
-            .rayjobs
-            .get(&rayjob)
-            .await?
-            .and_then(|r| r.cluster_name().map(str::to_string));
-        let mut objects: Vec<(String, String)> = vec![
-            ("RayJob".into(), rayjob.clone()),
-            ("Job".into(), rayjob.clone()),
-        ];
-        if let Some(c) = cluster {
-            objects.push(("RayCluster".into(), c));
+        // An ended job's objects are gone once archived: its events were kept with
+        // its logs, so a post-mortem still reads them.
+        if job.state.is_terminal()
+            && let Some(index) = self.log_index(job).await?
+        {
+            return Ok(Diagnosis {
+                pending: None,
+                events: index.events,
+            });
         }
-        objects.extend(pods.iter().map(|p| ("Pod".to_string(), p.name_any())));
-        let events = events_of(&self.cluster.client, &self.cluster.namespace, &objects).await?;
+        let pods = self.cluster.pods.of_job(&job.id, &rayjob).await?;
+        let events = self.events_of_job(&rayjob, &pods).await?;
         let mut pending = pending_reason(pods.iter(), &events);
         if let Some(p) = pending.as_mut() {
             quote_last_lines(&self.cluster.pods, p).await;
         }
         Ok(Diagnosis { pending, events })
+    }
+
+    /// The Kubernetes events of a job's objects: its RayJob, the submitter Job, the
+    /// RayCluster and `pods`.
+    pub(crate) async fn events_of_job(
+        &self,
+        rayjob: &str,
+        pods: &[Pod],
+    ) -> Result<Vec<ObjectEvent>, JobError> {
+        let cluster = self
+            .cluster
+            .rayjobs
+            .get(rayjob)
+            .await?
+            .and_then(|r| r.cluster_name().map(str::to_string));
+        let mut objects: Vec<(String, String)> = vec![
+            ("RayJob".into(), rayjob.to_string()),
+            ("Job".into(), rayjob.to_string()),
+        ];
+        if let Some(c) = cluster {
+            objects.push(("RayCluster".into(), c));
+        }
+        objects.extend(pods.iter().map(|p| ("Pod".to_string(), p.name_any())));
+        Ok(events_of(&self.cluster.client, &self.cluster.namespace, &objects).await?)
     }
 }
 

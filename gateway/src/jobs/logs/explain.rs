@@ -84,6 +84,7 @@ mod tests {
         QueueEntry {
             team: "team-a".into(),
             series: "h100".into(),
+            gpus: 8,
             position: 2,
             code: code.into(),
             reason: reason.into(),

@@ -85,8 +85,9 @@ pub struct PodLog {
     pub archived: bool,
 }
 
-/// `logs/<job>/pods.json`: the archived pod logs and which pods were the driver and
-/// the head.
+/// `logs/<job>/pods.json`: the archived pod logs, which pods were the driver and the
+/// head, and the Kubernetes events of the job's objects when it was archived (they
+/// go with the objects; a post-mortem reads them here).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodLogIndex {
@@ -95,6 +96,8 @@ pub struct PodLogIndex {
     pub driver: Option<String>,
     #[serde(default)]
     pub head: Option<String>,
+    #[serde(default)]
+    pub events: Vec<crate::cluster::events::ObjectEvent>,
 }
 
 /// The container whose log a pod's log means: the given one, else the submitter's

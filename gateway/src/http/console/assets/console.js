@@ -5,7 +5,9 @@
 //   [data-refresh]     a server-rendered part re-read when the feed reports a change
 //                      (the job page's summary and timeline, the capacity table, a
 //                      playground's summary);
-//   pre[data-follow]   a live log: streamed until the job ends, then the archived rest.
+//   pre[data-follow]   a live log: streamed until the job ends, then the archived rest;
+//   time[data-rel]     a relative time ("3 min ago"), re-worded as time passes (the
+//                      exact UTC time stays in its title).
 (function () {
   "use strict";
   var TERMINAL = ["succeeded", "failed", "cancelled", "timedOut", "rejected"];
@@ -15,6 +17,34 @@
     el.textContent = state;
     el.className = "state state-" + state;
     el.setAttribute("data-state", state);
+  }
+
+  function relative(ms, now) {
+    var delta = now - ms, secs = Math.floor(Math.abs(delta) / 1000), span;
+    if (secs < 10) return "just now";
+    if (secs < 60) span = secs + " s";
+    else if (secs < 3600) span = Math.floor(secs / 60) + " min";
+    else if (secs < 48 * 3600) span = Math.floor(secs / 3600) + " h";
+    else span = Math.floor(secs / 86400) + " days";
+    return delta >= 0 ? span + " ago" : "in " + span;
+  }
+
+  function reword() {
+    var now = Date.now();
+    document.querySelectorAll("time[data-rel]").forEach(function (t) {
+      var ms = Date.parse(t.getAttribute("datetime"));
+      if (!isNaN(ms)) t.textContent = relative(ms, now);
+    });
+  }
+
+  function timeOf(ms) {
+    var t = document.createElement("time");
+    var iso = new Date(ms).toISOString();
+    t.setAttribute("datetime", iso);
+    t.setAttribute("title", iso.slice(0, 19).replace("T", " ") + " UTC");
+    t.setAttribute("data-rel", "");
+    t.textContent = relative(ms, Date.now());
+    return t;
   }
 
   function liveList(table) {
@@ -35,21 +65,26 @@
       link.href = "/console/jobs/" + encodeURIComponent(e.jobId);
       link.textContent = e.jobId;
       var cells = [link, document.createTextNode(e.team), document.createElement("span"),
-        document.createTextNode(""), document.createTextNode(new Date(e.atMs).toISOString())];
+        document.createTextNode(""), timeOf(e.atMs), document.createTextNode("")];
       cells.forEach(function (c) {
         var td = document.createElement("td");
         td.appendChild(c);
         row.appendChild(td);
       });
+      row.children[1].className = "team";
       row.children[3].className = "standing";
+      row.children[4].className = "when";
       setState(cells[2], e.to);
       body.insertBefore(row, body.firstChild);
+      var none = document.getElementById("no-jobs");
+      if (none) none.remove();
     });
     source.addEventListener("standing", function (ev) {
       var e = JSON.parse(ev.data);
       var row = document.getElementById("job-" + e.jobId);
       var cell = row && row.querySelector(".standing");
-      if (cell) cell.textContent = "#" + e.queue.position + " on " + e.queue.series + ": " + e.queue.reason;
+      var series = e.queue.series === "unplaced" ? "no series chosen yet" : e.queue.series;
+      if (cell) cell.textContent = "#" + e.queue.position + " on " + series + ": " + e.queue.reason.replace(/`/g, "");
     });
     source.addEventListener("resync", function () { window.location.reload(); });
   }
@@ -115,6 +150,7 @@
     liveParts(Array.prototype.slice.call(document.querySelectorAll("[data-refresh]")));
     document.querySelectorAll("pre[data-follow]").forEach(follow);
     document.querySelectorAll("pre.log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
+    window.setInterval(reword, 30000);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

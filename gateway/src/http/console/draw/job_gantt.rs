@@ -1,0 +1,186 @@
+//! A job's life as a timeline (Gantt): one bar per state it was in, from its
+//! submission to its end (or now), coloured like its state badge; marks below for the
+//! admission decisions, preemption notices and releases, and its last checkpoint. The
+//! job page draws it large, with the times at both ends; the jobs list draws the same
+//! bars small.
+
+use maud::{Markup, html};
+
+use super::{along, num};
+use crate::domain::JobState;
+use crate::http::console::present;
+use crate::store::HistoryEntry;
+
+/// Something that happened at a moment of the job's life.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    pub at_ms: i64,
+    /// `decision`, `preemption`, `release` or `checkpoint` (its CSS class).
+    pub kind: &'static str,
+    pub label: String,
+}
+
+/// One state's stretch of time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stretch {
+    state: JobState,
+    from_ms: i64,
+    to_ms: i64,
+}
+
+/// The stretches of `history` (oldest first), the last one ending `now` unless the
+/// job ended; and the moment the drawing ends.
+fn stretches(history: &[HistoryEntry], now: i64) -> (Vec<Stretch>, i64) {
+    let mut out = Vec::new();
+    for (i, h) in history.iter().enumerate() {
+        let to_ms = match history.get(i + 1) {
+            Some(next) => next.at_ms,
+            None if h.to.is_terminal() => h.at_ms,
+            None => now.max(h.at_ms),
+        };
+        out.push(Stretch {
+            state: h.to,
+            from_ms: h.at_ms,
+            to_ms,
+        });
+    }
+    let end = out.last().map_or(now, |s| s.to_ms);
+    (out, end)
+}
+
+/// The large timeline of the job page.
+pub fn full(history: &[HistoryEntry], marks: &[Mark], now: i64) -> Markup {
+    let (stretches, end) = stretches(history, now);
+    let Some(start) = stretches.first().map(|s| s.from_ms) else {
+        return html! {};
+    };
+    let span = (end - start).max(1) as f64;
+    let x = |at: i64| along((at - start) as f64, span);
+    let last = stretches.last().map(|s| s.state);
+    html! {
+        figure.gantt data-states=(stretches.len()) data-span-ms=(end - start) {
+            svg viewBox="0 0 1000 64" role="img"
+                aria-label={ "The job's states over " (present::duration(end - start)) } {
+                @for s in &stretches {
+                    @let w = (x(s.to_ms) - x(s.from_ms)).max(if s.state.is_terminal() { 0.0 } else { 1.0 });
+                    @if w > 0.0 {
+                        rect class={ "seg state-" (s.state.as_str()) } data-state=(s.state.as_str())
+                            data-ms=(s.to_ms - s.from_ms)
+                            x=(num(x(s.from_ms))) y="0" width=(num(w)) height="24" {
+                            title { (s.state.as_str()) " for " (present::duration(s.to_ms - s.from_ms))
+                                " (from " (present::exact(s.from_ms)) ")" }
+                        }
+                        @if w > 90.0 {
+                            text x=(num(x(s.from_ms) + 4.0)) y="16" { (s.state.as_str()) }
+                        }
+                    }
+                }
+                @if let Some(state) = last.filter(|s| s.is_terminal()) {
+                    line class={ "end state-" (state.as_str()) } x1="999" x2="999" y1="0" y2="28" {
+                        title { "ended " (state.as_str()) " at " (present::exact(end)) }
+                    }
+                }
+                @for m in marks.iter().filter(|m| m.at_ms >= start && m.at_ms <= end) {
+                    @let at = x(m.at_ms);
+                    path class={ "mark " (m.kind) } data-kind=(m.kind)
+                        d={ "M" (num(at)) " 28 l-5 9 h10 z" } {
+                        title { (m.label) " (" (present::exact(m.at_ms)) ")" }
+                    }
+                }
+                text.axis x="0" y="60" { (present::exact(start)) }
+                text.axis x="1000" y="60" text-anchor="end" {
+                    @if last.is_some_and(JobState::is_terminal) { (present::exact(end)) } @else { "now" }
+                }
+            }
+            figcaption {
+                @for s in &stretches {
+                    @if !s.state.is_terminal() {
+                        span.key class={ "state-" (s.state.as_str()) } {} (s.state.as_str()) " " (present::duration(s.to_ms - s.from_ms)) " · "
+                    }
+                }
+                @if let Some(state) = last.filter(|s| s.is_terminal()) { "ended " (state.as_str()) }
+                @else { "still " (last.map_or("", JobState::as_str)) }
+            }
+        }
+    }
+}
+
+/// The same bars, small, for a row of the jobs list.
+pub fn small(history: &[HistoryEntry], now: i64) -> Markup {
+    let (stretches, end) = stretches(history, now);
+    let Some(start) = stretches.first().map(|s| s.from_ms) else {
+        return html! {};
+    };
+    let span = (end - start).max(1) as f64;
+    let x = |at: i64| along((at - start) as f64, span);
+    html! {
+        svg.gantt-small viewBox="0 0 1000 10" preserveAspectRatio="none" role="img"
+            aria-label={ "States over " (present::duration(end - start)) } {
+            @for s in stretches.iter().filter(|s| !s.state.is_terminal()) {
+                rect class={ "seg state-" (s.state.as_str()) } data-state=(s.state.as_str())
+                    x=(num(x(s.from_ms))) y="0" width=(num((x(s.to_ms) - x(s.from_ms)).max(2.0))) height="10" {
+                    title { (s.state.as_str()) " for " (present::duration(s.to_ms - s.from_ms)) }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(to: JobState, at_ms: i64) -> HistoryEntry {
+        HistoryEntry {
+            from: None,
+            to,
+            reason: None,
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn each_state_lasts_until_the_next_and_a_live_job_until_now() {
+        let history = [
+            h(JobState::Queued, 0),
+            h(JobState::Running, 1_000),
+            h(JobState::Succeeded, 4_000),
+        ];
+        let (s, end) = stretches(&history, 9_000);
+        assert_eq!(end, 4_000);
+        assert_eq!(
+            s.iter()
+                .map(|s| (s.state, s.to_ms - s.from_ms))
+                .collect::<Vec<_>>(),
+            vec![
+                (JobState::Queued, 1_000),
+                (JobState::Running, 3_000),
+                (JobState::Succeeded, 0)
+            ]
+        );
+        let (s, end) = stretches(&history[..2], 9_000);
+        assert_eq!((end, s[1].to_ms), (9_000, 9_000));
+    }
+
+    #[test]
+    fn the_drawing_carries_each_states_time_and_the_marks() {
+        let history = [
+            h(JobState::Queued, 0),
+            h(JobState::Running, 1_000),
+            h(JobState::Succeeded, 4_000),
+        ];
+        let marks = [Mark {
+            at_ms: 500,
+            kind: "decision",
+            label: "admit".into(),
+        }];
+        let html = full(&history, &marks, 9_000).into_string();
+        assert!(
+            html.contains(r#"data-state="running" data-ms="3000""#),
+            "{html}"
+        );
+        assert!(html.contains(r#"data-kind="decision""#), "{html}");
+        assert!(html.contains("ended succeeded"), "{html}");
+        assert_eq!(full(&[], &marks, 9_000).into_string(), "");
+    }
+}
