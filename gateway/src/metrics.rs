@@ -249,6 +249,7 @@ pub enum StoreOp {
     RecordCheckpoint,
     Decisions,
     History,
+    LivesSince,
     Preemptions,
     PreemptionsSince,
     AccrueUsage,
@@ -261,7 +262,7 @@ pub enum StoreOp {
 
 impl StoreOp {
     /// Every operation.
-    pub const ALL: [StoreOp; 22] = [
+    pub const ALL: [StoreOp; 23] = [
         StoreOp::Insert,
         StoreOp::Get,
         StoreOp::Transition,
@@ -276,6 +277,7 @@ impl StoreOp {
         StoreOp::RecordCheckpoint,
         StoreOp::Decisions,
         StoreOp::History,
+        StoreOp::LivesSince,
         StoreOp::Preemptions,
         StoreOp::PreemptionsSince,
         StoreOp::AccrueUsage,
@@ -303,6 +305,7 @@ impl StoreOp {
             StoreOp::RecordCheckpoint => "record_checkpoint",
             StoreOp::Decisions => "decisions",
             StoreOp::History => "history",
+            StoreOp::LivesSince => "lives_since",
             StoreOp::Preemptions => "preemptions",
             StoreOp::PreemptionsSince => "preemptions_since",
             StoreOp::AccrueUsage => "accrue_usage",

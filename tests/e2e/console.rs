@@ -262,6 +262,24 @@ async fn the_console_in_a_real_browser() {
             .await
             .is_some()
     );
+    // The last day, for admins: the two jobs dispatched so far, and GPUs held.
+    assert_eq!(
+        b.attr(
+            "#last-day figure.waits[data-series=h100]",
+            "data-dispatched"
+        )
+        .await
+        .as_deref(),
+        Some("2")
+    );
+    assert!(
+        b.attr(
+            "#last-day figure.use[data-series=h100] rect[data-percent]",
+            "data-hour"
+        )
+        .await
+        .is_some()
+    );
     // Who stands where against their fair share: the waiting job's team wants h100.
     let shares = b.text("#fair-share").await.expect("fair-share table");
     assert!(
@@ -386,7 +404,7 @@ async fn the_console_in_a_real_browser() {
     // GPUs (16 each, beside this team's 16), and no node strip.
     b.goto(&format!("{url}/console/capacity")).await;
     let queue = "#queues-drawn figure.queue[data-series=h100]";
-    b.wait_text(queue, "ask for", WITHIN).await;
+    b.wait_text(queue, "jobs ask for", WITHIN).await;
     assert_eq!(b.attr(queue, "data-own-gpus").await.as_deref(), Some("16"));
     assert_eq!(b.attr(queue, "data-gpus").await.as_deref(), Some("48"));
     let page = b.source().await;
@@ -394,6 +412,10 @@ async fn the_console_in_a_real_browser() {
         assert!(!page.contains(hidden), "{hidden} shown to team-b: {page}");
     }
     assert!(b.attr("figure.strip", "data-nodes").await.is_none());
+    assert!(
+        b.text("#last-day").await.is_none(),
+        "the last day is for admins"
+    );
     b.screenshots("member-capacity").await;
     b.goto(&format!("{url}/console/jobs?team=team-a")).await;
     assert!(b.text("h1").await.unwrap_or_default().contains("403"));

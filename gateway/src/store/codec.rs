@@ -64,6 +64,41 @@ pub fn json_text<T: Serialize + ?Sized>(value: &T) -> Result<String, StoreError>
 }
 
 /// A JSON column read back (`what` names it in the error).
+/// A job row `lives_since` reads: `(id, series, spec JSON, created at)`.
+pub type LifeJobRow = (String, Option<String>, String, i64);
+/// A history row `lives_since` reads: `(job id, from, to, reason, at)`.
+pub type LifeHistoryRow = (String, Option<String>, String, Option<String>, i64);
+
+/// What `lives_since` assembles: the jobs (newest first) and their history rows
+/// (oldest first).
+pub fn assemble_lives(
+    jobs: Vec<LifeJobRow>,
+    rows: Vec<LifeHistoryRow>,
+) -> Result<Vec<crate::store::JobLife>, StoreError> {
+    let mut index = std::collections::HashMap::with_capacity(jobs.len());
+    let mut lives = Vec::with_capacity(jobs.len());
+    for (id, series, spec, created_at_ms) in jobs {
+        let spec: crate::jobspec::JobSpec = from_json(&spec, "spec")?;
+        index.insert(id.clone(), lives.len());
+        lives.push(crate::store::JobLife {
+            id,
+            series,
+            gpus: u32::try_from(spec.total_gpus()).unwrap_or(u32::MAX),
+            created_at_ms,
+            history: Vec::new(),
+        });
+    }
+    for (job_id, from, to, reason, at_ms) in rows {
+        // A job chosen between the two reads is left out of both or, here, skipped.
+        if let Some(&i) = index.get(&job_id) {
+            lives[i]
+                .history
+                .push(history_entry(from.as_deref(), &to, reason, at_ms)?);
+        }
+    }
+    Ok(lives)
+}
+
 pub fn from_json<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }

@@ -154,6 +154,20 @@ impl Transition {
     }
 }
 
+/// A job's whole state history with what a chart of the cluster's last day needs
+/// (its series and GPUs): see [`JobStore::lives_since`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobLife {
+    pub id: String,
+    /// The series it queues on, if known.
+    pub series: Option<String>,
+    /// GPUs its spec asks for.
+    pub gpus: u32,
+    pub created_at_ms: i64,
+    /// Oldest first.
+    pub history: Vec<HistoryEntry>,
+}
+
 /// One entry of a job's state history.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -269,6 +283,10 @@ pub trait JobStore: Send + Sync {
     async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError>;
     /// A job's state history, oldest first.
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError>;
+    /// The jobs that changed state at or after `since_ms` or hold GPUs now (one may
+    /// have run through the whole window without a change), newest first, at most
+    /// `limit`, each with its whole history.
+    async fn lives_since(&self, since_ms: i64, limit: u32) -> Result<Vec<JobLife>, StoreError>;
     /// Records `step` as the job's last acknowledged checkpoint, at `at_ms`, if the job
     /// holds GPUs and acknowledged no later step ([`crate::store::checkpoints`]).
     async fn record_checkpoint(

@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use super::dispatch_journal::PassRecord;
 use super::usage::{Accrual, UsageRecord};
 use super::{
-    CheckpointOutcome, DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery,
-    NewDecision, NewJob, Page, PreemptionRecord, StoreError, StoredChange, Transition,
+    CheckpointOutcome, DecisionRecord, Fence, HistoryEntry, JobLife, JobRecord, JobStore,
+    ListQuery, NewDecision, NewJob, Page, PreemptionRecord, StoreError, StoredChange, Transition,
 };
 use crate::domain::JobState;
 use crate::metrics::{Metrics, StoreOp};
@@ -112,6 +112,10 @@ impl JobStore for Metered {
     }
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
         self.timed(StoreOp::History, self.inner.history(job_id))
+            .await
+    }
+    async fn lives_since(&self, since_ms: i64, limit: u32) -> Result<Vec<JobLife>, StoreError> {
+        self.timed(StoreOp::LivesSince, self.inner.lives_since(since_ms, limit))
             .await
     }
     async fn preemptions(&self, job_id: &str) -> Result<Vec<PreemptionRecord>, StoreError> {

@@ -50,8 +50,8 @@ pub use coord::{Acquire, CoordStore, Lease};
 pub use error::StoreError;
 pub use job_feed::StoredChange;
 pub use jobs::{
-    DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, MAX_PAGE, NewDecision,
-    NewJob, Page, Transition, new_job_id, now_ms,
+    DecisionRecord, Fence, HistoryEntry, JobLife, JobRecord, JobStore, ListQuery, MAX_PAGE,
+    NewDecision, NewJob, Page, Transition, new_job_id, now_ms,
 };
 pub use playgrounds::{NewPlayground, PlaygroundRecord, PlaygroundStore};
 pub use policies::{

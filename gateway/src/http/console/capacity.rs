@@ -6,8 +6,10 @@
 //! members); the viewer's team usage (running and queued GPUs per series, the
 //! dispatcher's ledger) drawn against its fair share, then each team's share of each
 //! series against its fair share (`GET /v1/fair-share`: admins see every team, a
-//! member their own). Every job change on the viewer's feed re-reads the part
-//! (`?part=table`): capacity moves when jobs start and end.
+//! member their own); for admins, each series' last day (queue wait p50/p99 and
+//! GPUs in use per hour, from the store: `jobs/last_day.rs`). Every job change on
+//! the viewer's feed re-reads the part (`?part=table`): capacity moves when jobs
+//! start and end.
 
 use axum::extract::{Query, State};
 use axum::response::{Html, IntoResponse, Response};
@@ -19,7 +21,9 @@ use std::collections::BTreeMap;
 use forge_policy_host::model::{ClusterView, SeriesUsage};
 
 use super::Console;
+use super::day_cache;
 use super::draw::capacity_bar::{self, Holders};
+use super::draw::day_chart;
 use super::draw::node_strip;
 use super::draw::queue_bar::{self, Queued};
 use super::layout::{self, Nav};
@@ -31,7 +35,7 @@ use crate::domain::JobState;
 use crate::http::fair_share::{FairShareResponse, shares_for};
 use crate::http::jobs::list_page;
 use crate::jobs::queue::QueueEntry;
-use crate::store::{ListQuery, MAX_PAGE};
+use crate::store::{ListQuery, MAX_PAGE, now_ms};
 
 /// The page's query.
 #[derive(Debug, Default, Deserialize)]
@@ -97,6 +101,30 @@ fn drawn_capacity(console: &Console, viewer: &Viewer, view: &ClusterView) -> Mar
                     @let of_series: Vec<&NodeCell> = cells.iter().filter(|c| c.series == s.series).collect();
                     (node_strip::series(&s.series, &of_series))
                 }
+            }
+        }
+    }
+}
+
+/// For admins: each series' last day, queue waits and GPUs in use per hour.
+async fn drawn_day(console: &Console, view: &ClusterView) -> Markup {
+    let (day, cut) = match console.day.get(&console.app).await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!("console: reading the last day: {e}");
+            return html! { p #last-day { "The last day cannot be read right now." } };
+        }
+    };
+    let now = now_ms();
+    html! {
+        section #last-day aria-labelledby="last-day-title" {
+            h2 #last-day-title { "The last " (day_cache::HOURS) " hours" }
+            @if cut { p.warning { "Drawn from the newest " (day_cache::MAX_JOBS) " jobs only." } }
+            @if day.is_empty() { p.empty { "No job held or waited for GPUs in the last day." } }
+            @for (series, hours) in day.iter() {
+                @let gpus = view.series.iter().find(|s| &s.series == series).map_or(0, |s| s.total);
+                (day_chart::waits(present::series(series), hours))
+                (day_chart::utilisation(present::series(series), hours, gpus, now))
             }
         }
     }
@@ -221,6 +249,7 @@ async fn tables(console: &Console, viewer: &Viewer, shares: Option<&FairShareRes
         p { "Quotas are enforced by the admission policy; see " a href="/console/policies" { "Policies" } " for its settings." }
         h2 { "Fair share" }
         (fair_shares(shares))
+        @if viewer.caller.role == Role::Admin { (drawn_day(console, &view).await) }
     }
 }
 

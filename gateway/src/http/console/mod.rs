@@ -22,6 +22,7 @@
 //! answer with pages and redirects, not JSON), so they are not in `api_routes!`.
 
 pub mod capacity;
+pub mod day_cache;
 pub mod draw;
 pub mod job;
 pub mod jobs;
@@ -52,12 +53,15 @@ use session::Sessions;
 pub struct Console {
     pub app: AppState,
     pub sessions: Sessions,
+    /// The capacity page's last day (admins), read at most once a minute.
+    pub day: std::sync::Arc<day_cache::DayCache>,
 }
 
 /// The console's routes.
 pub fn routes(app: AppState) -> Router {
     let console = Console {
         sessions: Sessions::new(app.database.sessions.clone()),
+        day: std::sync::Arc::default(),
         app,
     };
     Router::new()

@@ -715,3 +715,68 @@ pub async fn a_notice_ended_otherwise_closes_its_record(h: &dyn Harness) {
         "only a running job is preempted"
     );
 }
+
+/// `lives_since`: the jobs that changed state in the window, and those that hold GPUs
+/// though they did not change in it, newest first, each with its whole history, its
+/// series and GPUs; `limit` keeps the newest.
+pub async fn lives_cover_the_window_and_jobs_still_holding_gpus(h: &dyn Harness) {
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let runs = store
+        .insert(new_job("a", "runs", "h200"), None)
+        .await
+        .expect("insert");
+    store
+        .transition(t(&runs.id, JobState::Queued, JobState::Dispatched))
+        .await
+        .expect("dispatch");
+    store
+        .transition(t(&runs.id, JobState::Dispatched, JobState::Running))
+        .await
+        .expect("run");
+    let waits = store
+        .insert(new_job("b", "waits", "h200"), None)
+        .await
+        .expect("insert");
+
+    let all = store.lives_since(0, 10).await.expect("lives");
+    let ids: Vec<&str> = all.iter().map(|l| l.id.as_str()).collect();
+    assert_eq!(ids, [waits.id.as_str(), runs.id.as_str()], "newest first");
+    let ran = &all[1];
+    assert_eq!((ran.series.as_deref(), ran.gpus), (Some("h200"), 8));
+    assert_eq!(ran.created_at_ms, runs.created_at_ms);
+    let states: Vec<JobState> = ran.history.iter().map(|e| e.to).collect();
+    assert_eq!(
+        states,
+        [JobState::Queued, JobState::Dispatched, JobState::Running]
+    );
+    assert!(ran.history.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+    assert_eq!(all[0].history.len(), 1);
+
+    // A window after every change: only the job holding GPUs, with all its history.
+    let later = crate::store::now_ms() + 60_000;
+    let holding = store.lives_since(later, 10).await.expect("lives");
+    assert_eq!(holding.len(), 1);
+    assert_eq!(
+        (holding[0].id.as_str(), holding[0].history.len()),
+        (runs.id.as_str(), 3)
+    );
+    // The newest only.
+    let one = store.lives_since(0, 1).await.expect("lives");
+    assert_eq!(
+        one.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
+        [waits.id.as_str()]
+    );
+    // Once it ended, the later window has nothing.
+    store
+        .transition(t(&runs.id, JobState::Running, JobState::Succeeded))
+        .await
+        .expect("end");
+    assert!(
+        store
+            .lives_since(later, 10)
+            .await
+            .expect("lives")
+            .is_empty()
+    );
+}

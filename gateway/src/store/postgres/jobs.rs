@@ -12,14 +12,15 @@ use super::{JOBS_CHANNEL, PgDatabase, QUEUE_CHANNEL};
 use crate::domain::{Digest, JobState};
 use crate::store::checkpoints::{self, ACKNOWLEDGING_STATES, Checkpoint, CheckpointOutcome};
 use crate::store::codec::{
-    JOB_COLUMNS, attempt_step, fence_holds, from_json, history_entry, json_text, page_bounds,
-    page_of, parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
+    JOB_COLUMNS, assemble_lives, attempt_step, fence_holds, from_json, history_entry, json_text,
+    page_bounds, page_of, parse_digest, parse_placement, parse_state, parse_terms, to_u64,
+    transition_columns,
 };
 use crate::store::dispatch_journal::PassRecord;
 use crate::store::usage::{Accrual, UsageRecord};
 use crate::store::{
-    DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
-    PreemptionRecord, PreemptionWrite, StoreError, StoredChange, Transition, now_ms,
+    DecisionRecord, Fence, HistoryEntry, JobLife, JobRecord, JobStore, ListQuery, NewDecision,
+    NewJob, Page, PreemptionRecord, PreemptionWrite, StoreError, StoredChange, Transition, now_ms,
 };
 
 fn job_from_row(row: &Row) -> Result<JobRecord, StoreError> {
@@ -442,6 +443,56 @@ impl JobStore for PgDatabase {
 
     fn state_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         Some(self.feeds.jobs.clone())
+    }
+
+    async fn lives_since(&self, since_ms: i64, limit: u32) -> Result<Vec<JobLife>, StoreError> {
+        let chosen = "SELECT id FROM jobs WHERE id IN \
+             (SELECT job_id FROM job_history WHERE at_ms >= $1) \
+             OR state IN ('dispatched', 'initializing', 'running', 'preempting') \
+             ORDER BY seq DESC LIMIT $2";
+        let limit = i64::from(limit);
+        let mut client = self.client().await?;
+        // One snapshot for both reads.
+        let tx = client
+            .build_transaction()
+            .read_only(true)
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .start()
+            .await?;
+        let jobs = tx
+            .query(
+                &format!(
+                    "SELECT id, queue_series, spec, created_at_ms FROM jobs \
+                     WHERE id IN ({chosen}) ORDER BY seq DESC"
+                ),
+                &[&since_ms, &limit],
+            )
+            .await?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT job_id, from_state, to_state, reason, at_ms FROM job_history \
+                     WHERE job_id IN ({chosen}) ORDER BY id ASC"
+                ),
+                &[&since_ms, &limit],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get(0)?,
+                    r.try_get(1)?,
+                    r.try_get(2)?,
+                    r.try_get(3)?,
+                    r.try_get(4)?,
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        tx.commit().await?;
+        assemble_lives(jobs, rows)
     }
 
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {

@@ -10,14 +10,15 @@ use super::SqliteDatabase;
 use crate::domain::{Digest, JobState};
 use crate::store::checkpoints::{self, ACKNOWLEDGING_STATES, Checkpoint, CheckpointOutcome};
 use crate::store::codec::{
-    JOB_COLUMNS, attempt_step, fence_holds, from_json, history_entry, json_text, page_bounds,
-    page_of, parse_digest, parse_placement, parse_state, parse_terms, to_u64, transition_columns,
+    JOB_COLUMNS, assemble_lives, attempt_step, fence_holds, from_json, history_entry, json_text,
+    page_bounds, page_of, parse_digest, parse_placement, parse_state, parse_terms, to_u64,
+    transition_columns,
 };
 use crate::store::dispatch_journal::PassRecord;
 use crate::store::usage::{Accrual, UsageRecord};
 use crate::store::{
-    DecisionRecord, Fence, HistoryEntry, JobRecord, JobStore, ListQuery, NewDecision, NewJob, Page,
-    PreemptionRecord, PreemptionWrite, StoreError, StoredChange, Transition, now_ms,
+    DecisionRecord, Fence, HistoryEntry, JobLife, JobRecord, JobStore, ListQuery, NewDecision,
+    NewJob, Page, PreemptionRecord, PreemptionWrite, StoreError, StoredChange, Transition, now_ms,
 };
 
 fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>> {
@@ -481,6 +482,35 @@ impl JobStore for SqliteDatabase {
                 out.push(DecisionRecord { decision, at_ms });
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn lives_since(&self, since_ms: i64, limit: u32) -> Result<Vec<JobLife>, StoreError> {
+        self.read(move |conn| {
+            let chosen = "SELECT id FROM jobs WHERE id IN \
+                 (SELECT job_id FROM job_history WHERE at_ms >= ?1) \
+                 OR state IN ('dispatched', 'initializing', 'running', 'preempting') \
+                 ORDER BY seq DESC LIMIT ?2";
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT id, queue_series, spec, created_at_ms FROM jobs \
+                 WHERE id IN ({chosen}) ORDER BY seq DESC"
+            ))?;
+            let jobs = stmt
+                .query_map(params![since_ms, limit], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT job_id, from_state, to_state, reason, at_ms FROM job_history \
+                 WHERE job_id IN ({chosen}) ORDER BY id ASC"
+            ))?;
+            let rows = stmt
+                .query_map(params![since_ms, limit], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            assemble_lives(jobs, rows)
         })
         .await
     }

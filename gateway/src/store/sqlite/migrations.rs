@@ -324,6 +324,15 @@ pub const MIGRATIONS: &[Migration] = &[
     );
     "#,
     },
+    Migration {
+        version: 17,
+        name: "job_history_at",
+        // The console's last day of queue waits and GPU use reads the history by time
+        // (issue 43).
+        sql: r#"
+    CREATE INDEX job_history_at ON job_history (at_ms);
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

@@ -8,9 +8,12 @@
 //!   its fair share;
 //! - [`node_strip`]: one cell per node, coloured by the room left (admins);
 //! - [`queue_bar`]: a series' queue as a bar of GPUs, the viewer's jobs apart;
-//! - [`job_gantt`]: a job's life as a timeline of its states.
+//! - [`job_gantt`]: a job's life as a timeline of its states;
+//! - [`day_chart`]: a series' last day, queue waits and GPUs in use per hour
+//!   (admins).
 
 pub mod capacity_bar;
+pub mod day_chart;
 pub mod job_gantt;
 pub mod node_strip;
 pub mod queue_bar;

@@ -128,7 +128,7 @@ pub fn series(series: &str, queue: &[Queued<'_>], viewer_team: &str, admin: bool
                 }
             }
             figcaption {
-                strong { (series) } " · " (present::count(queue.len() as u64, "job")) " ask for " (present::count(total, "GPU")) " · "
+                strong { (series) } " · " (present::count(queue.len() as u64, "job")) @if queue.len() == 1 { " asks for " } @else { " ask for " } (present::count(total, "GPU")) " · "
                 span.key.own {} "your team's " (own) " · " span.key.others {} "others' " (total - own)
             }
         }
