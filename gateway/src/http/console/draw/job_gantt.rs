@@ -95,7 +95,7 @@ pub fn full(history: &[HistoryEntry], marks: &[Mark], now: i64) -> Markup {
             figcaption {
                 @for s in &stretches {
                     @if !s.state.is_terminal() {
-                        span.key class={ "state-" (s.state.as_str()) } {} (s.state.as_str()) " " (present::duration(s.to_ms - s.from_ms)) " · "
+                        span class={ "key state-" (s.state.as_str()) } {} (s.state.as_str()) " " (present::duration(s.to_ms - s.from_ms)) " · "
                     }
                 }
                 @if let Some(state) = last.filter(|s| s.is_terminal()) { "ended " (state.as_str()) }
@@ -181,6 +181,10 @@ mod tests {
         );
         assert!(html.contains(r#"data-kind="decision""#), "{html}");
         assert!(html.contains("ended succeeded"), "{html}");
+        assert!(
+            html.contains(r#"<span class="key state-running">"#),
+            "{html}"
+        );
         assert_eq!(full(&[], &marks, 9_000).into_string(), "");
     }
 }
