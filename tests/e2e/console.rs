@@ -163,6 +163,13 @@ async fn the_console_in_a_real_browser() {
         events.contains("Last seen") && events.contains("kept with"),
         "{events}"
     );
+    // …and sit on its drawn life.
+    assert!(
+        b.attr("figure.gantt path[data-kind=event]", "class")
+            .await
+            .is_some(),
+        "no event marked on the timeline"
+    );
 
     // A 100 000-line log opens at its tail (500 lines) and pages backwards.
     let long = gw

@@ -154,6 +154,7 @@ async fn drawn_queues(console: &Console, viewer: &Viewer) -> Markup {
                     team: &e.team,
                     gpus: e.gpus,
                     name: names.get(*id).map(String::as_str),
+                    standing: (e.team == viewer.caller.team).then(|| e.standing_sentence()).flatten(),
                 }).collect();
                 (queue_bar::series(present::series(series), &queued, &viewer.caller.team, admin))
             }

@@ -166,13 +166,24 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
     let pending = diagnosis.as_ref().and_then(|d| d.pending.as_ref());
     let sentence = pending_sentence(job.state, queue.as_ref(), pending);
     let timeline = timeline(&history, &decisions, &preemptions);
-    let marks = marks(job, &decisions, &preemptions);
     let mut events: Vec<(Option<i64>, &ObjectEvent)> = diagnosis
         .iter()
         .flat_map(|d| d.events.iter())
         .map(|e| (e.last_seen.as_deref().and_then(present::parse_rfc3339), e))
         .collect();
     events.sort_by_key(|(at, _)| *at);
+    let mut marks = marks(job, &decisions, &preemptions);
+    marks.extend(events.iter().filter_map(|(at, e)| {
+        Some(job_gantt::Mark {
+            at_ms: (*at)?,
+            kind: if e.type_ == "Warning" {
+                "warning"
+            } else {
+                "event"
+            },
+            label: format!("{} {}/{}: {}", e.reason, e.kind, e.object, e.message),
+        })
+    }));
     Ok(html! {
         p { "State: " span #job-state { (state_badge(job.state)) }
             @if let Some(r) = &job.reason { " — " (present::message(r)) } }

@@ -84,7 +84,7 @@
       var row = document.getElementById("job-" + e.jobId);
       var cell = row && row.querySelector(".standing");
       var series = e.queue.series === "unplaced" ? "no series chosen yet" : e.queue.series;
-      if (cell) cell.textContent = "#" + e.queue.position + " on " + series + ": " + e.queue.reason.replace(/`/g, "");
+      if (cell) cell.textContent = "#" + e.queue.position + " on " + series + ": " + e.queue.reason.replace(/\x60/g, "");
     });
     source.addEventListener("resync", function () { window.location.reload(); });
   }

@@ -1,6 +1,7 @@
 //! A job's life as a timeline (Gantt): one bar per state it was in, from its
 //! submission to its end (or now), coloured like its state badge; marks below for the
-//! admission decisions, preemption notices and releases, and its last checkpoint. The
+//! admission decisions, preemption notices and releases, its last checkpoint and
+//! the Kubernetes events of its objects (warnings apart). The
 //! job page draws it large, with the times at both ends; the jobs list draws the same
 //! bars small.
 
@@ -15,7 +16,8 @@ use crate::store::HistoryEntry;
 #[derive(Debug, Clone)]
 pub struct Mark {
     pub at_ms: i64,
-    /// `decision`, `preemption`, `release` or `checkpoint` (its CSS class).
+    /// `decision`, `preemption`, `release`, `checkpoint`, or a Kubernetes `event` /
+    /// `warning` (its CSS class).
     pub kind: &'static str,
     pub label: String,
 }

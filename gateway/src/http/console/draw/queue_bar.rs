@@ -17,6 +17,8 @@ pub struct Queued<'a> {
     pub gpus: u32,
     /// The job's name when the viewer may see it (its own team's, or an admin).
     pub name: Option<&'a str>,
+    /// Where it stands against other teams, in words (fair share), if known.
+    pub standing: Option<String>,
 }
 
 /// What the bar draws: a job of the viewer, or a run of others'.
@@ -26,6 +28,7 @@ enum Block {
         id: String,
         name: String,
         gpus: u32,
+        standing: Option<String>,
     },
     Others {
         team: Option<String>,
@@ -33,10 +36,7 @@ enum Block {
         gpus: u32,
     },
     /// Everything after the first [`MAX_BLOCKS`] blocks, in one.
-    Rest {
-        jobs: u32,
-        gpus: u32,
-    },
+    Rest { jobs: u32, gpus: u32 },
 }
 
 /// Blocks drawn before the rest of the queue is drawn as one (fair share interleaves
@@ -71,6 +71,7 @@ fn blocks(queue: &[Queued<'_>], viewer_team: &str, admin: bool) -> Vec<Block> {
                 id: q.id.to_string(),
                 name: q.name.unwrap_or(q.id).to_string(),
                 gpus: q.gpus,
+                standing: q.standing.clone(),
             });
             continue;
         }
@@ -111,7 +112,10 @@ pub fn series(series: &str, queue: &[Queued<'_>], viewer_team: &str, admin: bool
                 aria-label={ (series) ": " (queue.len()) " jobs queued asking for " (total) " GPUs, " (own) " of them your team's" } {
                 @for b in &blocks {
                     @let (class, gpus, title) = match b {
-                        Block::Own { name, gpus, .. } => ("own", *gpus, format!("{name}: {gpus} GPUs")),
+                        Block::Own { name, gpus, standing, .. } => ("own", *gpus, match standing {
+                            Some(s) => format!("{name}: {gpus} GPUs. {s}"),
+                            None => format!("{name}: {gpus} GPUs"),
+                        }),
                         Block::Others { team: Some(t), jobs, gpus } => ("others", *gpus, format!("{t}: {}, {}", present::count(*jobs, "job"), present::count(*gpus, "GPU"))),
                         Block::Others { team: None, jobs, gpus } => ("others", *gpus, format!("other teams: {}, {}", present::count(*jobs, "job"), present::count(*gpus, "GPU"))),
                         Block::Rest { jobs, gpus } => ("rest", *gpus, format!("the rest of the queue: {}, {}", present::count(*jobs, "job"), present::count(*gpus, "GPU"))),
@@ -145,6 +149,7 @@ mod tests {
             team,
             gpus,
             name: None,
+            standing: None,
         }
     }
 
@@ -164,7 +169,8 @@ mod tests {
                 Block::Own {
                     id: "a1".into(),
                     name: "a1".into(),
-                    gpus: 8
+                    gpus: 8,
+                    standing: None,
                 },
                 Block::Others {
                     team: None,
@@ -174,7 +180,8 @@ mod tests {
                 Block::Own {
                     id: "a2".into(),
                     name: "a2".into(),
-                    gpus: 2
+                    gpus: 2,
+                    standing: None,
                 },
                 Block::Others {
                     team: None,
@@ -213,6 +220,18 @@ mod tests {
         );
         let html = series("h100", &queue, "a", true).into_string();
         assert!(html.len() < 20_000, "{} bytes", html.len());
+    }
+
+    #[test]
+    fn the_viewers_jobs_say_where_they_stand() {
+        let mut own = q("a1", "a", 8);
+        own.name = Some("train-llama");
+        own.standing = Some("Team a is below its fair share.".into());
+        let html = series("h100", &[q("b1", "b", 8), own], "a", false).into_string();
+        assert!(
+            html.contains("<title>train-llama: 8 GPUs. Team a is below its fair share.</title>"),
+            "{html}"
+        );
     }
 
     #[test]
