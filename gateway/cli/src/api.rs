@@ -1,14 +1,19 @@
 //! The gateway's HTTP API as `forge` uses it: authenticated requests, JSON in and
 //! out, and the gateway's error body (`{"error": {"code", "message"}}`) turned into
-//! [`CliError::Api`] (whose status and code choose the exit code).
+//! [`CliError::Api`] (whose status and code choose the exit code); a gateway that is
+//! not ready yet (503 with `Retry-After`) is waited for, within a minute.
 
-use reqwest::{Method, RequestBuilder, Response};
+use std::time::Duration;
+
+use reqwest::header;
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::config::Login;
 use crate::exit::CliError;
+use crate::progress;
 
 /// A client of one gateway with one token.
 #[derive(Clone)]
@@ -47,10 +52,43 @@ impl Api {
             .bearer_auth(&self.token)
     }
 
-    /// Sends a request; a non-2xx answer becomes the gateway's error.
+    /// Sends a request; a non-2xx answer becomes the gateway's error. A 503 that says
+    /// when to come back (`Retry-After`) is tried again, for at most
+    /// [`UNAVAILABLE_FOR`]: any read, and any request the gateway refused because it
+    /// is not ready yet (`not-ready`: it did nothing). A request whose body cannot be
+    /// replayed (a stream) is not.
     pub async fn send(&self, req: RequestBuilder) -> Result<Response, CliError> {
-        let resp = req.send().await.map_err(|e| self.unreachable(&e))?;
-        check(resp).await
+        let started = std::time::Instant::now();
+        let mut request = req.build().map_err(|e| self.unreachable(&e))?;
+        loop {
+            let again = request.try_clone();
+            let read = matches!(*request.method(), Method::GET | Method::HEAD);
+            let resp = self
+                .http
+                .execute(request)
+                .await
+                .map_err(|e| self.unreachable(&e))?;
+            let Some(wait) = retry_after(&resp) else {
+                return check(resp).await;
+            };
+            let status = resp.status();
+            let body: Value = resp.json().await.unwrap_or(Value::Null);
+            let code = body["error"]["code"].as_str().unwrap_or_default();
+            match again {
+                Some(next)
+                    if (read || code == "not-ready")
+                        && started.elapsed() + wait <= UNAVAILABLE_FOR =>
+                {
+                    progress::note(format!(
+                        "the gateway answered 503 {code}; trying again in {} s",
+                        wait.as_secs()
+                    ));
+                    tokio::time::sleep(wait).await;
+                    request = next;
+                }
+                _ => return Err(api_error(status, &body)),
+            }
+        }
     }
 
     fn unreachable(&self, e: &reqwest::Error) -> CliError {
@@ -92,6 +130,27 @@ pub async fn json<T: DeserializeOwned>(resp: Response) -> Result<T, CliError> {
     serde_json::from_slice(&bytes).map_err(|e| CliError::local(format!("the answer of {url}"), e))
 }
 
+/// Longest `forge` keeps trying a request the gateway answers 503 with `Retry-After`.
+pub const UNAVAILABLE_FOR: Duration = Duration::from_secs(60);
+/// Longest single wait, whatever `Retry-After` says.
+const MAX_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a 503 asks to wait (`Retry-After` in seconds, at most [`MAX_WAIT`]).
+fn retry_after(resp: &Response) -> Option<Duration> {
+    if resp.status() != StatusCode::SERVICE_UNAVAILABLE {
+        return None;
+    }
+    let secs: u64 = resp
+        .headers()
+        .get(header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs.max(1)).min(MAX_WAIT))
+}
+
 /// A non-2xx response as [`CliError::Api`].
 pub async fn check(resp: Response) -> Result<Response, CliError> {
     let status = resp.status();
@@ -99,6 +158,11 @@ pub async fn check(resp: Response) -> Result<Response, CliError> {
         return Ok(resp);
     }
     let body: Value = resp.json().await.unwrap_or(Value::Null);
+    Err(api_error(status, &body))
+}
+
+/// The gateway's error body as [`CliError::Api`].
+fn api_error(status: StatusCode, body: &Value) -> CliError {
     let error = &body["error"];
     let code = error["code"].as_str().unwrap_or("http-error").to_string();
     let mut message = error["message"]
@@ -120,9 +184,106 @@ pub async fn check(resp: Response) -> Result<Response, CliError> {
     } else if let Some(reason) = error["details"]["reason"].as_str() {
         message = format!("{reason}: {message}");
     }
-    Err(CliError::Api {
+    CliError::Api {
         status: status.as_u16(),
         code,
         message,
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::http::{HeaderMap, StatusCode as Status};
+    use axum::routing::get;
+
+    use super::*;
+
+    /// A stand-in gateway: `/ready` answers 503 `not-ready` twice, then 200; `/slow`
+    /// always 503 `cluster-unavailable`; `/down` 503 without `Retry-After`. Returns
+    /// its URL and the count of requests it got.
+    async fn gateway() -> (String, Arc<AtomicUsize>) {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let unavailable = |code: &'static str, retry: bool| {
+            let mut headers = HeaderMap::new();
+            if retry {
+                headers.insert(header::RETRY_AFTER, "1".parse().expect("header"));
+            }
+            let body = serde_json::json!({"error": {"code": code, "message": "later"}});
+            (Status::SERVICE_UNAVAILABLE, headers, axum::Json(body))
+        };
+        let (a, b, c) = (hits.clone(), hits.clone(), hits.clone());
+        let ready = move || {
+            let n = a.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < 2 {
+                    Err(unavailable("not-ready", true))
+                } else {
+                    Ok(axum::Json(serde_json::json!({"ok": true})))
+                }
+            }
+        };
+        let slow = move || {
+            b.fetch_add(1, Ordering::SeqCst);
+            async move { unavailable("cluster-unavailable", true) }
+        };
+        let down = move || {
+            c.fetch_add(1, Ordering::SeqCst);
+            async move { unavailable("store-unavailable", false) }
+        };
+        let app = axum::Router::new()
+            .route("/ready", get(ready.clone()).post(ready))
+            .route("/slow", get(slow.clone()).post(slow))
+            .route("/down", get(down));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, hits)
+    }
+
+    fn api(url: &str) -> Api {
+        Api::new(&Login {
+            url: url.to_string(),
+            token: "t".into(),
+        })
+        .expect("client")
+    }
+
+    #[tokio::test]
+    async fn a_gateway_not_ready_yet_is_waited_for() {
+        let (url, hits) = gateway().await;
+        let got: Value = api(&url)
+            .call(Method::POST, "/ready", &serde_json::json!({}))
+            .await
+            .expect("answered once ready");
+        assert_eq!(got["ok"], true);
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn only_reads_are_retried_on_other_503s_and_never_without_retry_after() {
+        let (url, hits) = gateway().await;
+        let api = api(&url);
+        // A write the gateway may have begun is not sent twice.
+        let err = api
+            .call::<Value>(Method::POST, "/slow", &serde_json::json!({}))
+            .await
+            .expect_err("503");
+        assert!(
+            matches!(&err, CliError::Api { status: 503, code, .. } if code == "cluster-unavailable"),
+            "{err:?}"
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        // No Retry-After: the error at once.
+        let err = api.get::<Value>("/down").await.expect_err("503");
+        assert!(
+            matches!(&err, CliError::Api { status: 503, code, .. } if code == "store-unavailable"),
+            "{err:?}"
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), 2);
+    }
 }
