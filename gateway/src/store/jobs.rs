@@ -283,9 +283,11 @@ pub trait JobStore: Send + Sync {
     async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError>;
     /// A job's state history, oldest first.
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError>;
-    /// The jobs that changed state at or after `since_ms` or hold GPUs now (one may
-    /// have run through the whole window without a change), newest first, at most
-    /// `limit`, each with its whole history.
+    /// The jobs that held GPUs at or after `since_ms`: those that entered or left a
+    /// GPU-holding state (dispatched, initializing, running, preempting) then, and
+    /// those that hold GPUs now (one may have run through the whole window without a
+    /// change). Newest first, at most `limit`, each with its whole history. A job
+    /// that only waited is not one: a long queue costs nothing here.
     async fn lives_since(&self, since_ms: i64, limit: u32) -> Result<Vec<JobLife>, StoreError>;
     /// Records `step` as the job's last acknowledged checkpoint, at `at_ms`, if the job
     /// holds GPUs and acknowledged no later step ([`crate::store::checkpoints`]).

@@ -716,12 +716,26 @@ pub async fn a_notice_ended_otherwise_closes_its_record(h: &dyn Harness) {
     );
 }
 
-/// `lives_since`: the jobs that changed state in the window, and those that hold GPUs
-/// though they did not change in it, newest first, each with its whole history, its
-/// series and GPUs; `limit` keeps the newest.
+/// `lives_since`: the jobs that held GPUs in the window (entered or left a holding
+/// state in it) or hold them now, newest first, each with its whole history, its
+/// series and GPUs; a job that only waited is not one; `limit` keeps the newest.
 pub async fn lives_cover_the_window_and_jobs_still_holding_gpus(h: &dyn Harness) {
     let db = h.open().await;
     let store = db.jobs.as_ref();
+    let ended = store
+        .insert(new_job("c", "ended", "h100"), None)
+        .await
+        .expect("insert");
+    for (from, to) in [
+        (JobState::Queued, JobState::Dispatched),
+        (JobState::Dispatched, JobState::Running),
+        (JobState::Running, JobState::Failed),
+    ] {
+        store
+            .transition(t(&ended.id, from, to))
+            .await
+            .expect("move");
+    }
     let runs = store
         .insert(new_job("a", "runs", "h200"), None)
         .await
@@ -734,15 +748,16 @@ pub async fn lives_cover_the_window_and_jobs_still_holding_gpus(h: &dyn Harness)
         .transition(t(&runs.id, JobState::Dispatched, JobState::Running))
         .await
         .expect("run");
-    let waits = store
+    // Only waits: never among the lives.
+    store
         .insert(new_job("b", "waits", "h200"), None)
         .await
         .expect("insert");
 
     let all = store.lives_since(0, 10).await.expect("lives");
     let ids: Vec<&str> = all.iter().map(|l| l.id.as_str()).collect();
-    assert_eq!(ids, [waits.id.as_str(), runs.id.as_str()], "newest first");
-    let ran = &all[1];
+    assert_eq!(ids, [runs.id.as_str(), ended.id.as_str()], "newest first");
+    let ran = &all[0];
     assert_eq!((ran.series.as_deref(), ran.gpus), (Some("h200"), 8));
     assert_eq!(ran.created_at_ms, runs.created_at_ms);
     let states: Vec<JobState> = ran.history.iter().map(|e| e.to).collect();
@@ -751,7 +766,7 @@ pub async fn lives_cover_the_window_and_jobs_still_holding_gpus(h: &dyn Harness)
         [JobState::Queued, JobState::Dispatched, JobState::Running]
     );
     assert!(ran.history.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
-    assert_eq!(all[0].history.len(), 1);
+    assert_eq!(all[1].history.len(), 4);
 
     // A window after every change: only the job holding GPUs, with all its history.
     let later = crate::store::now_ms() + 60_000;
@@ -765,7 +780,7 @@ pub async fn lives_cover_the_window_and_jobs_still_holding_gpus(h: &dyn Harness)
     let one = store.lives_since(0, 1).await.expect("lives");
     assert_eq!(
         one.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
-        [waits.id.as_str()]
+        [runs.id.as_str()]
     );
     // Once it ended, the later window has nothing.
     store

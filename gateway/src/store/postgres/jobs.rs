@@ -447,7 +447,9 @@ impl JobStore for PgDatabase {
 
     async fn lives_since(&self, since_ms: i64, limit: u32) -> Result<Vec<JobLife>, StoreError> {
         let chosen = "SELECT id FROM jobs WHERE id IN \
-             (SELECT job_id FROM job_history WHERE at_ms >= $1) \
+             (SELECT job_id FROM job_history WHERE at_ms >= $1 AND \
+                 (to_state IN ('dispatched', 'initializing', 'running', 'preempting') \
+                 OR from_state IN ('dispatched', 'initializing', 'running', 'preempting'))) \
              OR state IN ('dispatched', 'initializing', 'running', 'preempting') \
              ORDER BY seq DESC LIMIT $2";
         let limit = i64::from(limit);

@@ -489,7 +489,9 @@ impl JobStore for SqliteDatabase {
     async fn lives_since(&self, since_ms: i64, limit: u32) -> Result<Vec<JobLife>, StoreError> {
         self.read(move |conn| {
             let chosen = "SELECT id FROM jobs WHERE id IN \
-                 (SELECT job_id FROM job_history WHERE at_ms >= ?1) \
+                 (SELECT job_id FROM job_history WHERE at_ms >= ?1 AND \
+                 (to_state IN ('dispatched', 'initializing', 'running', 'preempting') \
+                 OR from_state IN ('dispatched', 'initializing', 'running', 'preempting'))) \
                  OR state IN ('dispatched', 'initializing', 'running', 'preempting') \
                  ORDER BY seq DESC LIMIT ?2";
             let mut stmt = conn.prepare_cached(&format!(
