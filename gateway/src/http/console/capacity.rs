@@ -144,7 +144,12 @@ async fn drawn_queues(console: &Console, viewer: &Viewer) -> Markup {
     for queue in by_series.values_mut() {
         queue.sort_by_key(|(_, e)| e.position);
     }
-    let names = own_queued_names(console, viewer).await;
+    // Names are read only when the viewer's team has a job in the queue.
+    let names = if board.values().any(|e| e.team == viewer.caller.team) {
+        own_queued_names(console, viewer).await
+    } else {
+        BTreeMap::new()
+    };
     let admin = viewer.caller.role == Role::Admin;
     html! {
         div #queues-drawn {

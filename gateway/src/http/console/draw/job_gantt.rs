@@ -50,14 +50,35 @@ fn stretches(history: &[HistoryEntry], now: i64) -> (Vec<Stretch>, i64) {
     (out, end)
 }
 
+/// What both drawings place: the stretches, and the moments the drawing starts and
+/// ends (`None`: no history to draw).
+struct Frame {
+    stretches: Vec<Stretch>,
+    start: i64,
+    end: i64,
+}
+
+fn frame(history: &[HistoryEntry], now: i64) -> Option<Frame> {
+    let (stretches, end) = stretches(history, now);
+    let start = stretches.first()?.from_ms;
+    Some(Frame {
+        stretches,
+        start,
+        end,
+    })
+}
+
 /// The large timeline of the job page.
 pub fn full(history: &[HistoryEntry], marks: &[Mark], now: i64) -> Markup {
-    let (stretches, end) = stretches(history, now);
-    let Some(start) = stretches.first().map(|s| s.from_ms) else {
+    let Some(Frame {
+        stretches,
+        start,
+        end,
+    }) = frame(history, now)
+    else {
         return html! {};
     };
-    let span = (end - start).max(1) as f64;
-    let x = |at: i64| along((at - start) as f64, span);
+    let x = |at: i64| along((at - start) as f64, (end - start).max(1) as f64);
     let last = stretches.last().map(|s| s.state);
     html! {
         figure.gantt data-states=(stretches.len()) data-span-ms=(end - start) {
@@ -109,12 +130,15 @@ pub fn full(history: &[HistoryEntry], marks: &[Mark], now: i64) -> Markup {
 
 /// The same bars, small, for a row of the jobs list.
 pub fn small(history: &[HistoryEntry], now: i64) -> Markup {
-    let (stretches, end) = stretches(history, now);
-    let Some(start) = stretches.first().map(|s| s.from_ms) else {
+    let Some(Frame {
+        stretches,
+        start,
+        end,
+    }) = frame(history, now)
+    else {
         return html! {};
     };
-    let span = (end - start).max(1) as f64;
-    let x = |at: i64| along((at - start) as f64, span);
+    let x = |at: i64| along((at - start) as f64, (end - start).max(1) as f64);
     html! {
         svg.gantt-small viewBox="0 0 1000 10" preserveAspectRatio="none" role="img"
             aria-label={ "States over " (present::duration(end - start)) } {
