@@ -9,7 +9,9 @@
 //!   succeeds; its first attempt's log stays readable (`forge logs --attempt 0`), and
 //!   `GET /v1/jobs/{id}`, `forge status`, the console and the metrics show it;
 //! - a gang that ignores its notice is killed whole at the end of its grace, never
-//!   split, and restarts from step 0 (it never acknowledged a checkpoint);
+//!   split, and restarts from step 0 (it never acknowledged a checkpoint); late
+//!   events of its first attempt's RayJob (STOPPED while it is queued again, deleted
+//!   while its second attempt runs) change nothing;
 //! - equal priorities never preempt each other, a team's veto is honoured, and the
 //!   preemptor then holds the freed GPUs against an older job of the queue.
 
@@ -49,6 +51,81 @@ fn print_timeline(victim: &Value, preemptor: &Value) {
         running - submitted,
         resumed - released
     );
+}
+
+/// The emulator's RayJobs, as a test sees them.
+struct RayJobs {
+    typed: kube::Api<forge_gateway::cluster::RayJob>,
+    client: kube::Client,
+    namespace: String,
+}
+
+impl RayJobs {
+    fn of(gw: &forge_tests::gateway::TestGateway) -> Self {
+        let client = gw.sim.client().expect("client");
+        let namespace = gw.state.config.k8s.namespace.clone();
+        Self {
+            typed: kube::Api::namespaced(client.clone(), &namespace),
+            client,
+            namespace,
+        }
+    }
+
+    /// The RayJob `job` (as the API shows it) runs on.
+    async fn get(&self, job: &Value) -> forge_gateway::cluster::RayJob {
+        let name = job["rayjobName"].as_str().expect("a RayJob name");
+        self.typed.get(name).await.expect("the job's RayJob")
+    }
+
+    /// Creates `old` again (suspended: nothing of it runs) after its deletion, and
+    /// reports it `Complete`/`STOPPED`, as a late watch event of it would. Returns its
+    /// name.
+    async fn stale_copy(&self, mut old: forge_gateway::cluster::RayJob) -> String {
+        let name = old.metadata.name.clone().expect("a name");
+        old.metadata = kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            labels: old.metadata.labels.take(),
+            annotations: old.metadata.annotations.take(),
+            ..Default::default()
+        };
+        old.status = None;
+        let mut body = serde_json::to_value(&old).expect("a RayJob");
+        body["spec"]["suspend"] = json!(true);
+        eventually("the old RayJob gone", Duration::from_secs(30), || async {
+            match self.typed.get_opt(&name).await {
+                Ok(None) => Ok(()),
+                other => Err(not_yet(other.map(|o| o.is_some()))),
+            }
+        })
+        .await;
+        let resource = kube::discovery::ApiResource::erase::<forge_gateway::cluster::RayJob>(&());
+        let dynamic: kube::Api<kube::api::DynamicObject> =
+            kube::Api::namespaced_with(self.client.clone(), &self.namespace, &resource);
+        let body: kube::api::DynamicObject = serde_json::from_value(body).expect("an object");
+        dynamic
+            .create(&Default::default(), &body)
+            .await
+            .expect("create the stale RayJob");
+        let status = json!({"status": {"jobDeploymentStatus": "Complete", "jobStatus": "STOPPED"}});
+        self.typed
+            .patch_status(
+                &name,
+                &Default::default(),
+                &kube::api::Patch::Merge(&status),
+            )
+            .await
+            .expect("report it stopped");
+        name
+    }
+
+    /// Deletes the RayJob `name` (gone already is fine: the operator may have).
+    async fn delete(&self, name: &str) {
+        match self.typed.delete(name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => panic!("delete the stale RayJob: {e}"),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,13 +323,18 @@ async fn a_gang_ignoring_its_notice_is_killed_whole_at_its_grace_and_restarts_fr
         .submit_ok(&short_spec("urgent", 60), note_zip())
         .await;
     let noticed_at = Instant::now();
-    client
+    let noticed = client
         .wait_state(&gang, "preempting", Duration::from_secs(30))
         .await;
+    let rayjobs = RayJobs::of(&gw);
+    let first_rayjob = rayjobs.get(&noticed).await;
     let released = client
         .wait_state(&gang, "queued", Duration::from_secs(30))
         .await;
     let held = noticed_at.elapsed();
+    // The ended attempt's RayJob reports STOPPED late (a watch event behind its
+    // release): that is no news for the job, which stays queued.
+    let stale = rayjobs.stale_copy(first_rayjob).await;
     assert!(
         held >= Duration::from_secs(3),
         "released before its grace ended ({held:?}): {:#}",
@@ -276,6 +358,8 @@ async fn a_gang_ignoring_its_notice_is_killed_whole_at_its_grace_and_restarts_fr
     assert!(first.contains("ignoring SIGTERM"), "{first}");
     // The gang runs again, whole, from step 0.
     client.wait_running(&gang, Duration::from_secs(60)).await;
+    // The first attempt's RayJob deleted now: the job runs on another one.
+    rayjobs.delete(&stale).await;
     eventually(
         "the second attempt's first line",
         Duration::from_secs(30),
@@ -298,10 +382,18 @@ async fn a_gang_ignoring_its_notice_is_killed_whole_at_its_grace_and_restarts_fr
             .ends_with("-1"),
         "each attempt has a RayJob of its own: {job:#}"
     );
-    let (s, _) = bob
+    let (s, body) = bob
         .call(reqwest::Method::DELETE, &format!("/v1/jobs/{gang}"))
         .await;
-    assert_eq!(s, 200);
+    assert_eq!(s, 200, "cancelling the running gang: {body}");
+    let ended = client
+        .wait_terminal(std::slice::from_ref(&gang), Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        ended[&gang]["state"], "cancelled",
+        "only its cancel ended it: {:#}",
+        ended[&gang]["history"]
+    );
     // One NetworkPolicy served both attempts; it goes with the last RayJob.
     let policies: kube::Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
         kube::Api::namespaced(

@@ -149,12 +149,29 @@ impl JobCore {
     /// longer make that move. Returns the job as it ends up.
     pub(crate) async fn advance(
         &self,
-        mut job: JobRecord,
+        job: JobRecord,
         to: JobState,
         reason: String,
     ) -> Result<JobRecord, JobError> {
+        self.advance_while(job, to, reason, |_| true).await
+    }
+
+    /// [`Core::advance`] that also stops when the job, re-read after another writer
+    /// moved it, is no longer one `still` accepts (e.g. a RayJob's status is news
+    /// only while the job runs on that RayJob: not once it was preempted and queued).
+    pub(crate) async fn advance_while(
+        &self,
+        mut job: JobRecord,
+        to: JobState,
+        reason: String,
+        still: impl Fn(&JobRecord) -> bool,
+    ) -> Result<JobRecord, JobError> {
         for _ in 0..CAS_ATTEMPTS {
-            if job.state == to || job.state.is_terminal() || !job.state.can_transition_to(to) {
+            if job.state == to
+                || job.state.is_terminal()
+                || !job.state.can_transition_to(to)
+                || !still(&job)
+            {
                 return Ok(job);
             }
             let t = Transition::new(&job.id, job.state, to, Some(reason.clone()));

@@ -2,6 +2,10 @@
 //! (`kuberay_status.rs`), the pre-running deadline, an OOM kill in a failing job's
 //! reason, the clean-up of a finished job, and — after every watcher list and resync —
 //! the reconcile of the store with the RayJobs that exist.
+//!
+//! Only the RayJob of the job's current attempt speaks for it: a preempted job's
+//! earlier RayJob may report `STOPPED` or its deletion after the job was queued or
+//! dispatched again, and those events are no news.
 
 use std::collections::BTreeSet;
 
@@ -81,6 +85,12 @@ impl Lifecycle {
         if job.state == JobState::Preempting {
             return self.on_preempted_rayjob(job, obj).await;
         }
+        if !job.state.holds_gpus() {
+            // Queued again after a preemption: the RayJob is an ended attempt's (its
+            // release deletes it), and its last status (STOPPED) is no news for the job.
+            tracing::debug!(rayjob = %name, job = %job.id, "an earlier attempt's RayJob: left alone");
+            return Ok(());
+        }
         let (mut to, mut reason) = target_state(&obj.status_or_default());
         if !to.is_terminal()
             && to != JobState::Running
@@ -117,7 +127,20 @@ impl Lifecycle {
         } else {
             job
         };
-        let job = self.core.advance(job, to, reason).await?;
+        // Only while the job still runs on this RayJob: the job read may be older than
+        // a preemption notice (`preempting` is the release's to end) or its release.
+        let attempt = job.attempt;
+        let on_this_rayjob = |j: &JobRecord| {
+            j.attempt == attempt
+                && matches!(
+                    j.state,
+                    JobState::Dispatched | JobState::Initializing | JobState::Running
+                )
+        };
+        let job = self
+            .core
+            .advance_while(job, to, reason, on_this_rayjob)
+            .await?;
         if job.state.is_terminal() {
             self.start_cleanup(job, obj.clone());
         }
@@ -144,6 +167,11 @@ impl Lifecycle {
         let Some(job) = self.core.store.get(id).await? else {
             return Ok(());
         };
+        if job.rayjob_name.as_deref() != Some(obj.name_any().as_str()) {
+            // An earlier attempt's RayJob, deleted by its release while (or after) the
+            // job was dispatched again: the job runs on another one.
+            return Ok(());
+        }
         if job.state == JobState::Preempting {
             self.start_release(job, ReleaseCause::RayJobGone);
         } else if job.state.holds_gpus() {
