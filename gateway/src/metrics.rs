@@ -249,6 +249,7 @@ pub enum StoreOp {
     RecordCheckpoint,
     Decisions,
     History,
+    Histories,
     LivesSince,
     Preemptions,
     PreemptionsSince,
@@ -262,7 +263,7 @@ pub enum StoreOp {
 
 impl StoreOp {
     /// Every operation.
-    pub const ALL: [StoreOp; 23] = [
+    pub const ALL: [StoreOp; 24] = [
         StoreOp::Insert,
         StoreOp::Get,
         StoreOp::Transition,
@@ -277,6 +278,7 @@ impl StoreOp {
         StoreOp::RecordCheckpoint,
         StoreOp::Decisions,
         StoreOp::History,
+        StoreOp::Histories,
         StoreOp::LivesSince,
         StoreOp::Preemptions,
         StoreOp::PreemptionsSince,
@@ -305,6 +307,7 @@ impl StoreOp {
             StoreOp::RecordCheckpoint => "record_checkpoint",
             StoreOp::Decisions => "decisions",
             StoreOp::History => "history",
+            StoreOp::Histories => "histories",
             StoreOp::LivesSince => "lives_since",
             StoreOp::Preemptions => "preemptions",
             StoreOp::PreemptionsSince => "preemptions_since",

@@ -112,6 +112,15 @@ async fn the_console_in_a_real_browser() {
     let sample = submit(&gw, &gw.token, &one_gpu_spec("sample", "python3 train.py")).await;
     let row = format!("#job-{sample} .state");
     b.wait_text(&row, "succeeded", WITHIN).await;
+    // The row came live, drawn as the list draws it: its name and its life.
+    b.wait_text(&format!("#job-{sample} td a"), "sample", WITHIN)
+        .await;
+    b.wait_text(
+        &format!("#job-{sample} td.life rect[data-state=running]"),
+        "",
+        WITHIN,
+    )
+    .await;
     let marker = b
         .client
         .execute("return window.forgeNoReload;", vec![])

@@ -14,6 +14,7 @@
 //!   has taken the lease, a deposed leader's writes are refused with
 //!   [`StoreError::Fenced`].
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -283,6 +284,12 @@ pub trait JobStore: Send + Sync {
     async fn decisions(&self, job_id: &str) -> Result<Vec<DecisionRecord>, StoreError>;
     /// A job's state history, oldest first.
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError>;
+    /// The state histories of `ids` in one read (a page of the jobs list), each
+    /// oldest first; a job without history (or unknown) is absent.
+    async fn histories(
+        &self,
+        ids: Vec<String>,
+    ) -> Result<BTreeMap<String, Vec<HistoryEntry>>, StoreError>;
     /// The jobs that held GPUs at or after `since_ms`: those that entered or left a
     /// GPU-holding state (dispatched, initializing, running, preempting) then, and
     /// those that hold GPUs now (one may have run through the whole window without a

@@ -4,6 +4,7 @@
 //! answer, not a failure; a lost connection, a dropped batch or a corrupt row is.
 //! The composition root wraps the backend's job store once (`compose.rs`).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -112,6 +113,13 @@ impl JobStore for Metered {
     }
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
         self.timed(StoreOp::History, self.inner.history(job_id))
+            .await
+    }
+    async fn histories(
+        &self,
+        ids: Vec<String>,
+    ) -> Result<BTreeMap<String, Vec<HistoryEntry>>, StoreError> {
+        self.timed(StoreOp::Histories, self.inner.histories(ids))
             .await
     }
     async fn lives_since(&self, since_ms: i64, limit: u32) -> Result<Vec<JobLife>, StoreError> {

@@ -5,7 +5,8 @@
 //! Kubernetes events of its objects; then its log, opened at the tail (earlier pages
 //! with `?before=<byte offset>`) and followed live until the job ends, when the
 //! archived rest follows. `?part=live` answers only the summary and timeline, which
-//! the page re-reads when the job's feed reports a change. `POST
+//! the page re-reads when the job's feed reports a change; `?part=row`, the job's row
+//! of the jobs list, which that list re-reads when the job changes. `POST
 //! /console/jobs/{id}/cancel` cancels (CSRF token and an explicit confirmation
 //! required). `GET /console/jobs/{id}/log?offset=N&follow=true` streams the log as
 //! text for the page's script.
@@ -50,6 +51,14 @@ pub async fn detail(
 ) -> Result<Response, PageError> {
     let jobs = &console.app.jobs;
     let job = jobs.visible(&viewer.caller, &id).await?;
+    if q.part.as_deref() == Some("row") {
+        return Ok(Html(
+            super::jobs::row_part(&console.app, &job)
+                .await
+                .into_string(),
+        )
+        .into_response());
+    }
     let live = live_part(&console, &job).await?;
     if q.part.as_deref() == Some("live") {
         return Ok(Html(live.into_string()).into_response());

@@ -1,11 +1,12 @@
 //! `GET /console/jobs?state=&team=&cursor=`: the jobs the viewer may see (members their
 //! team's, admins every team's or one), newest first, paginated on the server (the
 //! store's cursor), filtered by state; new jobs and state changes arrive live from the
-//! team's job feed.
+//! team's job feed, and the list then re-reads the job's row (`?part=row` of the job's
+//! page) so its standing and its drawn life stay current.
 
 use axum::extract::{Query, State};
 use axum::response::Response;
-use maud::html;
+use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::draw::job_gantt;
@@ -17,9 +18,9 @@ use crate::auth::Role;
 use crate::domain::JobState;
 use crate::http::ApiError;
 use crate::http::jobs::{list_page, team_filter};
+use crate::jobs::QueueEntry;
 use crate::state::AppState;
 use crate::store::{HistoryEntry, JobRecord, ListQuery, now_ms};
-use futures::StreamExt;
 
 /// Jobs per page.
 pub const PAGE: u32 = 50;
@@ -39,23 +40,54 @@ fn blank(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.trim().is_empty())
 }
 
-/// Each job's state history (empty when it cannot be read: the row still shows), a
-/// few reads at a time.
+/// Each job's state history in one store read (empty when it cannot be read: the
+/// rows still show).
 async fn histories(app: &AppState, jobs: &[JobRecord]) -> Vec<Vec<HistoryEntry>> {
     let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
-    futures::stream::iter(ids)
-        .map(|id| {
-            let app = app.clone();
-            async move {
-                app.jobs.store().history(&id).await.unwrap_or_else(|e| {
-                    tracing::warn!(job = %id, "console: reading the history: {e}");
-                    Vec::new()
-                })
-            }
-        })
-        .buffered(8)
+    let mut read = app.jobs.store().histories(ids).await.unwrap_or_else(|e| {
+        tracing::warn!("console: reading the jobs' histories: {e}");
+        Default::default()
+    });
+    jobs.iter()
+        .map(|j| read.remove(&j.id).unwrap_or_default())
         .collect()
-        .await
+}
+
+/// A job's row: its name and id, team, state, standing in the queue, submission and
+/// its life drawn.
+fn row(
+    job: &JobRecord,
+    history: &[HistoryEntry],
+    standing: Option<&QueueEntry>,
+    now: i64,
+) -> Markup {
+    html! {
+        tr id={ "job-" (job.id) } {
+            td { a href={ "/console/jobs/" (job.id) } { (job.name) } br; small { (job.id) } }
+            td.team { (job.team) }
+            td { (state_badge(job.state)) }
+            td.standing {
+                @if let Some(e) = standing {
+                    "#" (e.position) " on " (present::series(&e.series)) ": " (present::message(&e.reason))
+                }
+            }
+            td.when { (present::when(job.created_at_ms)) }
+            td.life { (job_gantt::small(history, now)) }
+        }
+    }
+}
+
+/// `GET /console/jobs/{id}?part=row`: the job's row as the list draws it now (the
+/// list's script re-reads it when the job's feed reports a change).
+pub async fn row_part(app: &AppState, job: &JobRecord) -> Markup {
+    let history = histories(app, std::slice::from_ref(job)).await;
+    let standing = app.jobs.queue().entry(&job.id);
+    row(
+        job,
+        history.first().map_or(&[][..], Vec::as_slice),
+        standing.as_ref(),
+        now_ms(),
+    )
 }
 
 /// `GET /console/jobs`.
@@ -122,18 +154,7 @@ pub async fn list(
                 thead { tr { th { "Job" } th { "Team" } th { "State" } th { "Queue" } th { "Submitted" } th { "Its life" } } }
                 tbody {
                     @for (job, history) in page.jobs.iter().zip(&histories) {
-                        tr id={ "job-" (job.id) } {
-                            td { a href={ "/console/jobs/" (job.id) } { (job.name) } br; small { (job.id) } }
-                            td.team { (job.team) }
-                            td { (state_badge(job.state)) }
-                            td.standing {
-                                @if let Some(e) = board.get(&job.id) {
-                                    "#" (e.position) " on " (present::series(&e.series)) ": " (present::message(&e.reason))
-                                }
-                            }
-                            td.when { (present::when(job.created_at_ms)) }
-                            td.life { (job_gantt::small(history, now)) }
-                        }
+                        (row(job, history, board.get(&job.id), now))
                     }
                 }
             }

@@ -795,3 +795,44 @@ pub async fn lives_cover_the_window_and_jobs_still_holding_gpus(h: &dyn Harness)
             .is_empty()
     );
 }
+
+/// `histories`: several jobs' histories in one read, each as `history` gives it
+/// (oldest first); an unknown id is absent, and no id reads nothing.
+pub async fn histories_read_a_page_at_once(h: &dyn Harness) {
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let ran = store
+        .insert(new_job("a", "ran", "h100"), None)
+        .await
+        .expect("insert");
+    for (from, to) in [
+        (JobState::Queued, JobState::Dispatched),
+        (JobState::Dispatched, JobState::Running),
+    ] {
+        store.transition(t(&ran.id, from, to)).await.expect("move");
+    }
+    let waits = store
+        .insert(new_job("b", "waits", "h100"), None)
+        .await
+        .expect("insert");
+    let ids = vec![ran.id.clone(), waits.id.clone(), "no-such-job".to_string()];
+    let all = store.histories(ids).await.expect("histories");
+    assert_eq!(
+        all.keys().collect::<Vec<_>>(),
+        {
+            let mut known = vec![&ran.id, &waits.id];
+            known.sort();
+            known
+        },
+        "{all:?}"
+    );
+    for id in [&ran.id, &waits.id] {
+        assert_eq!(
+            all[id],
+            store.history(id).await.expect("history"),
+            "the same as one job's read"
+        );
+    }
+    assert_eq!(all[&ran.id].len(), 3);
+    assert!(store.histories(Vec::new()).await.expect("none").is_empty());
+}

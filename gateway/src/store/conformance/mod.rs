@@ -90,6 +90,7 @@ suite! {
     preemptions_are_recorded_with_their_transitions => super::jobs::preemptions_are_recorded_with_their_transitions,
     a_notice_ended_otherwise_closes_its_record => super::jobs::a_notice_ended_otherwise_closes_its_record,
     lives_cover_the_window_and_jobs_still_holding_gpus => super::jobs::lives_cover_the_window_and_jobs_still_holding_gpus,
+    histories_read_a_page_at_once => super::jobs::histories_read_a_page_at_once,
     append_is_compare_and_set_and_survives_reopen => super::policies::append_is_compare_and_set_and_survives_reopen,
     replicas_race_one_append => super::policies::replicas_race_one_append,
     plugins_are_immutable_per_version => super::policies::plugins_are_immutable_per_version,

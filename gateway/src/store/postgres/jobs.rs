@@ -3,6 +3,8 @@
 //! a fenced one first reads its lease's epoch `FOR KEY SHARE` in the same transaction
 //! (`coord.rs` says why that lock mode).
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -495,6 +497,27 @@ impl JobStore for PgDatabase {
             .collect::<Result<Vec<_>, StoreError>>()?;
         tx.commit().await?;
         assemble_lives(jobs, rows)
+    }
+
+    async fn histories(
+        &self,
+        ids: Vec<String>,
+    ) -> Result<BTreeMap<String, Vec<HistoryEntry>>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT job_id, from_state, to_state, reason, at_ms FROM job_history \
+                 WHERE job_id = ANY($1) ORDER BY id ASC",
+                &[&ids],
+            )
+            .await?;
+        let mut out: BTreeMap<String, Vec<HistoryEntry>> = BTreeMap::new();
+        for r in &rows {
+            let entry = history_entry(r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?)?;
+            out.entry(r.try_get(0)?).or_default().push(entry);
+        }
+        Ok(out)
     }
 
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {

@@ -3,6 +3,8 @@
 //! a fenced one first reads its lease's epoch in the same `IMMEDIATE` transaction (the
 //! group-commit batch's, see `group_commit.rs`).
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -513,6 +515,41 @@ impl JobStore for SqliteDatabase {
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
             assemble_lives(jobs, rows)
+        })
+        .await
+    }
+
+    async fn histories(
+        &self,
+        ids: Vec<String>,
+    ) -> Result<BTreeMap<String, Vec<HistoryEntry>>, StoreError> {
+        self.read(move |conn| {
+            let mut out: BTreeMap<String, Vec<HistoryEntry>> = BTreeMap::new();
+            for chunk in ids.chunks(GET_MANY_CHUNK) {
+                let marks = vec!["?"; chunk.len()].join(", ");
+                let sql = format!(
+                    "SELECT job_id, from_state, to_state, reason, at_ms FROM job_history \
+                     WHERE job_id IN ({marks}) ORDER BY id ASC"
+                );
+                let args: Vec<&dyn rusqlite::ToSql> =
+                    chunk.iter().map(|id| id as &dyn rusqlite::ToSql).collect();
+                let mut stmt = conn.prepare(&sql)?;
+                let rows = stmt.query_map(args.as_slice(), |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                        r.get::<_, i64>(4)?,
+                    ))
+                })?;
+                for row in rows {
+                    let (id, from, to, reason, at_ms) = row?;
+                    let entry = history_entry(from.as_deref(), &to, reason, at_ms)?;
+                    out.entry(id).or_default().push(entry);
+                }
+            }
+            Ok(out)
         })
         .await
     }

@@ -37,47 +37,49 @@
     });
   }
 
-  function timeOf(ms) {
-    var t = document.createElement("time");
-    var iso = new Date(ms).toISOString();
-    t.setAttribute("datetime", iso);
-    t.setAttribute("title", iso.slice(0, 19).replace("T", " ") + " UTC");
-    t.setAttribute("data-rel", "");
-    t.textContent = relative(ms, Date.now());
-    return t;
-  }
-
   function liveList(table) {
     var body = table.tBodies[0];
     var only = table.getAttribute("data-filter");
     var source = new EventSource(table.getAttribute("data-live"));
+    var reading = {};
+    // Re-reads the job's row as the server draws it (its standing and its life), one
+    // read per job at a time; a change during a read reads it once more.
+    function reread(id, insert) {
+      if (reading[id]) { reading[id] = "again"; return; }
+      reading[id] = "busy";
+      fetch("/console/jobs/" + encodeURIComponent(id) + "?part=row", { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) {
+          if (html === null) return;
+          var holder = document.createElement("tbody");
+          holder.innerHTML = html;
+          var fresh = holder.firstElementChild;
+          if (!fresh) return;
+          var row = document.getElementById("job-" + id);
+          if (row) {
+            row.replaceWith(fresh);
+          } else if (insert) {
+            body.insertBefore(fresh, body.firstChild);
+            var none = document.getElementById("no-jobs");
+            if (none) none.remove();
+          }
+        })
+        .finally(function () {
+          var again = reading[id] === "again";
+          delete reading[id];
+          if (again) reread(id, insert);
+        });
+    }
     source.addEventListener("state", function (ev) {
       var e = JSON.parse(ev.data);
       var row = document.getElementById("job-" + e.jobId);
       if (row) {
         setState(row.querySelector(".state"), e.to);
+        reread(e.jobId, false);
         return;
       }
       if (e.from || (only && only !== e.to)) return;
-      row = document.createElement("tr");
-      row.id = "job-" + e.jobId;
-      var link = document.createElement("a");
-      link.href = "/console/jobs/" + encodeURIComponent(e.jobId);
-      link.textContent = e.jobId;
-      var cells = [link, document.createTextNode(e.team), document.createElement("span"),
-        document.createTextNode(""), timeOf(e.atMs), document.createTextNode("")];
-      cells.forEach(function (c) {
-        var td = document.createElement("td");
-        td.appendChild(c);
-        row.appendChild(td);
-      });
-      row.children[1].className = "team";
-      row.children[3].className = "standing";
-      row.children[4].className = "when";
-      setState(cells[2], e.to);
-      body.insertBefore(row, body.firstChild);
-      var none = document.getElementById("no-jobs");
-      if (none) none.remove();
+      reread(e.jobId, true);
     });
     source.addEventListener("standing", function (ev) {
       var e = JSON.parse(ev.data);
