@@ -7,8 +7,11 @@
 //! 10 000 on their team's quota. Then, timing `Jobs::dispatch_pass`
 //! itself (release build, `FORGE_BENCH_DISPATCH_PASSES` idle passes, default 20):
 //!
-//! - `cold`: the first pass (every job asked, 160 RayJobs created);
-//! - `idle`: passes when nothing changed (the goal: ≤ 50 ms);
+//! - `cold`: the first pass (every job asked, 160 RayJobs created); `settle`: the
+//!   pass after it, which reads what the cold one wrote;
+//! - `idle`: passes when nothing changed (the goal: ≤ 50 ms), which find so and skip
+//!   (`jobs/dispatch/quiet.rs`); `full_idle`: the same passes forced to decide the
+//!   whole queue, as the periodic full pass does;
 //! - `team`: a pass after one team's job ended (that team's jobs are asked again, one
 //!   more of them runs);
 //! - `capacity`: a pass after a node was cordoned (the cluster view every request
@@ -39,7 +42,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Jobs each team queues beyond the 16 its quota lets run.
+/// Jobs the teams queue, together, beyond the 16 each one's quota lets run.
 const HELD: usize = 10_000;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -65,7 +68,10 @@ async fn main() -> anyhow::Result<()> {
     // The teams sharing the 10 000 held jobs (fair share orders them: 100 in its
     // issue's figure).
     let teams = env_usize("FORGE_BENCH_DISPATCH_TEAMS", 10).max(1);
-    let per_team = HELD / teams + 16;
+    // How many jobs the quota holds (`FORGE_BENCH_DISPATCH_HELD`: the queue's length,
+    // to see what grows with it).
+    let held = env_usize("FORGE_BENCH_DISPATCH_HELD", HELD);
+    let per_team = held / teams + 16;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root")
@@ -132,6 +138,8 @@ async fn main() -> anyhow::Result<()> {
         (t.elapsed(), n)
     };
     let (cold, cold_dispatched) = timed().await;
+    // The pass after it reads what it wrote (1 600 jobs dispatched): not idle yet.
+    let (settle, _) = timed().await;
     let mut idle = Vec::new();
     for _ in 0..passes {
         let (t, n) = timed().await;
@@ -139,6 +147,16 @@ async fn main() -> anyhow::Result<()> {
         idle.push(ms(t));
     }
     idle.sort_by(f64::total_cmp);
+    // The same passes forced to decide the whole queue: what the periodic full pass
+    // (every 30 s when nothing changed) costs, and every pass cost before it.
+    let mut full = Vec::new();
+    for _ in 0..passes {
+        let t = Instant::now();
+        let (n, settled) = jobs.full_pass().await.expect("pass");
+        assert_eq!((n, settled), (0, true), "an idle full pass did something");
+        full.push(ms(t.elapsed()));
+    }
+    full.sort_by(f64::total_cmp);
     // What an idle pass spends reading the store: its two listings, alone.
     let mut reads = Vec::new();
     for _ in 0..5 {
@@ -193,12 +211,15 @@ async fn main() -> anyhow::Result<()> {
     let waiting = store.queued(None).await?;
     let queued = waiting.len();
     println!(
-        "BENCH dispatch queued={queued} teams={teams} nodes={nodes} inserted_s={:.1} cold_ms={:.1} cold_dispatched={cold_dispatched} idle_p50_ms={:.2} idle_p99_ms={:.2} idle_max_ms={:.2} store_reads_ms={:.2} team_ms={:.1} team_dispatched={team_dispatched} capacity_ms={:.1}",
+        "BENCH dispatch queued={queued} teams={teams} nodes={nodes} inserted_s={:.1} cold_ms={:.1} cold_dispatched={cold_dispatched} settle_ms={:.1} idle_p50_ms={:.2} idle_p99_ms={:.2} idle_max_ms={:.2} full_idle_p50_ms={:.2} full_idle_p99_ms={:.2} store_reads_ms={:.2} team_ms={:.1} team_dispatched={team_dispatched} capacity_ms={:.1}",
         inserted.as_secs_f64(),
         ms(cold),
+        ms(settle),
         percentile(&idle, 0.5),
         percentile(&idle, 0.99),
         idle.last().copied().unwrap_or_default(),
+        percentile(&full, 0.5),
+        percentile(&full, 0.99),
         percentile(&reads, 0.5),
         ms(team),
         ms(capacity),

@@ -13,6 +13,7 @@
 //! | `forge_job_transitions_total` | `state` | open | job state changes, by new state |
 //! | `forge_dispatch_seconds` | | open | queued → RayJob created (persist + create) |
 //! | `forge_dispatch_pass_seconds` | | open | one dispatcher pass over the queue |
+//! | `forge_dispatch_quiet_passes_total` | | open | dispatcher passes skipped: the store, the cluster and the policy were as at the last settled pass (`jobs/dispatch/quiet.rs`); `forge_dispatch_pass_seconds` counts them too |
 //! | `forge_dispatch_decisions_reused_total` | | open | queued jobs a pass did not ask the chain about again (same policy, view and team usage as their last decision) |
 //! | `forge_capsule_uploads_total` | `outcome` (`uploaded`, `deduplicated`) | open | capsules stored |
 //! | `forge_logs_archived_total` | | open | job logs archived to object storage |
@@ -131,6 +132,8 @@ metrics! {
         "Seconds from the dispatch decision to the RayJob created";
     open pass: Histogram = Histogram::new(exponential_buckets(0.0005, 2.0, 16)), "forge_dispatch_pass_seconds",
         "Seconds of one dispatcher pass";
+    open quiet_passes: Counter = Counter::default(), "forge_dispatch_quiet_passes",
+        "Dispatcher passes skipped: the store, the cluster and the policy were as at the last settled pass";
     open reused: Counter = Counter::default(), "forge_dispatch_decisions_reused",
         "Queued jobs a dispatcher pass did not ask the chain about again: the policy, the cluster view and the team's usage were those of their last decision";
     open capsules: CounterFamily = Family::default(), "forge_capsule_uploads",
@@ -525,6 +528,11 @@ impl Metrics {
     /// A dispatcher pass's duration.
     pub fn dispatch_pass(&self, took: Duration) {
         self.pass.observe(took.as_secs_f64());
+    }
+
+    /// A dispatcher pass skipped: nothing it decides from moved since a settled one.
+    pub fn dispatch_pass_quiet(&self) {
+        self.quiet_passes.inc();
     }
 
     /// Decisions a pass reused instead of asking the chain again.

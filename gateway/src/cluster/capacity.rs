@@ -105,6 +105,11 @@ impl Capacity {
         tokio::time::timeout(within, self.synced()).await.is_ok() && self.is_synced()
     }
 
+    /// The caches' generation: it moves with every Node or Pod event.
+    pub fn generation(&self) -> u64 {
+        *self.changes.borrow()
+    }
+
     /// A receiver that changes whenever a Node or Pod event arrives.
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.clone()

@@ -269,8 +269,9 @@ pub trait JobStore: Send + Sync {
     /// queue order: what the dispatcher lists each pass to read only the records that
     /// changed ([`JobStore::get_many`]).
     async fn unfinished(&self) -> Result<Vec<(String, JobState)>, StoreError>;
-    /// A value that differs from the one read before whenever anything may have been
-    /// written since, by this process or another one sharing the store; `None` when
+    /// A value that differs from the one read before whenever a job or a preemption
+    /// may have been written since (other tables do not count), by this process or
+    /// another one sharing the store; `None` when
     /// the backend cannot tell cheaply (callers then read again). Read it *before* the
     /// data it vouches for: a write between the two reads shows as a change next time.
     async fn change_version(&self) -> Result<Option<u64>, StoreError> {

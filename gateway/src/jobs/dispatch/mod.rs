@@ -30,7 +30,8 @@
 //! RayJob); `decision_memo.rs` the decisions a pass may reuse; `fair_share.rs` and
 //! `fair_order.rs` the order a pass decides the queue in; `preempt.rs` preemption;
 //! `journal.rs` what a dispatching pass records for the dispatch journal, and
-//! `replay.rs` the journal ordered again (`POST /v1/fair-share/replay`).
+//! `replay.rs` the journal ordered again (`POST /v1/fair-share/replay`); `quiet.rs`
+//! the passes that need not run because nothing they decide from moved.
 
 mod create;
 pub mod decision_memo;
@@ -41,6 +42,7 @@ pub mod follower;
 mod journal;
 mod pass;
 pub mod preempt;
+mod quiet;
 pub mod replay;
 mod standing;
 
@@ -87,6 +89,8 @@ pub struct Dispatcher {
     creating: Arc<Claims>,
     /// The usage ledger as this term's leader keeps it (`fair_share.rs`).
     fair: Arc<fair_share::FairShare>,
+    /// The last settled pass, which an unchanged next one need not repeat (`quiet.rs`).
+    quiet: Arc<quiet::QuietPasses>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -118,6 +122,7 @@ impl Dispatcher {
             decisions: Arc::default(),
             records,
             creating,
+            quiet: Arc::default(),
         }
     }
 
@@ -129,6 +134,7 @@ impl Dispatcher {
             fair: Arc::new(fair_share::FairShare::new(
                 self.core.config.gateway.fair_share_half_life_s,
             )),
+            quiet: Arc::default(),
             ..self.clone()
         }
     }

@@ -14,7 +14,8 @@
 //!    decided (at most `CREATE_CONCURRENCY` at once).
 //!
 //! The pass ends by publishing the standings and the usage, and keeping the decisions
-//! of the jobs that still wait.
+//! of the jobs that still wait. A pass whose inputs did not move since a settled one
+//! is skipped (`quiet.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use super::fair_order::{Class, FairOrder};
 use super::fair_share::Usage;
 use super::journal::PassJournal;
 use super::preempt::{Book, Preemptions, admitted_terms};
+use super::quiet::Inputs;
 use super::standing::Standing;
 use super::{CREATE_CONCURRENCY, Dispatcher};
 use crate::admission::usage::{self, Ledger};
@@ -71,8 +73,37 @@ struct Reserved {
 }
 
 impl Dispatcher {
-    /// One pass over the queue; returns how many jobs were dispatched.
+    /// One pass over the queue, skipped when nothing it decides from moved since a
+    /// settled pass (`quiet.rs`); returns how many jobs were dispatched.
     pub async fn dispatch_pass(&self) -> Result<usize, JobError> {
+        let inputs = self.inputs().await?;
+        if let Some(i) = &inputs
+            && self.quiet.nothing_to_decide(i, Instant::now())
+        {
+            self.core.metrics.dispatch_pass_quiet();
+            return Ok(0);
+        }
+        let (dispatched, settled) = self.full_pass().await?;
+        self.quiet.full_pass(inputs, settled, Instant::now());
+        Ok(dispatched)
+    }
+
+    /// What a pass decides from, as versions (`None`: the store cannot tell cheaply
+    /// whether it changed).
+    async fn inputs(&self) -> Result<Option<Inputs>, JobError> {
+        let Some(store) = self.core.store.change_version().await? else {
+            return Ok(None);
+        };
+        Ok(Some(Inputs {
+            store,
+            cluster: self.cluster.capacity.generation(),
+            policy: self.admission.policy_generation(),
+        }))
+    }
+
+    /// One pass that decides the whole queue, even when nothing changed; how many jobs
+    /// it dispatched, and whether it settled (`quiet.rs`).
+    pub async fn full_pass(&self) -> Result<(usize, bool), JobError> {
         let started = Instant::now();
         let Reserved {
             queued,
@@ -90,7 +121,7 @@ impl Dispatcher {
         if queued.is_empty() {
             self.publish(Standings::default(), ledger, &Default::default());
             self.decisions.keep(Table::default());
-            return Ok(0);
+            return Ok((0, true));
         }
         let read = started.elapsed();
         let (to_create, admitted) = mpsc::channel::<Admitted>(CREATE_CONCURRENCY);
@@ -110,10 +141,11 @@ impl Dispatcher {
                 decide.job(job).await;
             }
             let decided = started.elapsed();
+            let settled = decide.settled && !decide.preemptions.holding_any();
             let journaled = decide.finish(&queued);
-            (decided, journaled)
+            (decided, journaled, settled)
         };
-        let ((decided, journaled), dispatched) =
+        let ((decided, journaled, settled), dispatched) =
             tokio::join!(decide, self.create_admitted(admitted));
         if let Some(record) = journaled {
             self.journal(record).await;
@@ -130,7 +162,7 @@ impl Dispatcher {
             creates_after_ms = (started.elapsed() - decided).as_millis(),
             "dispatcher pass"
         );
-        Ok(dispatched)
+        Ok((dispatched, settled && dispatched == 0))
     }
 
     /// Step 1: the unfinished jobs, every team's usage, and the free rooms less the
@@ -248,6 +280,9 @@ struct Decide<'q> {
     journal: PassJournal<'q>,
     /// Every team's standing, as the requests carry it.
     shares: Shares,
+    /// Whether this pass changed nothing and left nothing that time alone may
+    /// change: no dispatch, rejection or failed chain, and no preemption involved.
+    settled: bool,
 }
 
 impl<'q> Decide<'q> {
@@ -287,6 +322,7 @@ impl<'q> Decide<'q> {
             entitled,
             journal,
             shares,
+            settled: true,
         }
     }
 
@@ -357,6 +393,7 @@ impl<'q> Decide<'q> {
         match &keep.evaluated.outcome.decision {
             Decision::Reject { code, message, .. } => {
                 let reason = format!("{code}: {message}");
+                self.settled = false;
                 self.journal.decided(job, Outcome::Rejected);
                 self.reject(job, &keep, reason).await;
             }
@@ -399,6 +436,7 @@ impl<'q> Decide<'q> {
         {
             Ok(e) => Some(e),
             Err(e) => {
+                self.settled = false;
                 let series = queue_series(job, admission::primary_series(&job.spec, None));
                 let reason = format!("the admission policy failed: {e}");
                 let code = "policy.failed".to_string();
@@ -466,6 +504,7 @@ impl<'q> Decide<'q> {
             .collect();
         match self.free.reserve(&wanted) {
             Ok(()) => {
+                self.settled = false;
                 self.journal.decided(job, Outcome::Dispatched { gpus });
                 let decision = self.record(job, &keep);
                 let terms = admitted_terms(job.spec.priority, &keep.evaluated.outcome.decision);
@@ -496,7 +535,12 @@ impl<'q> Decide<'q> {
                     )
                     .await
                 {
-                    Some(w) => (w.code, w.reason),
+                    Some(w) => {
+                        // Preemption is involved (a notice, a hold, a veto, a window):
+                        // what it decided may change with time alone.
+                        self.settled = false;
+                        (w.code, w.reason)
+                    }
                     None => (nofit.code().to_string(), nofit.to_string()),
                 };
                 let record = Outcome::NoRoom {

@@ -127,6 +127,12 @@ impl<'q> Preemptions<'q> {
         self.book.holds(job)
     }
 
+    /// Whether any job holds freed GPUs, or was given notice in this pass (a hold
+    /// ends with time alone).
+    pub(super) fn holding_any(&self) -> bool {
+        !self.book.holding.is_empty() || !self.noticed.is_empty()
+    }
+
     pub(super) fn new(active: &'q [Arc<JobRecord>], book: Book) -> Self {
         Preemptions {
             active,

@@ -227,9 +227,9 @@ pub async fn compare_and_set_conflicts(h: &dyn Harness) {
     );
 }
 
-/// A backend that reports a change version moves it for a write through any handle
-/// (another process's included) and keeps it while nothing is written; one that cannot
-/// tell says `None` every time.
+/// A backend that reports a change version moves it for a job written through any
+/// handle (another process's included) and keeps it while no job is written (a lease
+/// is not one); one that cannot tell says `None` every time.
 pub async fn change_version_moves_with_every_writer(h: &dyn Harness) {
     let (a, b) = (h.open().await, h.open().await);
     let version = || async { a.jobs.change_version().await.expect("version") };
@@ -263,6 +263,12 @@ pub async fn change_version_moves_with_every_writer(h: &dyn Harness) {
     let lost = dispatch().await;
     assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
     assert_eq!(version().await, v2);
+    // Writes the dispatcher does not decide from (a lease) change nothing either.
+    b.coord
+        .acquire("some-lease", "holder", std::time::Duration::from_secs(30))
+        .await
+        .expect("acquire");
+    assert_eq!(version().await, v2, "a lease is not a job");
 }
 
 /// Two handles (two replicas) race many jobs: each job moves exactly once.

@@ -329,7 +329,7 @@ impl JobStore for SqliteDatabase {
     }
 
     async fn change_version(&self) -> Result<Option<u64>, StoreError> {
-        self.data_version().await.map(Some)
+        self.job_writes().await.map(Some)
     }
 
     async fn get_many(&self, ids: Vec<String>) -> Result<Vec<JobRecord>, StoreError> {

@@ -333,6 +333,34 @@ pub const MIGRATIONS: &[Migration] = &[
     CREATE INDEX job_history_at ON job_history (at_ms);
     "#,
     },
+    Migration {
+        version: 18,
+        name: "job_writes",
+        // The store's change version counts the writes the dispatcher decides from —
+        // jobs and preemptions — and no other: a lease renewal or a console session
+        // no longer makes an idle pass list the queue again (`PRAGMA data_version`
+        // moved with every commit). The triggers run in the writing transaction, so a
+        // reader sees the count and the rows it counts together.
+        sql: r#"
+    CREATE TABLE job_writes (
+        id    INTEGER PRIMARY KEY CHECK (id = 1),
+        count INTEGER NOT NULL
+    );
+    INSERT INTO job_writes (id, count) VALUES (1, 0);
+    CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs
+        BEGIN UPDATE job_writes SET count = count + 1 WHERE id = 1; END;
+    CREATE TRIGGER jobs_updated AFTER UPDATE ON jobs
+        BEGIN UPDATE job_writes SET count = count + 1 WHERE id = 1; END;
+    CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs
+        BEGIN UPDATE job_writes SET count = count + 1 WHERE id = 1; END;
+    CREATE TRIGGER preemptions_inserted AFTER INSERT ON preemptions
+        BEGIN UPDATE job_writes SET count = count + 1 WHERE id = 1; END;
+    CREATE TRIGGER preemptions_updated AFTER UPDATE ON preemptions
+        BEGIN UPDATE job_writes SET count = count + 1 WHERE id = 1; END;
+    CREATE TRIGGER preemptions_deleted AFTER DELETE ON preemptions
+        BEGIN UPDATE job_writes SET count = count + 1 WHERE id = 1; END;
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

@@ -53,9 +53,8 @@ const STATEMENT_CACHE: usize = 64;
 pub struct SqliteDatabase {
     conn: Arc<Mutex<Connection>>,
     readers: Arc<[Mutex<Connection>]>,
-    /// A read-only connection that only asks `PRAGMA data_version`, whose value is
-    /// per connection: it moves when any other connection (this process's writer,
-    /// another process's) committed since its last read.
+    /// A read-only connection that only reads the count of job writes (migration 18),
+    /// so that the question never waits behind the job store's readers.
     version: Arc<Mutex<Connection>>,
     writer: group_commit::Writer,
 }
@@ -105,11 +104,14 @@ impl SqliteDatabase {
         })
     }
 
-    /// `PRAGMA data_version` on the connection kept for it (see the `version`
-    /// field): changes whenever another connection committed since the last call.
-    async fn data_version(&self) -> Result<u64, StoreError> {
+    /// The count of committed writes to jobs and preemptions (any connection's, any
+    /// process's: triggers keep it in the writing transaction, migration 18). Other
+    /// tables' writes — leases, sessions, the usage ledger — do not move it.
+    async fn job_writes(&self) -> Result<u64, StoreError> {
         blocking(Arc::clone(&self.version), |conn| {
-            let v: i64 = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+            let v: i64 = conn
+                .prepare_cached("SELECT count FROM job_writes WHERE id = 1")?
+                .query_row([], |r| r.get(0))?;
             Ok(v.cast_unsigned())
         })
         .await
