@@ -289,6 +289,16 @@ impl JobStore for PgDatabase {
         jobs_from_rows(&rows)
     }
 
+    /// The job feed's head: every insert and transition writes a history row, under
+    /// the feed's lock, so ids grow in commit order across replicas (and preemption
+    /// records are written with their transitions). A checkpoint writes none: the
+    /// preemption planner reads its candidates afresh.
+    async fn change_version(&self) -> Result<Option<u64>, StoreError> {
+        let client = self.client().await?;
+        let head = super::job_feed::head(&client).await?;
+        Ok(Some(head.cast_unsigned()))
+    }
+
     async fn unfinished(&self) -> Result<Vec<(String, JobState)>, StoreError> {
         let rows = self
             .client()

@@ -325,10 +325,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 18,
         name: "job_writes",
         // SQLite counts the writes to jobs and preemptions for its change version
-        // (one writer: the count costs nothing). Here a counter row would be one lock
-        // every job write waits for, across replicas, so PostgreSQL keeps no change
-        // version (`JobStore::change_version` is `None`: every dispatcher pass lists
-        // the queue) and this step only keeps the two lists of steps alike.
+        // (one writer: the count costs nothing). Here a counter row would be one more
+        // lock every job write waits for; the change version is the job feed's head
+        // instead (`job_history` ids, in commit order under the feed's lock), so this
+        // step only keeps the two lists of steps alike.
         sql: r#"
     SELECT 1;
     "#,
