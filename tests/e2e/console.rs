@@ -296,6 +296,14 @@ async fn the_console_in_a_real_browser() {
         .await
         .is_some()
     );
+    // The team's use drawn against its quota, as the reference chain's team-quota
+    // states it (`default: {"*": 16}`).
+    assert_eq!(
+        b.attr("#team-drawn figure.team[data-series=h100]", "data-quota")
+            .await
+            .as_deref(),
+        Some("16")
+    );
     // Who stands where against their fair share: the waiting job's team wants h100.
     let shares = b.text("#fair-share").await.expect("fair-share table");
     assert!(

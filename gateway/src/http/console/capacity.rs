@@ -4,7 +4,8 @@
 //! /v1/capacity`), and for admins each series' nodes as a strip; each series' queue
 //! drawn as GPUs (the viewer's jobs apart, other teams' only in aggregate for
 //! members); the viewer's team usage (running and queued GPUs per series, the
-//! dispatcher's ledger) drawn against its fair share, then each team's share of each
+//! dispatcher's ledger) drawn against its fair share and its quota (as the
+//! `team-quota` policy in force states it: `quota.rs`), then each team's share of each
 //! series against its fair share (`GET /v1/fair-share`: admins see every team, a
 //! member their own); for admins, each series' last day (queue wait p50/p99 and
 //! GPUs in use per hour, from the store: `jobs/last_day.rs`). Every job change on
@@ -28,6 +29,7 @@ use super::draw::node_strip;
 use super::draw::queue_bar::{self, Queued};
 use super::layout::{self, Nav};
 use super::present;
+use super::quota;
 use super::session::Viewer;
 use crate::auth::Role;
 use crate::cluster::nodes::NodeCell;
@@ -185,13 +187,17 @@ async fn own_queued_names(console: &Console, viewer: &Viewer) -> BTreeMap<String
     }
 }
 
-/// The viewer's team's use of each series drawn against its fair share.
+/// The viewer's team's use of each series drawn against its fair share, and its
+/// quota where the policy in force states one (`quota.rs`).
 fn drawn_team(
+    console: &Console,
     viewer: &Viewer,
     view: &ClusterView,
     shares: Option<&FairShareResponse>,
     usage: &[SeriesUsage],
 ) -> Markup {
+    let policy = console.app.policies.current();
+    let team = &viewer.caller.team;
     let fair = |series: &str| -> f64 {
         shares
             .and_then(|s| s.series.iter().find(|s| s.series == series))
@@ -202,7 +208,13 @@ fn drawn_team(
         div #team-drawn {
             @for u in usage {
                 @let total = view.series.iter().find(|s| s.series == u.series).map_or(0, |s| s.total);
-                (capacity_bar::team_use(present::series(&u.series), total, u.running, u.queued, fair(&u.series)))
+                (capacity_bar::team_use(
+                    present::series(&u.series),
+                    total,
+                    (u.running, u.queued),
+                    fair(&u.series),
+                    quota::of(&policy, team, &u.series),
+                ))
             }
         }
     }
@@ -242,7 +254,7 @@ async fn tables(console: &Console, viewer: &Viewer, shares: Option<&FairShareRes
         h2 { "Queues" }
         (drawn_queues(console, viewer).await)
         h2 { "Team " (viewer.caller.team) }
-        (drawn_team(viewer, &view, shares, &usage))
+        (drawn_team(console, viewer, &view, shares, &usage))
         div.scroll { table #usage {
             thead { tr { th scope="col" { "Series" } th scope="col" { "Running GPUs" } th scope="col" { "Queued GPUs" } } }
             tbody {

@@ -34,6 +34,7 @@ pub mod playgrounds;
 pub mod plugins;
 pub mod policies;
 pub mod present;
+mod quota;
 pub mod session;
 
 use axum::Router;

@@ -125,7 +125,14 @@ pub fn series(s: &SeriesCapacity, h: Holders) -> Markup {
 
 /// A team's running and queued GPUs on a series against its fair share, on the
 /// series' scale.
-pub fn team_use(series: &str, total: u32, running: u32, queued: u32, fair_share: f64) -> Markup {
+pub fn team_use(
+    series: &str,
+    total: u32,
+    (running, queued): (u32, u32),
+    fair_share: f64,
+    quota: Option<u32>,
+) -> Markup {
+    // A quota past the series' GPUs is drawn at its end.
     let scale = f64::from(total.max(running + queued).max(1));
     let segments = [
         Segment {
@@ -141,7 +148,7 @@ pub fn team_use(series: &str, total: u32, running: u32, queued: u32, fair_share:
     ];
     let mark = along(fair_share, scale);
     html! {
-        figure.bar.team data-series=(series) data-running=(running) data-queued=(queued) {
+        figure.bar.team data-series=(series) data-running=(running) data-queued=(queued) data-quota=[quota] {
             svg viewBox="0 0 1000 34" preserveAspectRatio="none" role="img"
                 aria-label={ (series) ": your team runs " (running) " GPUs and queues " (queued) "; its fair share is " (format!("{fair_share:.1}")) } {
                 rect.track x="0" y="0" width="1000" height="28" {}
@@ -149,10 +156,18 @@ pub fn team_use(series: &str, total: u32, running: u32, queued: u32, fair_share:
                 line.fair x1=(num(mark)) x2=(num(mark)) y1="0" y2="34" {
                     title { "Fair share: " (format!("{fair_share:.1}")) " GPUs" }
                 }
+                @if let Some(q) = quota {
+                    @let at = along(f64::from(q).min(scale), scale);
+                    line.quota x1=(num(at)) x2=(num(at)) y1="0" y2="34" {
+                        title { "Quota: " (q) " GPUs (the team-quota policy)" }
+                    }
+                }
             }
             figcaption {
                 strong { (series) } " · running " (running) " · queued " (queued)
-                " · fair share " (format!("{fair_share:.1}")) " of " (total) " GPUs"
+                " · fair share " (format!("{fair_share:.1}"))
+                @if let Some(q) = quota { " · quota " (q) }
+                " of " (total) " GPUs"
             }
         }
     }
@@ -249,5 +264,18 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("Largest free block: 8 GPUs"), "{html}");
+    }
+
+    #[test]
+    fn the_teams_use_is_drawn_against_its_quota_when_one_is_stated() {
+        let html = team_use("h100", 16, (8, 16), 8.0, Some(16)).into_string();
+        assert!(html.contains(r#"data-quota="16""#), "{html}");
+        assert!(html.contains("Quota: 16 GPUs"), "{html}");
+        assert!(html.contains(" · quota 16"), "{html}");
+        let none = team_use("h100", 16, (8, 0), 8.0, None).into_string();
+        assert!(
+            !none.contains("data-quota") && !none.contains("line class=\"quota\""),
+            "{none}"
+        );
     }
 }
