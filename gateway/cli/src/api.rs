@@ -202,8 +202,9 @@ mod tests {
     use super::*;
 
     /// A stand-in gateway: `/ready` answers 503 `not-ready` twice, then 200; `/slow`
-    /// always 503 `cluster-unavailable`; `/down` 503 without `Retry-After`. Returns
-    /// its URL and the count of requests it got.
+    /// always 503 `cluster-unavailable`; `/down` 503 without `Retry-After`; `/busy`
+    /// 503 `cluster-unavailable` once, then 200. Returns its URL and the count of
+    /// requests it got.
     async fn gateway() -> (String, Arc<AtomicUsize>) {
         let hits = Arc::new(AtomicUsize::new(0));
         let unavailable = |code: &'static str, retry: bool| {
@@ -214,7 +215,8 @@ mod tests {
             let body = serde_json::json!({"error": {"code": code, "message": "later"}});
             (Status::SERVICE_UNAVAILABLE, headers, axum::Json(body))
         };
-        let (a, b, c) = (hits.clone(), hits.clone(), hits.clone());
+        let (a, b, c, d) = (hits.clone(), hits.clone(), hits.clone(), hits.clone());
+        let busy_once = Arc::new(AtomicUsize::new(0));
         let ready = move || {
             let n = a.fetch_add(1, Ordering::SeqCst);
             async move {
@@ -233,7 +235,19 @@ mod tests {
             c.fetch_add(1, Ordering::SeqCst);
             async move { unavailable("store-unavailable", false) }
         };
+        let busy = move || {
+            d.fetch_add(1, Ordering::SeqCst);
+            let first = busy_once.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first {
+                    Err(unavailable("cluster-unavailable", true))
+                } else {
+                    Ok(axum::Json(serde_json::json!({"ok": true})))
+                }
+            }
+        };
         let app = axum::Router::new()
+            .route("/busy", get(busy))
             .route("/ready", get(ready.clone()).post(ready))
             .route("/slow", get(slow.clone()).post(slow))
             .route("/down", get(down));
@@ -285,5 +299,9 @@ mod tests {
             "{err:?}"
         );
         assert_eq!(hits.load(Ordering::SeqCst), 2);
+        // A read is asked again after the Retry-After the gateway gave.
+        let got: Value = api.get("/busy").await.expect("answered the second time");
+        assert_eq!(got["ok"], true);
+        assert_eq!(hits.load(Ordering::SeqCst), 4);
     }
 }
