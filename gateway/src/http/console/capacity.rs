@@ -153,21 +153,43 @@ async fn drawn_queues(console: &Console, viewer: &Viewer) -> Markup {
         BTreeMap::new()
     };
     let admin = viewer.caller.role == Role::Admin;
+    let team = viewer.caller.team.as_str();
     html! {
         div #queues-drawn {
             @for (series, queue) in &by_series {
-                @let queued: Vec<Queued<'_>> = queue.iter().map(|(id, e)| Queued {
-                    id,
-                    team: &e.team,
-                    gpus: e.gpus,
-                    name: names.get(*id).map(String::as_str),
-                    standing: (e.team == viewer.caller.team).then(|| e.standing_sentence()).flatten(),
-                }).collect();
-                (queue_bar::series(present::series(series), &queued, &viewer.caller.team, admin))
+                @let queued = queued_of(queue, team, &names);
+                (queue_bar::series(present::series(series), &queued, team, admin))
             }
             @if by_series.is_empty() { p #no-queue { "No job waits." } }
         }
     }
+}
+
+/// One series' queue as the drawing reads it. The standing sentence is built only
+/// for the team's jobs the bar draws one by one (the first [`queue_bar::OWN_DRAWN`]):
+/// a team with thousands queued does not pay for sentences nobody sees.
+fn queued_of<'a>(
+    queue: &[(&'a str, &'a QueueEntry)],
+    team: &str,
+    names: &'a BTreeMap<String, String>,
+) -> Vec<Queued<'a>> {
+    let mut own = 0;
+    queue
+        .iter()
+        .map(|(id, e)| {
+            let drawn = e.team == team && {
+                own += 1;
+                own <= queue_bar::OWN_DRAWN
+            };
+            Queued {
+                id,
+                team: &e.team,
+                gpus: e.gpus,
+                name: names.get(*id).map(String::as_str),
+                standing: drawn.then(|| e.standing_sentence()).flatten(),
+            }
+        })
+        .collect()
 }
 
 /// The names of the viewer's team's queued jobs (the newest page of them).

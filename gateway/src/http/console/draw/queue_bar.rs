@@ -44,7 +44,7 @@ enum Block {
 const MAX_BLOCKS: usize = 60;
 
 /// At most this many of the viewer's jobs are drawn apart; the rest join runs.
-const OWN_DRAWN: usize = 40;
+pub const OWN_DRAWN: usize = 40;
 
 /// Merges `queue` into blocks; `viewer_team`: the viewer's team; `admin`: runs name
 /// their team.
