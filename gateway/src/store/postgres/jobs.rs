@@ -531,17 +531,7 @@ impl JobStore for PgDatabase {
     }
 
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
-        let rows = self
-            .client()
-            .await?
-            .query(
-                "SELECT from_state, to_state, reason, at_ms FROM job_history \
-                 WHERE job_id = $1 ORDER BY id ASC",
-                &[&job_id],
-            )
-            .await?;
-        rows.iter()
-            .map(|r| history_entry(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?))
-            .collect()
+        let mut one = self.histories(vec![job_id.to_string()]).await?;
+        Ok(one.remove(job_id).unwrap_or_default())
     }
 }

@@ -533,7 +533,7 @@ impl JobStore for SqliteDatabase {
                 );
                 let args: Vec<&dyn rusqlite::ToSql> =
                     chunk.iter().map(|id| id as &dyn rusqlite::ToSql).collect();
-                let mut stmt = conn.prepare(&sql)?;
+                let mut stmt = conn.prepare_cached(&sql)?;
                 let rows = stmt.query_map(args.as_slice(), |r| {
                     Ok((
                         r.get::<_, String>(0)?,
@@ -555,27 +555,7 @@ impl JobStore for SqliteDatabase {
     }
 
     async fn history(&self, job_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
-        let job_id = job_id.to_string();
-        self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT from_state, to_state, reason, at_ms FROM job_history \
-                 WHERE job_id = ?1 ORDER BY id ASC",
-            )?;
-            let rows = stmt.query_map([&job_id], |r| {
-                Ok((
-                    r.get::<_, Option<String>>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (from, to, reason, at_ms) = row?;
-                out.push(history_entry(from.as_deref(), &to, reason, at_ms)?);
-            }
-            Ok(out)
-        })
-        .await
+        let mut one = self.histories(vec![job_id.to_string()]).await?;
+        Ok(one.remove(job_id).unwrap_or_default())
     }
 }
