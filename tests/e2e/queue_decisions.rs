@@ -74,9 +74,8 @@ async fn a_queued_job_is_asked_about_again_only_when_its_inputs_change() {
 
     // Passes run (every few seconds, and on every Node or Pod event) but nothing the
     // decisions were made from changed: the chain is not asked again. The cluster,
-    // the store and the policy stay as they are, so the passes find that out first
-    // and skip; a full pass in between (the usage ledger's periodic write moves the
-    // store) reuses every decision.
+    // the store's jobs and the policy stay as they are, so the passes find that out
+    // first and skip (the full pass every 30 s reuses every decision).
     let asked = metric(&gw.metrics().await, ASKED);
     let quiet = metric(&gw.metrics().await, QUIET);
     eventually(

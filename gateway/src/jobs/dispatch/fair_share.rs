@@ -199,6 +199,12 @@ impl FairShare {
         self.usage(now_ms)
     }
 
+    /// Whether the ledger was read from the store (a failed read is tried again by
+    /// the next pass; until then the usage is what this leader charged).
+    pub fn ledger_read(&self) -> bool {
+        self.lock().rows.is_some()
+    }
+
     /// The ledger as this leader knows it (the store's rows plus what it charged
     /// since), each row as of its own time.
     pub fn records(&self) -> Vec<UsageRecord> {

@@ -141,7 +141,8 @@ impl Dispatcher {
                 decide.job(job).await;
             }
             let decided = started.elapsed();
-            let settled = decide.settled && !decide.preemptions.holding_any();
+            let settled =
+                decide.settled && !decide.preemptions.unsettled(&queued) && self.fair.ledger_read();
             let journaled = decide.finish(&queued);
             (decided, journaled, settled)
         };
@@ -536,8 +537,11 @@ impl<'q> Decide<'q> {
                     .await
                 {
                     Some(w) => {
-                        // Preemption is involved (a notice, a hold, a veto, a window):
-                        // what it decided may change with time alone.
+                        // Preemption is involved (a notice, a hold, a veto, a policy
+                        // failing on the plan): keep looking every pass. A candidate
+                        // left alone for its preemption window is not (`preempt_for`
+                        // answers `None`): its window's end is caught by the periodic
+                        // full pass (`quiet.rs`).
                         self.settled = false;
                         (w.code, w.reason)
                     }

@@ -119,6 +119,8 @@ pub(super) struct Preemptions<'q> {
     noticed: FxHashSet<String>,
     /// The running candidates' records as read for a plan.
     fresh: FxHashMap<String, JobRecord>,
+    /// A store read or write of a plan failed in this pass.
+    failed: bool,
 }
 
 impl<'q> Preemptions<'q> {
@@ -127,10 +129,12 @@ impl<'q> Preemptions<'q> {
         self.book.holds(job)
     }
 
-    /// Whether any job holds freed GPUs, or was given notice in this pass (a hold
-    /// ends with time alone).
-    pub(super) fn holding_any(&self) -> bool {
-        !self.book.holding.is_empty() || !self.noticed.is_empty()
+    /// Whether what this pass found of preemption may change with time alone, or
+    /// failed (`quiet.rs`): a preemptor of `queued` holding GPUs freed for it (its hold
+    /// ends with time), a notice given in this pass, or a store read or write that
+    /// failed (the next pass tries again).
+    pub(super) fn unsettled(&self, queued: &[Arc<JobRecord>]) -> bool {
+        self.failed || !self.noticed.is_empty() || queued.iter().any(|j| self.book.holds(&j.id))
     }
 
     pub(super) fn new(active: &'q [Arc<JobRecord>], book: Book) -> Self {
@@ -141,6 +145,7 @@ impl<'q> Preemptions<'q> {
             running: FxHashMap::default(),
             noticed: FxHashSet::default(),
             fresh: FxHashMap::default(),
+            failed: false,
         }
     }
 }
@@ -309,6 +314,7 @@ impl Dispatcher {
             Ok(fresh) => fresh,
             Err(e) => {
                 tracing::warn!("reading the running jobs for a preemption plan: {e}");
+                st.failed = true;
                 return Vec::new();
             }
         };
@@ -428,6 +434,7 @@ impl Dispatcher {
                 Err(StoreError::Conflict { .. }) => {}
                 Err(e) => {
                     tracing::warn!(job = %v.job_id, "a preemption notice was not recorded: {e}");
+                    st.failed = true;
                     break;
                 }
             }

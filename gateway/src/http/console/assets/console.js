@@ -48,7 +48,7 @@
       if (reading[id]) { reading[id] = "again"; return; }
       reading[id] = "busy";
       fetch("/console/jobs/" + encodeURIComponent(id) + "?part=row", { credentials: "same-origin" })
-        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (r) { return r.ok && !r.redirected ? r.text() : null; })
         .then(function (html) {
           if (html === null) return;
           var holder = document.createElement("tbody");
@@ -73,9 +73,10 @@
     source.addEventListener("state", function (ev) {
       var e = JSON.parse(ev.data);
       var row = document.getElementById("job-" + e.jobId);
-      if (row) {
-        setState(row.querySelector(".state"), e.to);
-        reread(e.jobId, false);
+      if (row || reading[e.jobId]) {
+        // Shown, or on its way: read (again) once the read in flight is back.
+        if (row) setState(row.querySelector(".state"), e.to);
+        reread(e.jobId, !row);
         return;
       }
       if (e.from || (only && only !== e.to)) return;
@@ -84,6 +85,7 @@
     source.addEventListener("standing", function (ev) {
       var e = JSON.parse(ev.data);
       var row = document.getElementById("job-" + e.jobId);
+      if (reading[e.jobId]) reading[e.jobId] = "again";
       var cell = row && row.querySelector(".standing");
       var series = e.queue.series === "unplaced" ? "no series chosen yet" : e.queue.series;
       if (cell) cell.textContent = "#" + e.queue.position + " on " + series + ": " + e.queue.reason.replace(/\x60/g, "");
@@ -97,7 +99,8 @@
       if (busy) { again = true; return; }
       busy = true;
       fetch(el.getAttribute("data-refresh"), { credentials: "same-origin" })
-        .then(function (r) { return r.ok ? r.text() : null; })
+        // A session that ended is redirected to the login page: not a part to show.
+        .then(function (r) { return r.ok && !r.redirected ? r.text() : null; })
         .then(function (html) { if (html !== null) el.innerHTML = html; })
         .finally(function () { busy = false; if (again) { again = false; run(); } });
     }
