@@ -60,37 +60,6 @@ async fn post(gw: &TestGateway, id: &str, token: Option<&str>, body: &str) -> (u
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-/// A console page, read over a session opened with the gateway's admin token.
-async fn console_page(gw: &TestGateway, path: &str) -> String {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let login = http
-        .post(format!("{}/login", gw.url))
-        .header("sec-fetch-site", "same-origin")
-        .form(&[("token", gw.token.as_str())])
-        .send()
-        .await
-        .expect("login");
-    assert_eq!(login.status(), 303, "login");
-    let cookie = login.headers()["set-cookie"]
-        .to_str()
-        .expect("ascii")
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let page = http
-        .get(format!("{}{path}", gw.url))
-        .header("cookie", cookie)
-        .send()
-        .await
-        .expect("page");
-    assert_eq!(page.status(), 200, "{path}");
-    page.text().await.expect("page text")
-}
-
 fn token_of(gw: &TestGateway, id: &str) -> String {
     gw.state
         .jobs
@@ -151,7 +120,7 @@ async fn a_running_job_acknowledges_checkpoints_with_its_own_token() {
         "{}",
         status.stdout
     );
-    let page = console_page(&gw, &format!("/console/jobs/{id}")).await;
+    let page = gw.console_page(&format!("/console/jobs/{id}")).await;
     assert!(page.contains("Last checkpoint: step 20 <time"), "{page}");
 
     // The token died with the job.

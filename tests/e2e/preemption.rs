@@ -7,7 +7,8 @@
 //! - of three candidates, the one with the freshest checkpoint is preempted; it
 //!   checkpoints on SIGTERM, goes back to the queue, resumes from its step and
 //!   succeeds; its first attempt's log stays readable (`forge logs --attempt 0`), and
-//!   `GET /v1/jobs/{id}`, `forge status`, the console and the metrics show it;
+//!   `GET /v1/jobs/{id}`, `forge status`, the console (its timeline links each
+//!   attempt's log) and the metrics show it;
 //! - a gang that ignores its notice is killed whole at the end of its grace, never
 //!   split, and restarts from step 0 (it never acknowledged a checkpoint); late
 //!   events of its first attempt's RayJob (STOPPED while it is queued again, deleted
@@ -237,6 +238,19 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
     assert_eq!(job["attempts"].as_array().map(Vec::len), Some(2), "{job:#}");
     let first = client.attempt_log(&fresh, 0).await;
     assert!(first.contains("attempt 0 starting from step 0"), "{first}");
+    // The console's timeline marks where each attempt's log begins, linked to it.
+    let page = gw.console_page(&format!("/console/jobs/{fresh}")).await;
+    let link = format!("/console/jobs/{fresh}/log?attempt=0");
+    assert!(page.contains(&format!(r#"<a href="{link}">"#)), "{page}");
+    assert!(
+        page.contains(r##"<a href="#log"><path class="mark log""##),
+        "{page}"
+    );
+    let archived = gw.console_page(&link).await;
+    assert!(
+        archived.contains("attempt 0 starting from step 0"),
+        "{archived}"
+    );
     // Released when it acknowledged a checkpoint after the notice — its regular one,
     // or the one it makes on SIGTERM — or when it exited on the signal.
     let release = job["history"]

@@ -214,6 +214,38 @@ impl TestGateway {
         .await;
     }
 
+    /// A console page, read over a session opened with the gateway's admin token
+    /// (its status must be 200).
+    pub async fn console_page(&self, path: &str) -> String {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        let login = http
+            .post(format!("{}/login", self.url))
+            .header("sec-fetch-site", "same-origin")
+            .form(&[("token", self.token.as_str())])
+            .send()
+            .await
+            .expect("login");
+        assert_eq!(login.status(), 303, "login");
+        let cookie = login.headers()["set-cookie"]
+            .to_str()
+            .expect("ascii")
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let page = http
+            .get(format!("{}{path}", self.url))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("page");
+        assert_eq!(page.status(), 200, "{path}");
+        page.text().await.expect("page text")
+    }
+
     /// Completed dispatcher passes (`forge_dispatch_pass_seconds_count`).
     pub async fn dispatcher_passes(&self) -> u64 {
         self.counter("forge_dispatch_pass_seconds_count").await

@@ -9,7 +9,8 @@
 //! of the jobs list, which that list re-reads when the job changes. `POST
 //! /console/jobs/{id}/cancel` cancels (CSRF token and an explicit confirmation
 //! required). `GET /console/jobs/{id}/log?offset=N&follow=true` streams the log as
-//! text for the page's script.
+//! text for the page's script (`&attempt=N`: an earlier attempt's archived log, which
+//! the timeline's log marks link to).
 
 use axum::Form;
 use axum::body::Body;
@@ -182,6 +183,7 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
         .collect();
     events.sort_by_key(|(at, _)| *at);
     let mut marks = marks(job, &decisions, &preemptions);
+    marks.extend(job_gantt::log_marks(&job.id, job.attempt, &history));
     marks.extend(events.iter().filter_map(|(at, e)| {
         Some(job_gantt::Mark {
             at_ms: (*at)?,
@@ -191,6 +193,7 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
                 "event"
             },
             label: format!("{} {}/{}: {}", e.reason, e.kind, e.object, e.message),
+            href: None,
         })
     }));
     Ok(html! {
@@ -292,6 +295,7 @@ fn marks(
             at_ms: d.at_ms,
             kind: "decision",
             label: format!("{} by {}", d.decision.kind, d.decision.chain_version),
+            href: None,
         })
         .collect();
     for p in preemptions {
@@ -299,12 +303,14 @@ fn marks(
             at_ms: p.at_ms,
             kind: "preemption",
             label: format!("preemption notice (by {})", p.by_job),
+            href: None,
         });
         if let Some(r) = p.released_ms {
             marks.push(job_gantt::Mark {
                 at_ms: r,
                 kind: "release",
                 label: format!("released attempt {}", p.attempt),
+                href: None,
             });
         }
     }
@@ -313,6 +319,7 @@ fn marks(
             at_ms: c.at_ms,
             kind: "checkpoint",
             label: format!("checkpoint at step {}", c.step),
+            href: None,
         });
     }
     marks
@@ -359,6 +366,9 @@ pub struct LogParams {
     offset: u64,
     #[serde(default)]
     follow: bool,
+    /// An earlier attempt's archived log (a preempted run); default: the current.
+    #[serde(default)]
+    attempt: Option<u32>,
 }
 
 /// `GET /console/jobs/{id}/log`.
@@ -370,13 +380,26 @@ pub async fn log(
 ) -> Result<Response, PageError> {
     let jobs = &console.app.jobs;
     let job = jobs.visible(&viewer.caller, &id).await?;
-    let read = jobs
-        .logs
+    let logs = match q.attempt {
+        Some(n) if n > job.attempt => {
+            return Err(JobError::NoSuchAttempt {
+                id: job.id.clone(),
+                attempt: n,
+                last: job.attempt,
+            }
+            .into());
+        }
+        // An earlier attempt has ended: its archived log, never followed.
+        Some(n) if n < job.attempt => jobs.logs.of_attempt(n),
+        _ => jobs.logs.clone(),
+    };
+    let follow = q.follow && q.attempt.is_none_or(|n| n == job.attempt);
+    let read = logs
         .log_from(
             &job,
             &LogTarget::Source(LogSource::Driver),
             LogStart::Offset(q.offset),
-            q.follow,
+            follow,
         )
         .await?;
     Ok((

@@ -16,10 +16,40 @@ use crate::store::HistoryEntry;
 #[derive(Debug, Clone)]
 pub struct Mark {
     pub at_ms: i64,
-    /// `decision`, `preemption`, `release`, `checkpoint`, or a Kubernetes `event` /
-    /// `warning` (its CSS class).
+    /// `decision`, `preemption`, `release`, `checkpoint`, `log`, or a Kubernetes
+    /// `event` / `warning` (its CSS class).
     pub kind: &'static str,
     pub label: String,
+    /// Where the mark leads (a log), if anywhere.
+    pub href: Option<String>,
+}
+
+/// Where each attempt's driver log begins — the first time the attempt ran — linked
+/// to that log: an earlier attempt's archived one (`…/log?attempt=N`), the current
+/// one's below on the page (`#log`). `attempt`: the job's current attempt.
+pub fn log_marks(job_id: &str, attempt: u32, history: &[HistoryEntry]) -> Vec<Mark> {
+    let mut out = Vec::new();
+    let (mut n, mut ran) = (0u32, false);
+    for h in history {
+        if h.from == Some(JobState::Preempting) && h.to == JobState::Queued {
+            (n, ran) = (n + 1, false);
+        }
+        if h.to == JobState::Running && !ran {
+            ran = true;
+            let href = if n < attempt {
+                format!("/console/jobs/{job_id}/log?attempt={n}")
+            } else {
+                "#log".to_string()
+            };
+            out.push(Mark {
+                at_ms: h.at_ms,
+                kind: "log",
+                label: format!("attempt {n}'s log begins"),
+                href: Some(href),
+            });
+        }
+    }
+    out
 }
 
 /// One state's stretch of time.
@@ -105,9 +135,15 @@ pub fn full(history: &[HistoryEntry], marks: &[Mark], now: i64) -> Markup {
                 }
                 @for m in marks.iter().filter(|m| m.at_ms >= start && m.at_ms <= end) {
                     @let at = x(m.at_ms);
-                    path class={ "mark " (m.kind) } data-kind=(m.kind)
-                        d={ "M" (num(at)) " 28 l-5 9 h10 z" } {
-                        title { (m.label) " (" (present::exact(m.at_ms)) ")" }
+                    @let mark = html! {
+                        path class={ "mark " (m.kind) } data-kind=(m.kind)
+                            d={ "M" (num(at)) " 28 l-5 9 h10 z" } {
+                            title { (m.label) " (" (present::exact(m.at_ms)) ")" }
+                        }
+                    };
+                    @match &m.href {
+                        Some(href) => a href=(href) { (mark) },
+                        None => (mark),
                     }
                 }
                 text.axis x="0" y="60" { (present::exact(start)) }
@@ -198,6 +234,7 @@ mod tests {
         let marks = [Mark {
             at_ms: 500,
             kind: "decision",
+            href: None,
             label: "admit".into(),
         }];
         let html = full(&history, &marks, 9_000).into_string();
@@ -212,5 +249,41 @@ mod tests {
             "{html}"
         );
         assert_eq!(full(&[], &marks, 9_000).into_string(), "");
+    }
+
+    #[test]
+    fn each_attempt_marks_where_its_log_begins() {
+        let h = |from: Option<JobState>, to: JobState, at_ms: i64| HistoryEntry {
+            from,
+            to,
+            reason: None,
+            at_ms,
+        };
+        use JobState::*;
+        let history = [
+            h(None, Queued, 0),
+            h(Some(Queued), Dispatched, 10),
+            h(Some(Dispatched), Running, 20),
+            h(Some(Running), Preempting, 30),
+            h(Some(Preempting), Queued, 40),
+            h(Some(Queued), Dispatched, 50),
+            h(Some(Dispatched), Initializing, 55),
+            h(Some(Initializing), Running, 60),
+        ];
+        let marks = log_marks("j1", 1, &history);
+        let got: Vec<(i64, Option<&str>)> =
+            marks.iter().map(|m| (m.at_ms, m.href.as_deref())).collect();
+        assert_eq!(
+            got,
+            [
+                (20, Some("/console/jobs/j1/log?attempt=0")),
+                (60, Some("#log"))
+            ]
+        );
+        let html = full(&history, &marks, 70).into_string();
+        assert!(
+            html.contains(r#"<a href="/console/jobs/j1/log?attempt=0"><path class="mark log""#),
+            "{html}"
+        );
     }
 }
