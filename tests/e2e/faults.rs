@@ -3,7 +3,8 @@
 //! event calls with 500 and 429 and drops every watch now and then. Every job must
 //! succeed with its driver log archived, run exactly once (one RayJob, one run of its
 //! code), and leave no RayJob behind; no job is lost. The gateway partitioned from the
-//! API server for 30 s, then back, fails and duplicates nothing.
+//! API server for 30 s, then back, fails and duplicates nothing. A job whose events
+//! cannot be listed is archived without them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,6 +206,51 @@ async fn a_refused_rayjob_create_fails_the_job_and_frees_its_gpus() {
         .wait_terminal(std::slice::from_ref(&after), Duration::from_secs(120))
         .await;
     assert_eq!(done[&after]["state"], "succeeded", "{:#}", done[&after]);
+}
+
+/// A job whose Kubernetes events cannot be listed (every list answered 500) still
+/// ends, and its log is archived without them: the events are best effort, the log
+/// is not. Its events then answer empty, not an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_events_cannot_be_read_is_archived_without_them() {
+    let gw = TestGateway::start("h100=1x8", &[]).await;
+    let client = JobClient::new(&gw.url, &gw.token);
+    gw.sim.faults().add_rule(FailRule {
+        count: u32::MAX,
+        code: 500,
+        retry_after_seconds: None,
+        matching: Matching::default().path_contains("/events").verb("list"),
+    });
+    let code = zip_of(&[("job.py", "print('archived without its events')\n")]);
+    let id = client
+        .submit_ok(&one_gpu_spec("no-events", "python3 job.py"), code)
+        .await;
+    let done = client
+        .wait_terminal(std::slice::from_ref(&id), Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&id]["state"], "succeeded", "{:#}", done[&id]);
+    let api = rayjobs(
+        gw.sim.client().expect("client"),
+        &gw.state.config.k8s.namespace,
+    );
+    wait_no_rayjobs(&api, Duration::from_secs(30)).await;
+    let (status, log) = client.logs(&id).await;
+    assert_eq!(status, 200);
+    assert!(log.contains("archived without its events"), "{log}");
+    let (status, events) = client
+        .call(reqwest::Method::GET, &format!("/v1/jobs/{id}/events"))
+        .await;
+    assert_eq!(status, 200, "{events:#}");
+    assert_eq!(events["events"], serde_json::json!([]), "{events:#}");
+    assert!(
+        gw.sim
+            .faults()
+            .state()
+            .rules
+            .iter()
+            .any(|r| r.count < u32::MAX),
+        "the events were asked for (and refused)"
+    );
 }
 
 /// A RayJob watch relist while this process's own create of a job's RayJob is still in
