@@ -281,6 +281,14 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
         .await
         .expect("logs");
     assert_eq!(too_far.status(), 404);
+    let ended = gw
+        .get(&format!("/v1/jobs/{fresh}/logs?attempt=0&follow=true"))
+        .send()
+        .await
+        .expect("logs");
+    assert_eq!(ended.status(), 400, "an ended attempt is not followed");
+    let body: Value = ended.json().await.expect("json");
+    assert_eq!(body["error"]["details"]["field"], "follow", "{body:#}");
 
     // Everyone who looks sees it.
     let status = Forge::new(&gw).run(&["status", &fresh]).await.expect(0);

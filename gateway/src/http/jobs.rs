@@ -397,27 +397,14 @@ pub async fn logs(
         (None, Some(n)) => LogStart::Tail(n),
         (None, None) => LogStart::Offset(0),
     };
-    let logs = match q.attempt {
-        Some(n) if n > job.attempt => {
-            return Err(JobError::NoSuchAttempt {
-                id: job.id.clone(),
-                attempt: n,
-                last: job.attempt,
-            }
-            .into());
-        }
-        Some(n) if n < job.attempt => {
-            if q.follow {
-                return Err(ApiError::bad(
-                    "invalid-query",
-                    "follow",
-                    "an earlier attempt has ended: its logs are not followed",
-                ));
-            }
-            state.jobs.logs.of_attempt(n)
-        }
-        _ => state.jobs.logs.clone(),
-    };
+    let (logs, followable) = state.jobs.logs.for_attempt(&job, q.attempt)?;
+    if q.follow && !followable {
+        return Err(ApiError::bad(
+            "invalid-query",
+            "follow",
+            "an earlier attempt has ended: its logs are not followed",
+        ));
+    }
     let read = logs.log_from(&job, &target, start, q.follow).await?;
     Ok((
         [

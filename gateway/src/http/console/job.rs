@@ -380,20 +380,9 @@ pub async fn log(
 ) -> Result<Response, PageError> {
     let jobs = &console.app.jobs;
     let job = jobs.visible(&viewer.caller, &id).await?;
-    let logs = match q.attempt {
-        Some(n) if n > job.attempt => {
-            return Err(JobError::NoSuchAttempt {
-                id: job.id.clone(),
-                attempt: n,
-                last: job.attempt,
-            }
-            .into());
-        }
-        // An earlier attempt has ended: its archived log, never followed.
-        Some(n) if n < job.attempt => jobs.logs.of_attempt(n),
-        _ => jobs.logs.clone(),
-    };
-    let follow = q.follow && q.attempt.is_none_or(|n| n == job.attempt);
+    // An earlier attempt has ended: its archived log, never followed.
+    let (logs, followable) = jobs.logs.for_attempt(&job, q.attempt)?;
+    let follow = q.follow && followable;
     let read = logs
         .log_from(
             &job,

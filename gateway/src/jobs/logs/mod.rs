@@ -203,6 +203,25 @@ impl JobLogs {
             ..self.clone()
         }
     }
+
+    /// The logs of `job`'s attempt `n` (`None`: its current one), and whether they
+    /// can be followed (an earlier attempt has ended). An attempt the job has not
+    /// reached is [`JobError::NoSuchAttempt`].
+    pub fn for_attempt(
+        &self,
+        job: &JobRecord,
+        n: Option<u32>,
+    ) -> Result<(JobLogs, bool), JobError> {
+        match n {
+            Some(n) if n > job.attempt => Err(JobError::NoSuchAttempt {
+                id: job.id.clone(),
+                attempt: n,
+                last: job.attempt,
+            }),
+            Some(n) if n < job.attempt => Ok((self.of_attempt(n), false)),
+            _ => Ok((self.clone(), true)),
+        }
+    }
 }
 
 impl JobLogs {
