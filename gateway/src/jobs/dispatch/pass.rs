@@ -163,7 +163,7 @@ impl Dispatcher {
             creates_after_ms = (started.elapsed() - decided).as_millis(),
             "dispatcher pass"
         );
-        Ok((dispatched, settled && dispatched == 0))
+        Ok((dispatched, settled))
     }
 
     /// Step 1: the unfinished jobs, every team's usage, and the free rooms less the

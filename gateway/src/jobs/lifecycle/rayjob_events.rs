@@ -85,9 +85,19 @@ impl Lifecycle {
         if job.state == JobState::Preempting {
             return self.on_preempted_rayjob(job, obj).await;
         }
-        if !job.state.holds_gpus() {
-            // Queued again after a preemption: the RayJob is an ended attempt's (its
-            // release deletes it), and its last status (STOPPED) is no news for the job.
+        // Its status is news only while the job runs on this RayJob, here and after any
+        // re-read: the job read may be older than a preemption notice (`preempting` is
+        // the release's to end), and a job queued again after one was released from
+        // this RayJob (an ended attempt's: its last status, STOPPED, is no news).
+        let attempt = job.attempt;
+        let on_this_rayjob = move |j: &JobRecord| {
+            j.attempt == attempt
+                && matches!(
+                    j.state,
+                    JobState::Dispatched | JobState::Initializing | JobState::Running
+                )
+        };
+        if !on_this_rayjob(&job) {
             tracing::debug!(rayjob = %name, job = %job.id, "an earlier attempt's RayJob: left alone");
             return Ok(());
         }
@@ -112,7 +122,12 @@ impl Lifecycle {
         let job = if to.is_terminal() && job.state == JobState::Dispatched {
             // Record the passage through initializing for a job that ended before we saw it run.
             self.core
-                .advance(job, JobState::Initializing, "kuberay.New".into())
+                .advance_while(
+                    job,
+                    JobState::Initializing,
+                    "kuberay.New".into(),
+                    on_this_rayjob,
+                )
                 .await?
         } else {
             job
@@ -122,20 +137,10 @@ impl Lifecycle {
             // dropped watch, a restart): record the passage so no transition is lost.
             let reason = "kuberay.running: inferred, the job completed before Running was seen";
             self.core
-                .advance(job, JobState::Running, reason.into())
+                .advance_while(job, JobState::Running, reason.into(), on_this_rayjob)
                 .await?
         } else {
             job
-        };
-        // Only while the job still runs on this RayJob: the job read may be older than
-        // a preemption notice (`preempting` is the release's to end) or its release.
-        let attempt = job.attempt;
-        let on_this_rayjob = |j: &JobRecord| {
-            j.attempt == attempt
-                && matches!(
-                    j.state,
-                    JobState::Dispatched | JobState::Initializing | JobState::Running
-                )
         };
         let job = self
             .core

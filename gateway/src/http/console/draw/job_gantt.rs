@@ -88,6 +88,16 @@ struct Frame {
     end: i64,
 }
 
+impl Frame {
+    /// Where `at` falls along the drawing's width.
+    fn x(&self, at: i64) -> f64 {
+        along(
+            (at - self.start) as f64,
+            (self.end - self.start).max(1) as f64,
+        )
+    }
+}
+
 fn frame(history: &[HistoryEntry], now: i64) -> Option<Frame> {
     let (stretches, end) = stretches(history, now);
     let start = stretches.first()?.from_ms;
@@ -100,21 +110,17 @@ fn frame(history: &[HistoryEntry], now: i64) -> Option<Frame> {
 
 /// The large timeline of the job page.
 pub fn full(history: &[HistoryEntry], marks: &[Mark], now: i64) -> Markup {
-    let Some(Frame {
-        stretches,
-        start,
-        end,
-    }) = frame(history, now)
-    else {
+    let Some(f) = frame(history, now) else {
         return html! {};
     };
-    let x = |at: i64| along((at - start) as f64, (end - start).max(1) as f64);
+    let x = |at: i64| f.x(at);
+    let (stretches, start, end) = (f.stretches.as_slice(), f.start, f.end);
     let last = stretches.last().map(|s| s.state);
     html! {
         figure.gantt data-states=(stretches.len()) data-span-ms=(end - start) {
             svg viewBox="0 0 1000 64" role="img"
                 aria-label={ "The job's states over " (present::duration(end - start)) } {
-                @for s in &stretches {
+                @for s in stretches {
                     @let w = (x(s.to_ms) - x(s.from_ms)).max(if s.state.is_terminal() { 0.0 } else { 1.0 });
                     @if w > 0.0 {
                         rect class={ "seg state-" (s.state.as_str()) } data-state=(s.state.as_str())
@@ -152,7 +158,7 @@ pub fn full(history: &[HistoryEntry], marks: &[Mark], now: i64) -> Markup {
                 }
             }
             figcaption {
-                @for s in &stretches {
+                @for s in stretches {
                     @if !s.state.is_terminal() {
                         span class={ "key state-" (s.state.as_str()) } {} (s.state.as_str()) " " (present::duration(s.to_ms - s.from_ms)) " · "
                     }
@@ -166,15 +172,11 @@ pub fn full(history: &[HistoryEntry], marks: &[Mark], now: i64) -> Markup {
 
 /// The same bars, small, for a row of the jobs list.
 pub fn small(history: &[HistoryEntry], now: i64) -> Markup {
-    let Some(Frame {
-        stretches,
-        start,
-        end,
-    }) = frame(history, now)
-    else {
+    let Some(f) = frame(history, now) else {
         return html! {};
     };
-    let x = |at: i64| along((at - start) as f64, (end - start).max(1) as f64);
+    let x = |at: i64| f.x(at);
+    let (stretches, start, end) = (f.stretches.as_slice(), f.start, f.end);
     html! {
         svg.gantt-small viewBox="0 0 1000 10" preserveAspectRatio="none" role="img"
             aria-label={ "States over " (present::duration(end - start)) } {
