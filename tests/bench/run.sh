@@ -21,7 +21,8 @@
 #   HTML + CSS + JS, server-side render time);
 # - a simulated day of preemption (`cargo bench -p forge-gateway --bench preemption_day`):
 #   1 000 mixed-priority jobs that checkpoint every 10 minutes, preempted with the
-#   gateway's planner and notice against suspend-now (Kueue's way), same arrivals;
+#   gateway's planner and notice against suspend-now (Kueue's way), same arrivals,
+#   ten days of different draws;
 # - admission throughput and submit → RayJob (`tests/load/run.sh`, wrk): reviews and
 #   submissions against the same run's `/healthz`, and reviews at a fixed 1 000 req/s
 #   (oha, evenly spaced arrivals) for their latency under a steady load, next to /healthz
@@ -129,10 +130,10 @@ awk '
     aps = v["drain_apart.created_per_s"]
     printf "| the same, API server in its own process (as in a cluster) | | | %.0f jobs/s; CPU a job: gateway %.0f µs, API server %.0f µs | ≥ 2 000 jobs/s | %s |\n", aps, v["drain_apart.cpu_us_per_job"], v["drain_apart.api_cpu_us_per_job"], yes(aps >= 2000)
     pf = v["preemption.forge_lost_gpu_h"]; ps = v["preemption.suspend_lost_gpu_h"]
-    printf "| a simulated day of preemption: GPU-hours lost, checkpoint-aware vs suspend-now | | | %.1f vs %.1f GPU-h = %.1f %% (%d vs %d preemptions; planner p99 %.1f µs) | ≤ 10 %% of suspend-now | %s |\n", pf, ps, 100 * pf / ps, v["preemption.forge_preemptions"], v["preemption.suspend_preemptions"], v["preemption.planner_p99_us"], yes(pf <= 0.1 * ps)
+    printf "| a simulated day of preemption (%d days): GPU-hours lost a day, checkpoint-aware vs suspend-now | | | %.1f vs %.1f GPU-h = %.1f %% (days %.1f–%.1f %%; told every answer %.1f %%; %d vs %d preemptions; planner p99 %.1f µs) | ≤ 10 %% of suspend-now | %s |\n", v["preemption.days"], pf, ps, 100 * v["preemption.ratio"], 100 * v["preemption.ratio_best"], 100 * v["preemption.ratio_worst"], 100 * v["preemption.oracle_ratio"], v["preemption.forge_preemptions"], v["preemption.suspend_preemptions"], v["preemption.planner_p99_us"], yes(v["preemption.ratio"] <= 0.1)
     printf "| dispatcher pass, 10 000 queued on 10 000 nodes, nothing changed (found so: skipped) | %.2f ms | %.2f ms | cold pass %.0f ms, the pass reading its writes %.0f ms | ≤ 50 ms | %s |\n", idle50, idle99, v["dispatch.cold_ms"], v["dispatch.settle_ms"], yes(idle99 <= 50)
     printf "| the same, forced to decide the whole queue (the periodic full pass, every 30 s when nothing changed) | %.1f ms | %.1f ms | skipped pass p50 %.3f× this | ≤ 50 ms | %s |\n", v["dispatch.full_idle_p50_ms"], v["dispatch.full_idle_p99_ms"], idle50 / v["dispatch.full_idle_p50_ms"], yes(v["dispatch.full_idle_p99_ms"] <= 50)
-    printf "| dispatcher pass after one job of a team ended | | | %.0f ms (%d dispatched) | grows with what changed | |\n", v["dispatch.team_ms"], v["dispatch.team_dispatched"]
+    printf "| dispatcher pass after one job of a team ended (%d times) | %.0f ms | max %.0f ms | the first %.0f ms (%d dispatched in all) | grows with what changed | |\n", v["dispatch.team_changes"], v["dispatch.team_p50_ms"], v["dispatch.team_max_ms"], v["dispatch.team_ms"], v["dispatch.team_dispatched"]
     printf "| dispatcher pass after a capacity change (every job asked again) | | | %.0f ms | baseline of a full pass | |\n", v["dispatch.capacity_ms"]
     ckb = v["console.worst_kb"]; cms = v["console.worst_ms"]
     if (ckb == "") { print "missing figures: the console pages did not report" > "/dev/stderr"; exit 1 }

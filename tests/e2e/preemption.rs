@@ -14,7 +14,9 @@
 //!   events of its first attempt's RayJob (STOPPED while it is queued again, deleted
 //!   while its second attempt runs) change nothing;
 //! - equal priorities never preempt each other, a team's veto is honoured, and the
-//!   preemptor then holds the freed GPUs against an older job of the queue.
+//!   preemptor then holds the freed GPUs against an older job of the queue;
+//! - a job that checkpointed on its last notice is costed at the seconds that took,
+//!   so it goes before a job with a fresher checkpoint whose answer is not known.
 
 use std::time::{Duration, Instant};
 
@@ -523,4 +525,109 @@ async fn equal_priorities_never_preempt_and_a_teams_veto_is_honoured() {
     let _ = bob
         .call(reqwest::Method::DELETE, &format!("/v1/jobs/{bobs}"))
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_checkpointed_on_its_last_notice_is_the_cheaper_victim_next_time() {
+    let gw = forge_tests::policy::gateway("h100=2x8", &[]).await;
+    let alice = gw.client(ALICE);
+    let bob = gw.client(BOB);
+    // `saver` acknowledges one checkpoint at its start, and one on SIGTERM; a resumed
+    // run acknowledges none until it is told to stop again.
+    let saver = alice
+        .submit_ok(
+            &spec("saver", 0, 1, "steps=1000000 ack_at=2 on_term=ack", 30),
+            trainer_zip(),
+        )
+        .await;
+    // A priority above the preemptor's holds the other machine: `saver` is the only
+    // candidate of the first preemption.
+    let blocker = bob
+        .submit_ok(
+            &spec("blocker", 60, 1, "steps=1000000 on_term=exit", 5),
+            trainer_zip(),
+        )
+        .await;
+    alice
+        .wait_log(&saver, "attempt 0 starting from step 0")
+        .await;
+    bob.wait_running(&blocker, Duration::from_secs(60)).await;
+    let first = alice.submit_ok(&short_spec("first", 50), note_zip()).await;
+    alice
+        .wait_state(&saver, "preempting", Duration::from_secs(30))
+        .await;
+    alice.wait_log(&saver, "attempt 1 starting from step").await;
+    let done = alice
+        .wait_terminal(std::slice::from_ref(&first), Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&first]["state"], "succeeded", "{}", done[&first]);
+    let j = alice.job(&saver).await;
+    let p = &j["preemptions"][0];
+    let after_ms = p["releasedMs"].as_i64().unwrap_or(i64::MAX) - p["atMs"].as_i64().unwrap_or(0);
+    let lost = p["lostGpuSeconds"].as_f64().unwrap_or(f64::MAX);
+    assert!(
+        lost <= 8.0 * after_ms as f64 / 1000.0 + 1e-3,
+        "it saved its work on the notice: {j:#}"
+    );
+
+    // The blocker goes; `fresh` checkpoints every tenth of a second. Costed as the
+    // worst case, `saver` (no checkpoint since it resumed) would cost more than it;
+    // costed as its last notice went, it costs only the seconds that notice took.
+    let (s, _) = bob
+        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{blocker}"))
+        .await;
+    assert_eq!(s, 200);
+    let fresh = bob
+        .submit_ok(
+            &spec(
+                "fresh",
+                0,
+                1,
+                "steps=1000000 step_s=0.02 ack_every=5 on_term=ack",
+                30,
+            ),
+            trainer_zip(),
+        )
+        .await;
+    bob.wait_running(&fresh, Duration::from_secs(60)).await;
+    // Both are candidates, `fresh` with a checkpoint and `saver` running for 3 s
+    // since it resumed, so their worst-case costs differ by whole seconds.
+    eventually("both candidates", Duration::from_secs(30), || async {
+        let (f, s) = (bob.job(&fresh).await, alice.job(&saver).await);
+        let resumed = s["history"]
+            .as_array()
+            .and_then(|h| h.iter().rev().find(|e| e["to"] == "running"))
+            .and_then(|e| e["atMs"].as_i64())
+            .unwrap_or(i64::MAX);
+        let since = forge_gateway::store::now_ms() - resumed;
+        if f["lastCheckpoint"]["atMs"].is_i64() && s["state"] == "running" && since >= 3000 {
+            Ok(())
+        } else {
+            Err(not_yet(json!([f["lastCheckpoint"], s["state"], since])))
+        }
+    })
+    .await;
+    let second = alice.submit_ok(&short_spec("second", 50), note_zip()).await;
+    let noticed = alice
+        .wait_state(&saver, "preempting", Duration::from_secs(30))
+        .await;
+    assert!(
+        noticed["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&second),
+        "{noticed:#}"
+    );
+    let f = bob.job(&fresh).await;
+    assert_eq!(f["state"], "running", "{f:#}");
+    assert_eq!(f["preemptions"], json!([]), "{f:#}");
+    let done = alice
+        .wait_terminal(std::slice::from_ref(&second), Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&second]["state"], "succeeded", "{}", done[&second]);
+    for (client, id) in [(&alice, &saver), (&bob, &fresh)] {
+        let _ = client
+            .call(reqwest::Method::DELETE, &format!("/v1/jobs/{id}"))
+            .await;
+    }
 }

@@ -4,7 +4,11 @@
 //!
 //! A victim's cost is the work preempting it throws away: the GPU-seconds since its
 //! last acknowledged checkpoint (since it started, if it never acknowledged one), plus
-//! its GPUs × the grace it is given to checkpoint and exit. Among the sets that free
+//! its GPUs × the grace it is given to checkpoint and exit. A job that answered a
+//! notice within the policy's window is costed by how it answered ([`LastNotice`]):
+//! one that acknowledged a checkpoint after it lost only the time it took, and is
+//! expected to again; one that did not lost its unsaved work and the time until it
+//! was released. Among the sets that free
 //! enough GPUs, the planner takes the one of least total cost (a covering knapsack,
 //! solved exactly over GPU counts), then the one with fewer victims, then lower
 //! priorities, then job ids: the same inputs always give the same plan.
@@ -42,6 +46,23 @@ pub struct Running {
     pub preemptible: bool,
     /// GPUs it runs on beyond its team's guarantee (0: none borrowed).
     pub borrowed_gpus: u32,
+    /// How it answered its last notice within the window.
+    pub last_notice: LastNotice,
+}
+
+/// How a job answered its last preemption notice, as its release showed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LastNotice {
+    /// No notice within the window (or one still running): the planner assumes the
+    /// worst a notice can cost, the unsaved work and the whole grace.
+    #[default]
+    Unknown,
+    /// It acknowledged a checkpoint after the notice and was released `after_s`
+    /// seconds after it: nothing before the notice was lost.
+    Saved { after_s: u32 },
+    /// It was released `after_s` seconds after the notice without a checkpoint since
+    /// (it exited, or its grace ran out): its unsaved work was lost.
+    Lost { after_s: u32 },
 }
 
 /// Who asks for GPUs: a job's priority and, when its team's guaranteed quota covers
@@ -82,10 +103,17 @@ impl Claim<'_> {
 
 impl Running {
     /// GPU-seconds preempting it loses: the work since its last acknowledged
-    /// checkpoint (or its start) and the grace it is given.
+    /// checkpoint (or its start) and the time it keeps its GPUs after the notice —
+    /// as its last notice went ([`LastNotice`]), else all of it and the whole grace.
     pub fn lost_gpu_seconds(&self) -> f64 {
-        let unsaved = self.checkpoint_age_s.unwrap_or(self.running_s);
-        f64::from(self.gpus) * (unsaved as f64 + f64::from(self.grace_s))
+        let unsaved = self.checkpoint_age_s.unwrap_or(self.running_s) as f64;
+        let grace = self.grace_s;
+        let seconds = match self.last_notice {
+            LastNotice::Unknown => unsaved + f64::from(grace),
+            LastNotice::Saved { after_s } => f64::from(after_s.min(grace)),
+            LastNotice::Lost { after_s } => unsaved + f64::from(after_s.min(grace)),
+        };
+        f64::from(self.gpus) * seconds
     }
 }
 
@@ -251,6 +279,7 @@ mod tests {
             preemptions_in_window: 0,
             preemptible: true,
             borrowed_gpus: 0,
+            last_notice: LastNotice::Unknown,
         }
     }
 
@@ -259,6 +288,35 @@ mod tests {
             Plan::Preempt { victims, .. } => victims.into_iter().map(|v| v.job_id).collect(),
             other => panic!("expected a preemption, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_job_that_checkpointed_on_its_last_notice_is_costed_at_the_time_it_took() {
+        let answered = |id: &str, age: u64, last_notice| Running {
+            last_notice,
+            ..job(id, 0, 8, Some(age))
+        };
+        let saver = answered("saver", 1_800, LastNotice::Saved { after_s: 20 });
+        assert_eq!(
+            saver.lost_gpu_seconds(),
+            8.0 * 20.0,
+            "its unsaved work is not"
+        );
+        let ignorer = answered("ignorer", 30, LastNotice::Lost { after_s: 60 });
+        assert_eq!(ignorer.lost_gpu_seconds(), 8.0 * (30.0 + 60.0));
+        let quitter = answered("quitter", 30, LastNotice::Lost { after_s: 5 });
+        assert_eq!(quitter.lost_gpu_seconds(), 8.0 * (30.0 + 5.0));
+        let slow = answered("slow", 30, LastNotice::Saved { after_s: 600 });
+        assert_eq!(
+            slow.lost_gpu_seconds(),
+            8.0 * 60.0,
+            "never more than the grace"
+        );
+        // An unknown job with a fresh checkpoint still costs its whole grace: the one
+        // known to checkpoint on notice is taken instead, though its checkpoint is old.
+        let unknown = job("unknown", 0, 8, Some(10));
+        let plan = PreemptionPlanner::default().plan(100, 8, 0, &[unknown, ignorer, saver]);
+        assert_eq!(victims(plan), ["saver"]);
     }
 
     #[test]

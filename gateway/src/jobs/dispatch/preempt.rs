@@ -11,7 +11,8 @@
 //!    `FORGE_PREEMPTION_MAX_IN_WINDOW` times within `FORGE_PREEMPTION_WINDOW_S`,
 //!    whole jobs with their GPUs on the series;
 //! 2. **plan** (`preemption_plan.rs`): the set losing the least work — GPU-seconds
-//!    since each one's last acknowledged checkpoint, plus GPUs × grace;
+//!    since each one's last acknowledged checkpoint, plus GPUs × grace; for a job
+//!    released from a notice within the window, as that notice went (the [`Book`]);
 //! 3. **policy** (contract 0.3.0's `plan-preemption`): the plan first, then the other
 //!    candidates, shown to the global chain (accept, reorder, veto) and to the chains
 //!    of the victims' teams (veto); the host takes the shortest prefix of the final
@@ -36,7 +37,7 @@ use super::Dispatcher;
 use super::demand::{demands, reserve_unbound};
 use crate::domain::JobState;
 use crate::jobs::fit::{PoolDemand, Rooms};
-use crate::jobs::preemption_plan::{Claim, Plan, PreemptionPlanner, Running};
+use crate::jobs::preemption_plan::{Claim, LastNotice, Plan, PreemptionPlanner, Running};
 use crate::store::preemptions::{AdmittedTerms, NewPreemption, PreemptionRecord, PreemptionWrite};
 use crate::store::{JobRecord, StoreError, Transition, now_ms};
 
@@ -83,6 +84,9 @@ pub(super) struct Book {
     in_window: FxHashMap<String, u32>,
     /// Preemptor → how many of its victims' notices run or ended within the hold.
     holding: FxHashMap<String, u32>,
+    /// Job → how it answered its last notice of the window that ended, and when
+    /// that notice was given.
+    answered: FxHashMap<String, (i64, LastNotice)>,
 }
 
 impl Book {
@@ -96,14 +100,45 @@ impl Book {
             {
                 *book.holding.entry(p.by_job.clone()).or_default() += 1;
             }
+            if let Some(answer) = answer(p) {
+                let last = book
+                    .answered
+                    .entry(p.job_id.clone())
+                    .or_insert((p.at_ms, answer));
+                if p.at_ms >= last.0 {
+                    *last = (p.at_ms, answer);
+                }
+            }
         }
         book
+    }
+
+    /// How `job` answered its last notice of the window.
+    pub(super) fn last_notice(&self, job: &str) -> LastNotice {
+        self.answered
+            .get(job)
+            .map_or(LastNotice::Unknown, |(_, answer)| *answer)
     }
 
     /// Whether `job` holds freed GPUs (its victims' notices run or just ended).
     pub(super) fn holds(&self, job: &str) -> bool {
         self.holding.contains_key(job)
     }
+}
+
+/// How a released victim answered its notice: it saved its work if what its release
+/// lost is no more than its GPUs × the time from the notice to the release — that
+/// is, its last acknowledged checkpoint came after the notice.
+fn answer(p: &PreemptionRecord) -> Option<LastNotice> {
+    let after_ms = p.released_ms?.saturating_sub(p.at_ms).max(0);
+    let lost = p.lost_gpu_seconds?;
+    let after_s = u32::try_from((after_ms + 999) / 1000).unwrap_or(u32::MAX);
+    let held = f64::from(p.gpus) * (after_ms as f64 / 1000.0);
+    Some(if lost <= held + 1e-3 {
+        LastNotice::Saved { after_s }
+    } else {
+        LastNotice::Lost { after_s }
+    })
 }
 
 /// The pass's preemption state: what it read, and what it did so far.
@@ -344,6 +379,7 @@ impl Dispatcher {
                     preemptions_in_window: st.book.in_window.get(&j.id).copied().unwrap_or(0),
                     preemptible: terms.preemptible,
                     borrowed_gpus: terms.borrowed_gpus,
+                    last_notice: st.book.last_notice(&j.id),
                 })
             })
             .collect();
@@ -555,6 +591,42 @@ mod tests {
         assert!(book.holds("p3"), "its victim was released a moment ago");
         assert!(!book.holds("p2"), "released long ago: the hold is over");
         assert!(!book.holds("v1"));
+        assert_eq!(book.last_notice("v1"), LastNotice::Unknown, "lost unknown");
+    }
+
+    #[test]
+    fn the_book_remembers_how_each_job_answered_its_last_notice() {
+        let now = 10_000_000;
+        let released = |job: &str, at_ms: i64, after_ms: i64, lost: f64| PreemptionRecord {
+            lost_gpu_seconds: Some(lost),
+            ..record(job, "p", at_ms, Some(at_ms + after_ms))
+        };
+        let book = Book::of(
+            &[
+                // Acknowledged a checkpoint 20 s after the notice, released 1 s later:
+                // only that second is lost (8 GPUs).
+                released("saver", now - 100_000, 21_000, 8.0),
+                // Killed at the grace: everything since its checkpoint before it.
+                released("ignorer", now - 100_000, 60_000, 8.0 * 400.0),
+                // Saved once, then not: the last notice counts, in any order.
+                released("changed", now - 200_000, 2_500, 8.0 * 300.0),
+                released("changed", now - 900_000, 20_000, 0.0),
+                record("open", "p", now - 1_000, None),
+            ],
+            now,
+        );
+        assert_eq!(book.last_notice("saver"), LastNotice::Saved { after_s: 21 });
+        assert_eq!(
+            book.last_notice("ignorer"),
+            LastNotice::Lost { after_s: 60 }
+        );
+        assert_eq!(book.last_notice("changed"), LastNotice::Lost { after_s: 3 });
+        assert_eq!(
+            book.last_notice("open"),
+            LastNotice::Unknown,
+            "its notice runs"
+        );
+        assert_eq!(book.last_notice("never"), LastNotice::Unknown);
     }
 
     #[test]
