@@ -12,8 +12,9 @@
 //! - `idle`: passes when nothing changed (the goal: ≤ 50 ms), which find so and skip
 //!   (`jobs/dispatch/quiet.rs`); `full_idle`: the same passes forced to decide the
 //!   whole queue, as the periodic full pass does;
-//! - `team`: a pass after one team's job ended (that team's jobs are asked again, one
-//!   more of them runs);
+//! - `team`: passes after one team's job ended (that team's jobs are asked again, one
+//!   more of them runs), `FORGE_BENCH_DISPATCH_CHANGES` of them (default 10): the
+//!   first (`team_ms`), the median and the slowest;
 //! - `capacity`: a pass after a node was cordoned (the cluster view every request
 //!   carries changed: every job is asked again — the baseline of a full pass).
 //!
@@ -71,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
     // How many jobs the quota holds (`FORGE_BENCH_DISPATCH_HELD`: the queue's length,
     // to see what grows with it).
     let held = env_usize("FORGE_BENCH_DISPATCH_HELD", HELD);
+    let changes_n = env_usize("FORGE_BENCH_DISPATCH_CHANGES", 10).max(1);
     let per_team = held / teams + 16;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -168,22 +170,32 @@ async fn main() -> anyhow::Result<()> {
     }
     reads.sort_by(f64::total_cmp);
 
-    // One of team-0's jobs ends: its team's usage changes.
-    let done = store
-        .active()
-        .await?
-        .into_iter()
-        .find(|j| j.team == "team-0")
-        .expect("an active job of team-0");
-    store
-        .transition(Transition::new(
-            &done.id,
-            done.state,
-            JobState::Failed,
-            Some("bench".into()),
-        ))
-        .await?;
-    let (team, team_dispatched) = timed().await;
+    // One running job of a team ends (team-0's, team-1's, …): its team's usage
+    // changes, and one more of its jobs runs. `FORGE_BENCH_DISPATCH_CHANGES` samples.
+    let mut team = Vec::new();
+    let mut team_dispatched = 0;
+    for k in 0..changes_n {
+        let owner = format!("team-{}", k % teams);
+        let done = store
+            .active()
+            .await?
+            .into_iter()
+            .find(|j| j.team == owner)
+            .expect("an active job of the team");
+        store
+            .transition(Transition::new(
+                &done.id,
+                done.state,
+                JobState::Failed,
+                Some("bench".into()),
+            ))
+            .await?;
+        let (t, n) = timed().await;
+        team.push(ms(t));
+        team_dispatched += n;
+    }
+    let team_first = team.first().copied().unwrap_or_default();
+    team.sort_by(f64::total_cmp);
 
     // A node is cordoned: the cluster view changes for every job.
     let before = *cluster.capacity.changes().borrow();
@@ -211,7 +223,7 @@ async fn main() -> anyhow::Result<()> {
     let waiting = store.queued(None).await?;
     let queued = waiting.len();
     println!(
-        "BENCH dispatch queued={queued} teams={teams} nodes={nodes} inserted_s={:.1} cold_ms={:.1} cold_dispatched={cold_dispatched} settle_ms={:.1} idle_p50_ms={:.2} idle_p99_ms={:.2} idle_max_ms={:.2} full_idle_p50_ms={:.2} full_idle_p99_ms={:.2} store_reads_ms={:.2} team_ms={:.1} team_dispatched={team_dispatched} capacity_ms={:.1}",
+        "BENCH dispatch queued={queued} teams={teams} nodes={nodes} inserted_s={:.1} cold_ms={:.1} cold_dispatched={cold_dispatched} settle_ms={:.1} idle_p50_ms={:.2} idle_p99_ms={:.2} idle_max_ms={:.2} full_idle_p50_ms={:.2} full_idle_p99_ms={:.2} store_reads_ms={:.2} team_ms={:.1} team_p50_ms={:.1} team_max_ms={:.1} team_changes={changes_n} team_dispatched={team_dispatched} capacity_ms={:.1}",
         inserted.as_secs_f64(),
         ms(cold),
         ms(settle),
@@ -221,7 +233,9 @@ async fn main() -> anyhow::Result<()> {
         percentile(&full, 0.5),
         percentile(&full, 0.99),
         percentile(&reads, 0.5),
-        ms(team),
+        team_first,
+        percentile(&team, 0.5),
+        team.last().copied().unwrap_or_default(),
         ms(capacity),
     );
     let one = waiting.first().map(|j| j.id.clone()).unwrap_or_default();
