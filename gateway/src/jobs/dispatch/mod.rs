@@ -33,6 +33,7 @@
 //! `replay.rs` the journal ordered again (`POST /v1/fair-share/replay`); `quiet.rs`
 //! the passes that need not run because nothing they decide from moved.
 
+mod book;
 mod create;
 pub mod decision_memo;
 pub mod demand;

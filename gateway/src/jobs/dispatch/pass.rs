@@ -25,12 +25,13 @@ use forge_policy_host::model::{ClusterView, Decision, Placement, SeriesUsage, Sh
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 
+use super::book::Book;
 use super::decision_memo::{Remembered, Table};
 use super::demand::{add_ahead, adjusted, demands, ledger_of, reserve_unbound, usage_ahead};
 use super::fair_order::{Class, FairOrder};
 use super::fair_share::Usage;
 use super::journal::PassJournal;
-use super::preempt::{Book, Preemptions, admitted_terms};
+use super::preempt::{Preemptions, admitted_terms};
 use super::quiet::Inputs;
 use super::standing::Standing;
 use super::{CREATE_CONCURRENCY, Dispatcher};
