@@ -4,16 +4,17 @@
 //! (`forge_gateway::jobs::preemption_plan`: the cheapest whole jobs by lost work, a
 //! SIGTERM notice and a grace to checkpoint), knowing how each job answered its last
 //! notice within the window as the dispatcher does; the same planner told in advance
-//! how every job answers (the bound of choosing victims well); and suspending at once
-//! the way Kueue does (lowest priority first, then the most recently started, no
-//! notice: the work since each victim's last checkpoint is gone). It reports the
-//! GPU-hours each loses,
-//! and the ratio (goal: ≤ 10 % of suspend-now's loss) over ten days of different draws
+//! how every job answers (a reference: what knowing every answer gives this planner,
+//! one decision at a time); and suspending at once the way Kueue does (lowest
+//! priority first, then the most recently started, no notice: the work since each
+//! victim's last checkpoint is gone). It reports the GPU-hours each loses and the
+//! ratio (goal: ≤ 10 % of suspend-now's loss) over ten days of different draws
 //! (`seeds`): the GPU-hours lost per day on average, the ratio of the totals, and the
 //! best and worst day's.
 //!
 //! The model (a discrete-event simulation on a simulated clock, seeded, so a run is
-//! reproducible; `FORGE_BENCH_PREEMPTION_SEED` changes the seed):
+//! reproducible; `FORGE_BENCH_PREEMPTION_DAYS` days of seeds 1, 2, …, or the one day
+//! of `FORGE_BENCH_PREEMPTION_SEED`):
 //! - arrivals uniform over 20 hours; priority 0 (60 %), 50 (25 %), 100 (15 %); 8, 16 or
 //!   32 GPUs (50/30/20 %); 10 to 50 minutes of work;
 //! - 80 % of jobs checkpoint on notice (writing one takes 20 s, then they acknowledge
@@ -25,7 +26,7 @@
 //!   from its last checkpoint; a job preempted 3 times in an hour is not preempted
 //!   again for the hour (the planner's setting; suspend-now has none).
 //! - GPUs are counted per cluster, not per node: gang fit on machines is the
-//!   dispatcher's, and the same for both policies.
+//!   dispatcher's, and the same for all three policies.
 //!
 //! Prints `BENCH preemption key=value…` for `tests/bench/run.sh`.
 //!
@@ -131,8 +132,8 @@ enum Policy {
     /// The gateway's planner, knowing how a job answered its last notice within the
     /// window (as the dispatcher's book does).
     Forge,
-    /// The same planner told how every job will answer: the bound of choosing
-    /// victims well, to read the gateway's figure against.
+    /// The same planner told how every job will answer: a reference for what
+    /// knowing every answer gives it, to read the gateway's figure against.
     Oracle,
     SuspendNow,
 }

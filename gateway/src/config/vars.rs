@@ -487,7 +487,7 @@ pub static VARS: &[Var] = &[
         "FORGE_PREEMPTION_WINDOW_S",
         Fallback::Value("3600"),
         |d, _, v| put(&mut d.cfg.gateway.preemption_window_s, int(v, 1, 604_800)),
-        "the window preemptions are counted in: a job preempted `FORGE_PREEMPTION_MAX_IN_WINDOW` times within it is not preempted again until the oldest leaves it (seconds, 1..=604800)",
+        "the window preemptions are counted in: a job preempted `FORGE_PREEMPTION_MAX_IN_WINDOW` times within it is not preempted again until the oldest leaves it; how a job answered its last notice is remembered as long (seconds, 1..=604800)",
     ),
     Var::new(
         "FORGE_PREEMPTION_MAX_IN_WINDOW",

@@ -102,18 +102,29 @@ impl Claim<'_> {
 }
 
 impl Running {
-    /// GPU-seconds preempting it loses: the work since its last acknowledged
-    /// checkpoint (or its start) and the time it keeps its GPUs after the notice —
-    /// as its last notice went ([`LastNotice`]), else all of it and the whole grace.
+    /// GPU-seconds preempting it is expected to lose, what the planner minimises: the
+    /// work since its last acknowledged checkpoint (or its start) and the time it
+    /// keeps its GPUs after the notice — as its last notice went ([`LastNotice`]),
+    /// else the worst case ([`Running::worst_case_lost_gpu_seconds`]).
     pub fn lost_gpu_seconds(&self) -> f64 {
-        let unsaved = self.checkpoint_age_s.unwrap_or(self.running_s) as f64;
         let grace = self.grace_s;
         let seconds = match self.last_notice {
-            LastNotice::Unknown => unsaved + f64::from(grace),
+            LastNotice::Unknown => return self.worst_case_lost_gpu_seconds(),
             LastNotice::Saved { after_s } => f64::from(after_s.min(grace)),
-            LastNotice::Lost { after_s } => unsaved + f64::from(after_s.min(grace)),
+            LastNotice::Lost { after_s } => self.unsaved_s() + f64::from(after_s.min(grace)),
         };
         f64::from(self.gpus) * seconds
+    }
+
+    /// The most preempting it can lose: all the work since its last acknowledged
+    /// checkpoint (or its start) and its GPUs × the whole grace — contract 0.3.0's
+    /// `lost-gpu-seconds`, which policies are shown.
+    pub fn worst_case_lost_gpu_seconds(&self) -> f64 {
+        f64::from(self.gpus) * (self.unsaved_s() + f64::from(self.grace_s))
+    }
+
+    fn unsaved_s(&self) -> f64 {
+        self.checkpoint_age_s.unwrap_or(self.running_s) as f64
     }
 }
 
@@ -312,6 +323,11 @@ mod tests {
             8.0 * 60.0,
             "never more than the grace"
         );
+        for r in [&saver, &ignorer, &quitter, &slow] {
+            let worst = 8.0 * (r.checkpoint_age_s.unwrap_or(0) as f64 + 60.0);
+            assert_eq!(r.worst_case_lost_gpu_seconds(), worst, "{}", r.job_id);
+            assert!(r.lost_gpu_seconds() <= worst, "{}", r.job_id);
+        }
         // An unknown job with a fresh checkpoint still costs its whole grace: the one
         // known to checkpoint on notice is taken instead, though its checkpoint is old.
         let unknown = job("unknown", 0, 8, Some(10));

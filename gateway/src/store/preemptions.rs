@@ -63,7 +63,8 @@ pub struct NewPreemption {
     pub gpus: u32,
     /// Their series.
     pub series: String,
-    /// Lost work the plan expected (GPU-seconds since its last checkpoint + grace).
+    /// Lost work the plan expected, in GPU-seconds: since its last checkpoint plus the
+    /// grace, or as its last notice in the window went (`jobs/preemption_plan.rs`).
     pub planned_lost_gpu_seconds: f64,
     /// Unix milliseconds the preempted attempt started running: its work at risk is
     /// counted from there, or from a later acknowledged checkpoint.

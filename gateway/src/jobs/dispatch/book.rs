@@ -21,9 +21,9 @@ pub(super) struct Book {
     pub(super) in_window: FxHashMap<String, u32>,
     /// Preemptor → how many of its victims' notices run or ended within the hold.
     pub(super) holding: FxHashMap<String, u32>,
-    /// Job → how it answered its last notice of the window that ended, and when
-    /// that notice was given.
-    answered: FxHashMap<String, (i64, LastNotice)>,
+    /// Job → how it answered its last notice of the window whose loss was measured
+    /// at its release, and when that notice was given (and to which attempt).
+    answered: FxHashMap<String, ((i64, u32), LastNotice)>,
 }
 
 impl Book {
@@ -38,12 +38,13 @@ impl Book {
                 *book.holding.entry(p.by_job.clone()).or_default() += 1;
             }
             if let Some(answer) = answer(p) {
+                let given = (p.at_ms, p.attempt);
                 let last = book
                     .answered
                     .entry(p.job_id.clone())
-                    .or_insert((p.at_ms, answer));
-                if p.at_ms >= last.0 {
-                    *last = (p.at_ms, answer);
+                    .or_insert((given, answer));
+                if given >= last.0 {
+                    *last = (given, answer);
                 }
             }
         }
@@ -65,11 +66,12 @@ impl Book {
 
 /// How a released victim answered its notice: it saved its work if what its release
 /// lost is no more than its GPUs × the time from the notice to the release — that
-/// is, its last acknowledged checkpoint came after the notice.
+/// is, its last acknowledged checkpoint came after the notice. A release stamped
+/// before its notice (clocks of two leaders apart) tells nothing.
 fn answer(p: &PreemptionRecord) -> Option<LastNotice> {
-    let after_ms = p.released_ms?.saturating_sub(p.at_ms).max(0);
+    let after_ms = p.released_ms?.checked_sub(p.at_ms).filter(|ms| *ms >= 0)?;
     let lost = p.lost_gpu_seconds?;
-    let after_s = u32::try_from((after_ms + 999) / 1000).unwrap_or(u32::MAX);
+    let after_s = u32::try_from(after_ms.saturating_add(999) / 1000).unwrap_or(u32::MAX);
     let held = f64::from(p.gpus) * (after_ms as f64 / 1000.0);
     Some(if lost <= held + 1e-3 {
         LastNotice::Saved { after_s }
@@ -150,5 +152,11 @@ mod tests {
             "its notice runs"
         );
         assert_eq!(book.last_notice("never"), LastNotice::Unknown);
+        let skewed = Book::of(&[released("skewed", now - 100_000, -5_000, 0.0)], now);
+        assert_eq!(
+            skewed.last_notice("skewed"),
+            LastNotice::Unknown,
+            "released before its notice: no answer"
+        );
     }
 }

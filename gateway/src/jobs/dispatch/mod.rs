@@ -28,7 +28,8 @@
 //! reserve, decide, create); `demand.rs` what a job asks of the cluster and how a
 //! team's usage is counted; `create.rs` one job's dispatch (the stored intent, then the
 //! RayJob); `decision_memo.rs` the decisions a pass may reuse; `fair_share.rs` and
-//! `fair_order.rs` the order a pass decides the queue in; `preempt.rs` preemption;
+//! `fair_order.rs` the order a pass decides the queue in; `preempt.rs` preemption,
+//! and `book.rs` what a pass knows of recent preemptions;
 //! `journal.rs` what a dispatching pass records for the dispatch journal, and
 //! `replay.rs` the journal ordered again (`POST /v1/fair-share/replay`); `quiet.rs`
 //! the passes that need not run because nothing they decide from moved.

@@ -456,7 +456,9 @@ fn plan_shown(
         running_seconds: r.running_s,
         checkpoint_age_seconds: r.checkpoint_age_s,
         checkpoint_step: step(&r.job_id),
-        lost_gpu_seconds: r.lost_gpu_seconds(),
+        // Contract 0.3.0 is frozen with the worst case as this figure; the plan's
+        // order (the host's) weighs what the job's last notice showed.
+        lost_gpu_seconds: r.worst_case_lost_gpu_seconds(),
         grace_seconds: r.grace_s,
         preemptions_in_window: r.preemptions_in_window,
     };
