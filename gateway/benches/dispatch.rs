@@ -64,6 +64,14 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    // `RUST_LOG=forge_gateway::jobs::dispatch=debug` shows where each pass's time
+    // goes (reading, deciding, the creates after the last decision) on stderr.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let nodes = env_usize("FORGE_BENCH_DISPATCH_NODES", 10_000);
     let passes = env_usize("FORGE_BENCH_DISPATCH_PASSES", 20);
     // The teams sharing the 10 000 held jobs (fair share orders them: 100 in its
