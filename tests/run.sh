@@ -23,6 +23,19 @@ log() {
 }
 trap 'printf "\n==> finished in %d s\n" "$((SECONDS - started))"' EXIT
 
+# Runs a `cargo test` command with its output also kept in target/test-output.log; if it
+# fails, what each failing test said (its panic messages) is printed after the run, where
+# the tail of the CI output shows it, instead of in the middle of thousands of lines.
+run_tests() {
+  mkdir -p target
+  local rc=0
+  "$@" 2>&1 | tee target/test-output.log || rc=$?
+  if [ "$rc" != 0 ]; then
+    python3 tests/failures.py target/test-output.log
+  fi
+  return "$rc"
+}
+
 # A full disk shows up as a linker killed by SIGBUS: say what there was to start with.
 df -h . | sed 's/^/    disk: /'
 
@@ -112,13 +125,13 @@ log "unit and integration tests (but the real-Ray group)"
 # on 2 cores: the e2e tests mostly wait (on jobs, graces, browsers), so a third one
 # fills the idle CPU — 589 s for the e2e binary against 651–716 s with two (measured
 # 2026-12-06; the CPU then about 1.5 cores busy).
-cargo test --workspace --no-fail-fast -- --skip real_ray:: --test-threads=3
+run_tests cargo test --workspace --no-fail-fast -- --skip real_ray:: --test-threads=3
 
 log "real Ray: the e2e group real_ray:: (Ray programs through Forge on $FORGE_TEST_RAY_VENV), one test at a time"
 # One at a time: each test starts a multi-node Ray cluster, and two at once on 2 cores
 # once kept a head's raylet from registering within Ray's fixed 30 s start-up wait
 # ("The current node timed out during startup").
-cargo test --workspace --no-fail-fast --test e2e -- real_ray:: --test-threads=1
+run_tests cargo test --workspace --no-fail-fast --test e2e -- real_ray:: --test-threads=1
 
 log "policy host tests again with a fresh instance per call (FORGE_POLICY_ISOLATION=fresh)"
 # The default run above used warm instances; the interpreter plugins (languages) only
