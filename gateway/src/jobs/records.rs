@@ -2,26 +2,52 @@
 //! and every active job; reading them all (and parsing each spec) every pass costs more
 //! than the rest of a pass over a long queue. What a pass needs of a job does not change
 //! while its state does not (a queued job's spec is fixed; an active job's placement is
-//! set when it is dispatched), so a pass lists only ids and states
-//! ([`JobStore::unfinished`]) and reads the records that are new or whose state moved
-//! ([`JobStore::get_many`]). When the store can tell that nothing was written since the
-//! last listing ([`JobStore::change_version`]: SQLite's `data_version`, which sees the
-//! commits of every connection and process), the last pass's jobs are the answer and
-//! the store is not listed at all: an idle pass over 10 000 queued jobs spent about
-//! half its time listing them. The copy lives as long as the [`Jobs`] it belongs to;
-//! only the dispatcher task uses it, one pass at a time.
+//! set when it is dispatched), and every change of state writes a row of the job feed
+//! (`store/job_feed.rs`, read by position in commit order on both backends). So:
+//! - when the store can tell that nothing was written since the last pass
+//!   ([`JobStore::change_version`]), the last pass's jobs are the answer, read from
+//!   nowhere;
+//! - otherwise the copy reads the feed after the position it is current to
+//!   ([`JobStore::changes_since`]) and re-reads the records of the jobs named there
+//!   ([`JobStore::get_many`]): a pass after one change reads one feed row and one
+//!   record, however long the queue (issue 39: at 10 000 queued, the reading step
+//!   of such a pass went from 15 ms to 8 ms, most of the rest not the store;
+//!   `tests/bench/README.md`);
+//! - the first time, or when more changed than one read of the feed returns
+//!   ([`MAX_CHANGES_READ`]), it lists the ids and states of every unfinished job
+//!   ([`JobStore::unfinished`]) and reads the records that are new or moved, remembering
+//!   the feed's head read *before* the listing (a write in between is read again next
+//!   time, which changes nothing).
+//!
+//! The copy lives as long as the [`Jobs`] it belongs to; only the dispatcher task uses
+//! it, one pass at a time.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use crate::domain::JobState;
-use crate::store::{JobRecord, JobStore, StoreError};
+use crate::store::job_feed::MAX_CHANGES_READ;
+use crate::store::{JobRecord, JobStore, StoreError, StoredChange};
 
-/// Records by id, and the last answer with the store's change version it was read at.
+/// The copy, and the last answer with the store's change version it was read at.
 #[derive(Debug, Default)]
 pub struct RecordCache {
-    records: Mutex<rustc_hash::FxHashMap<String, Arc<JobRecord>>>,
+    records: Mutex<Records>,
     /// The last answer, valid while the store's change version is the one kept.
     last: Mutex<Option<(u64, Unfinished)>>,
+}
+
+/// The unfinished jobs' records in queue order, and the feed position they are
+/// current to.
+#[derive(Debug, Default)]
+struct Records {
+    /// The feed position read before the listing or the last change applied since;
+    /// `None` until the store was listed once.
+    at: Option<i64>,
+    /// Records by their submission sequence (queue order).
+    by_seq: BTreeMap<i64, Arc<JobRecord>>,
+    /// Each job's sequence.
+    seq_of: rustc_hash::FxHashMap<String, i64>,
 }
 
 /// The unfinished jobs of one pass, in queue order.
@@ -31,16 +57,16 @@ pub struct Unfinished {
     pub active: Vec<Arc<JobRecord>>,
     /// Records read from the store this time (the rest came from the copy).
     pub read: usize,
-    /// Whether the store was listed this time (false: nothing was written since the
-    /// last listing, whose jobs these are).
+    /// Whether every unfinished job was listed this time (false: the copy was brought
+    /// up to date from the feed, or nothing was written since the last pass).
     pub listed: bool,
 }
 
 impl RecordCache {
     /// The unfinished jobs now, reading only what changed since the last call. A
-    /// cache is used with one store (its change version is that store's own).
+    /// cache is used with one store (its change version and feed are that store's).
     pub async fn unfinished(&self, store: &dyn JobStore) -> Result<Unfinished, StoreError> {
-        // Read before the listing: a write between the two shows as a change next time.
+        // Read before the data: a write between the two shows as a change next time.
         let version = store.change_version().await?;
         if let Some(version) = version
             && let Some((at, last)) = lock(&self.last).as_ref()
@@ -52,7 +78,7 @@ impl RecordCache {
                 ..last.clone()
             });
         }
-        let out = self.list(store).await;
+        let out = self.read(store).await;
         *lock(&self.last) = match (&out, version) {
             (Ok(out), Some(version)) => Some((version, out.clone())),
             _ => None,
@@ -60,10 +86,55 @@ impl RecordCache {
         out
     }
 
+    /// Brings the copy up to date: from the feed when it can, by listing otherwise.
+    async fn read(&self, store: &dyn JobStore) -> Result<Unfinished, StoreError> {
+        let at = lock(&self.records).at;
+        if let Some(at) = at {
+            let changes = store.changes_since(at, MAX_CHANGES_READ).await?;
+            if changes.len() < MAX_CHANGES_READ as usize {
+                return self.apply(store, at, changes).await;
+            }
+        }
+        self.list(store).await
+    }
+
+    /// Re-reads the jobs the feed's `changes` (all of them after `at`) name.
+    async fn apply(
+        &self,
+        store: &dyn JobStore,
+        at: i64,
+        changes: Vec<StoredChange>,
+    ) -> Result<Unfinished, StoreError> {
+        let position = changes.last().map_or(at, |c| c.position);
+        let mut ids: Vec<String> = changes.into_iter().map(|c| c.job_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let read = ids.len();
+        let records = if ids.is_empty() {
+            Vec::new()
+        } else {
+            store.get_many(ids.clone()).await?
+        };
+        let mut copy = lock(&self.records);
+        // A job named in the feed but gone from the store (deleted) leaves the copy.
+        for id in &ids {
+            copy.remove(id);
+        }
+        for record in records {
+            copy.keep(Arc::new(record));
+        }
+        copy.at = Some(position);
+        Ok(copy.answer(read, false))
+    }
+
     /// Lists the store and reads the records that are new or moved.
     async fn list(&self, store: &dyn JobStore) -> Result<Unfinished, StoreError> {
+        let head = store.changes_head().await?;
         let listed = store.unfinished().await?;
-        let mut known = std::mem::take(&mut *lock(&self.records));
+        let mut known = std::mem::take(&mut lock(&self.records).by_seq)
+            .into_values()
+            .map(|r| (r.id.clone(), r))
+            .collect::<rustc_hash::FxHashMap<_, _>>();
         let missing: Vec<String> = listed
             .iter()
             .filter(|(id, state)| known.get(id).is_none_or(|r| r.state != *state))
@@ -75,28 +146,53 @@ impl RecordCache {
                 known.insert(record.id.clone(), Arc::new(record));
             }
         }
-        let mut out = Unfinished {
-            read,
-            listed: true,
-            ..Unfinished::default()
+        let mut copy = Records {
+            at: Some(head),
+            ..Records::default()
         };
-        let mut kept = rustc_hash::FxHashMap::default();
-        kept.reserve(listed.len());
         for (id, _) in listed {
             // A record read just now may be newer than the listing (the job moved
             // between the two reads): it goes where its own state says.
-            let Some(record) = known.remove(&id) else {
-                continue;
-            };
+            if let Some(record) = known.remove(&id) {
+                copy.keep(record);
+            }
+        }
+        let out = copy.answer(read, true);
+        *lock(&self.records) = copy;
+        Ok(out)
+    }
+}
+
+impl Records {
+    /// Keeps a record if its job has not ended (in place of the one it had).
+    fn keep(&mut self, record: Arc<JobRecord>) {
+        self.remove(&record.id);
+        if !record.state.is_terminal() {
+            self.seq_of.insert(record.id.clone(), record.seq);
+            self.by_seq.insert(record.seq, record);
+        }
+    }
+
+    fn remove(&mut self, id: &str) {
+        if let Some(seq) = self.seq_of.remove(id) {
+            self.by_seq.remove(&seq);
+        }
+    }
+
+    /// The queued and the active jobs, each in queue order.
+    fn answer(&self, read: usize, listed: bool) -> Unfinished {
+        let mut out = Unfinished {
+            read,
+            listed,
+            ..Unfinished::default()
+        };
+        for record in self.by_seq.values() {
             match record.state {
                 JobState::Queued => out.queued.push(record.clone()),
-                s if s.is_terminal() => continue,
                 _ => out.active.push(record.clone()),
             }
-            kept.insert(id, record);
         }
-        *lock(&self.records) = kept;
-        Ok(out)
+        out
     }
 }
 
@@ -114,10 +210,11 @@ mod tests {
         jobs.iter().map(|j| j.id.clone()).collect()
     }
 
-    /// Nothing written: the last pass's jobs, without listing. Anything written, by
-    /// this handle or another process's: listed again, and the change is seen.
+    /// Nothing written: the last pass's jobs, without reading. Anything written, by
+    /// this handle or another process's: the feed is read from where the copy was,
+    /// only the jobs it names are read, and the change is seen; nothing is listed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn lists_again_only_after_a_write_by_anyone() {
+    async fn reads_only_what_the_feed_names_after_a_write_by_anyone() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("forge.sqlite3");
         let (a, b) = (
@@ -132,7 +229,7 @@ mod tests {
         let cache = RecordCache::default();
 
         let u = cache.unfinished(a.jobs.as_ref()).await.expect("unfinished");
-        assert!(u.listed);
+        assert!(u.listed, "the first time, every unfinished job is listed");
         assert_eq!((ids(&u.queued), u.read), (vec![first.id.clone()], 1));
         let u = cache.unfinished(a.jobs.as_ref()).await.expect("unfinished");
         assert!(!u.listed, "nothing was written: no listing");
@@ -145,18 +242,122 @@ mod tests {
             .await
             .expect("insert");
         let u = cache.unfinished(a.jobs.as_ref()).await.expect("unfinished");
-        assert!(u.listed);
+        assert!(!u.listed, "one change: read from the feed");
         assert_eq!(ids(&u.queued), vec![first.id.clone(), second.id.clone()]);
-        assert_eq!(u.read, 1);
+        assert_eq!(u.read, 1, "only the new job's record is read");
 
-        // This process dispatches the first.
+        // This process dispatches the first; another ends the second.
         a.jobs
             .transition(t(&first.id, JobState::Queued, JobState::Dispatched))
             .await
             .expect("transition");
+        b.jobs
+            .transition(t(&second.id, JobState::Queued, JobState::Cancelled))
+            .await
+            .expect("transition");
         let u = cache.unfinished(a.jobs.as_ref()).await.expect("unfinished");
+        assert!(!u.listed);
+        assert_eq!(
+            (ids(&u.queued), ids(&u.active)),
+            (vec![], vec![first.id.clone()])
+        );
+        assert_eq!(u.read, 2);
+    }
+
+    /// A job that goes back to the queue (its create failed, or it was preempted)
+    /// takes its old place, ahead of jobs submitted after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_back_in_the_queue_keeps_its_place() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = Database::open_sqlite(&dir.path().join("f.db")).expect("db");
+        let cache = RecordCache::default();
+        let mut queued = Vec::new();
+        for name in ["one", "two", "three"] {
+            let job = db
+                .jobs
+                .insert(new_job("t", name, "h200"), None)
+                .await
+                .expect("insert");
+            queued.push(job.id);
+        }
+        let u = cache
+            .unfinished(db.jobs.as_ref())
+            .await
+            .expect("unfinished");
         assert!(u.listed);
-        assert_eq!(ids(&u.queued), vec![second.id.clone()]);
-        assert_eq!(ids(&u.active), vec![first.id]);
+        db.jobs
+            .transition(t(&queued[0], JobState::Queued, JobState::Dispatched))
+            .await
+            .expect("dispatch");
+        let u = cache
+            .unfinished(db.jobs.as_ref())
+            .await
+            .expect("unfinished");
+        assert_eq!(ids(&u.queued), queued[1..].to_vec());
+        db.jobs
+            .transition(t(&queued[0], JobState::Dispatched, JobState::Queued))
+            .await
+            .expect("requeue");
+        let u = cache
+            .unfinished(db.jobs.as_ref())
+            .await
+            .expect("unfinished");
+        assert!(!u.listed);
+        assert_eq!((ids(&u.queued), u.active.len()), (queued.clone(), 0));
+    }
+
+    /// More changes than one read of the feed returns: every unfinished job is listed
+    /// again, and the answer is the same as a fresh copy's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_changes_list_everything_again() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = Database::open_sqlite(&dir.path().join("f.db")).expect("db");
+        let cache = RecordCache::default();
+        let first = db
+            .jobs
+            .insert(new_job("t", "first", "h200"), None)
+            .await
+            .expect("insert");
+        assert!(
+            cache
+                .unfinished(db.jobs.as_ref())
+                .await
+                .expect("unfinished")
+                .listed
+        );
+        for i in 0..MAX_CHANGES_READ {
+            db.jobs
+                .insert(new_job("t", &format!("j{i}"), "h200"), None)
+                .await
+                .expect("insert");
+        }
+        db.jobs
+            .transition(t(&first.id, JobState::Queued, JobState::Cancelled))
+            .await
+            .expect("cancel");
+        let u = cache
+            .unfinished(db.jobs.as_ref())
+            .await
+            .expect("unfinished");
+        assert!(u.listed, "{} changes: listed", MAX_CHANGES_READ + 1);
+        let fresh = RecordCache::default()
+            .unfinished(db.jobs.as_ref())
+            .await
+            .expect("unfinished");
+        assert_eq!(ids(&u.queued), ids(&fresh.queued));
+        assert_eq!(u.queued.len(), MAX_CHANGES_READ as usize);
+        // And from there on, the feed again.
+        db.jobs
+            .insert(new_job("t", "last", "h200"), None)
+            .await
+            .expect("insert");
+        let u = cache
+            .unfinished(db.jobs.as_ref())
+            .await
+            .expect("unfinished");
+        assert_eq!(
+            (u.listed, u.read, u.queued.len()),
+            (false, 1, MAX_CHANGES_READ as usize + 1)
+        );
     }
 }

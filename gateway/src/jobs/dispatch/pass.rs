@@ -61,7 +61,8 @@ struct Reserved {
     ledger: Ledger,
     /// Every team's decayed usage (fair share).
     usage: Usage,
-    /// Whether the store was listed (false: nothing was written since the last pass).
+    /// Whether every unfinished job was listed (false: the copy was brought up to date
+    /// from the job feed, or nothing was written since the last pass).
     listed: bool,
     /// Records read from the store this time.
     records_read: usize,
