@@ -446,22 +446,7 @@ fn plan_shown(
     candidates: &[&Running],
     step: impl Fn(&str) -> Option<u64>,
 ) -> PreemptionPlan {
-    let victim = |r: &Running| Victim {
-        job_id: r.job_id.clone(),
-        team: r.team.clone(),
-        priority: r.priority,
-        gpus: r.gpus,
-        series: p.series.clone(),
-        fleet: DEFAULT_FLEET.to_string(),
-        running_seconds: r.running_s,
-        checkpoint_age_seconds: r.checkpoint_age_s,
-        checkpoint_step: step(&r.job_id),
-        // Contract 0.3.0 is frozen with the worst case as this figure; the plan's
-        // order (the host's) weighs what the job's last notice showed.
-        lost_gpu_seconds: r.worst_case_lost_gpu_seconds(),
-        grace_seconds: r.grace_s,
-        preemptions_in_window: r.preemptions_in_window,
-    };
+    let victim = |r: &Running| shown_victim(r, &p.series, step(&r.job_id));
     let mut shown: Vec<Victim> = victims.iter().map(victim).collect();
     for c in candidates {
         if !victims.iter().any(|v| v.job_id == c.job_id) {
@@ -473,6 +458,27 @@ fn plan_shown(
         series: p.series.clone(),
         gpus_needed: short,
         candidates: shown,
+    }
+}
+
+/// A candidate as contract 0.3.0 shows it to policies (`step`: its last acknowledged
+/// checkpoint's).
+fn shown_victim(r: &Running, series: &str, step: Option<u64>) -> Victim {
+    Victim {
+        job_id: r.job_id.clone(),
+        team: r.team.clone(),
+        priority: r.priority,
+        gpus: r.gpus,
+        series: series.to_string(),
+        fleet: DEFAULT_FLEET.to_string(),
+        running_seconds: r.running_s,
+        checkpoint_age_seconds: r.checkpoint_age_s,
+        checkpoint_step: step,
+        // Contract 0.3.0 is frozen with the worst case as this figure; the plan's
+        // order (the host's) weighs what the job's last notice showed.
+        lost_gpu_seconds: r.worst_case_lost_gpu_seconds(),
+        grace_seconds: r.grace_s,
+        preemptions_in_window: r.preemptions_in_window,
     }
 }
 
@@ -493,6 +499,49 @@ mod tests {
     use forge_policy_host::model::{Decision, Placement};
 
     use super::*;
+    use crate::jobs::preemption_plan::LastNotice;
+
+    /// Policies are shown contract 0.3.0's `lost-gpu-seconds` as that frozen version
+    /// defines it, the worst case, even when the planner expects less (the job
+    /// checkpointed on its last notice).
+    #[test]
+    fn policies_are_shown_the_worst_case_whatever_the_last_notice_showed() {
+        let running = |last_notice| Running {
+            job_id: "saver".into(),
+            team: "team-a".into(),
+            priority: 0,
+            gpus: 8,
+            running_s: 3600,
+            checkpoint_age_s: Some(600),
+            grace_s: 60,
+            preemptions_in_window: 1,
+            preemptible: true,
+            borrowed_gpus: 0,
+            last_notice,
+        };
+        let worst = 8.0 * (600.0 + 60.0);
+        for last_notice in [
+            LastNotice::Unknown,
+            LastNotice::Saved { after_s: 5 },
+            LastNotice::Lost { after_s: 60 },
+        ] {
+            let r = running(last_notice);
+            let shown = shown_victim(&r, "h100", Some(42));
+            assert_eq!(shown.lost_gpu_seconds, worst, "{last_notice:?}");
+            assert_eq!(
+                (
+                    shown.checkpoint_step,
+                    shown.checkpoint_age_seconds,
+                    shown.grace_seconds
+                ),
+                (Some(42), Some(600), 60)
+            );
+        }
+        assert!(
+            running(LastNotice::Saved { after_s: 5 }).lost_gpu_seconds() < worst,
+            "the planner itself expects less of a job that saved"
+        );
+    }
 
     #[test]
     fn terms_are_the_spec_priority_under_the_policy_cap() {
