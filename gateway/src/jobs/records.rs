@@ -210,6 +210,25 @@ mod tests {
         jobs.iter().map(|j| j.id.clone()).collect()
     }
 
+    async fn read(cache: &RecordCache, db: &Database) -> Unfinished {
+        cache
+            .unfinished(db.jobs.as_ref())
+            .await
+            .expect("unfinished")
+    }
+
+    async fn queue(db: &Database, name: &str) -> String {
+        let job = new_job("t", name, "h200");
+        db.jobs.insert(job, None).await.expect("insert").id
+    }
+
+    async fn moved(db: &Database, id: &str, from: JobState, to: JobState) {
+        db.jobs
+            .transition(t(id, from, to))
+            .await
+            .expect("transition");
+    }
+
     /// Nothing written: the last pass's jobs, without reading. Anything written, by
     /// this handle or another process's: the feed is read from where the copy was,
     /// only the jobs it names are read, and the change is seen; nothing is listed.
@@ -221,46 +240,29 @@ mod tests {
             Database::open_sqlite(&path).expect("a"),
             Database::open_sqlite(&path).expect("b"),
         );
-        let first = a
-            .jobs
-            .insert(new_job("t", "one", "h200"), None)
-            .await
-            .expect("insert");
+        let first = queue(&a, "one").await;
         let cache = RecordCache::default();
 
-        let u = cache.unfinished(a.jobs.as_ref()).await.expect("unfinished");
+        let u = read(&cache, &a).await;
         assert!(u.listed, "the first time, every unfinished job is listed");
-        assert_eq!((ids(&u.queued), u.read), (vec![first.id.clone()], 1));
-        let u = cache.unfinished(a.jobs.as_ref()).await.expect("unfinished");
+        assert_eq!((ids(&u.queued), u.read), (vec![first.clone()], 1));
+        let u = read(&cache, &a).await;
         assert!(!u.listed, "nothing was written: no listing");
-        assert_eq!((ids(&u.queued), u.read), (vec![first.id.clone()], 0));
+        assert_eq!((ids(&u.queued), u.read), (vec![first.clone()], 0));
 
         // Another process queues a job.
-        let second = b
-            .jobs
-            .insert(new_job("t", "two", "h200"), None)
-            .await
-            .expect("insert");
-        let u = cache.unfinished(a.jobs.as_ref()).await.expect("unfinished");
+        let second = queue(&b, "two").await;
+        let u = read(&cache, &a).await;
         assert!(!u.listed, "one change: read from the feed");
-        assert_eq!(ids(&u.queued), vec![first.id.clone(), second.id.clone()]);
+        assert_eq!(ids(&u.queued), vec![first.clone(), second.clone()]);
         assert_eq!(u.read, 1, "only the new job's record is read");
 
         // This process dispatches the first; another ends the second.
-        a.jobs
-            .transition(t(&first.id, JobState::Queued, JobState::Dispatched))
-            .await
-            .expect("transition");
-        b.jobs
-            .transition(t(&second.id, JobState::Queued, JobState::Cancelled))
-            .await
-            .expect("transition");
-        let u = cache.unfinished(a.jobs.as_ref()).await.expect("unfinished");
+        moved(&a, &first, JobState::Queued, JobState::Dispatched).await;
+        moved(&b, &second, JobState::Queued, JobState::Cancelled).await;
+        let u = read(&cache, &a).await;
         assert!(!u.listed);
-        assert_eq!(
-            (ids(&u.queued), ids(&u.active)),
-            (vec![], vec![first.id.clone()])
-        );
+        assert_eq!((ids(&u.queued), ids(&u.active)), (vec![], vec![first]));
         assert_eq!(u.read, 2);
     }
 
@@ -273,37 +275,15 @@ mod tests {
         let cache = RecordCache::default();
         let mut queued = Vec::new();
         for name in ["one", "two", "three"] {
-            let job = db
-                .jobs
-                .insert(new_job("t", name, "h200"), None)
-                .await
-                .expect("insert");
-            queued.push(job.id);
+            queued.push(queue(&db, name).await);
         }
-        let u = cache
-            .unfinished(db.jobs.as_ref())
-            .await
-            .expect("unfinished");
-        assert!(u.listed);
-        db.jobs
-            .transition(t(&queued[0], JobState::Queued, JobState::Dispatched))
-            .await
-            .expect("dispatch");
-        let u = cache
-            .unfinished(db.jobs.as_ref())
-            .await
-            .expect("unfinished");
-        assert_eq!(ids(&u.queued), queued[1..].to_vec());
-        db.jobs
-            .transition(t(&queued[0], JobState::Dispatched, JobState::Queued))
-            .await
-            .expect("requeue");
-        let u = cache
-            .unfinished(db.jobs.as_ref())
-            .await
-            .expect("unfinished");
+        assert!(read(&cache, &db).await.listed);
+        moved(&db, &queued[0], JobState::Queued, JobState::Dispatched).await;
+        assert_eq!(ids(&read(&cache, &db).await.queued), queued[1..].to_vec());
+        moved(&db, &queued[0], JobState::Dispatched, JobState::Queued).await;
+        let u = read(&cache, &db).await;
         assert!(!u.listed);
-        assert_eq!((ids(&u.queued), u.active.len()), (queued.clone(), 0));
+        assert_eq!((ids(&u.queued), u.active.len()), (queued, 0));
     }
 
     /// More changes than one read of the feed returns: every unfinished job is listed
@@ -313,51 +293,21 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let db = Database::open_sqlite(&dir.path().join("f.db")).expect("db");
         let cache = RecordCache::default();
-        let first = db
-            .jobs
-            .insert(new_job("t", "first", "h200"), None)
-            .await
-            .expect("insert");
-        assert!(
-            cache
-                .unfinished(db.jobs.as_ref())
-                .await
-                .expect("unfinished")
-                .listed
-        );
+        let first = queue(&db, "first").await;
+        assert!(read(&cache, &db).await.listed);
         for i in 0..MAX_CHANGES_READ {
-            db.jobs
-                .insert(new_job("t", &format!("j{i}"), "h200"), None)
-                .await
-                .expect("insert");
+            queue(&db, &format!("j{i}")).await;
         }
-        db.jobs
-            .transition(t(&first.id, JobState::Queued, JobState::Cancelled))
-            .await
-            .expect("cancel");
-        let u = cache
-            .unfinished(db.jobs.as_ref())
-            .await
-            .expect("unfinished");
+        moved(&db, &first, JobState::Queued, JobState::Cancelled).await;
+        let u = read(&cache, &db).await;
         assert!(u.listed, "{} changes: listed", MAX_CHANGES_READ + 1);
-        let fresh = RecordCache::default()
-            .unfinished(db.jobs.as_ref())
-            .await
-            .expect("unfinished");
+        let fresh = read(&RecordCache::default(), &db).await;
         assert_eq!(ids(&u.queued), ids(&fresh.queued));
         assert_eq!(u.queued.len(), MAX_CHANGES_READ as usize);
         // And from there on, the feed again.
-        db.jobs
-            .insert(new_job("t", "last", "h200"), None)
-            .await
-            .expect("insert");
-        let u = cache
-            .unfinished(db.jobs.as_ref())
-            .await
-            .expect("unfinished");
-        assert_eq!(
-            (u.listed, u.read, u.queued.len()),
-            (false, 1, MAX_CHANGES_READ as usize + 1)
-        );
+        queue(&db, "last").await;
+        let u = read(&cache, &db).await;
+        let size = MAX_CHANGES_READ as usize + 1;
+        assert_eq!((u.listed, u.read, u.queued.len()), (false, 1, size));
     }
 }
