@@ -264,6 +264,9 @@ async fn the_freshest_checkpoint_is_preempted_and_resumes_from_its_step() {
         release.contains("(checkpointed)") || release.contains("(exited)"),
         "{release}"
     );
+    // The record names the same cause as the history's reason.
+    let how = p["releasedBy"].as_str().expect("released by something");
+    assert!(release.contains(&format!("({how})")), "{how}: {release}");
     if first.contains("SIGTERM received") {
         assert!(
             first.contains(&format!("checkpointed step {step} on SIGTERM")),

@@ -116,6 +116,7 @@ async fn a_stop_that_never_reaches_the_head_still_ends_at_the_grace() {
     assert!(held >= 3_000, "released {held} ms after its notice: {p:#}");
     let reason = release_reason(&released);
     assert!(reason.contains("(grace-ended)"), "{reason}");
+    assert_eq!(p["releasedBy"], "grace-ended", "{p:#}");
     let first = bob.attempt_log(&victim, 0).await;
     assert!(first.contains("attempt 0 starting"), "{first}");
     assert!(

@@ -71,6 +71,49 @@ pub struct NewPreemption {
     pub attempt_started_ms: i64,
 }
 
+/// What ended a notice and released the victim's GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ReleaseCause {
+    /// Its Ray job ended (it exited on the signal, or was killed).
+    #[serde(rename = "exited")]
+    Exited,
+    /// It acknowledged a checkpoint after the notice.
+    #[serde(rename = "checkpointed")]
+    Checkpointed,
+    /// Its grace ended.
+    #[serde(rename = "grace-ended")]
+    GraceEnded,
+    /// Its RayJob was gone (deleted outside Forge, or by an interrupted release).
+    #[serde(rename = "rayjob-gone")]
+    RayJobGone,
+}
+
+impl ReleaseCause {
+    /// Every cause.
+    pub const ALL: [ReleaseCause; 4] = [
+        ReleaseCause::Exited,
+        ReleaseCause::Checkpointed,
+        ReleaseCause::GraceEnded,
+        ReleaseCause::RayJobGone,
+    ];
+
+    /// Its name: in the API, the stored column, the metric label and the reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReleaseCause::Exited => "exited",
+            ReleaseCause::Checkpointed => "checkpointed",
+            ReleaseCause::GraceEnded => "grace-ended",
+            ReleaseCause::RayJobGone => "rayjob-gone",
+        }
+    }
+
+    /// The cause a stored name names (`None`: none stored, or a name this version
+    /// does not know — shown as unknown rather than failing the job's page).
+    pub fn parse(name: Option<&str>) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| Some(c.as_str()) == name)
+    }
+}
+
 /// The release of a victim, recorded with the transition that ends its notice. The
 /// step it resumes from is the last one it acknowledged *as the transition commits*
 /// (read from its row in the same transaction: a job out of `preempting` can
@@ -84,6 +127,8 @@ pub struct Release {
     /// attempt (or the attempt's start) until the release (`None`: not measured — it
     /// left the notice another way, e.g. cancelled).
     pub lost_gpu_seconds: Option<f64>,
+    /// What released it (`None`: it left the notice another way).
+    pub released_by: Option<ReleaseCause>,
 }
 
 impl PreemptionWrite {
@@ -95,6 +140,7 @@ impl PreemptionWrite {
             None if t_from_preempting => Some(PreemptionWrite::Release(Release {
                 released_ms: now,
                 lost_gpu_seconds: None,
+                released_by: None,
             })),
             None => None,
         }
@@ -132,6 +178,9 @@ pub struct PreemptionRecord {
     pub checkpoint_step: Option<u64>,
     /// GPU-seconds of work lost (known at the release).
     pub lost_gpu_seconds: Option<f64>,
+    /// What released it (`None`: the notice runs, or it left the notice another
+    /// way, e.g. cancelled or succeeded during it).
+    pub released_by: Option<ReleaseCause>,
     /// GPUs freed.
     pub gpus: u32,
     /// Their series.
@@ -168,4 +217,4 @@ pub fn work_at_risk_since(attempt_started_ms: i64, last: Option<Checkpoint>) -> 
 /// The columns a preemption row is read with, in the order both backends expect.
 pub const PREEMPTION_COLUMNS: &str = "job_id, attempt, by_job, at_ms, notice_ms, released_ms, \
                                       checkpoint_step, lost_gpu_seconds, gpus, series, \
-                                      attempt_started_ms";
+                                      attempt_started_ms, released_by";

@@ -145,6 +145,7 @@ fn print_preemptions(job: &Value) {
             field(p, "/byJob"),
             format!("{}s", p["noticeMs"].as_i64().unwrap_or(0) / 1000),
             ms(&p["releasedMs"]),
+            p["releasedBy"].as_str().unwrap_or("-").to_string(),
             p["checkpointStep"]
                 .as_u64()
                 .map_or_else(|| "-".into(), |s| s.to_string()),
@@ -162,6 +163,7 @@ fn print_preemptions(job: &Value) {
                 "BY JOB",
                 "GRACE",
                 "RELEASED",
+                "HOW",
                 "RESUME STEP",
                 "LOST GPU·S"
             ],

@@ -135,7 +135,7 @@ fn preemptions_table(job: &JobRecord, preemptions: &[PreemptionRecord]) -> Marku
                 code { "forge logs " (job.id) " --attempt N" } }
             div.scroll { table #preemptions {
                 thead { tr { th { "Attempt" } th { "Notice" } th { "By job" } th { "Grace" }
-                    th { "Released" } th { "Resume step" } th { "Lost GPU·s" } } }
+                    th { "Released" } th { "How" } th { "Resume step" } th { "Lost GPU·s" } } }
                 tbody { @for p in preemptions {
                     tr {
                         td { (p.attempt) }
@@ -143,6 +143,7 @@ fn preemptions_table(job: &JobRecord, preemptions: &[PreemptionRecord]) -> Marku
                         td { a href={ "/console/jobs/" (p.by_job) } { (p.by_job) } }
                         td { (p.notice_ms / 1000) "s" }
                         td { @if let Some(r) = p.released_ms { (present::when(r)) } @else { "notice running" } }
+                        td { @if let Some(c) = p.released_by { (c.as_str()) } @else { "—" } }
                         td { @if let Some(s) = p.checkpoint_step { (s) } @else { "—" } }
                         td { @if let Some(l) = p.lost_gpu_seconds { (format!("{l:.0}")) } @else { "—" } }
                     }
@@ -309,7 +310,10 @@ fn marks(
             marks.push(job_gantt::Mark {
                 at_ms: r,
                 kind: "release",
-                label: format!("released attempt {}", p.attempt),
+                label: match p.released_by {
+                    Some(how) => format!("released attempt {} ({})", p.attempt, how.as_str()),
+                    None => format!("released attempt {}", p.attempt),
+                },
                 href: None,
             });
         }

@@ -97,6 +97,7 @@ fn api() -> Value {
                 "releasedMs": {"type": ["integer", "null"], "description": "when it released its GPUs (null: the notice runs)"},
                 "checkpointStep": {"type": ["integer", "null"], "description": "the step it resumes from"},
                 "lostGpuSeconds": {"type": ["number", "null"], "description": "GPU-seconds of work lost (since its last acknowledged checkpoint), known at the release"},
+                "releasedBy": {"type": ["string", "null"], "enum": ["exited", "checkpointed", "grace-ended", "rayjob-gone", null], "description": "what released it: its Ray job ended (exited), it acknowledged a checkpoint after the notice (checkpointed), its grace ended (grace-ended), or its RayJob was gone (rayjob-gone); null while the notice runs, when it left the notice another way (cancelled, succeeded), and for releases recorded before this field"},
                 "gpus": {"type": "integer", "minimum": 0},
                 "series": {"type": "string"}
             }

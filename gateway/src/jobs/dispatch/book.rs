@@ -94,6 +94,7 @@ mod tests {
             released_ms,
             checkpoint_step: None,
             lost_gpu_seconds: None,
+            released_by: None,
             gpus: 8,
             series: "h100".into(),
             attempt_started_ms: 0,

@@ -31,6 +31,7 @@ use crate::cluster::RayJob;
 use crate::cluster::ray_stop::stop_ray_job;
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
+pub use crate::store::preemptions::ReleaseCause;
 use crate::store::preemptions::{PreemptionRecord, PreemptionWrite, Release};
 use crate::store::{JobRecord, StoreError, Transition, now_ms};
 
@@ -44,31 +45,6 @@ const LOOK_EVERY: Duration = Duration::from_millis(250);
 /// How long a release that failed (its logs not archived, the API server not
 /// answering) waits before it is tried again.
 pub const RELEASE_RETRY: Duration = Duration::from_secs(5);
-
-/// What ended a notice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReleaseCause {
-    /// The Ray job ended (on the signal, or killed).
-    Exited,
-    /// It acknowledged a checkpoint after the notice.
-    Checkpointed,
-    /// Its grace ended.
-    GraceEnded,
-    /// Its RayJob is gone.
-    RayJobGone,
-}
-
-impl ReleaseCause {
-    /// The metric label and the reason's code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReleaseCause::Exited => "exited",
-            ReleaseCause::Checkpointed => "checkpointed",
-            ReleaseCause::GraceEnded => "grace-ended",
-            ReleaseCause::RayJobGone => "rayjob-gone",
-        }
-    }
-}
 
 impl Lifecycle {
     /// Releases `job` (preempting) in the background, once per job at a time.
@@ -145,6 +121,7 @@ impl Lifecycle {
         t.preemption = Some(PreemptionWrite::Release(Release {
             released_ms,
             lost_gpu_seconds: Some(lost),
+            released_by: Some(cause),
         }));
         match self.core.transition(t).await {
             Ok(_) => {

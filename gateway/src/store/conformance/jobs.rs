@@ -553,7 +553,9 @@ pub async fn checkpoints_move_forward_while_the_job_runs(h: &dyn Harness) {
 /// (a cancel) closes the record unmeasured; the window read returns recent and open
 /// records.
 pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
-    use crate::store::preemptions::{AdmittedTerms, NewPreemption, PreemptionWrite, Release};
+    use crate::store::preemptions::{
+        AdmittedTerms, NewPreemption, PreemptionWrite, Release, ReleaseCause,
+    };
     let db = h.open().await;
     let store = db.jobs.as_ref();
     let job = store
@@ -620,6 +622,7 @@ pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
     tr.preemption = Some(PreemptionWrite::Release(Release {
         released_ms: 12_000,
         lost_gpu_seconds: Some(56.0),
+        released_by: Some(ReleaseCause::Checkpointed),
     }));
     let released = store.transition(tr).await.expect("release");
     assert_eq!(
@@ -635,9 +638,16 @@ pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
             recorded[0].released_ms,
             recorded[0].checkpoint_step,
             recorded[0].lost_gpu_seconds,
-            recorded[0].gpus
+            recorded[0].gpus,
+            recorded[0].released_by
         ),
-        (Some(12_000), Some(40), Some(56.0), 8)
+        (
+            Some(12_000),
+            Some(40),
+            Some(56.0),
+            8,
+            Some(ReleaseCause::Checkpointed)
+        )
     );
     assert!(
         store
@@ -706,6 +716,10 @@ pub async fn a_notice_ended_otherwise_closes_its_record(h: &dyn Harness) {
     assert_eq!(recorded[0].attempt, 0);
     assert!(recorded[0].released_ms.is_some(), "{recorded:?}");
     assert_eq!(recorded[0].lost_gpu_seconds, None);
+    assert_eq!(
+        recorded[0].released_by, None,
+        "no release: it was cancelled"
+    );
     assert!(
         store
             .preemptions_since(i64::MAX)

@@ -333,6 +333,15 @@ pub const MIGRATIONS: &[Migration] = &[
     SELECT 1;
     "#,
     },
+    Migration {
+        version: 19,
+        name: "preemption_released_by",
+        // What released a preempted job (exited, checkpointed, grace-ended,
+        // rayjob-gone), shown with its preemptions; NULL for the releases before.
+        sql: r#"
+    ALTER TABLE preemptions ADD COLUMN released_by TEXT;
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

@@ -5,7 +5,9 @@ use tokio_postgres::Row;
 
 use crate::store::checkpoints;
 use crate::store::codec::to_u64;
-use crate::store::preemptions::{PREEMPTION_COLUMNS, PreemptionRecord, PreemptionWrite};
+use crate::store::preemptions::{
+    PREEMPTION_COLUMNS, PreemptionRecord, PreemptionWrite, ReleaseCause,
+};
 use crate::store::{JobRecord, StoreError};
 
 fn from_row(row: &Row) -> Result<PreemptionRecord, StoreError> {
@@ -21,6 +23,7 @@ fn from_row(row: &Row) -> Result<PreemptionRecord, StoreError> {
         gpus: u32::try_from(row.try_get::<_, i32>(8)?).unwrap_or(0),
         series: row.try_get(9)?,
         attempt_started_ms: row.try_get(10)?,
+        released_by: ReleaseCause::parse(row.try_get::<_, Option<&str>>(11)?),
     })
 }
 
@@ -63,14 +66,15 @@ pub(super) async fn write(
             client
                 .execute(
                     "UPDATE preemptions SET released_ms = $1, checkpoint_step = $2, \
-                     lost_gpu_seconds = $3 WHERE job_id = $4 AND attempt = $5 \
-                     AND released_ms IS NULL",
+                     lost_gpu_seconds = $3, released_by = $6 WHERE job_id = $4 \
+                     AND attempt = $5 AND released_ms IS NULL",
                     &[
                         &r.released_ms,
                         &step,
                         &r.lost_gpu_seconds,
                         &job.id,
                         &attempt,
+                        &r.released_by.map(ReleaseCause::as_str),
                     ],
                 )
                 .await?;

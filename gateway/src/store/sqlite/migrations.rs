@@ -361,6 +361,15 @@ pub const MIGRATIONS: &[Migration] = &[
         BEGIN UPDATE job_writes SET count = count + 1 WHERE id = 1; END;
     "#,
     },
+    Migration {
+        version: 19,
+        name: "preemption_released_by",
+        // What released a preempted job (exited, checkpointed, grace-ended,
+        // rayjob-gone), shown with its preemptions; NULL for the releases before.
+        sql: r#"
+    ALTER TABLE preemptions ADD COLUMN released_by TEXT;
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.

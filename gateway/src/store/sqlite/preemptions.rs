@@ -5,7 +5,9 @@ use rusqlite::{Connection, Row, params};
 
 use crate::store::checkpoints;
 use crate::store::codec::to_u64;
-use crate::store::preemptions::{PREEMPTION_COLUMNS, PreemptionRecord, PreemptionWrite};
+use crate::store::preemptions::{
+    PREEMPTION_COLUMNS, PreemptionRecord, PreemptionWrite, ReleaseCause,
+};
 use crate::store::{JobRecord, StoreError};
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<PreemptionRecord> {
@@ -21,6 +23,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<PreemptionRecord> {
         gpus: u32::try_from(row.get::<_, i64>(8)?).unwrap_or(0),
         series: row.get(9)?,
         attempt_started_ms: row.get(10)?,
+        released_by: ReleaseCause::parse(row.get::<_, Option<String>>(11)?.as_deref()),
     })
 }
 
@@ -59,15 +62,16 @@ pub(super) fn write(
                 .transpose()?;
             conn.prepare_cached(
                 "UPDATE preemptions SET released_ms = ?1, checkpoint_step = ?2, \
-                 lost_gpu_seconds = ?3 WHERE job_id = ?4 AND attempt = ?5 \
-                 AND released_ms IS NULL",
+                 lost_gpu_seconds = ?3, released_by = ?6 WHERE job_id = ?4 \
+                 AND attempt = ?5 AND released_ms IS NULL",
             )?
             .execute(params![
                 r.released_ms,
                 step,
                 r.lost_gpu_seconds,
                 job.id,
-                attempt
+                attempt,
+                r.released_by.map(ReleaseCause::as_str)
             ])?;
         }
     }
