@@ -117,16 +117,18 @@ impl ReleaseCause {
 /// The release of a victim, recorded with the transition that ends its notice. The
 /// step it resumes from is the last one it acknowledged *as the transition commits*
 /// (read from its row in the same transaction: a job out of `preempting` can
-/// acknowledge no more), so the record and its next run's `FORGE_RESUME_STEP` agree.
+/// acknowledge no more), so the record and its next run's `FORGE_RESUME_STEP` agree;
+/// the work it lost is measured from that same checkpoint, so an acknowledgement that
+/// lands while the release archives the logs counts as saved.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Release {
     /// Unix milliseconds of the release.
     pub released_ms: i64,
-    /// GPU-seconds of work lost: since its last acknowledged checkpoint of this
-    /// attempt (or the attempt's start) until the release (`None`: not measured — it
-    /// left the notice another way, e.g. cancelled).
-    pub lost_gpu_seconds: Option<f64>,
+    /// Whether the work lost is measured ([`lost_gpu_seconds`], as the transition
+    /// commits); `false`: it left the notice another way (e.g. cancelled), and the
+    /// record says nothing of what it lost.
+    pub measured: bool,
     /// What released it (`None`: it left the notice another way).
     pub released_by: Option<ReleaseCause>,
 }
@@ -139,7 +141,7 @@ impl PreemptionWrite {
             Some(w) => Some(w.clone()),
             None if t_from_preempting => Some(PreemptionWrite::Release(Release {
                 released_ms: now,
-                lost_gpu_seconds: None,
+                measured: false,
                 released_by: None,
             })),
             None => None,
@@ -200,9 +202,21 @@ impl PreemptionRecord {
     /// the time since the attempt's last acknowledged checkpoint (`last`), or since
     /// it started.
     pub fn lost_gpu_seconds(&self, last: Option<Checkpoint>, until_ms: i64) -> f64 {
-        let since = work_at_risk_since(self.attempt_started_ms, last);
-        f64::from(self.gpus) * ((until_ms - since).max(0) as f64 / 1000.0)
+        lost_gpu_seconds(self.gpus, self.attempt_started_ms, last, until_ms)
     }
+}
+
+/// The work a release at `until_ms` throws away, in GPU-seconds, of an attempt on
+/// `gpus` GPUs that started running at `attempt_started_ms` and last acknowledged
+/// `last`: the GPUs × the time since [`work_at_risk_since`].
+pub fn lost_gpu_seconds(
+    gpus: u32,
+    attempt_started_ms: i64,
+    last: Option<Checkpoint>,
+    until_ms: i64,
+) -> f64 {
+    let since = work_at_risk_since(attempt_started_ms, last);
+    f64::from(gpus) * ((until_ms - since).max(0) as f64 / 1000.0)
 }
 
 /// Where an attempt that started running at `attempt_started_ms` would resume from,

@@ -104,9 +104,6 @@ impl Lifecycle {
             self.cluster.rayjobs.delete(name).await?;
         }
         let released_ms = now_ms();
-        let lost = open.as_ref().map_or(0.0, |p| {
-            p.lost_gpu_seconds(job.last_checkpoint, released_ms)
-        });
         let reason = format!(
             "preemption.released ({}): preempted by job {}; queued again to resume from its last acknowledged checkpoint",
             cause.as_str(),
@@ -120,11 +117,12 @@ impl Lifecycle {
         );
         t.preemption = Some(PreemptionWrite::Release(Release {
             released_ms,
-            lost_gpu_seconds: Some(lost),
+            measured: true,
             released_by: Some(cause),
         }));
         match self.core.transition(t).await {
             Ok(_) => {
+                let lost = self.measured_loss(&job.id, job.attempt).await;
                 self.core.metrics.preemption_released(cause.as_str(), lost);
                 tracing::info!(job = %job.id, how = cause.as_str(), lost_gpu_seconds = lost, "preempted job released");
                 Ok(())
@@ -132,6 +130,23 @@ impl Lifecycle {
             // It ended meanwhile (a cancel), or another release won.
             Err(StoreError::Conflict { .. }) => Ok(()),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The work the release of `attempt` lost, as the store measured it when the
+    /// release committed (0 if it cannot be read now: the metric misses it, the
+    /// record keeps it).
+    async fn measured_loss(&self, id: &str, attempt: u32) -> f64 {
+        match self.core.store.preemptions(id).await {
+            Ok(records) => records
+                .iter()
+                .rfind(|p| p.attempt == attempt)
+                .and_then(|p| p.lost_gpu_seconds)
+                .unwrap_or(0.0),
+            Err(e) => {
+                tracing::warn!(job = %id, "reading the released preemption's loss: {e}");
+                0.0
+            }
         }
     }
 

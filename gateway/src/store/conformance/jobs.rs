@@ -621,7 +621,7 @@ pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
     let mut tr = t(&job.id, JobState::Preempting, JobState::Queued);
     tr.preemption = Some(PreemptionWrite::Release(Release {
         released_ms: 12_000,
-        lost_gpu_seconds: Some(56.0),
+        measured: true,
         released_by: Some(ReleaseCause::Checkpointed),
     }));
     let released = store.transition(tr).await.expect("release");
@@ -693,6 +693,38 @@ async fn give_notice(store: &dyn crate::store::JobStore, id: &str, by: &str, at_
         attempt_started_ms: 0,
     }));
     store.transition(tn).await.expect("notice");
+}
+
+/// The release measures the lost work from the checkpoint the job's row holds as it
+/// commits: one acknowledged during the notice — after whoever released it last read
+/// the job — counts as saved.
+pub async fn a_release_measures_from_the_checkpoint_it_commits_with(h: &dyn Harness) {
+    use crate::store::preemptions::{PreemptionWrite, Release, ReleaseCause};
+    let db = h.open().await;
+    let store = db.jobs.as_ref();
+    let job = store
+        .insert(new_job("a", "victim", "h100"), None)
+        .await
+        .expect("insert");
+    run_job(store, &job.id).await;
+    give_notice(store, &job.id, "another", 20_000).await;
+    store
+        .record_checkpoint(&job.id, 7, 21_000)
+        .await
+        .expect("ack during the notice");
+    let mut tr = t(&job.id, JobState::Preempting, JobState::Queued);
+    tr.preemption = Some(PreemptionWrite::Release(Release {
+        released_ms: 21_500,
+        measured: true,
+        released_by: Some(ReleaseCause::Exited),
+    }));
+    store.transition(tr).await.expect("release");
+    let recorded = store.preemptions(&job.id).await.expect("read");
+    assert_eq!(
+        (recorded[0].checkpoint_step, recorded[0].lost_gpu_seconds),
+        (Some(7), Some(4.0)),
+        "8 GPUs × the 0.5 s since the checkpoint acknowledged during the notice"
+    );
 }
 
 /// Any other way out of a notice (a cancel) closes the record, unmeasured, and keeps

@@ -89,6 +89,7 @@ suite! {
     checkpoints_move_forward_while_the_job_runs => super::jobs::checkpoints_move_forward_while_the_job_runs,
     preemptions_are_recorded_with_their_transitions => super::jobs::preemptions_are_recorded_with_their_transitions,
     a_notice_ended_otherwise_closes_its_record => super::jobs::a_notice_ended_otherwise_closes_its_record,
+    a_release_measures_from_the_checkpoint_it_commits_with => super::jobs::a_release_measures_from_the_checkpoint_it_commits_with,
     lives_cover_the_window_and_jobs_still_holding_gpus => super::jobs::lives_cover_the_window_and_jobs_still_holding_gpus,
     histories_read_a_page_at_once => super::jobs::histories_read_a_page_at_once,
     append_is_compare_and_set_and_survives_reopen => super::policies::append_is_compare_and_set_and_survives_reopen,

@@ -6,7 +6,7 @@ use tokio_postgres::Row;
 use crate::store::checkpoints;
 use crate::store::codec::to_u64;
 use crate::store::preemptions::{
-    PREEMPTION_COLUMNS, PreemptionRecord, PreemptionWrite, ReleaseCause,
+    PREEMPTION_COLUMNS, PreemptionRecord, PreemptionWrite, ReleaseCause, lost_gpu_seconds,
 };
 use crate::store::{JobRecord, StoreError};
 
@@ -63,6 +63,28 @@ pub(super) async fn write(
                 .last_checkpoint
                 .map(|c| checkpoints::to_column(c.step))
                 .transpose()?;
+            let lost = if r.measured {
+                client
+                    .query_opt(
+                        "SELECT gpus, attempt_started_ms FROM preemptions \
+                         WHERE job_id = $1 AND attempt = $2 AND released_ms IS NULL",
+                        &[&job.id, &attempt],
+                    )
+                    .await?
+                    .map(|row| -> Result<f64, StoreError> {
+                        let gpus = u32::try_from(row.try_get::<_, i32>(0)?).unwrap_or(0);
+                        let started: i64 = row.try_get(1)?;
+                        Ok(lost_gpu_seconds(
+                            gpus,
+                            started,
+                            job.last_checkpoint,
+                            r.released_ms,
+                        ))
+                    })
+                    .transpose()?
+            } else {
+                None
+            };
             client
                 .execute(
                     "UPDATE preemptions SET released_ms = $1, checkpoint_step = $2, \
@@ -71,7 +93,7 @@ pub(super) async fn write(
                     &[
                         &r.released_ms,
                         &step,
-                        &r.lost_gpu_seconds,
+                        &lost,
                         &job.id,
                         &attempt,
                         &r.released_by.map(ReleaseCause::as_str),

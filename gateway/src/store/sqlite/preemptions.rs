@@ -1,12 +1,12 @@
 //! Preemption rows on SQLite ([`crate::store::preemptions`]): written inside a job's
 //! transition, read for a job's page and the dispatcher's window.
 
-use rusqlite::{Connection, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::store::checkpoints;
 use crate::store::codec::to_u64;
 use crate::store::preemptions::{
-    PREEMPTION_COLUMNS, PreemptionRecord, PreemptionWrite, ReleaseCause,
+    PREEMPTION_COLUMNS, PreemptionRecord, PreemptionWrite, ReleaseCause, lost_gpu_seconds,
 };
 use crate::store::{JobRecord, StoreError};
 
@@ -60,6 +60,22 @@ pub(super) fn write(
                 .last_checkpoint
                 .map(|c| checkpoints::to_column(c.step))
                 .transpose()?;
+            let lost = if r.measured {
+                conn.prepare_cached(
+                    "SELECT gpus, attempt_started_ms FROM preemptions \
+                     WHERE job_id = ?1 AND attempt = ?2 AND released_ms IS NULL",
+                )?
+                .query_row(params![job.id, attempt], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+                })
+                .optional()?
+                .map(|(gpus, started)| {
+                    let gpus = u32::try_from(gpus).unwrap_or(0);
+                    lost_gpu_seconds(gpus, started, job.last_checkpoint, r.released_ms)
+                })
+            } else {
+                None
+            };
             conn.prepare_cached(
                 "UPDATE preemptions SET released_ms = ?1, checkpoint_step = ?2, \
                  lost_gpu_seconds = ?3, released_by = ?6 WHERE job_id = ?4 \
@@ -68,7 +84,7 @@ pub(super) fn write(
             .execute(params![
                 r.released_ms,
                 step,
-                r.lost_gpu_seconds,
+                lost,
                 job.id,
                 attempt,
                 r.released_by.map(ReleaseCause::as_str)
