@@ -14,11 +14,12 @@ Usage: failures.py LOG
 import re
 import sys
 
-SECTION = re.compile(r"^---- (\S+) stdout ----$")
+# A doctest's name has spaces ("src/x.rs - f (line 3)").
+SECTION = re.compile(r"^---- (.+) stdout ----$")
 PANIC = re.compile(r"^thread '.*' panicked at ")
 # Where a panic message ends: its backtrace, libtest's hint, the next section, or the
 # list of failures libtest prints after the sections.
-END = re.compile(r"^(stack backtrace:|note: run with|---- \S+ stdout ----$|failures:$)")
+END = re.compile(r"^(stack backtrace:|note: run with|---- .+ stdout ----$|failures:$)")
 MAX_LINES = 40
 MAX_PANICS = 3
 
@@ -61,6 +62,9 @@ def main():
         print(f"\n--- {test}")
         if not found:
             print("    (no panic message in its output: see its section above)")
+        # The test's own thread (named after it) says why it failed; a runtime
+        # worker's panic often comes first and is only a consequence, or a cause.
+        found.sort(key=lambda message: not message[0].startswith(f"thread '{test}'"))
         for message in found[:MAX_PANICS]:
             while message and not message[-1].strip():
                 message.pop()

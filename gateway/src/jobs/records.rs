@@ -13,14 +13,18 @@
 //!   record, however long the queue (issue 39: at 10 000 queued, the reading step
 //!   of such a pass went from 15 ms to 8 ms, most of the rest not the store;
 //!   `tests/bench/README.md`);
-//! - the first time, or when more changed than one read of the feed returns
-//!   ([`MAX_CHANGES_READ`]), it lists the ids and states of every unfinished job
-//!   ([`JobStore::unfinished`]) and reads the records that are new or moved, remembering
-//!   the feed's head read *before* the listing (a write in between is read again next
-//!   time, which changes nothing).
+//! - the first time, or when one read of the feed comes back full
+//!   ([`MAX_CHANGES_READ`] changes: there may be more), it lists the ids of every
+//!   unfinished job ([`JobStore::unfinished`]) and reads all their records afresh (a
+//!   record kept from before may be stale even when its state is the same again: a
+//!   job that went round, dispatched and back to the queue), remembering the feed's
+//!   head read *before* the listing (a write in between is read again next time, which
+//!   changes nothing).
 //!
-//! The copy lives as long as the [`Jobs`] it belongs to; only the dispatcher task uses
-//! it, one pass at a time.
+//! The copy lives as long as the [`Jobs`] it belongs to. The leader's dispatcher and,
+//! on a replica that is not the leader, the follower's standings use it, one read at a
+//! time each; around a change of leader the two may overlap, which only moves the
+//! position back (the changes after it are read again).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -127,35 +131,32 @@ impl RecordCache {
         Ok(copy.answer(read, false))
     }
 
-    /// Lists the store and reads the records that are new or moved.
+    /// Lists the store's unfinished jobs and reads all their records.
     async fn list(&self, store: &dyn JobStore) -> Result<Unfinished, StoreError> {
+        // Forget the position first: a listing cut short (an error, an aborted pass)
+        // must not leave a copy the feed would go on mending.
+        lock(&self.records).at = None;
         let head = store.changes_head().await?;
-        let listed = store.unfinished().await?;
-        let mut known = std::mem::take(&mut lock(&self.records).by_seq)
-            .into_values()
-            .map(|r| (r.id.clone(), r))
-            .collect::<rustc_hash::FxHashMap<_, _>>();
-        let missing: Vec<String> = listed
-            .iter()
-            .filter(|(id, state)| known.get(id).is_none_or(|r| r.state != *state))
-            .map(|(id, _)| id.clone())
+        let ids: Vec<String> = store
+            .unfinished()
+            .await?
+            .into_iter()
+            .map(|(id, _)| id)
             .collect();
-        let read = missing.len();
-        if !missing.is_empty() {
-            for record in store.get_many(missing).await? {
-                known.insert(record.id.clone(), Arc::new(record));
-            }
-        }
+        let read = ids.len();
+        let records = if ids.is_empty() {
+            Vec::new()
+        } else {
+            store.get_many(ids).await?
+        };
         let mut copy = Records {
             at: Some(head),
             ..Records::default()
         };
-        for (id, _) in listed {
-            // A record read just now may be newer than the listing (the job moved
-            // between the two reads): it goes where its own state says.
-            if let Some(record) = known.remove(&id) {
-                copy.keep(record);
-            }
+        // A record read just now may be newer than the listing (the job moved or
+        // ended between the two reads): it goes where its own state says.
+        for record in records {
+            copy.keep(Arc::new(record));
         }
         let out = copy.answer(read, true);
         *lock(&self.records) = copy;
@@ -203,8 +204,31 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Database;
     use crate::store::conformance::jobs::{new_job, t};
+    use crate::store::conformance::{Harness, postgres, sqlite};
+
+    /// Runs each case on both backends (`<case>::sqlite`, `<case>::postgres`).
+    macro_rules! on_both {
+        ($($case:ident),* $(,)?) => {$(
+            mod $case {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$case(&super::sqlite()).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$case(&super::postgres()).await;
+                }
+            }
+        )*};
+    }
+
+    on_both!(
+        reads_only_what_the_feed_names_after_a_write_by_anyone,
+        a_job_back_in_the_queue_keeps_its_place,
+        many_changes_list_and_read_everything_again,
+    );
+    use crate::store::{Database, Transition};
 
     fn ids(jobs: &[Arc<JobRecord>]) -> Vec<String> {
         jobs.iter().map(|j| j.id.clone()).collect()
@@ -230,16 +254,10 @@ mod tests {
     }
 
     /// Nothing written: the last pass's jobs, without reading. Anything written, by
-    /// this handle or another process's: the feed is read from where the copy was,
+    /// this handle or another replica's: the feed is read from where the copy was,
     /// only the jobs it names are read, and the change is seen; nothing is listed.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn reads_only_what_the_feed_names_after_a_write_by_anyone() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("forge.sqlite3");
-        let (a, b) = (
-            Database::open_sqlite(&path).expect("a"),
-            Database::open_sqlite(&path).expect("b"),
-        );
+    async fn reads_only_what_the_feed_names_after_a_write_by_anyone(h: &dyn Harness) {
+        let (a, b) = (h.open().await, h.open().await);
         let first = queue(&a, "one").await;
         let cache = RecordCache::default();
 
@@ -268,10 +286,8 @@ mod tests {
 
     /// A job that goes back to the queue (its create failed, or it was preempted)
     /// takes its old place, ahead of jobs submitted after it.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_job_back_in_the_queue_keeps_its_place() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = Database::open_sqlite(&dir.path().join("f.db")).expect("db");
+    async fn a_job_back_in_the_queue_keeps_its_place(h: &dyn Harness) {
+        let db = h.open().await;
         let cache = RecordCache::default();
         let mut queued = Vec::new();
         for name in ["one", "two", "three"] {
@@ -286,21 +302,29 @@ mod tests {
         assert_eq!((ids(&u.queued), u.active.len()), (queued, 0));
     }
 
-    /// More changes than one read of the feed returns: every unfinished job is listed
-    /// again, and the answer is the same as a fresh copy's.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn many_changes_list_everything_again() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = Database::open_sqlite(&dir.path().join("f.db")).expect("db");
+    /// A read of the feed that comes back full: every unfinished job is listed and
+    /// read again, and the answer is a fresh copy's — a job that went round to the
+    /// same state meanwhile included.
+    async fn many_changes_list_and_read_everything_again(h: &dyn Harness) {
+        let db = h.open().await;
         let cache = RecordCache::default();
         let first = queue(&db, "first").await;
         assert!(read(&cache, &db).await.listed);
-        for i in 0..MAX_CHANGES_READ {
+        // Dispatched, its create failed, queued again: the same state, a new reason.
+        moved(&db, &first, JobState::Queued, JobState::Dispatched).await;
+        let back = Transition::new(
+            &first,
+            JobState::Dispatched,
+            JobState::Queued,
+            Some("again".into()),
+        );
+        db.jobs.transition(back).await.expect("requeue");
+        for i in 1..MAX_CHANGES_READ {
             queue(&db, &format!("j{i}")).await;
         }
-        moved(&db, &first, JobState::Queued, JobState::Cancelled).await;
         let u = read(&cache, &db).await;
         assert!(u.listed, "{} changes: listed", MAX_CHANGES_READ + 1);
+        assert_eq!(u.queued[0].reason.as_deref(), Some("again"), "read afresh");
         let fresh = read(&RecordCache::default(), &db).await;
         assert_eq!(ids(&u.queued), ids(&fresh.queued));
         assert_eq!(u.queued.len(), MAX_CHANGES_READ as usize);

@@ -108,7 +108,7 @@ impl ReleaseCause {
     }
 
     /// The cause a stored name names (`None`: none stored, or a name this version
-    /// does not know — shown as unknown rather than failing the job's page).
+    /// does not know — shown as `null` rather than failing the job's page).
     pub fn parse(name: Option<&str>) -> Option<Self> {
         Self::ALL.into_iter().find(|c| Some(c.as_str()) == name)
     }
@@ -232,3 +232,21 @@ pub fn work_at_risk_since(attempt_started_ms: i64, last: Option<Checkpoint>) -> 
 pub const PREEMPTION_COLUMNS: &str = "job_id, attempt, by_job, at_ms, notice_ms, released_ms, \
                                       checkpoint_step, lost_gpu_seconds, gpus, series, \
                                       attempt_started_ms, released_by";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The API's names (serde) are the stored and labelled ones (`as_str`), and a
+    /// stored name reads back as its cause.
+    #[test]
+    fn every_cause_has_one_name() {
+        for cause in ReleaseCause::ALL {
+            let json = serde_json::to_value(cause).expect("json");
+            assert_eq!(json, cause.as_str());
+            assert_eq!(ReleaseCause::parse(Some(cause.as_str())), Some(cause));
+        }
+        assert_eq!(ReleaseCause::parse(Some("evicted")), None);
+        assert_eq!(ReleaseCause::parse(None), None);
+    }
+}
