@@ -13,8 +13,8 @@
 //!   record, however long the queue (issue 39: at 10 000 queued, the reading step
 //!   of such a pass went from 15 ms to 8 ms, most of the rest not the store;
 //!   `tests/bench/README.md`);
-//! - the first time, or when one read of the feed comes back full
-//!   ([`MAX_CHANGES_READ`] changes: there may be more), it lists the ids of every
+//! - the first time, or when more changed than the copy holds (read from the feed in
+//!   pages of [`MAX_CHANGES_READ`], at least one), it lists the ids of every
 //!   unfinished job ([`JobStore::unfinished`]) and reads all their records afresh (a
 //!   record kept from before may be stale even when its state is the same again: a
 //!   job that went round, dispatched and back to the queue), remembering the feed's
@@ -92,14 +92,28 @@ impl RecordCache {
 
     /// Brings the copy up to date: from the feed when it can, by listing otherwise.
     async fn read(&self, store: &dyn JobStore) -> Result<Unfinished, StoreError> {
-        let at = lock(&self.records).at;
-        if let Some(at) = at {
-            let changes = store.changes_since(at, MAX_CHANGES_READ).await?;
-            if changes.len() < MAX_CHANGES_READ as usize {
+        let (at, held) = {
+            let copy = lock(&self.records);
+            (copy.at, copy.by_seq.len())
+        };
+        let Some(at) = at else {
+            return self.list(store).await;
+        };
+        // Page through the feed while it is cheaper than listing: until fewer changes
+        // than the copy holds (and at least one page) have been read.
+        let mut changes = Vec::new();
+        loop {
+            let after = changes.last().map_or(at, |c: &StoredChange| c.position);
+            let page = store.changes_since(after, MAX_CHANGES_READ).await?;
+            let full = page.len() >= MAX_CHANGES_READ as usize;
+            changes.extend(page);
+            if !full {
                 return self.apply(store, at, changes).await;
             }
+            if changes.len() >= held.max(MAX_CHANGES_READ as usize) {
+                return self.list(store).await;
+            }
         }
-        self.list(store).await
     }
 
     /// Re-reads the jobs the feed's `changes` (all of them after `at`) name.
@@ -225,6 +239,7 @@ mod tests {
 
     on_both!(
         reads_only_what_the_feed_names_after_a_write_by_anyone,
+        more_than_a_page_of_changes_is_read_from_the_feed_in_pages,
         a_job_back_in_the_queue_keeps_its_place,
         many_changes_list_and_read_everything_again,
     );
@@ -302,9 +317,34 @@ mod tests {
         assert_eq!((ids(&u.queued), u.active.len()), (queued, 0));
     }
 
-    /// A read of the feed that comes back full: every unfinished job is listed and
-    /// read again, and the answer is a fresh copy's — a job that went round to the
-    /// same state meanwhile included.
+    /// More than a page of changes, but fewer than the copy holds: still read from
+    /// the feed, page after page, and only the jobs named there.
+    async fn more_than_a_page_of_changes_is_read_from_the_feed_in_pages(h: &dyn Harness) {
+        let db = h.open().await;
+        let cache = RecordCache::default();
+        let held = MAX_CHANGES_READ as usize + 100;
+        for i in 0..held {
+            queue(&db, &format!("held-{i}")).await;
+        }
+        assert!(read(&cache, &db).await.listed);
+        for i in 0..MAX_CHANGES_READ + 50 {
+            queue(&db, &format!("new-{i}")).await;
+        }
+        let u = read(&cache, &db).await;
+        let changed = MAX_CHANGES_READ as usize + 50;
+        assert_eq!(
+            (u.listed, u.read),
+            (false, changed),
+            "two pages of the feed"
+        );
+        assert_eq!(u.queued.len(), held + changed);
+        let fresh = read(&RecordCache::default(), &db).await;
+        assert_eq!(ids(&u.queued), ids(&fresh.queued));
+    }
+
+    /// More changes than the copy holds (and than one page of the feed): every
+    /// unfinished job is listed and read again, and the answer is a fresh copy's — a
+    /// job that went round to the same state meanwhile included.
     async fn many_changes_list_and_read_everything_again(h: &dyn Harness) {
         let db = h.open().await;
         let cache = RecordCache::default();
