@@ -695,6 +695,17 @@ async fn give_notice(store: &dyn crate::store::JobStore, id: &str, by: &str, at_
     store.transition(tn).await.expect("notice");
 }
 
+/// A running job of team `a` given a notice at 20 s ([`give_notice`]).
+async fn noticed_job(store: &dyn crate::store::JobStore) -> crate::store::JobRecord {
+    let job = store
+        .insert(new_job("a", "victim", "h100"), None)
+        .await
+        .expect("insert");
+    run_job(store, &job.id).await;
+    give_notice(store, &job.id, "another", 20_000).await;
+    job
+}
+
 /// The release measures the lost work from the checkpoint the job's row holds as it
 /// commits: one acknowledged during the notice — after whoever released it last read
 /// the job — counts as saved.
@@ -702,12 +713,7 @@ pub async fn a_release_measures_from_the_checkpoint_it_commits_with(h: &dyn Harn
     use crate::store::preemptions::{PreemptionWrite, Release, ReleaseCause};
     let db = h.open().await;
     let store = db.jobs.as_ref();
-    let job = store
-        .insert(new_job("a", "victim", "h100"), None)
-        .await
-        .expect("insert");
-    run_job(store, &job.id).await;
-    give_notice(store, &job.id, "another", 20_000).await;
+    let job = noticed_job(store).await;
     store
         .record_checkpoint(&job.id, 7, 21_000)
         .await
@@ -732,12 +738,7 @@ pub async fn a_release_measures_from_the_checkpoint_it_commits_with(h: &dyn Harn
 pub async fn a_notice_ended_otherwise_closes_its_record(h: &dyn Harness) {
     let db = h.open().await;
     let store = db.jobs.as_ref();
-    let job = store
-        .insert(new_job("a", "victim", "h100"), None)
-        .await
-        .expect("insert");
-    run_job(store, &job.id).await;
-    give_notice(store, &job.id, "another", 20_000).await;
+    let job = noticed_job(store).await;
     let cancelled = store
         .transition(t(&job.id, JobState::Preempting, JobState::Cancelled))
         .await
