@@ -16,7 +16,7 @@ import sys
 
 # A doctest's name has spaces ("src/x.rs - f (line 3)").
 SECTION = re.compile(r"^---- (.+) stdout ----$")
-PANIC = re.compile(r"^thread '.*' panicked at ")
+PANIC = re.compile(r"^thread '.*'( \(\d+\))? panicked at ")
 # Where a panic message ends: its backtrace, libtest's hint, the next section, or the
 # list of failures libtest prints after the sections.
 END = re.compile(r"^(stack backtrace:|note: run with|---- .+ stdout ----$|failures:$)")

@@ -197,13 +197,6 @@ impl PreemptionRecord {
     pub fn deadline_ms(&self) -> i64 {
         self.at_ms.saturating_add(self.notice_ms)
     }
-
-    /// The work a release at `until_ms` throws away, in GPU-seconds: the freed GPUs ×
-    /// the time since the attempt's last acknowledged checkpoint (`last`), or since
-    /// it started.
-    pub fn lost_gpu_seconds(&self, last: Option<Checkpoint>, until_ms: i64) -> f64 {
-        lost_gpu_seconds(self.gpus, self.attempt_started_ms, last, until_ms)
-    }
 }
 
 /// The work a release at `until_ms` throws away, in GPU-seconds, of an attempt on

@@ -554,7 +554,7 @@ pub async fn checkpoints_move_forward_while_the_job_runs(h: &dyn Harness) {
 /// records.
 pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
     use crate::store::preemptions::{
-        AdmittedTerms, NewPreemption, PreemptionWrite, Release, ReleaseCause,
+        AdmittedTerms, NewPreemption, PreemptionWrite, Release, ReleaseCause, lost_gpu_seconds,
     };
     let db = h.open().await;
     let store = db.jobs.as_ref();
@@ -608,12 +608,12 @@ pub async fn preemptions_are_recorded_with_their_transitions(h: &dyn Harness) {
     let acked = noticed.last_checkpoint;
     assert_eq!(open[0].attempt_started_ms, 2_000);
     assert_eq!(
-        open[0].lost_gpu_seconds(acked, 12_000),
+        lost_gpu_seconds(open[0].gpus, open[0].attempt_started_ms, acked, 12_000),
         56.0,
         "8 GPUs × the 7 s since its checkpoint of this attempt"
     );
     assert_eq!(
-        open[0].lost_gpu_seconds(None, 12_000),
+        lost_gpu_seconds(open[0].gpus, open[0].attempt_started_ms, None, 12_000),
         80.0,
         "8 GPUs × the 10 s since the attempt started"
     );
