@@ -115,6 +115,23 @@ fn local_url_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(key)
 }
 
+/// A client of the fleet the gateway drives: `FORGE_FLEETS_FILE`'s one fleet, or the
+/// `FORGE_K8S_*` settings'. Its namespace becomes the namespace of everything the
+/// gateway creates (`validate()` allows one fleet until dispatch chooses among several).
+pub async fn connect_fleet(
+    cfg: &mut Config,
+) -> anyhow::Result<(kube::Client, crate::cluster::connect::Source)> {
+    let fleet = cfg
+        .fleets()
+        .into_iter()
+        .next()
+        .context("no fleet is configured")?;
+    cfg.k8s.namespace = fleet.namespace_in(cfg).to_string();
+    let connected = crate::cluster::connect::fleet_client(&fleet, cfg).await?;
+    tracing::info!(fleet = %fleet.name, namespace = %cfg.k8s.namespace, "fleet");
+    Ok(connected)
+}
+
 /// The database: PostgreSQL when `FORGE_DATABASE_URL` is set (retried for a while: a
 /// database that is still starting is not a reason to crash), else SQLite in the data
 /// directory.
@@ -186,7 +203,19 @@ pub async fn build_state(
         Some(LeaseMirror::new(client.clone(), &config.k8s.namespace)),
         metrics.clone(),
     );
-    let cluster = Cluster::new(client, &config.k8s.namespace, capacity.clone(), &instance);
+    // `validate()` allows one fleet (`connect_fleet` made its namespace the gateway's).
+    let fleet = config
+        .fleets()
+        .into_iter()
+        .next()
+        .map_or_else(|| crate::config::DEFAULT_FLEET.to_string(), |f| f.name);
+    let cluster = Cluster::new(
+        &fleet,
+        client,
+        &config.k8s.namespace,
+        capacity.clone(),
+        &instance,
+    );
     let admission = Admission::new(
         config.clone(),
         capacity,

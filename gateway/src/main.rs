@@ -119,7 +119,7 @@ async fn run_command(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
-    let cfg = Config::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut cfg = Config::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
     let policy_chain = policy_chain
         .or_else(|| cfg.gateway.policy_chain_file.clone())
         .context(
@@ -130,7 +130,7 @@ async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
         file: Some(cfg.gateway.tokens_path()),
         extra: Vec::new(),
     })?);
-    let (client, source) = forge_gateway::cluster::connect::client(&cfg.k8s).await?;
+    let (client, source) = compose::connect_fleet(&mut cfg).await?;
     tracing::info!("Kubernetes API: {}", source.as_str());
     let boot = boot_links_from_file(&policy_chain)?;
     let capsules = match compose::s3_backend(&cfg).await? {

@@ -204,6 +204,10 @@ async fn the_console_in_a_real_browser() {
         terms.contains("Runs at priority 0, preemptible."),
         "{terms}"
     );
+    // Where it ran: the dev gateway's one fleet.
+    let fleet = b.text("#fleet").await.expect("fleet");
+    assert_eq!(fleet, "Fleet: default", "{fleet}");
+    assert_eq!(done[&long]["fleet"], "default", "{:#}", done[&long]);
     let lines: Vec<&str> = tail.lines().collect();
     assert_eq!(lines.len(), 500, "the page shows the last 500 lines");
     // The driver log ends with the job's output (and the submitter's closing lines).

@@ -34,6 +34,9 @@ pub use rayjob_crd::{RayJob, RayJobStatus};
 /// RayJobs and pods, and the capacity caches.
 #[derive(Clone)]
 pub struct Cluster {
+    /// The fleet it is (`FORGE_FLEETS_FILE`'s name, or `default`): recorded on every
+    /// job dispatched here.
+    pub fleet: String,
     /// The client (for watchers and anything not wrapped here).
     pub client: kube::Client,
     /// The namespace of every object Forge creates.
@@ -50,16 +53,24 @@ pub struct Cluster {
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
+            .field("fleet", &self.fleet)
             .field("namespace", &self.namespace)
             .finish()
     }
 }
 
 impl Cluster {
-    /// The adapter over `client` in `namespace` with running capacity caches, for
-    /// installation `instance`.
-    pub fn new(client: kube::Client, namespace: &str, capacity: Capacity, instance: &str) -> Self {
+    /// The adapter of fleet `fleet` over `client` in `namespace` with running
+    /// capacity caches, for installation `instance`.
+    pub fn new(
+        fleet: &str,
+        client: kube::Client,
+        namespace: &str,
+        capacity: Capacity,
+        instance: &str,
+    ) -> Self {
         Cluster {
+            fleet: fleet.to_string(),
             rayjobs: RayJobs::new(client.clone(), namespace, instance),
             network_policies: NetworkPolicies::new(client.clone(), namespace, instance),
             pods: Pods::new(client.clone(), namespace),

@@ -49,6 +49,7 @@ impl Draft {
     pub fn blank() -> Self {
         let cfg = Config {
             fleet_kind: FleetKind::Kuberay,
+            fleets: None,
             images: BTreeMap::new(),
             nemo_rl_dir: None,
             k8s: K8sConfig {

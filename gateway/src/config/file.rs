@@ -66,7 +66,7 @@ pub fn read(path: &Path) -> Result<HashMap<String, String>, Vec<ConfigError>> {
 }
 
 /// The file's text, refusing files over [`MAX_FILE_BYTES`].
-fn read_capped(path: &Path) -> Result<String, String> {
+pub(super) fn read_capped(path: &Path) -> Result<String, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut text = String::new();
     file.take(MAX_FILE_BYTES + 1)

@@ -39,7 +39,7 @@
 //!
 //! Files: `model.rs` the typed config, `vars.rs` the table, `descriptor.rs` its entry
 //! type, `values.rs` the value parsers, `per_series.rs` per-series values,
-//! `draft.rs` the config while it is built,
+//! `fleets.rs` the fleets file (`FORGE_FLEETS_FILE`), `draft.rs` the config while it is built,
 //! `reader.rs` the table applied to a variable map, `file.rs` the config file,
 //! `load.rs` `from_env`/`from_env_map`, `validate.rs` cross-variable checks,
 //! `table.rs` the Markdown table, `error.rs` the errors, `secret.rs` [`Secret`],
@@ -50,6 +50,7 @@ mod dev;
 mod draft;
 mod error;
 mod file;
+mod fleets;
 mod load;
 mod model;
 mod per_series;
@@ -66,6 +67,7 @@ mod tests;
 
 pub use dev::dev_defaults;
 pub use error::{ConfigError, ConfigErrors};
+pub use fleets::{DEFAULT_FLEET, FleetConfig, FleetConnection};
 pub use model::{
     Config, DEFAULT_CPUS_PER_NODE, DEFAULT_MEMORY_PER_NODE, DatabaseConfig, FleetKind,
     GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig, PodsConfig, S3Config, StorageConfig,

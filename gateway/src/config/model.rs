@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use forge_policy_host::model::Toleration;
 
+use super::fleets::FleetConfig;
 use super::per_series::PerSeries;
 use super::secret::Secret;
 
@@ -299,6 +300,9 @@ impl GatewayConfig {
 pub struct Config {
     /// `FORGE_DEFAULT_FLEET_KIND`.
     pub fleet_kind: FleetKind,
+    /// `FORGE_FLEETS_FILE`'s fleets (`None`: the `FORGE_K8S_*` settings are the one
+    /// fleet; [`Config::fleets`] resolves both).
+    pub fleets: Option<Vec<FleetConfig>>,
     /// Framework name (`nemo-rl`) → image, from `FORGE_IMAGE_<FRAMEWORK>`.
     pub images: BTreeMap<String, String>,
     /// `FORGE_NEMO_RL_DIR`.

@@ -3,7 +3,21 @@
 //! parser in the table (`vars.rs`).
 
 use super::error::ConfigError;
+use std::collections::BTreeMap;
+
+use super::fleets::{FleetConfig, FleetConnection};
 use super::model::{Config, FleetKind};
+
+/// The variable naming the fleets file.
+const FLEETS_FILE: &str = "FORGE_FLEETS_FILE";
+
+/// A problem with the fleets file.
+fn fleets_invalid(reason: String) -> ConfigError {
+    ConfigError::Invalid {
+        var: FLEETS_FILE.to_string(),
+        reason,
+    }
+}
 
 /// `var` needs `requires` to be consistent with it, because of `reason`.
 fn requires(var: &str, requires: &str, reason: String) -> ConfigError {
@@ -25,6 +39,7 @@ impl Config {
         self.validate_storage(&mut errors);
         self.validate_upload_parts(&mut errors);
         self.validate_fleet(&mut errors);
+        self.validate_fleets(&mut errors);
         errors
     }
 
@@ -191,5 +206,125 @@ impl Config {
                 reason: "when FORGE_DEFAULT_FLEET_KIND is kuberay".to_string(),
             });
         }
+    }
+
+    /// The fleets file: no connection setting of the single cluster beside it, no
+    /// fleet named or reached twice, every file it names readable, every kubeconfig
+    /// context present; and, until dispatch chooses among fleets (issue 42), one fleet.
+    fn validate_fleets(&self, errors: &mut Vec<ConfigError>) {
+        let Some(fleets) = &self.fleets else {
+            return;
+        };
+        if self.fleet_kind == FleetKind::Local {
+            errors.push(requires(
+                FLEETS_FILE,
+                "FORGE_DEFAULT_FLEET_KIND",
+                "fleets are clusters: FORGE_DEFAULT_FLEET_KIND=local runs jobs on none".to_string(),
+            ));
+        }
+        for (set, var) in [
+            (self.k8s.api_server.is_some(), "FORGE_K8S_API_SERVER"),
+            (self.k8s.token.is_some(), "FORGE_K8S_TOKEN"),
+            (self.k8s.ca_file.is_some(), "FORGE_K8S_CA_FILE"),
+            (
+                self.k8s.insecure_skip_tls_verify,
+                "FORGE_K8S_INSECURE_SKIP_TLS_VERIFY",
+            ),
+        ] {
+            if set {
+                errors.push(ConfigError::Invalid {
+                    var: var.to_string(),
+                    reason: format!(
+                        "{FLEETS_FILE} names how each cluster is reached: set it on the fleet"
+                    ),
+                });
+            }
+        }
+        let mut names = BTreeMap::new();
+        let mut clusters = BTreeMap::new();
+        for fleet in fleets {
+            if let Some(first) = names.insert(fleet.name.as_str(), fleet) {
+                errors.push(fleets_invalid(format!(
+                    "two fleets are named `{}`",
+                    first.name
+                )));
+            }
+            let key = (cluster_of(fleet), fleet.namespace_in(self).to_string());
+            if let Some(first) = clusters.insert(key, fleet.name.as_str()) {
+                errors.push(fleets_invalid(format!(
+                    "fleets `{first}` and `{}` are the same cluster and namespace: one job \
+                     could be launched twice there",
+                    fleet.name
+                )));
+            }
+            check_fleet_files(fleet, errors);
+        }
+        if fleets.len() > 1 {
+            errors.push(fleets_invalid(format!(
+                "lists {} fleets: this gateway dispatches to one cluster (choosing among \
+                 fleets is not built yet)",
+                fleets.len()
+            )));
+        }
+    }
+}
+
+/// What identifies a fleet's cluster: its API server URL, or its kubeconfig and
+/// context.
+fn cluster_of(fleet: &FleetConfig) -> String {
+    match &fleet.connection {
+        FleetConnection::Settings => "FORGE_K8S_*".to_string(),
+        FleetConnection::ApiServer { url, .. } => url.trim_end_matches('/').to_string(),
+        FleetConnection::Kubeconfig { path, context } => {
+            format!("{}#{}", path.display(), context.as_deref().unwrap_or(""))
+        }
+    }
+}
+
+/// Every file of `fleet` can be read, and a kubeconfig has the context it is used at.
+fn check_fleet_files(fleet: &FleetConfig, errors: &mut Vec<ConfigError>) {
+    for (field, path) in fleet.files() {
+        let readable = std::fs::File::open(path)
+            .and_then(|f| f.metadata())
+            .map_err(|e| e.to_string())
+            .and_then(|m| m.is_file().then_some(()).ok_or("not a file".to_string()));
+        if let Err(e) = readable {
+            errors.push(fleets_invalid(format!(
+                "fleet `{}`: {field} {}: {e}",
+                fleet.name,
+                path.display()
+            )));
+            return;
+        }
+    }
+    let FleetConnection::Kubeconfig { path, context } = &fleet.connection else {
+        return;
+    };
+    let kubeconfig = match kube::config::Kubeconfig::read_from(path) {
+        Ok(k) => k,
+        Err(e) => {
+            errors.push(fleets_invalid(format!(
+                "fleet `{}`: kubeconfig {}: {e}",
+                fleet.name,
+                path.display()
+            )));
+            return;
+        }
+    };
+    let wanted = context.as_ref().or(kubeconfig.current_context.as_ref());
+    let Some(wanted) = wanted else {
+        errors.push(fleets_invalid(format!(
+            "fleet `{}`: kubeconfig {} has no current-context: name one with `context`",
+            fleet.name,
+            path.display()
+        )));
+        return;
+    };
+    if !kubeconfig.contexts.iter().any(|c| &c.name == wanted) {
+        errors.push(fleets_invalid(format!(
+            "fleet `{}`: kubeconfig {} has no context `{wanted}`",
+            fleet.name,
+            path.display()
+        )));
     }
 }

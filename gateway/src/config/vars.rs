@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use super::descriptor::{Fallback, Var};
 use super::draft::put;
+use super::fleets::fleets_file;
 use super::secret::Secret;
 use super::values::{
     absolute_path, boolean, bucket, bytes_per_series, claim_name, cpus_per_series, dns_label,
@@ -47,6 +48,12 @@ pub static VARS: &[Var] = &[
         Fallback::Value("kuberay"),
         |d, _, v| put(&mut d.cfg.fleet_kind, fleet_kind(v)),
         "fleet jobs run on: `kuberay` (RayJobs) or `local` (no cluster)",
+    ),
+    Var::new(
+        "FORGE_FLEETS_FILE",
+        Fallback::Unset("— (`FORGE_K8S_*` is the one fleet, `default`)"),
+        |d, _, v| put(&mut d.cfg.fleets, fleets_file(v).map(Some)),
+        "YAML list of the clusters jobs run in: `name`, `kind: kuberay`, `kubeconfig` (+ `context`) or `apiServer` (+ `tokenFile`, `caFile`), optional `namespace`, `labels` (see `gateway/src/config/fleets.rs`)",
     ),
     Var::pattern(
         IMAGE_PREFIX,

@@ -14,7 +14,8 @@ use crate::domain::{Digest, JobState, UnknownState};
 /// The columns a job row is read with, in the order both backends' row readers expect.
 pub const JOB_COLUMNS: &str = "seq, id, team, name, spec, state, reason, capsule_sha256, \
                                rayjob_name, queue_series, created_at_ms, updated_at_ms, placement, \
-                               trace_parent, checkpoint_step, checkpoint_at_ms, attempt, terms";
+                               trace_parent, checkpoint_step, checkpoint_at_ms, attempt, terms, \
+                               fleet";
 
 /// The select of a plugin record, in the order both backends' row readers expect.
 pub const PLUGIN_COLUMNS: &str = "SELECT owner, name, version, digest, size, description, \

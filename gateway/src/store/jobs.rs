@@ -79,6 +79,9 @@ pub struct JobRecord {
     /// with its dispatch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub terms: Option<AdmittedTerms>,
+    /// The fleet (cluster) it was dispatched to, set with its dispatch intent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<String>,
 }
 
 /// A job to insert.
@@ -125,6 +128,8 @@ pub struct Transition {
     pub reason: Option<String>,
     /// Sets the RayJob name (on dispatch).
     pub rayjob_name: Option<String>,
+    /// Sets the fleet the RayJob is created in (on dispatch).
+    pub fleet: Option<String>,
     /// Sets the placement (on dispatch).
     pub placement: Option<Placement>,
     /// The admission decision behind this change, recorded in the same transaction.
@@ -146,6 +151,7 @@ impl Transition {
             to,
             reason,
             rayjob_name: None,
+            fleet: None,
             placement: None,
             decision: None,
             fence: None,

@@ -177,6 +177,9 @@ fn print_status(job: &Value) {
     println!("name      {}", field(job, "/name"));
     println!("team      {}", field(job, "/team"));
     println!("state     {}", field(job, "/state"));
+    if let Some(f) = job["fleet"].as_str() {
+        println!("fleet     {f}");
+    }
     if let Some(t) = job.get("terms") {
         let protection = if t["preemptible"] == false {
             "protected from preemption"

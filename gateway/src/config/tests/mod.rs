@@ -14,6 +14,8 @@ use super::model::{
 use super::vars::VARS;
 use super::*;
 
+mod fleets;
+
 fn base() -> HashMap<String, String> {
     HashMap::from([
         (
@@ -76,6 +78,7 @@ fn defaults_apply() {
     let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let expected = Config {
         fleet_kind: FleetKind::Kuberay,
+        fleets: None,
         images: [(
             "nemo-rl".to_string(),
             "registry.internal/starforge/nemo-rl:v0.7.0".to_string(),

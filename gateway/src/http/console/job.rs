@@ -206,6 +206,7 @@ async fn live_part(console: &Console, job: &JobRecord) -> Result<Markup, PageErr
             @if let Some(s) = q.standing_sentence() { p #fair-standing { (present::message(&s)) } }
         }
         @if let Some(t) = &job.terms { p #terms { (t.sentence()) } }
+        @if let Some(f) = &job.fleet { p #fleet { "Fleet: " code { (f) } } }
         @if let Some(c) = &job.last_checkpoint {
             p #checkpoint { "Last checkpoint: step " (c.step) " " (present::when(c.at_ms)) }
         }

@@ -46,46 +46,7 @@ fn api() -> Value {
                 }
             }}
         },
-        "Job": {
-            "type": "object",
-            "required": ["id", "team", "name", "state", "spec"],
-            "properties": {
-                "id": {"type": "string"},
-                "team": {"type": "string"},
-                "name": {"type": "string"},
-                "state": {"type": "string", "enum": ["queued", "dispatched", "initializing", "running", "preempting", "succeeded", "failed", "cancelled", "timed-out", "rejected"]},
-                "attempt": {"type": "integer", "minimum": 0, "description": "its current run: 0, plus one per release after a preemption"},
-                "terms": {"type": "object", "required": ["priority", "preemptible"], "description": "what it was admitted on (set with its dispatch)",
-                    "properties": {"priority": {"type": "integer", "description": "its spec's priority, capped by the policy"},
-                        "preemptible": {"type": "boolean"},
-                        "borrowedGpus": {"type": "integer", "minimum": 1, "description": "GPUs beyond its team's guaranteed quota, reclaimable by teams within theirs (absent: none)"}}},
-                "preemptions": {"type": "array", "items": {"$ref": "#/components/schemas/Preemption"}},
-                "attempts": {"type": "array", "items": {"type": "object", "required": ["attempt", "logs"],
-                    "properties": {"attempt": {"type": "integer", "minimum": 0},
-                        "releasedMs": {"type": ["integer", "null"], "description": "when a preempted attempt was released (null: the current one)"},
-                        "logs": {"type": "string", "description": "its driver log"}}}},
-                "reason": {"type": ["string", "null"]},
-                "capsuleSha256": {"type": ["string", "null"]},
-                "rayjobName": {"type": ["string", "null"]},
-                "queue": {"type": "object", "properties": {
-                    "series": {"type": "string"}, "position": {"type": "integer"},
-                    "code": {"type": "string"}, "reason": {"type": "string"},
-                    "standing": {"type": "object", "description": "where it stands against the other teams of its series (fair share; numbers only, never another team's job)",
-                        "required": ["teamShare", "fairShare", "othersAhead", "sentence"],
-                        "properties": {
-                            "teamShare": {"type": "number", "description": "its team's share of the series in GPUs: decayed past use plus the GPUs it holds"},
-                            "fairShare": {"type": "number", "description": "the series' GPUs divided among the teams that hold or want some"},
-                            "othersAhead": {"type": "object", "required": ["jobs", "gpus"], "properties": {
-                                "jobs": {"type": "integer", "minimum": 0}, "gpus": {"type": "integer", "minimum": 0}}},
-                            "sentence": {"type": "string"}}}}},
-                "spec": {"$ref": "#/components/schemas/JobSpec"},
-                "admission": {"type": "object", "description": "Decision and per-plugin trace (on submission)"},
-                "history": {"type": "array", "items": {"type": "object"}},
-                "decisions": {"type": "array", "items": {"type": "object"}},
-                "lastCheckpoint": {"oneOf": [{"$ref": "#/components/schemas/Checkpoint"}, {"type": "null"}],
-                    "description": "the last checkpoint the job acknowledged (POST /v1/jobs/{id}/checkpoints)"}
-            }
-        },
+        "Job": job(),
         "Preemption": {
             "type": "object",
             "required": ["attempt", "byJob", "atMs", "noticeMs", "gpus", "series"],
@@ -126,6 +87,51 @@ fn api() -> Value {
                 "spec": {"$ref": "#/components/schemas/JobSpec"},
                 "capsule": {"type": "string", "pattern": "^[0-9a-f]{64}$"}
             }
+        }
+    })
+}
+
+/// A job as `GET /v1/jobs/{id}` answers it.
+fn job() -> Value {
+    json!({
+        "type": "object",
+        "required": ["id", "team", "name", "state", "spec"],
+        "properties": {
+            "id": {"type": "string"},
+            "team": {"type": "string"},
+            "name": {"type": "string"},
+            "state": {"type": "string", "enum": ["queued", "dispatched", "initializing", "running", "preempting", "succeeded", "failed", "cancelled", "timed-out", "rejected"]},
+            "attempt": {"type": "integer", "minimum": 0, "description": "its current run: 0, plus one per release after a preemption"},
+            "terms": {"type": "object", "required": ["priority", "preemptible"], "description": "what it was admitted on (set with its dispatch)",
+                "properties": {"priority": {"type": "integer", "description": "its spec's priority, capped by the policy"},
+                    "preemptible": {"type": "boolean"},
+                    "borrowedGpus": {"type": "integer", "minimum": 1, "description": "GPUs beyond its team's guaranteed quota, reclaimable by teams within theirs (absent: none)"}}},
+            "preemptions": {"type": "array", "items": {"$ref": "#/components/schemas/Preemption"}},
+            "attempts": {"type": "array", "items": {"type": "object", "required": ["attempt", "logs"],
+                "properties": {"attempt": {"type": "integer", "minimum": 0},
+                    "releasedMs": {"type": ["integer", "null"], "description": "when a preempted attempt was released (null: the current one)"},
+                    "logs": {"type": "string", "description": "its driver log"}}}},
+            "reason": {"type": ["string", "null"]},
+            "capsuleSha256": {"type": ["string", "null"]},
+            "rayjobName": {"type": ["string", "null"]},
+            "fleet": {"type": "string", "description": "the fleet (cluster) it was dispatched to, committed before its RayJob is created there (absent: not dispatched yet, or dispatched before fleets were recorded)"},
+            "queue": {"type": "object", "properties": {
+                "series": {"type": "string"}, "position": {"type": "integer"},
+                "code": {"type": "string"}, "reason": {"type": "string"},
+                "standing": {"type": "object", "description": "where it stands against the other teams of its series (fair share; numbers only, never another team's job)",
+                    "required": ["teamShare", "fairShare", "othersAhead", "sentence"],
+                    "properties": {
+                        "teamShare": {"type": "number", "description": "its team's share of the series in GPUs: decayed past use plus the GPUs it holds"},
+                        "fairShare": {"type": "number", "description": "the series' GPUs divided among the teams that hold or want some"},
+                        "othersAhead": {"type": "object", "required": ["jobs", "gpus"], "properties": {
+                            "jobs": {"type": "integer", "minimum": 0}, "gpus": {"type": "integer", "minimum": 0}}},
+                        "sentence": {"type": "string"}}}}},
+            "spec": {"$ref": "#/components/schemas/JobSpec"},
+            "admission": {"type": "object", "description": "Decision and per-plugin trace (on submission)"},
+            "history": {"type": "array", "items": {"type": "object"}},
+            "decisions": {"type": "array", "items": {"type": "object"}},
+            "lastCheckpoint": {"oneOf": [{"$ref": "#/components/schemas/Checkpoint"}, {"type": "null"}],
+                "description": "the last checkpoint the job acknowledged (POST /v1/jobs/{id}/checkpoints)"}
         }
     })
 }

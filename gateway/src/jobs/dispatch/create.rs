@@ -183,6 +183,7 @@ impl Dispatcher {
             Some(format!("RayJob {name} created")),
         );
         t.rayjob_name = Some(name.to_owned());
+        t.fleet = Some(self.cluster.fleet.clone());
         t.placement = Some(placement);
         t.decision = decision;
         t.terms = Some(terms);

@@ -74,6 +74,7 @@ pub fn queued_record(
         last_checkpoint: None,
         attempt: 0,
         terms: None,
+        fleet: None,
     })
 }
 
@@ -123,6 +124,7 @@ pub async fn restart_keeps_everything(h: &dyn Harness) {
         id = job.id.clone();
         let mut tr = t(&id, JobState::Queued, JobState::Dispatched);
         tr.rayjob_name = Some(format!("forge-{id}"));
+        tr.fleet = Some("eu-west".into());
         tr.reason = Some("admitted".into());
         tr.placement = Some(placement());
         tr.decision = Some(decision(&id));
@@ -140,6 +142,11 @@ pub async fn restart_keeps_everything(h: &dyn Harness) {
     assert_eq!(
         job.rayjob_name.as_deref(),
         Some(format!("forge-{id}").as_str())
+    );
+    assert_eq!(
+        job.fleet.as_deref(),
+        Some("eu-west"),
+        "the fleet of its dispatch"
     );
     assert_eq!(job.spec, spec("one"));
     assert_eq!(job.trace_parent.as_deref(), Some(TRACE_PARENT));

@@ -44,6 +44,7 @@ fn job_from_row(row: &Row) -> Result<JobRecord, StoreError> {
         last_checkpoint: checkpoints::from_columns(row.try_get(14)?, row.try_get(15)?),
         attempt: u32::try_from(row.try_get::<_, i32>(16)?).unwrap_or(0),
         terms: parse_terms(row.try_get(17)?)?,
+        fleet: row.try_get(18)?,
     })
 }
 
@@ -189,7 +190,8 @@ impl JobStore for PgDatabase {
         let sql = format!(
             "UPDATE jobs SET state = $1, reason = $2, updated_at_ms = $3, \
              rayjob_name = COALESCE($4, rayjob_name), placement = COALESCE($7, placement), \
-             terms = COALESCE($8, terms), attempt = attempt + $9 \
+             terms = COALESCE($8, terms), attempt = attempt + $9, \
+             fleet = COALESCE($10, fleet) \
              WHERE id = $5 AND state = $6 RETURNING {JOB_COLUMNS}"
         );
         let row = tx
@@ -205,6 +207,7 @@ impl JobStore for PgDatabase {
                     &placement,
                     &terms,
                     &step,
+                    &t.fleet,
                 ],
             )
             .await?;

@@ -48,6 +48,7 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Result<JobRecord, StoreError>
             last_checkpoint: checkpoints::from_columns(row.get(14)?, row.get(15)?),
             attempt: u32::try_from(row.get::<_, i64>(16)?).unwrap_or(0),
             terms: parse_terms(terms)?,
+            fleet: row.get(18)?,
         })
     };
     Ok(build())
@@ -212,7 +213,8 @@ impl JobStore for SqliteDatabase {
             let sql = format!(
                 "UPDATE jobs SET state = ?1, reason = ?2, updated_at_ms = ?3, \
                  rayjob_name = COALESCE(?4, rayjob_name), placement = COALESCE(?7, placement), \
-                 terms = COALESCE(?8, terms), attempt = attempt + ?9 \
+                 terms = COALESCE(?8, terms), attempt = attempt + ?9, \
+                 fleet = COALESCE(?10, fleet) \
                  WHERE id = ?5 AND state = ?6 RETURNING {JOB_COLUMNS}"
             );
             let changed = tx
@@ -227,7 +229,8 @@ impl JobStore for SqliteDatabase {
                         t.from.as_str(),
                         placement,
                         terms,
-                        attempt_step(&t)
+                        attempt_step(&t),
+                        t.fleet
                     ],
                     job_from_row,
                 )

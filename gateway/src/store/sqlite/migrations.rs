@@ -370,6 +370,15 @@ pub const MIGRATIONS: &[Migration] = &[
     ALTER TABLE preemptions ADD COLUMN released_by TEXT;
     "#,
     },
+    Migration {
+        version: 20,
+        name: "job_fleet",
+        // The fleet (cluster) a job was dispatched to, committed with its dispatch
+        // intent before anything is created there; NULL for jobs dispatched before.
+        sql: r#"
+    ALTER TABLE jobs ADD COLUMN fleet TEXT;
+    "#,
+    },
 ];
 
 /// Brings the database to the newest schema; returns the version reached.
