@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use forge_policy_host::model::FleetView;
 use forge_policy_host::{EngineLimits, PolicyEngine, PolicyRunner};
 use url::Url;
 
@@ -132,6 +133,22 @@ pub async fn connect_fleet(
     Ok(connected)
 }
 
+/// The fleet the gateway drives, as policies see it (its series are each capacity
+/// snapshot's): `validate()` allows one fleet (`connect_fleet` made its namespace the
+/// gateway's).
+fn fleet_view(config: &Config) -> FleetView {
+    let fleet = config.fleets().into_iter().next();
+    FleetView {
+        name: fleet.as_ref().map_or_else(
+            || crate::config::DEFAULT_FLEET.to_string(),
+            |f| f.name.clone(),
+        ),
+        labels: fleet.map(|f| f.labels).unwrap_or_default(),
+        available: true,
+        series: Vec::new(),
+    }
+}
+
 /// The database: PostgreSQL when `FORGE_DATABASE_URL` is set (retried for a while: a
 /// database that is still starting is not a reason to crash), else SQLite in the data
 /// directory.
@@ -189,12 +206,15 @@ pub async fn build_state(
     let policies =
         start_policies(&config, &db, storage.objects.clone(), metrics.clone(), boot).await?;
     let config = Arc::new(config);
+    let fleet = fleet_view(&config);
+    let fleet_name = fleet.name.clone();
     let capacity = Capacity::start(
         client.clone(),
         NodeConventions {
             gpu_label: config.k8s.gpu_node_label.clone(),
             pods: config.pods.clone(),
         },
+        fleet,
     );
     let leadership = Leadership::new(
         replica_identity(&config),
@@ -203,14 +223,8 @@ pub async fn build_state(
         Some(LeaseMirror::new(client.clone(), &config.k8s.namespace)),
         metrics.clone(),
     );
-    // `validate()` allows one fleet (`connect_fleet` made its namespace the gateway's).
-    let fleet = config
-        .fleets()
-        .into_iter()
-        .next()
-        .map_or_else(|| crate::config::DEFAULT_FLEET.to_string(), |f| f.name);
     let cluster = Cluster::new(
-        &fleet,
+        &fleet_name,
         client,
         &config.k8s.namespace,
         capacity.clone(),

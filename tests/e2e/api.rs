@@ -66,6 +66,17 @@ async fn capacity_is_live_and_follows_cordons() {
         (Some("h100"), Some(16), Some(16))
     );
     assert_eq!(cap["team"]["name"], "team-a");
+    // Per fleet: the test gateway drives one, `default`, which holds every series.
+    let fleets = cap["fleets"].as_array().expect("fleets");
+    assert_eq!(fleets.len(), 1, "{cap:#}");
+    assert_eq!(
+        (&fleets[0]["name"], &fleets[0]["available"]),
+        (&json!("default"), &json!(true))
+    );
+    assert_eq!(
+        fleets[0]["series"], cap["series"],
+        "one fleet: the sum is its own"
+    );
 
     // Cordon one h100 node through the Kubernetes API, like `kubectl cordon`.
     let nodes: Api<Node> = Api::all(gw.sim.client().unwrap());

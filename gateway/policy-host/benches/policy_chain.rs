@@ -73,6 +73,7 @@ fn request() -> PolicyRequest {
                 .collect(),
         },
         cluster: ClusterView {
+            fleets: Vec::new(),
             gpu_node_label: "starforge/gpu-series".into(),
             series: vec![cap("h100", 32, 4), cap("h200", 64, 8)],
         },

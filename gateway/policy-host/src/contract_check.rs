@@ -6,7 +6,7 @@
 //! a [`PluginError::BadOutput`] and fails the admission closed.
 
 use crate::error::PluginError;
-use crate::model::{DEFAULT_FLEET, Decision, PolicyRequest, TolerationOperator};
+use crate::model::{Decision, PolicyRequest, TolerationOperator};
 
 /// Stable codes are short lowercase identifiers: `[a-z0-9][a-z0-9.-]*`, ≤ 64 chars.
 fn valid_code(code: &str) -> bool {
@@ -60,10 +60,17 @@ pub(crate) fn check_decision(
                         )));
                     }
                 }
-                if let Some(f) = pp.fleets.iter().find(|f| f.as_str() != DEFAULT_FLEET) {
+                if let Some(f) = pp.fleets.iter().find(|f| !request.cluster.has_fleet(f)) {
+                    let known: Vec<String> = request
+                        .cluster
+                        .fleet_views()
+                        .iter()
+                        .map(|f| format!("`{}`", f.name))
+                        .collect();
                     return Err(PluginError::BadOutput(format!(
                         "placement.pools[{i}].fleets names `{f}`, which is not a fleet \
-                         (this gateway drives one: `{DEFAULT_FLEET}`)"
+                         (this gateway's: {})",
+                        known.join(", ")
                     )));
                 }
                 if let Some(problem) = pp.affinity.problem() {

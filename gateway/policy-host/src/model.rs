@@ -111,8 +111,8 @@ pub struct SeriesCapacity {
 /// pods for operators to see. The host reads the largest value over the pools.
 pub const BORROWED_GPUS_ANNOTATION: &str = "forge.dev/borrowed-gpus";
 
-/// The name of the one fleet (cluster) the gateway drives: what contract 0.3.0 shows
-/// as `request.fleets()` and the only name a placement's `fleets` may hold.
+/// The name of the fleet (cluster) of a gateway configured without fleets: what
+/// contract 0.3.0 shows as `request.fleets()` when a view names none.
 pub const DEFAULT_FLEET: &str = "default";
 
 /// The cluster as the scheduler sees it.
@@ -120,7 +120,53 @@ pub const DEFAULT_FLEET: &str = "default";
 #[serde(rename_all = "camelCase")]
 pub struct ClusterView {
     pub gpu_node_label: String,
+    /// Every fleet summed.
     pub series: Vec<SeriesCapacity>,
+    /// The fleets behind the gateway, each with its own capacity; empty: one fleet,
+    /// [`DEFAULT_FLEET`], with all of `series` ([`ClusterView::fleet_views`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fleets: Vec<FleetView>,
+}
+
+/// One fleet (a cluster with KubeRay) behind the gateway.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetView {
+    /// Its unique name.
+    pub name: String,
+    /// Labels from its configuration, e.g. `region`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// `false` while the gateway cannot reach it.
+    pub available: bool,
+    /// Live capacity of its own nodes.
+    pub series: Vec<SeriesCapacity>,
+}
+
+impl ClusterView {
+    /// The fleets as policies see them: [`ClusterView::fleets`], or the one fleet
+    /// [`DEFAULT_FLEET`] holding every series when the view names none.
+    pub fn fleet_views(&self) -> std::borrow::Cow<'_, [FleetView]> {
+        if self.fleets.is_empty() {
+            std::borrow::Cow::Owned(vec![FleetView {
+                name: DEFAULT_FLEET.to_string(),
+                labels: BTreeMap::new(),
+                available: true,
+                series: self.series.clone(),
+            }])
+        } else {
+            std::borrow::Cow::Borrowed(&self.fleets)
+        }
+    }
+
+    /// Whether `name` is one of its fleets.
+    pub fn has_fleet(&self, name: &str) -> bool {
+        if self.fleets.is_empty() {
+            name == DEFAULT_FLEET
+        } else {
+            self.fleets.iter().any(|f| f.name == name)
+        }
+    }
 }
 
 /// A team's usage of one series.

@@ -213,6 +213,7 @@ mod tests {
                 kind: Default::default(),
             },
             cluster: ClusterView {
+                fleets: Vec::new(),
                 gpu_node_label: "gpu/series".into(),
                 series: Vec::new(),
             },

@@ -112,12 +112,20 @@ impl self::forge::policy::request_view::HostRequest for HostState {
 
     fn fleets(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<Vec<wit::Fleet>> {
         let cluster = &self.request(&this)?.request.cluster;
-        Ok(vec![wit::Fleet {
-            name: model::DEFAULT_FLEET.to_string(),
-            labels: Vec::new(),
-            available: true,
-            series: cluster.series.iter().map(series_to_wit).collect(),
-        }])
+        Ok(cluster
+            .fleet_views()
+            .iter()
+            .map(|f| wit::Fleet {
+                name: f.name.clone(),
+                labels: f
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                available: f.available,
+                series: f.series.iter().map(series_to_wit).collect(),
+            })
+            .collect())
     }
 
     fn usage(&mut self, this: Resource<RequestRep>) -> wasmtime::Result<Vec<wit::SeriesUsage>> {

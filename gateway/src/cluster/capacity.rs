@@ -22,7 +22,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
-use forge_policy_host::model::ClusterView;
+use forge_policy_host::model::{ClusterView, FleetView};
 
 use super::labels::{ANNOTATION_GPUS, LABEL_JOB_ID, LABEL_PLAYGROUND_ID, LABEL_TEAM, RAY_GROUP};
 use super::nodes::{NodeCell, NodeConventions, NodeRoom, holds_resources};
@@ -36,6 +36,9 @@ pub struct Capacity {
     nodes: Store<Node>,
     pods: Store<Pod>,
     conventions: Arc<NodeConventions>,
+    /// The fleet these caches watch (its name and labels; its series are each
+    /// snapshot's).
+    fleet: Arc<FleetView>,
     /// Bumped on every Node or Pod event: the dispatcher waits on it to re-run the
     /// queue when capacity may have changed.
     changes: tokio::sync::watch::Receiver<u64>,
@@ -60,9 +63,9 @@ impl std::fmt::Debug for Capacity {
 }
 
 impl Capacity {
-    /// Start cluster-wide Node and Pod reflectors (they list in the background; see
-    /// [`Capacity::synced`]).
-    pub fn start(client: Client, conventions: NodeConventions) -> Self {
+    /// Start cluster-wide Node and Pod reflectors of fleet `fleet` (name and labels;
+    /// they list in the background; see [`Capacity::synced`]).
+    pub fn start(client: Client, conventions: NodeConventions, fleet: FleetView) -> Self {
         let (tx, changes) = tokio::sync::watch::channel(0u64);
         let tx = Arc::new(tx);
         let nodes = spawn_reflector(Api::<Node>::all(client.clone()), tx.clone());
@@ -80,6 +83,7 @@ impl Capacity {
             nodes,
             pods,
             conventions: Arc::new(conventions),
+            fleet: Arc::new(fleet),
             changes,
             cached: Arc::default(),
             playgrounds: Arc::default(),
@@ -238,8 +242,8 @@ impl Capacity {
         out
     }
 
-    /// The cluster snapshot policies and users see (recomputed only after a Node or
-    /// Pod event; otherwise the cached one).
+    /// The cluster snapshot policies and users see, with this fleet as its one fleet
+    /// (recomputed only after a Node or Pod event; otherwise the cached one).
     pub fn snapshot(&self) -> ClusterView {
         let generation = *self.changes.borrow();
         if let Some(hit) = self.cached.load().as_ref()
@@ -247,9 +251,13 @@ impl Capacity {
         {
             return hit.1.clone();
         }
-        let view = self
+        let mut view = self
             .conventions
             .compute(&self.nodes.state(), &self.pods.state());
+        view.fleets = vec![FleetView {
+            series: view.series.clone(),
+            ..(*self.fleet).clone()
+        }];
         self.cached
             .store(Some(Arc::new((generation, view.clone()))));
         view

@@ -338,6 +338,7 @@ impl NodeConventions {
             }
         }
         ClusterView {
+            fleets: Vec::new(),
             gpu_node_label: self.gpu_label.clone(),
             series: by_series.into_values().collect(),
         }

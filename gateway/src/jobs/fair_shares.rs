@@ -214,6 +214,7 @@ mod tests {
 
     fn view(series: &[(&str, u32)]) -> ClusterView {
         ClusterView {
+            fleets: Vec::new(),
             series: series
                 .iter()
                 .map(|(s, total)| SeriesCapacity {

@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use forge_policy_host::model::{Decision, JobView, PolicyRequest, Shares, StorageMode, TeamShare};
+use forge_policy_host::model::{
+    Decision, FleetView, JobView, PolicyRequest, Shares, StorageMode, TeamShare,
+};
 use forge_policy_host::preemption::{PlanOutcome, PreemptionPlan, Victim};
 use forge_policy_host::{Chain, ChainLink, PluginError, PolicyEngine};
 
@@ -137,6 +139,37 @@ fn fleets_must_exist_and_a_team_link_only_narrows_them() {
         panic!("{:?}", out.decision)
     };
     assert_eq!(placement.pools[0].fleets, ["default"]);
+}
+
+#[test]
+fn the_fleets_a_placement_may_name_are_the_requests() {
+    let e = engine();
+    let mut req = request();
+    req.cluster.fleets = vec![FleetView {
+        name: "eu-west".into(),
+        labels: [("region".to_string(), "eu".to_string())].into(),
+        available: true,
+        series: req.cluster.series.clone(),
+    }];
+    let pin = |fleet: &str| {
+        let settings = format!(r#"{{"mode": "shape", "shape": {{"fleets": ["{fleet}"]}}}}"#);
+        chain(&e, vec![hostile(&e, &settings)])
+    };
+    let out = pin("eu-west")
+        .evaluate(&req)
+        .expect("eu-west is this gateway's fleet");
+    let Decision::Admit { placement, .. } = &out.decision else {
+        panic!("{:?}", out.decision)
+    };
+    assert_eq!(placement.pools[0].fleets, ["eu-west"]);
+    let err = pin("default")
+        .evaluate(&req)
+        .expect_err("a gateway whose fleet has a name has no `default`");
+    assert!(
+        matches!(&err.source, PluginError::BadOutput(m)
+            if m.contains("`default`") && m.contains("this gateway's: `eu-west`")),
+        "{err}"
+    );
 }
 
 fn victim(id: &str, team: &str, lost: f64) -> Victim {

@@ -55,6 +55,7 @@ fn request(
             labels: Default::default(),
         },
         cluster: ClusterView {
+            fleets: Vec::new(),
             gpu_node_label: "starforge/gpu-series".into(),
             series: vec![series("h100", 32, 32, 4), series("h200", 64, 64, 8)],
         },

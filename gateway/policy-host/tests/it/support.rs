@@ -116,6 +116,7 @@ pub fn minimal_request(team: &str) -> PolicyRequest {
             labels: Default::default(),
         },
         cluster: ClusterView {
+            fleets: Vec::new(),
             gpu_node_label: "starforge/gpu-series".into(),
             series: vec![],
         },

@@ -39,6 +39,7 @@ fn request(gpus: u32, labels: &[(&str, &str)]) -> PolicyRequest {
                 .collect(),
         },
         cluster: ClusterView {
+            fleets: Vec::new(),
             gpu_node_label: "starforge/gpu-series".into(),
             series: vec![SeriesCapacity {
                 series: "h100".into(),

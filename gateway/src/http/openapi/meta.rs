@@ -71,7 +71,7 @@ pub(super) fn paths() -> Value {
             "responses": {"200": {"description": "text exposition format"}, "401": error_response("a token that is neither the metrics token nor a known one")}}},
         "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
         "/v1/schemas/jobspec": {"get": {"summary": "JobSpec JSON Schema", "responses": {"200": {"description": "schema"}}}},
-        "/v1/capacity": {"get": {"summary": "Live GPU capacity per series and the caller's team usage",
+        "/v1/capacity": {"get": {"summary": "Live GPU capacity per series (every fleet summed, and each fleet's own) and the caller's team usage",
             "responses": {"200": {"description": "capacity"}, "401": error_response("unauthenticated")}}},
         "/v1/fair-share": {"get": {"summary": "Every team's share of every series against its fair share (members: their own team's rows)",
             "responses": {"200": {"description": "the table", "content": {"application/json": {"schema": fair_share()}}},

@@ -92,6 +92,7 @@ mod tests {
     fn remembered(generation: u64, free: u32) -> Remembered {
         Remembered {
             view: Arc::new(ClusterView {
+                fleets: Vec::new(),
                 series: vec![SeriesCapacity {
                     series: "h100".into(),
                     free,

@@ -148,6 +148,10 @@ pub(super) fn adjusted(
         s.largest_free_block = largest;
         s.in_use = s.allocatable.saturating_sub(f);
     }
+    // One fleet holds every series (the gateway drives one cluster).
+    if let [fleet] = view.fleets.as_mut_slice() {
+        fleet.series.clone_from(&view.series);
+    }
     view
 }
 

@@ -29,7 +29,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use forge_policy_host::model::{DEFAULT_FLEET, Decision};
+use forge_policy_host::model::Decision;
 use forge_policy_host::preemption::{PlanOutcome, PreemptionPlan, Victim};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -204,11 +204,14 @@ impl Dispatcher {
         st.tried.insert(p.series.clone());
         let mut view = self.admission.job_view(&job.id, &job.team, &job.spec);
         view.priority = p.terms.priority;
+        // A candidate's last acknowledged step, and the fleet it runs in.
         let step = |id: &str| {
-            st.fresh
-                .get(id)
-                .and_then(|j| j.last_checkpoint)
-                .map(|c| c.step)
+            let j = st.fresh.get(id);
+            (
+                j.and_then(|j| j.last_checkpoint).map(|c| c.step),
+                j.and_then(|j| j.fleet.clone())
+                    .unwrap_or_else(|| self.cluster.fleet.clone()),
+            )
         };
         let candidates = planner.candidates(claim, &running);
         let plan = plan_shown(&p, view, short, &victims, &candidates, step);
@@ -437,16 +440,20 @@ fn attempt_started_ms(j: &JobRecord) -> i64 {
 
 /// What the policy is shown: the planned victims first (cheapest first), then the
 /// other candidates in the planner's order (`preemptor`: the job as policies see it,
-/// at its admitted priority; `step`: a candidate's last acknowledged step).
+/// at its admitted priority; `step`: a candidate's last acknowledged step and its
+/// fleet).
 fn plan_shown(
     p: &Preemptor<'_>,
     preemptor: forge_policy_host::model::JobView,
     short: u32,
     victims: &[Running],
     candidates: &[&Running],
-    step: impl Fn(&str) -> Option<u64>,
+    step: impl Fn(&str) -> (Option<u64>, String),
 ) -> PreemptionPlan {
-    let victim = |r: &Running| shown_victim(r, &p.series, step(&r.job_id));
+    let victim = |r: &Running| {
+        let (step, fleet) = step(&r.job_id);
+        shown_victim(r, &p.series, step, fleet)
+    };
     let mut shown: Vec<Victim> = victims.iter().map(victim).collect();
     for c in candidates {
         if !victims.iter().any(|v| v.job_id == c.job_id) {
@@ -462,15 +469,15 @@ fn plan_shown(
 }
 
 /// A candidate as contract 0.3.0 shows it to policies (`step`: its last acknowledged
-/// checkpoint's).
-fn shown_victim(r: &Running, series: &str, step: Option<u64>) -> Victim {
+/// checkpoint's; `fleet`: the one it runs in).
+fn shown_victim(r: &Running, series: &str, step: Option<u64>, fleet: String) -> Victim {
     Victim {
         job_id: r.job_id.clone(),
         team: r.team.clone(),
         priority: r.priority,
         gpus: r.gpus,
         series: series.to_string(),
-        fleet: DEFAULT_FLEET.to_string(),
+        fleet,
         running_seconds: r.running_s,
         checkpoint_age_seconds: r.checkpoint_age_s,
         checkpoint_step: step,
@@ -496,7 +503,7 @@ fn grace_s(job: &JobRecord) -> u32 {
 mod tests {
     use std::sync::Arc;
 
-    use forge_policy_host::model::{Decision, Placement};
+    use forge_policy_host::model::{DEFAULT_FLEET, Decision, Placement};
 
     use super::*;
     use crate::jobs::preemption_plan::LastNotice;
@@ -526,7 +533,7 @@ mod tests {
             LastNotice::Lost { after_s: 60 },
         ] {
             let r = running(last_notice);
-            let shown = shown_victim(&r, "h100", Some(42));
+            let shown = shown_victim(&r, "h100", Some(42), DEFAULT_FLEET.into());
             assert_eq!(shown.lost_gpu_seconds, worst, "{last_notice:?}");
             assert_eq!(
                 (

@@ -279,6 +279,7 @@ pub fn sample_request(team: &str) -> PolicyRequest {
             labels: BTreeMap::from([("project".into(), "demo".into())]),
         },
         cluster: ClusterView {
+            fleets: Vec::new(),
             gpu_node_label: "starforge/gpu-series".into(),
             series: vec![series("h100", 32, 16), series("h200", 16, 16)],
         },
