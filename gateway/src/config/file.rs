@@ -92,10 +92,19 @@ fn parse_toml(text: &str) -> Result<BTreeMap<String, Value>, String> {
 /// YAML 1.2 (`yes`/`no` stay strings, as `0755` and `1_000` do) under a budget sized
 /// for a flat map, without snippets in errors.
 fn parse_yaml(text: &str) -> Result<BTreeMap<String, Value>, String> {
+    parse_yaml_within(text, 10_000)
+}
+
+/// YAML 1.2 as [`parse_yaml`] reads it, of at most `max_nodes` nodes (the fleets
+/// file uses it too).
+pub(super) fn parse_yaml_within<T: serde::de::DeserializeOwned>(
+    text: &str,
+    max_nodes: usize,
+) -> Result<T, String> {
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: 8,
-            max_nodes: 10_000,
+            max_nodes: max_nodes,
             max_aliases: 100,
             max_anchors: 100,
             max_total_scalar_bytes: MAX_FILE_BYTES as usize,

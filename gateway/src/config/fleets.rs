@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::file::read_capped;
+use super::file::{parse_yaml_within, read_capped};
 use super::model::Config;
 use super::values::{absolute_path, dns_label, label_key, label_value, url};
 
@@ -142,18 +142,7 @@ pub fn fleets_file(v: &str) -> Result<Vec<FleetConfig>, String> {
 
 /// YAML 1.2 under a budget sized for a few dozen fleets, without snippets in errors.
 fn parse(text: &str) -> Result<Vec<Entry>, String> {
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_depth: 8,
-            max_nodes: 20_000,
-            max_aliases: 100,
-            max_anchors: 100,
-            max_total_scalar_bytes: 1 << 20,
-        },
-        strict_booleans: true,
-        with_snippet: false,
-    };
-    serde_saphyr::from_str_with_options(text, options).map_err(|e| e.to_string())
+    parse_yaml_within(text, 20_000)
 }
 
 impl Entry {
