@@ -6,16 +6,13 @@
 //! the position but never a snippet of the file, which may hold secrets.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value;
 
 use super::error::ConfigError;
+use super::reading::{parse_yaml_within, read_capped};
 use super::vars::is_known;
-
-/// The largest config file read (a flat map of a few dozen settings is ~4 KiB).
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Reads the file into a variable map, or every problem with it.
 pub fn read(path: &Path) -> Result<HashMap<String, String>, Vec<ConfigError>> {
@@ -65,19 +62,6 @@ pub fn read(path: &Path) -> Result<HashMap<String, String>, Vec<ConfigError>> {
     }
 }
 
-/// The file's text, refusing files over [`MAX_FILE_BYTES`].
-pub(super) fn read_capped(path: &Path) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!("larger than {MAX_FILE_BYTES} bytes"));
-    }
-    Ok(text)
-}
-
 /// TOML; the error names the line and the problem, without quoting the line.
 fn parse_toml(text: &str) -> Result<BTreeMap<String, Value>, String> {
     toml::from_str(text).map_err(|e: toml::de::Error| match e.span() {
@@ -93,26 +77,4 @@ fn parse_toml(text: &str) -> Result<BTreeMap<String, Value>, String> {
 /// for a flat map, without snippets in errors.
 fn parse_yaml(text: &str) -> Result<BTreeMap<String, Value>, String> {
     parse_yaml_within(text, 10_000)
-}
-
-/// YAML 1.2 as [`parse_yaml`] reads it, of at most `max_nodes` nodes (the fleets
-/// file uses it too).
-pub(super) fn parse_yaml_within<T: serde::de::DeserializeOwned>(
-    text: &str,
-    max_nodes: usize,
-) -> Result<T, String> {
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_depth: 8,
-            max_nodes: max_nodes,
-            max_aliases: 100,
-            max_anchors: 100,
-            max_total_scalar_bytes: MAX_FILE_BYTES as usize,
-        },
-        strict_booleans: true,
-        leading_zero_numbers_as_strings: true,
-        underscored_numbers_as_strings: true,
-        with_snippet: false,
-    };
-    serde_saphyr::from_str_with_options(text, options).map_err(|e| e.to_string())
 }

@@ -41,6 +41,7 @@
 //! type, `values.rs` the value parsers, `per_series.rs` per-series values,
 //! `fleets.rs` the fleets file (`FORGE_FLEETS_FILE`), `draft.rs` the config while it is built,
 //! `reader.rs` the table applied to a variable map, `file.rs` the config file,
+//! `reading.rs` reading the files it names (size cap, YAML budget),
 //! `load.rs` `from_env`/`from_env_map`, `validate.rs` cross-variable checks,
 //! `table.rs` the Markdown table, `error.rs` the errors, `secret.rs` [`Secret`],
 //! `dev.rs` the dev-mode defaults.
@@ -55,6 +56,7 @@ mod load;
 mod model;
 mod per_series;
 mod reader;
+mod reading;
 mod secret;
 mod secret_files;
 mod table;
@@ -67,10 +69,11 @@ mod tests;
 
 pub use dev::dev_defaults;
 pub use error::{ConfigError, ConfigErrors};
-pub use fleets::{DEFAULT_FLEET, FleetConfig, FleetConnection};
+pub use fleets::DEFAULT_FLEET;
 pub use model::{
-    Config, DEFAULT_CPUS_PER_NODE, DEFAULT_MEMORY_PER_NODE, DatabaseConfig, FleetKind,
-    GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig, PodsConfig, S3Config, StorageConfig,
+    Config, DEFAULT_CPUS_PER_NODE, DEFAULT_MEMORY_PER_NODE, DatabaseConfig, FleetConfig,
+    FleetConnection, FleetKind, GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig, PodsConfig,
+    S3Config, StorageConfig,
 };
 pub use per_series::PerSeries;
 pub use secret::Secret;

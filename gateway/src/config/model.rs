@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use forge_policy_host::model::Toleration;
 
-use super::fleets::FleetConfig;
 use super::per_series::PerSeries;
 use super::secret::Secret;
 
@@ -330,4 +329,43 @@ impl Config {
     pub fn image_for(&self, framework: &str) -> Option<&str> {
         self.images.get(framework).map(String::as_str)
     }
+}
+
+/// How the gateway reaches one fleet's API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FleetConnection {
+    /// The `FORGE_K8S_*` settings: `FORGE_K8S_API_SERVER`, else in-cluster, else the
+    /// default kubeconfig (`cluster/connect.rs`).
+    Settings,
+    /// A kubeconfig file, at its `context` or its current one.
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// The context to use (`None`: the file's `current-context`).
+        context: Option<String>,
+    },
+    /// An API server URL with a bearer token read from a file.
+    ApiServer {
+        /// `https://…`.
+        url: String,
+        /// The bearer token's file (re-read when it changes); `None`: no token.
+        token_file: Option<PathBuf>,
+        /// The API server's CA (PEM); `None`: the system's roots.
+        ca_file: Option<PathBuf>,
+        /// Do not verify the server's certificate (test clusters only).
+        insecure_skip_tls_verify: bool,
+    },
+}
+
+/// One fleet: a cluster jobs may run in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetConfig {
+    /// Its name (a DNS-1123 label): shown on jobs, capacity and metrics.
+    pub name: String,
+    /// How it is reached.
+    pub connection: FleetConnection,
+    /// The namespace of Forge's objects there (`None`: `FORGE_K8S_NAMESPACE`).
+    pub namespace: Option<String>,
+    /// Free labels (e.g. `region: eu`), shown to policies.
+    pub labels: BTreeMap<String, String>,
 }

@@ -5,8 +5,7 @@
 use super::error::ConfigError;
 use std::collections::BTreeMap;
 
-use super::fleets::{FleetConfig, FleetConnection};
-use super::model::{Config, FleetKind};
+use super::model::{Config, FleetConfig, FleetConnection, FleetKind};
 
 /// The variable naming the fleets file.
 const FLEETS_FILE: &str = "FORGE_FLEETS_FILE";

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use super::super::fleets::{FleetConnection, MAX_FLEETS};
+use super::super::fleets::MAX_FLEETS;
+use super::super::model::FleetConnection;
 use super::*;
 
 /// A directory with the fleets file `text` and a token file, a CA file and a

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use super::descriptor::{Fallback, Name};
 use super::draft::Draft;
-use super::file::MAX_FILE_BYTES;
 use super::model::{
     DatabaseConfig, GatewayConfig, K8sConfig, KubeRayConfig, LeaderConfig, PodsConfig,
     StorageConfig,
 };
+use super::reading::MAX_FILE_BYTES;
 use super::vars::VARS;
 use super::*;
 
