@@ -135,18 +135,18 @@ pub async fn connect_fleet(
 
 /// The fleet the gateway drives, as policies see it (its series are each capacity
 /// snapshot's): `validate()` allows one fleet (`connect_fleet` made its namespace the
-/// gateway's).
+/// gateway's), and [`Config::fleets`] always names one.
 fn fleet_view(config: &Config) -> FleetView {
-    let fleet = config.fleets().into_iter().next();
-    FleetView {
-        name: fleet.as_ref().map_or_else(
-            || crate::config::DEFAULT_FLEET.to_string(),
-            |f| f.name.clone(),
-        ),
-        labels: fleet.map(|f| f.labels).unwrap_or_default(),
+    let mut view = FleetView {
+        name: crate::config::DEFAULT_FLEET.to_string(),
         available: true,
-        series: Vec::new(),
+        ..FleetView::default()
+    };
+    if let Some(fleet) = config.fleets().into_iter().next() {
+        view.name = fleet.name;
+        view.labels = fleet.labels;
     }
+    view
 }
 
 /// The database: PostgreSQL when `FORGE_DATABASE_URL` is set (retried for a while: a

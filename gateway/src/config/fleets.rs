@@ -33,8 +33,9 @@ use super::model::{Config, FleetConfig, FleetConnection};
 use super::reading::{parse_yaml_within, read_capped};
 use super::values::{absolute_path, dns_label, label_key, label_value, url};
 
-/// The name of the fleet the `FORGE_K8S_*` settings describe.
-pub const DEFAULT_FLEET: &str = "default";
+/// The name of the fleet the `FORGE_K8S_*` settings describe: the policy contract's
+/// one fleet of a view that names none, so both sides say the same.
+pub use forge_policy_host::model::DEFAULT_FLEET;
 
 /// The most fleets one file may list.
 pub const MAX_FLEETS: usize = 64;
