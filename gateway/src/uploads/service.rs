@@ -69,7 +69,7 @@ pub(super) struct Inner {
     pub(super) metrics: Arc<Metrics>,
     pub(super) limits: UploadLimits,
     /// MiB of chunk bodies held in memory.
-    buffered: Semaphore,
+    buffered: Arc<Semaphore>,
 }
 
 /// The upload sessions.
@@ -103,7 +103,7 @@ impl Uploads {
                 capsules,
                 metrics,
                 limits,
-                buffered: Semaphore::new(BUFFERED_MIB as usize),
+                buffered: Arc::new(Semaphore::new(BUFFERED_MIB as usize)),
             }),
         }
     }
@@ -202,6 +202,11 @@ impl Uploads {
 
     /// Stores one chunk — one whole part — and records it once its body arrived
     /// whole and the object store has it.
+    ///
+    /// Once the body is whole, storing, recording and counting it run as their own
+    /// task: a client that disconnects then (killed mid-upload) cannot leave a part
+    /// recorded but uncounted, or stored but unrecorded, and its resume sees exactly
+    /// what this request did.
     pub async fn put_chunk<S, E>(
         &self,
         team: &str,
@@ -217,30 +222,48 @@ impl Uploads {
         check_range(&u, range, self.max_chunk())?;
         let number = session::plan(&u).part_at(range.offset, range.len)?;
         let mib = u32::try_from(range.len.div_ceil(1 << 20)).unwrap_or(BUFFERED_MIB);
-        let _room = self
-            .inner
-            .buffered
-            .acquire_many(mib.clamp(1, BUFFERED_MIB))
+        let room = Arc::clone(&self.inner.buffered)
+            .acquire_many_owned(mib.clamp(1, BUFFERED_MIB))
             .await
             .map_err(|e| UploadError::io("chunk buffer", e))?;
         let bytes = read_whole(body, range.len).await?;
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _room = room;
+            this.store_part(&u, number, bytes).await
+        })
+        .await
+        .map_err(|e| UploadError::io("storing a chunk", e))??;
+        self.status(team, id).await
+    }
+
+    /// Puts a whole chunk as part `number` of the session's multipart upload,
+    /// records it and counts its bytes.
+    async fn store_part(
+        &self,
+        u: &UploadRecord,
+        number: u32,
+        bytes: Bytes,
+    ) -> Result<(), UploadError> {
+        let len = bytes.len() as u64;
         let key = upload_key(&u.id)?;
         let etag = self
             .inner
             .objects
             .put_part(&key, &u.multipart_id, number, bytes)
             .await?;
-        let part = PartRecord {
-            number,
-            len: range.len,
-            etag,
-        };
-        if !self.inner.sessions.record_part(id, &part, now_ms()).await? {
+        let part = PartRecord { number, len, etag };
+        if !self
+            .inner
+            .sessions
+            .record_part(&u.id, &part, now_ms())
+            .await?
+        {
             // Aborted, expired or completed meanwhile.
-            return Err(UploadError::NotFound(id.to_string()));
+            return Err(UploadError::NotFound(u.id.clone()));
         }
-        self.inner.metrics.upload_bytes(range.len);
-        self.status(team, id).await
+        self.inner.metrics.upload_bytes(len);
+        Ok(())
     }
 
     /// Abandons a session and removes its bytes.

@@ -318,6 +318,74 @@ async fn bad_ranges_and_bodies_are_refused_and_not_recorded() {
     assert_eq!(s.part_bytes, 105);
 }
 
+/// A client that goes away once its chunk's body arrived whole (killed right after
+/// sending it) still has that chunk stored and recorded: its resume sees it and does
+/// not send it again, and every byte is counted once.
+#[tokio::test]
+async fn a_whole_chunk_is_stored_though_its_client_goes_away() {
+    let f = fixture(4, Duration::from_secs(60));
+    let size = f.capsule.len() as u64;
+    let s = f
+        .uploads
+        .start("team-a", &f.digest, size, Some(f.part()))
+        .await
+        .expect("start");
+    let (offset, bytes) = f.bytes_of(1);
+    let range = ChunkRange {
+        offset,
+        len: bytes.len() as u64,
+        total: Some(size),
+    };
+    // The body's end, once read, tells the test to drop the request.
+    let (ended, client_gone) = tokio::sync::oneshot::channel::<()>();
+    let first = (Some(Bytes::copy_from_slice(bytes)), Some(ended));
+    let body = Box::pin(futures::stream::unfold(
+        first,
+        |(chunk, ended)| async move {
+            match chunk {
+                Some(b) => Some((Ok::<_, String>(b), (None, ended))),
+                None => {
+                    if let Some(tx) = ended {
+                        let _ = tx.send(());
+                    }
+                    None
+                }
+            }
+        },
+    ));
+    tokio::select! {
+        biased;
+        r = f.uploads.put_chunk("team-a", &s.id, range, body) => {
+            panic!("the request ended before its client went away: {r:?}")
+        }
+        _ = client_gone => {}
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let view = f.uploads.status("team-a", &s.id).await.expect("status");
+        if view.received_bytes == range.len {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chunk was never recorded: {view:?}"
+        );
+        tokio::task::yield_now().await;
+    }
+    let scrape = crate::metrics::Scrape {
+        queue_depth: Default::default(),
+        team_depth: Default::default(),
+        capacity: &[],
+        policy_version: 0,
+    };
+    let text = f.uploads.inner.metrics.render(&scrape, false);
+    assert!(
+        text.lines()
+            .any(|l| l == format!("forge_upload_bytes_total {}", range.len)),
+        "counted once: {text}"
+    );
+}
+
 #[tokio::test]
 async fn corrupted_or_foreign_bytes_are_not_stored() {
     let f = fixture(4, Duration::from_secs(60));
