@@ -133,10 +133,11 @@ impl Capacity {
         {
             return hit.1.clone();
         }
-        let rooms = Arc::new(
-            self.conventions
-                .rooms(&self.nodes.state(), &self.pods.state()),
-        );
+        let rooms = Arc::new(self.conventions.rooms(
+            &self.fleet.name,
+            &self.nodes.state(),
+            &self.pods.state(),
+        ));
         self.rooms
             .store(Some(Arc::new((generation, rooms.clone()))));
         rooms
@@ -164,7 +165,8 @@ impl Capacity {
                     .is_none_or(|id| !jobs.contains(id.as_str()))
             })
             .collect();
-        self.conventions.rooms(&self.nodes.state(), &pods)
+        self.conventions
+            .rooms(&self.fleet.name, &self.nodes.state(), &pods)
     }
 
     /// Bound, unfinished Ray pods of each Forge job, per group (`ray.io/group`:

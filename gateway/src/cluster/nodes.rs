@@ -38,6 +38,8 @@ pub struct NodeConventions {
 /// One schedulable node of a GPU series and what is free on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRoom {
+    /// The fleet (cluster) the node is in.
+    pub fleet: String,
     pub name: String,
     pub series: String,
     pub labels: BTreeMap<String, String>,
@@ -240,10 +242,10 @@ impl NodeConventions {
         get(allocatable, key).and_then(parse).unwrap_or(0)
     }
 
-    /// Every schedulable (Ready, uncordoned) node of a series, with what is free on it.
-    /// Tainted nodes are included: whether a pod may use them depends on its
-    /// tolerations ([`untolerated`]).
-    pub fn rooms(&self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> Vec<NodeRoom> {
+    /// Every schedulable (Ready, uncordoned) node of a series of fleet `fleet`, with
+    /// what is free on it. Tainted nodes are included: whether a pod may use them
+    /// depends on its tolerations ([`untolerated`]).
+    pub fn rooms(&self, fleet: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> Vec<NodeRoom> {
         let held = held_by_node(pods);
         nodes
             .iter()
@@ -253,6 +255,7 @@ impl NodeConventions {
                 let name = node.metadata.name.clone().unwrap_or_default();
                 let used = held.get(name.as_str()).copied().unwrap_or_default();
                 Some(NodeRoom {
+                    fleet: fleet.to_string(),
                     series: series.to_string(),
                     labels: node.metadata.labels.clone().unwrap_or_default(),
                     taints: taints(node),

@@ -10,6 +10,12 @@
 //! (the node with the fewest free GPUs that still fits), largest requests first, as a
 //! trial; only a complete fit is committed ([`Rooms`], which also keeps a pass over a
 //! long queue cheap).
+//!
+//! A job runs in exactly one fleet (cluster): every machine of a gang is placed on
+//! nodes of one fleet, never split. With several fleets the job may use (its
+//! placement's `fleets`, else all), each is tried and the best fit wins — the fleet
+//! left with the fewest free GPUs of the job's series, so large holes stay whole for
+//! large jobs; ties go to the fleet configured first.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -43,6 +49,8 @@ pub struct PoolDemand {
     pub tolerations: Vec<Toleration>,
     /// Required node affinity of the pods.
     pub affinity: NodeAffinity,
+    /// The fleets the pool may run in (its placement's); empty: any.
+    pub fleets: Vec<String>,
 }
 
 impl PoolDemand {
@@ -93,6 +101,12 @@ pub enum NoFitCause {
         /// Memory per machine, bytes.
         memory_bytes: u64,
     },
+    /// The placement pins the job's pools to fleets no one fleet satisfies (a job is
+    /// never split across fleets), or to fleets without GPU nodes.
+    Fleets {
+        /// The fleets with GPU nodes.
+        known: Vec<String>,
+    },
     /// The room is on nodes whose taints the job does not tolerate.
     Taints {
         /// Free GPUs on those nodes.
@@ -107,6 +121,7 @@ impl NoFit {
     pub fn code(&self) -> &'static str {
         match self.cause {
             NoFitCause::Taints { .. } => "capacity.tainted",
+            NoFitCause::Fleets { .. } => "capacity.no-fleet",
             _ => "capacity.no-room",
         }
     }
@@ -130,6 +145,12 @@ impl std::fmt::Display for NoFit {
                 quantity::cpu_quantity(*cpu_millis),
                 quantity::bytes_quantity(*memory_bytes)
             ),
+            NoFitCause::Fleets { known } => write!(
+                f,
+                "; no fleet with GPU nodes ({}) is allowed for every pool of the job by its \
+                 placement's fleets, and a job runs in exactly one fleet",
+                known.join(", ")
+            ),
             NoFitCause::Taints { gpus, taints } => write!(
                 f,
                 "; {gpus} more are on nodes with taints the job does not tolerate ({}): \
@@ -150,10 +171,11 @@ struct Shape {
     eligible: Eligibility,
 }
 
-/// What decides which nodes a pool may use at all (series, selector, required
-/// affinity, tolerations): the same nodes for the whole pass.
+/// What decides which nodes a pool may use at all (the fleet tried, series, selector,
+/// required affinity, tolerations): the same nodes for the whole pass.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Eligibility {
+    fleet: String,
     series: String,
     node_selector: BTreeMap<String, String>,
     tolerations: Vec<Toleration>,
@@ -161,8 +183,9 @@ struct Eligibility {
 }
 
 impl Eligibility {
-    fn of(pool: &PoolDemand) -> Self {
+    fn of(pool: &PoolDemand, fleet: &str) -> Self {
         Eligibility {
+            fleet: fleet.to_string(),
             series: pool.series.clone(),
             node_selector: pool.node_selector.clone(),
             tolerations: pool.tolerations.clone(),
@@ -172,12 +195,12 @@ impl Eligibility {
 }
 
 impl Shape {
-    fn of(pool: &PoolDemand) -> Self {
+    fn of(pool: &PoolDemand, fleet: &str) -> Self {
         Shape {
             gpus_per_node: pool.gpus_per_node,
             cpu_millis: pool.cpu_millis,
             memory_bytes: pool.memory_bytes,
-            eligible: Eligibility::of(pool),
+            eligible: Eligibility::of(pool, fleet),
         }
     }
 }
@@ -235,6 +258,8 @@ impl std::ops::AddAssign for Left {
 pub struct Rooms {
     base: Arc<Vec<NodeRoom>>,
     left: Vec<Left>,
+    /// The fleets the nodes are in, in the order they come (the configured order).
+    fleets: Vec<String>,
     by_series: HashMap<String, Vec<usize>>,
     /// Each kind of pool seen in the pass → its nodes in `candidates`.
     kinds: HashMap<Eligibility, usize>,
@@ -255,7 +280,11 @@ impl Rooms {
     pub fn new(nodes: impl Into<Arc<Vec<NodeRoom>>>) -> Self {
         let base: Arc<Vec<NodeRoom>> = nodes.into();
         let mut by_series: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut fleets: Vec<String> = Vec::new();
         for (i, n) in base.iter().enumerate() {
+            if !fleets.contains(&n.fleet) {
+                fleets.push(n.fleet.clone());
+            }
             match by_series.get_mut(n.series.as_str()) {
                 Some(v) => v.push(i),
                 None => {
@@ -274,6 +303,7 @@ impl Rooms {
         Rooms {
             base,
             left,
+            fleets,
             by_series,
             kinds: HashMap::new(),
             candidates: Vec::new(),
@@ -301,9 +331,10 @@ impl Rooms {
         self.by_series.get(series).map_or(&[], Vec::as_slice)
     }
 
-    /// The kind of `pool`: which nodes it may use at all (found once per kind).
-    fn kind(&mut self, pool: &PoolDemand) -> usize {
-        let key = Eligibility::of(pool);
+    /// The kind of `pool` in `fleet`: which nodes it may use at all (found once per
+    /// kind).
+    fn kind(&mut self, pool: &PoolDemand, fleet: &str) -> usize {
+        let key = Eligibility::of(pool, fleet);
         if let Some(&kind) = self.kinds.get(&key) {
             return kind;
         }
@@ -311,7 +342,10 @@ impl Rooms {
             .series_nodes(&pool.series)
             .iter()
             .copied()
-            .filter(|&i| pool.selects(&self.base[i]) && pool.tolerates(&self.base[i]))
+            .filter(|&i| {
+                let node = &self.base[i];
+                node.fleet == fleet && pool.selects(node) && pool.tolerates(node)
+            })
             .collect();
         self.candidates.push(Candidates::new(nodes));
         let kind = self.candidates.len() - 1;
@@ -334,11 +368,96 @@ impl Rooms {
         true
     }
 
-    /// Places every machine of `demands`, subtracting what it takes. On success the
-    /// rooms are updated; on failure they are unchanged and why the first pool lacking
-    /// room does not fit is returned.
-    pub fn reserve(&mut self, demands: &[PoolDemand]) -> Result<(), NoFit> {
-        if let Some(why) = self.known_failure(demands) {
+    /// Places every machine of `demands` in one fleet, subtracting what it takes, and
+    /// returns that fleet. On success the rooms are updated; on failure they are
+    /// unchanged and why the job does not fit is returned (of the fleets tried, the
+    /// one with the most room).
+    pub fn reserve(&mut self, demands: &[PoolDemand]) -> Result<String, NoFit> {
+        let allowed = self.allowed_fleets(demands);
+        let mut best: Option<(u64, usize, Taken)> = None;
+        let mut why: Option<NoFit> = None;
+        for (at, fleet) in allowed.iter().enumerate() {
+            match self.trial(demands, fleet) {
+                // One fleet to choose from (the common case): no comparison to make.
+                Ok(taken) if allowed.len() == 1 => best = Some((0, at, taken)),
+                Ok(taken) => {
+                    let left = self.left_after(demands, fleet, &taken);
+                    if best.as_ref().is_none_or(|(fewest, _, _)| left < *fewest) {
+                        best = Some((left, at, taken));
+                    }
+                }
+                Err(e) => {
+                    if why.as_ref().is_none_or(|w| e.free > w.free) {
+                        why = Some(e);
+                    }
+                }
+            }
+        }
+        match best {
+            Some((_, at, taken)) => {
+                self.take(&taken);
+                Ok(allowed[at].clone())
+            }
+            None => Err(why.unwrap_or_else(|| self.no_fleet(demands))),
+        }
+    }
+
+    /// The fleets every pool of `demands` may run in, in configured order.
+    fn allowed_fleets(&self, demands: &[PoolDemand]) -> Vec<String> {
+        self.fleets
+            .iter()
+            .filter(|f| {
+                demands
+                    .iter()
+                    .all(|d| d.fleets.is_empty() || d.fleets.contains(f))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Why `demands` fit in no fleet when none is allowed: the rooms have no node at
+    /// all (no GPUs free), or the pools' fleets exclude each other.
+    fn no_fleet(&self, demands: &[PoolDemand]) -> NoFit {
+        let first = demands.first().cloned().unwrap_or_default();
+        if self.fleets.is_empty() {
+            return self.explain(demands, &first, "");
+        }
+        NoFit {
+            needed: demands
+                .iter()
+                .filter(|d| d.series == first.series)
+                .map(PoolDemand::gpus)
+                .sum(),
+            series: first.series,
+            free: 0,
+            cause: NoFitCause::Fleets {
+                known: self.fleets.clone(),
+            },
+        }
+    }
+
+    /// Free GPUs of the series of `demands` left in `fleet` once `taken` is taken: the
+    /// best fit across fleets is the fleet with the fewest.
+    fn left_after(&self, demands: &[PoolDemand], fleet: &str, taken: &Taken) -> u64 {
+        let mut series: Vec<&str> = demands.iter().map(|d| d.series.as_str()).collect();
+        series.sort_unstable();
+        series.dedup();
+        series
+            .iter()
+            .flat_map(|s| self.series_nodes(s))
+            .filter(|&&i| self.base[i].fleet == fleet)
+            .map(|&i| {
+                let took = taken.get(&i).map_or(0, |t| t.gpus);
+                u64::from(self.left[i].gpus - took)
+            })
+            .sum()
+    }
+
+    /// Places every machine of `demands` in `fleet` as a trial: what it would take
+    /// from each node, or why the first pool lacking room does not fit. Nothing is
+    /// taken.
+    fn trial(&mut self, demands: &[PoolDemand], fleet: &str) -> Result<Taken, NoFit> {
+        if let Some(why) = self.known_failure(demands, fleet) {
             return Err(why);
         }
         let mut taken = Taken::new();
@@ -350,29 +469,28 @@ impl Rooms {
             // pools took nothing there yet): its failure holds for the shape.
             let first_of_series = !seen_series.contains(&pool.series.as_str());
             seen_series.push(&pool.series);
-            let kind = self.kind(pool);
+            let kind = self.kind(pool, fleet);
             for _ in 0..pool.nodes {
                 if !self.place_one(pool, kind, &mut taken) {
-                    let why = self.explain(demands, pool);
+                    let why = self.explain(demands, pool, fleet);
                     if first_of_series {
-                        self.remember(pool, &why);
+                        self.remember(pool, fleet, &why);
                     }
                     return Err(why);
                 }
             }
         }
-        self.take(&taken);
-        Ok(())
+        Ok(taken)
     }
 
     /// Why `demands` cannot fit, if a pool of theirs has the shape of one that did not
     /// fit with as many machines or fewer (re-explained when room was taken since).
-    fn known_failure(&mut self, demands: &[PoolDemand]) -> Option<NoFit> {
+    fn known_failure(&mut self, demands: &[PoolDemand], fleet: &str) -> Option<NoFit> {
         if self.failed.is_empty() {
             return None;
         }
         let (pool, shape) = demands.iter().find_map(|p| {
-            let shape = Shape::of(p);
+            let shape = Shape::of(p, fleet);
             self.failed
                 .get(&shape)
                 .is_some_and(|f| f.nodes <= p.nodes)
@@ -384,7 +502,7 @@ impl Rooms {
             .get(&shape)
             .is_some_and(|f| f.generation != generation);
         if stale {
-            let why = self.explain(demands, pool);
+            let why = self.explain(demands, pool, fleet);
             if let Some(f) = self.failed.get_mut(&shape) {
                 f.generation = generation;
                 f.why = why;
@@ -399,8 +517,8 @@ impl Rooms {
         Some(why)
     }
 
-    fn remember(&mut self, pool: &PoolDemand, why: &NoFit) {
-        let shape = Shape::of(pool);
+    fn remember(&mut self, pool: &PoolDemand, fleet: &str, why: &NoFit) {
+        let shape = Shape::of(pool, fleet);
         let nodes = self
             .failed
             .get(&shape)
@@ -432,11 +550,18 @@ impl Rooms {
         self.generation += 1;
     }
 
-    /// Places as many machines of `pool` as fit (a dispatched job's machines the
-    /// scheduler has not bound yet: they will take room, though where exactly is its
-    /// choice).
-    pub fn reserve_partially(&mut self, pool: &PoolDemand) {
-        let kind = self.kind(pool);
+    /// Places as many machines of `pool` as fit in `fleet` (a dispatched job's
+    /// machines the scheduler has not bound yet: they will take room, though where
+    /// exactly is its choice). `None`: a job recorded without its fleet, dispatched
+    /// before fleets were recorded, when the gateway drove one cluster — the first.
+    pub fn reserve_partially(&mut self, pool: &PoolDemand, fleet: Option<&str>) {
+        let Some(fleet) = fleet
+            .map(str::to_string)
+            .or_else(|| self.fleets.first().cloned())
+        else {
+            return; // no node at all
+        };
+        let kind = self.kind(pool, &fleet);
         let mut taken = Taken::new();
         for _ in 0..pool.nodes {
             if !self.place_one(pool, kind, &mut taken) {
@@ -464,8 +589,8 @@ impl Rooms {
         out
     }
 
-    /// Why `pool` could not be placed (the rooms as before the attempt).
-    fn explain(&self, demands: &[PoolDemand], pool: &PoolDemand) -> NoFit {
+    /// Why `pool` could not be placed in `fleet` (the rooms as before the attempt).
+    fn explain(&self, demands: &[PoolDemand], pool: &PoolDemand, fleet: &str) -> NoFit {
         let series = pool.series.clone();
         let needed = demands
             .iter()
@@ -475,6 +600,7 @@ impl Rooms {
         let of_series = || {
             self.series_nodes(&pool.series)
                 .iter()
+                .filter(|&&i| self.base[i].fleet == fleet)
                 .map(|&i| (&self.base[i], self.left[i]))
         };
         let usable = || of_series().filter(|(n, _)| pool.selects(n) && pool.tolerates(n));
@@ -482,7 +608,13 @@ impl Rooms {
         let tainted: Vec<(&NodeRoom, Left)> = of_series()
             .filter(|(n, l)| pool.selects(n) && !pool.tolerates(n) && l.gpus >= pool.gpus_per_node)
             .collect();
-        let gpus_fit = usable().any(|(_, l)| l.gpus >= pool.gpus_per_node);
+        // Whether the pool's machines would fit by their GPUs alone: then CPU or memory
+        // is what keeps it out.
+        let gpus_fit = pool.gpus_per_node == 0
+            || usable()
+                .map(|(_, l)| u64::from(l.gpus / pool.gpus_per_node))
+                .sum::<u64>()
+                >= u64::from(pool.nodes);
         let cause = if !tainted.is_empty() {
             let mut taints: Vec<String> = tainted
                 .iter()

@@ -160,7 +160,7 @@ fn rooms_have_free_gpus_cpu_and_memory_of_schedulable_nodes() {
         node("b1", "h200", 8, true, true),
     ];
     let pods = vec![pod("a1", 6, "Running"), pod("a1", 8, "Succeeded")];
-    let rooms = conventions(&[]).rooms(&nodes, &pods);
+    let rooms = conventions(&[]).rooms("default", &nodes, &pods);
     assert_eq!(rooms.len(), 1, "NotReady and cordoned nodes have no room");
     let r = &rooms[0];
     assert_eq!((r.name.as_str(), r.series.as_str()), ("a1", "h100"));

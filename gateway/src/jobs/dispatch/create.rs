@@ -85,15 +85,17 @@ impl Dispatcher {
     /// Dispatches one job: persists the intent, then creates (or adopts) its RayJob.
     /// Returns whether the job was dispatched (false when it was cancelled meanwhile,
     /// or is being dispatched by another pass of this process).
-    /// `decision` (the admission that placed it) is stored with the dispatch.
+    /// `fleet` is the one the gang fit chose; `decision` (the admission that placed
+    /// it) is stored with the dispatch.
     pub(super) async fn create(
         &self,
         job: &JobRecord,
+        fleet: String,
         placement: Placement,
         decision: Option<NewDecision>,
         terms: AdmittedTerms,
     ) -> Result<bool, JobError> {
-        self.create_in_span(job, placement, decision, terms)
+        self.create_in_span(job, fleet, placement, decision, terms)
             .instrument(JobTrace::span_of(job, LiveSpan::Dispatch))
             .await
     }
@@ -102,11 +104,20 @@ impl Dispatcher {
     async fn create_in_span(
         &self,
         job: &JobRecord,
+        fleet: String,
         placement: Placement,
         decision: Option<NewDecision>,
         terms: AdmittedTerms,
     ) -> Result<bool, JobError> {
         let started = Instant::now();
+        // The dispatcher creates in the one cluster the gateway drives (the
+        // configuration refuses more): a fit in any other fleet is a bug, not a job's.
+        if fleet != self.cluster.fleet {
+            return Err(JobError::Invariant(format!(
+                "job {} was fitted in fleet {fleet}, which this dispatcher does not drive",
+                job.id
+            )));
+        }
         let capsule = self.capsule_ref(job).await?;
         let manifest = self.manifest(job, &placement, &capsule).await?;
         let name = manifests::rayjob_name_of(&job.id, job.attempt);
@@ -117,7 +128,7 @@ impl Dispatcher {
             return Ok(false);
         };
         if !self
-            .store_intent(job, &name, placement, decision, terms)
+            .store_intent(job, (&name, fleet), placement, decision, terms)
             .await?
         {
             return Ok(false);
@@ -166,12 +177,12 @@ impl Dispatcher {
         }
     }
 
-    /// The dispatch intent (queued → dispatched, with the RayJob's name, the placement
-    /// and the decision); false when the job is no longer queued.
+    /// The dispatch intent (queued → dispatched, with the RayJob's name and fleet, the
+    /// placement and the decision); false when the job is no longer queued.
     async fn store_intent(
         &self,
         job: &JobRecord,
-        name: &str,
+        (name, fleet): (&str, String),
         placement: Placement,
         decision: Option<NewDecision>,
         terms: AdmittedTerms,
@@ -183,7 +194,7 @@ impl Dispatcher {
             Some(format!("RayJob {name} created")),
         );
         t.rayjob_name = Some(name.to_owned());
-        t.fleet = Some(self.cluster.fleet.clone());
+        t.fleet = Some(fleet);
         t.placement = Some(placement);
         t.decision = decision;
         t.terms = Some(terms);

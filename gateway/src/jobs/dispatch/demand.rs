@@ -42,6 +42,7 @@ pub fn demands(job: &JobRecord, placement: Option<&Placement>, cfg: &Config) -> 
                 node_selector: placed.map(|p| p.node_selector.clone()).unwrap_or_default(),
                 tolerations,
                 affinity: placed.map(|p| p.affinity.clone()).unwrap_or_default(),
+                fleets: placed.map(|p| p.fleets.clone()).unwrap_or_default(),
                 series,
             }
         })
@@ -131,7 +132,7 @@ pub(super) fn reserve_unbound<'a>(
                 nodes: unbound(job, &d, i, bound),
                 ..d
             };
-            rooms.reserve_partially(&pending);
+            rooms.reserve_partially(&pending, job.fleet.as_deref());
         }
     }
 }

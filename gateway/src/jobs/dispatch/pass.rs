@@ -48,7 +48,14 @@ use crate::store::{AdmittedTerms, JobRecord, NewDecision, Transition, now_ms};
 
 /// An admitted job on its way to its create: the job, where it goes, and the decision
 /// stored with the dispatch.
-type Admitted = (Arc<JobRecord>, Placement, NewDecision, AdmittedTerms);
+/// A job the decide step admitted, with the fleet its gang fits in.
+type Admitted = (
+    Arc<JobRecord>,
+    String,
+    Placement,
+    NewDecision,
+    AdmittedTerms,
+);
 
 /// What the reserve step read and counted.
 struct Reserved {
@@ -223,8 +230,11 @@ impl Dispatcher {
     /// many were dispatched.
     async fn create_admitted(&self, admitted: mpsc::Receiver<Admitted>) -> usize {
         admitted
-            .map(|(job, placement, decision, terms)| async move {
-                match self.create(&job, placement, Some(decision), terms).await {
+            .map(|(job, fleet, placement, decision, terms)| async move {
+                match self
+                    .create(&job, fleet, placement, Some(decision), terms)
+                    .await
+                {
                     Ok(created) => created,
                     Err(e) => {
                         tracing::warn!(job = %job.id, "dispatch failed: {e}");
@@ -506,7 +516,7 @@ impl<'q> Decide<'q> {
             .map(|d| SeriesGpus::new(&d.series, u32::try_from(d.gpus()).unwrap_or(u32::MAX)))
             .collect();
         match self.free.reserve(&wanted) {
-            Ok(()) => {
+            Ok(fleet) => {
                 self.settled = false;
                 self.journal.decided(job, Outcome::Dispatched { gpus });
                 let decision = self.record(job, &keep);
@@ -522,7 +532,7 @@ impl<'q> Decide<'q> {
                 // is being dropped.
                 let _ = self
                     .to_create
-                    .send((job.clone(), placement, decision, terms))
+                    .send((job.clone(), fleet, placement, decision, terms))
                     .await;
             }
             Err(nofit) => {

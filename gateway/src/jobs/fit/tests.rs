@@ -13,6 +13,7 @@ const MEM: u64 = 512 << 30;
 
 fn room(name: &str, series: &str, gpus: u32) -> NodeRoom {
     NodeRoom {
+        fleet: "default".into(),
         name: name.into(),
         series: series.into(),
         labels: [("starforge/gpu-series".to_string(), series.to_string())].into(),
@@ -188,7 +189,7 @@ fn node_selector_and_required_affinity_restrict_the_nodes() {
 #[test]
 fn unbound_machines_reserve_what_fits() {
     let mut f = Rooms::new(rooms(&[("h100", &[8, 3])]));
-    f.reserve_partially(&pool("h100", 3, 4));
+    f.reserve_partially(&pool("h100", 3, 4), None);
     assert_eq!(
         gpus_of(&f.nodes(), "h100"),
         vec![0, 3],
@@ -228,4 +229,106 @@ fn a_shape_that_did_not_fit_is_not_tried_again_and_its_reason_stays_true() {
     assert_eq!(err.series, "h100");
     assert!(g.reserve(&[pool("h100", 1, 4)]).is_ok());
     assert!(g.reserve(&[pool("h100", 1, 8)]).is_ok());
+}
+
+/// Nodes of `series` in `fleet`, one per entry of `gpus`.
+fn fleet_rooms(fleet: &str, series: &str, gpus: &[u32]) -> Vec<NodeRoom> {
+    gpus.iter()
+        .enumerate()
+        .map(|(i, g)| NodeRoom {
+            fleet: fleet.into(),
+            ..room(&format!("{fleet}-{series}-{i}"), series, *g)
+        })
+        .collect()
+}
+
+fn free_in(rooms: &Rooms, fleet: &str) -> Vec<u32> {
+    rooms
+        .nodes()
+        .iter()
+        .filter(|r| r.fleet == fleet)
+        .map(|r| r.gpus)
+        .collect()
+}
+
+#[test]
+fn a_gang_is_never_split_across_fleets() {
+    let mut nodes = fleet_rooms("eu", "h100", &[8]);
+    nodes.extend(fleet_rooms("us", "h100", &[8]));
+    let mut f = Rooms::new(nodes);
+    let err = f
+        .reserve(&[pool("h100", 2, 8)])
+        .expect_err("16 GPUs free, but 8 in each fleet");
+    assert_eq!((err.needed, err.free), (16, 8));
+    assert_eq!(err.cause, NoFitCause::Gpus);
+    assert_eq!((free_in(&f, "eu"), free_in(&f, "us")), (vec![8], vec![8]));
+    // Equal fits: the fleet configured first.
+    assert_eq!(f.reserve(&[pool("h100", 1, 8)]).as_deref(), Ok("eu"));
+    assert_eq!(f.reserve(&[pool("h100", 1, 8)]).as_deref(), Ok("us"));
+    assert!(f.reserve(&[pool("h100", 1, 1)]).is_err(), "both are full");
+}
+
+#[test]
+fn the_fleet_left_with_the_fewest_free_gpus_wins() {
+    let mut nodes = fleet_rooms("eu", "h100", &[8, 8]);
+    nodes.extend(fleet_rooms("us", "h100", &[8, 4]));
+    nodes.extend(fleet_rooms("us", "a100", &[8]));
+    let mut f = Rooms::new(nodes);
+    // eu would keep 12 of its h100s free, us 8 (its a100s do not count).
+    assert_eq!(f.reserve(&[pool("h100", 1, 4)]).as_deref(), Ok("us"));
+    assert_eq!(free_in(&f, "us"), vec![8, 0, 8]);
+    // Only eu has two whole 8-GPU machines left.
+    assert_eq!(f.reserve(&[pool("h100", 2, 8)]).as_deref(), Ok("eu"));
+    // A job of two series runs where both are.
+    assert_eq!(
+        f.reserve(&[pool("h100", 1, 8), pool("a100", 1, 8)])
+            .as_deref(),
+        Ok("us")
+    );
+}
+
+#[test]
+fn a_placement_pins_its_pools_to_fleets() {
+    let mut nodes = fleet_rooms("eu", "h100", &[8, 8]);
+    nodes.extend(fleet_rooms("us", "h100", &[8, 4]));
+    let mut f = Rooms::new(nodes);
+    let pinned = |fleets: &[&str], nodes, gpus| PoolDemand {
+        fleets: fleets.iter().map(ToString::to_string).collect(),
+        ..pool("h100", nodes, gpus)
+    };
+    // us is the better fit, but the pool may run in eu only.
+    assert_eq!(f.reserve(&[pinned(&["eu"], 1, 4)]).as_deref(), Ok("eu"));
+    assert_eq!(free_in(&f, "us"), vec![8, 4]);
+    // Pinned to a fleet without the room: the reason is that fleet's.
+    let err = f
+        .reserve(&[pinned(&["us"], 2, 8)])
+        .expect_err("us has one 8-GPU machine");
+    assert_eq!((err.needed, err.free), (16, 12));
+    // Pools pinned apart: no one fleet takes the job.
+    let err = f
+        .reserve(&[pinned(&["eu"], 1, 1), pinned(&["us"], 1, 1)])
+        .expect_err("a job is never split");
+    assert_eq!(err.code(), "capacity.no-fleet");
+    assert_eq!(
+        err.cause,
+        NoFitCause::Fleets {
+            known: vec!["eu".into(), "us".into()]
+        }
+    );
+    assert!(
+        err.to_string().contains("a job runs in exactly one fleet"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unbound_machines_are_reserved_in_their_jobs_fleet() {
+    let mut nodes = fleet_rooms("eu", "h100", &[8]);
+    nodes.extend(fleet_rooms("us", "h100", &[8]));
+    let mut f = Rooms::new(nodes);
+    f.reserve_partially(&pool("h100", 1, 8), Some("us"));
+    assert_eq!((free_in(&f, "eu"), free_in(&f, "us")), (vec![8], vec![0]));
+    // A job recorded without a fleet ran in the one cluster: the first.
+    f.reserve_partially(&pool("h100", 1, 8), None);
+    assert_eq!(free_in(&f, "eu"), vec![0]);
 }
