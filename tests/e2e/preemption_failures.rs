@@ -5,6 +5,8 @@
 //!   at its grace: the victim is released then, having had no SIGTERM;
 //! - a release that cannot archive the attempt's logs keeps the RayJob (and the job
 //!   in its notice) and is tried again until it can: nothing of the attempt is lost;
+//! - a RayJob deleted during its job's notice (an operator's `kubectl delete`)
+//!   releases the job then, as `rayjob-gone`, not at its grace's end;
 //! - a policy failing on the plan fails closed: nobody is given notice, and the
 //!   preemptor says why it waits (`preemption.policy-failed`);
 //! - a job preempted `FORGE_PREEMPTION_MAX_IN_WINDOW` times in the window is left
@@ -210,6 +212,60 @@ async fn a_release_that_cannot_archive_the_logs_keeps_the_rayjob_and_retries() {
         .wait_terminal(std::slice::from_ref(&urgent), Duration::from_secs(60))
         .await;
     assert_eq!(done[&urgent]["state"], "succeeded", "{}", done[&urgent]);
+    let (s, _) = bob
+        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{victim}"))
+        .await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rayjob_deleted_during_the_notice_releases_its_job_then() {
+    let gw = forge_tests::policy::gateway("h100=1x8", &[]).await;
+    let (alice, bob) = (gw.client(ALICE), gw.client(BOB));
+    // A grace far longer than the test: only the RayJob's end can release it early.
+    const GRACE_S: u32 = 600;
+    let victim = victim(&bob, GRACE_S).await;
+    // No stop reaches the head, so the victim does not exit on its own.
+    gw.sim.faults().add_rule(FailRule {
+        count: 1_000,
+        code: 500,
+        retry_after_seconds: None,
+        matching: Matching::default()
+            .path_contains("/proxy/api/jobs/")
+            .verb("create"),
+    });
+    let urgent = alice.submit_ok(&short_spec("urgent", 50), note_zip()).await;
+    let noticed = bob
+        .wait_state(&victim, "preempting", Duration::from_secs(30))
+        .await;
+    assert!(rayjob_exists(&gw, &noticed).await, "{noticed:#}");
+    // What an operator's `kubectl delete rayjob <name>` does.
+    let name = noticed["rayjobName"].as_str().expect("a RayJob name");
+    let api: kube::Api<forge_gateway::cluster::RayJob> = kube::Api::namespaced(
+        gw.sim.client().expect("client"),
+        &gw.state.config.k8s.namespace,
+    );
+    api.delete(name, &kube::api::DeleteParams::default())
+        .await
+        .expect("delete the RayJob");
+    let released = bob
+        .wait_state(&victim, "queued", Duration::from_secs(60))
+        .await;
+    let p = &released["preemptions"][0];
+    assert_eq!(p["releasedBy"], "rayjob-gone", "{p:#}");
+    let reason = release_reason(&released);
+    assert!(reason.contains("(rayjob-gone)"), "{reason}");
+    let held = p["releasedMs"].as_i64().unwrap_or(0) - p["atMs"].as_i64().unwrap_or(0);
+    assert!(
+        held < i64::from(GRACE_S) * 1_000 / 10,
+        "released {held} ms after its notice, long before its grace: {p:#}"
+    );
+    assert_eq!(released["attempt"], 1, "{released:#}");
+    let done = alice
+        .wait_terminal(std::slice::from_ref(&urgent), Duration::from_secs(60))
+        .await;
+    assert_eq!(done[&urgent]["state"], "succeeded", "{}", done[&urgent]);
+    gw.sim.faults().clear();
     let (s, _) = bob
         .call(reqwest::Method::DELETE, &format!("/v1/jobs/{victim}"))
         .await;
