@@ -53,6 +53,37 @@ async fn rayjob_exists(gw: &TestGateway, job: &Value) -> bool {
     api.get_opt(name).await.expect("get RayJob").is_some()
 }
 
+/// Fails every `ray job stop`: it goes through the API server's pod proxy to the
+/// head.
+fn no_stop_reaches_the_head(gw: &TestGateway) {
+    gw.sim.faults().add_rule(FailRule {
+        count: 1_000,
+        code: 500,
+        retry_after_seconds: None,
+        matching: Matching::default()
+            .path_contains("/proxy/api/jobs/")
+            .verb("create"),
+    });
+}
+
+/// The end of a test whose stop never reached the head: the preemptor runs to
+/// success, the faults are cleared and the victim is cancelled.
+async fn urgent_succeeds_then_victim_cancelled(
+    gw: &TestGateway,
+    (alice, urgent): (&JobClient, &str),
+    (bob, victim): (&JobClient, &str),
+) {
+    let done = alice
+        .wait_terminal(&[urgent.to_string()], Duration::from_secs(60))
+        .await;
+    assert_eq!(done[urgent]["state"], "succeeded", "{}", done[urgent]);
+    gw.sim.faults().clear();
+    let (s, _) = bob
+        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{victim}"))
+        .await;
+    assert_eq!(s, 200);
+}
+
 /// Waits until the preemptor waits with `code` (`None`: any but a preemption's) and
 /// the pass settled; the victim is then still running, with the `before` preemptions
 /// it had.
@@ -98,15 +129,7 @@ async fn a_stop_that_never_reaches_the_head_still_ends_at_the_grace() {
     let gw = forge_tests::policy::gateway("h100=1x8", &[]).await;
     let (alice, bob) = (gw.client(ALICE), gw.client(BOB));
     let victim = victim(&bob, 3).await;
-    // `ray job stop` goes through the API server's pod proxy to the head: fail it.
-    gw.sim.faults().add_rule(FailRule {
-        count: 1_000,
-        code: 500,
-        retry_after_seconds: None,
-        matching: Matching::default()
-            .path_contains("/proxy/api/jobs/")
-            .verb("create"),
-    });
+    no_stop_reaches_the_head(&gw);
     let urgent = alice.submit_ok(&short_spec("urgent", 50), note_zip()).await;
     bob.wait_state(&victim, "preempting", Duration::from_secs(30))
         .await;
@@ -125,15 +148,7 @@ async fn a_stop_that_never_reaches_the_head_still_ends_at_the_grace() {
         !first.contains("SIGTERM received"),
         "no stop reached it: {first}"
     );
-    let done = alice
-        .wait_terminal(std::slice::from_ref(&urgent), Duration::from_secs(60))
-        .await;
-    assert_eq!(done[&urgent]["state"], "succeeded", "{}", done[&urgent]);
-    gw.sim.faults().clear();
-    let (s, _) = bob
-        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{victim}"))
-        .await;
-    assert_eq!(s, 200);
+    urgent_succeeds_then_victim_cancelled(&gw, (&alice, &urgent), (&bob, &victim)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,14 +241,7 @@ async fn a_rayjob_deleted_during_the_notice_releases_its_job_then() {
     const GRACE_S: u32 = 600;
     let victim = victim(&bob, GRACE_S).await;
     // No stop reaches the head, so the victim does not exit on its own.
-    gw.sim.faults().add_rule(FailRule {
-        count: 1_000,
-        code: 500,
-        retry_after_seconds: None,
-        matching: Matching::default()
-            .path_contains("/proxy/api/jobs/")
-            .verb("create"),
-    });
+    no_stop_reaches_the_head(&gw);
     let urgent = alice.submit_ok(&short_spec("urgent", 50), note_zip()).await;
     let noticed = bob
         .wait_state(&victim, "preempting", Duration::from_secs(30))
@@ -261,15 +269,7 @@ async fn a_rayjob_deleted_during_the_notice_releases_its_job_then() {
         "released {held} ms after its notice, long before its grace: {p:#}"
     );
     assert_eq!(released["attempt"], 1, "{released:#}");
-    let done = alice
-        .wait_terminal(std::slice::from_ref(&urgent), Duration::from_secs(60))
-        .await;
-    assert_eq!(done[&urgent]["state"], "succeeded", "{}", done[&urgent]);
-    gw.sim.faults().clear();
-    let (s, _) = bob
-        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{victim}"))
-        .await;
-    assert_eq!(s, 200);
+    urgent_succeeds_then_victim_cancelled(&gw, (&alice, &urgent), (&bob, &victim)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -101,18 +101,39 @@ impl Fixture {
     }
 }
 
+impl Fixture {
+    /// Where part `n` (1-based) goes, and its bytes.
+    fn range_of(&self, n: u64) -> (ChunkRange, &[u8]) {
+        let (offset, bytes) = self.bytes_of(n);
+        let range = ChunkRange {
+            offset,
+            len: bytes.len() as u64,
+            total: Some(self.capsule.len() as u64),
+        };
+        (range, bytes)
+    }
+
+    /// A new session of team-a for the capsule, in parts of a third of it.
+    async fn session(&self) -> super::SessionView {
+        self.uploads
+            .start(
+                "team-a",
+                &self.digest,
+                self.capsule.len() as u64,
+                Some(self.part()),
+            )
+            .await
+            .expect("start")
+    }
+}
+
 async fn put(
     uploads: &Uploads,
     f: &Fixture,
     id: &str,
     n: u64,
 ) -> Result<super::SessionView, UploadError> {
-    let (offset, bytes) = f.bytes_of(n);
-    let range = ChunkRange {
-        offset,
-        len: bytes.len() as u64,
-        total: Some(f.capsule.len() as u64),
-    };
+    let (range, bytes) = f.range_of(n);
     uploads.put_chunk("team-a", id, range, body(bytes)).await
 }
 
@@ -120,11 +141,7 @@ async fn put(
 async fn parts_in_any_order_repeated_then_completed_and_stored() {
     let f = fixture(4, Duration::from_secs(60));
     let size = f.capsule.len() as u64;
-    let s = f
-        .uploads
-        .start("team-a", &f.digest, size, Some(f.part()))
-        .await
-        .expect("start");
+    let s = f.session().await;
     assert!(!s.resumed);
     assert_eq!(s.part_bytes, f.part());
     put(&f.uploads, &f, &s.id, 3)
@@ -324,18 +341,8 @@ async fn bad_ranges_and_bodies_are_refused_and_not_recorded() {
 #[tokio::test]
 async fn a_whole_chunk_is_stored_though_its_client_goes_away() {
     let f = fixture(4, Duration::from_secs(60));
-    let size = f.capsule.len() as u64;
-    let s = f
-        .uploads
-        .start("team-a", &f.digest, size, Some(f.part()))
-        .await
-        .expect("start");
-    let (offset, bytes) = f.bytes_of(1);
-    let range = ChunkRange {
-        offset,
-        len: bytes.len() as u64,
-        total: Some(size),
-    };
+    let s = f.session().await;
+    let (range, bytes) = f.range_of(1);
     // The body's end, once read, tells the test to drop the request.
     let (ended, client_gone) = tokio::sync::oneshot::channel::<()>();
     let first = (Some(Bytes::copy_from_slice(bytes)), Some(ended));
