@@ -367,30 +367,32 @@ async fn a_whole_chunk_is_stored_though_its_client_goes_away() {
         }
         _ = client_gone => {}
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let view = f.uploads.status("team-a", &s.id).await.expect("status");
-        if view.received_bytes == range.len {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the chunk was never recorded: {view:?}"
-        );
-        tokio::task::yield_now().await;
-    }
+    // The request is gone; its chunk's task goes on: recorded, then counted.
     let scrape = crate::metrics::Scrape {
         queue_depth: Default::default(),
         team_depth: Default::default(),
         capacity: &[],
         policy_version: 0,
     };
-    let text = f.uploads.inner.metrics.render(&scrape, false);
-    assert!(
-        text.lines()
-            .any(|l| l == format!("forge_upload_bytes_total {}", range.len)),
-        "counted once: {text}"
-    );
+    let counted = format!("forge_upload_bytes_total {}", range.len);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = f.uploads.inner.metrics.render(&scrape, false);
+        if text.lines().any(|l| l == counted) {
+            break;
+        }
+        let upload: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("forge_upload"))
+            .collect();
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chunk was never counted once: {upload:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let view = f.uploads.status("team-a", &s.id).await.expect("status");
+    assert_eq!(view.received_bytes, range.len, "recorded once: {view:?}");
 }
 
 #[tokio::test]
