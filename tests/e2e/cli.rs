@@ -412,11 +412,12 @@ async fn follow_streams_states_then_the_log_and_ctrl_c_detaches() {
         failed.stderr
     );
 
-    // Ctrl-C while following detaches (130); the job keeps running.
+    // Ctrl-C while following detaches (130); the job keeps running (far longer than
+    // the test takes on a loaded machine: it is cancelled below).
     let long = job_yaml(
         work.path(),
         "long",
-        "python3 -c 'import time; print(\"started\", flush=True); time.sleep(60)'",
+        "python3 -c 'import time; print(\"started\", flush=True); time.sleep(900)'",
     );
     let child = forge
         .command(
@@ -431,7 +432,7 @@ async fn follow_streams_states_then_the_log_and_ctrl_c_detaches() {
         )
         .spawn()
         .expect("spawn");
-    let job_id = eventually("the long job to run", Duration::from_secs(60), || async {
+    let job_id = eventually("the long job to run", Duration::from_secs(180), || async {
         let page: Value = gw
             .get("/v1/jobs?state=running")
             .send()

@@ -208,9 +208,12 @@ async fn a_scaffolded_plugin_builds_outside_the_repository_runs_and_becomes_a_te
         .await
         .expect(2);
 
-    // Build from inside the crate; the workspace's plugin target directory only
-    // saves compile time (the crate's own profile and vendored SDK do the rest).
-    let target = workspace_root().join("target/plugins");
+    // Build from inside the crate, into a target directory of its own under the
+    // workspace's (kept between runs, so only the first compiles the standard library).
+    // Not `target/plugins`: the crate's own lock file and vendored SDK there once
+    // rebuilt the standard library under the workspace's plugins, and the next test
+    // building one waited two minutes for it.
+    let target = workspace_root().join("target/scaffold-plugins");
     let mut build = forge.command(
         &[
             "plugin",

@@ -648,10 +648,12 @@ async fn plugins_read_every_teams_share_and_a_team_link_its_own() {
         PolicyClient::new(&gw, &gw.token),
         PolicyClient::new(&gw, ALICE),
     );
-    let bob = gw.client(BOB);
-    let b = bob.submit_ok(&sleeper("b", 120), note_zip()).await;
-    bob.wait_running(&b, Duration::from_secs(60)).await;
+    // Built before team-b's job starts: a build can take minutes on a loaded machine,
+    // and the job must still hold the machine when the shares are read.
     let component = forge_tests::plugins::component("hostile");
+    let bob = gw.client(BOB);
+    let b = bob.submit_ok(&sleeper("b", 600), note_zip()).await;
+    bob.wait_running(&b, Duration::from_secs(60)).await;
     let (s, body) = admin
         .upload("shares", "1.0.0", component.clone(), None, Some("global"))
         .await;
