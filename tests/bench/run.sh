@@ -23,6 +23,9 @@
 #   1 000 mixed-priority jobs that checkpoint every 10 minutes, preempted with the
 #   gateway's planner and notice against suspend-now (Kueue's way), same arrivals,
 #   ten days of different draws;
+# - the gang fit across fleets (`cargo bench -p forge-gateway --bench gang_fit`): one
+#   pass's fit of 10 000 queued gangs on 10 000 nodes as one fleet, as three (any
+#   fleet), and as three with every job pinned to one; one fleet is the baseline;
 # - admission throughput and submit → RayJob (`tests/load/run.sh`, wrk): reviews and
 #   submissions against the same run's `/healthz`, and reviews at a fixed 1 000 req/s
 #   (oha, evenly spaced arrivals) for their latency under a steady load, next to /healthz
@@ -54,6 +57,7 @@ cargo bench --no-run -p forge-policy-host --bench policy_chain
 cargo bench --no-run -p forge-capsule --bench pack
 cargo bench --no-run -p forge-gateway --features dev --bench dispatch
 cargo bench --no-run -p forge-gateway --bench preemption_day
+cargo bench --no-run -p forge-gateway --bench gang_fit
 cargo run --quiet --release -p forge-plugin-build --bin forge-plugin -- build \
   --target-dir target/plugins --out target/plugins/components \
   plugins/pool-series plugins/team-quota plugins/rwo-guard
@@ -68,6 +72,9 @@ FORGE_BENCH_RAY_PYTHON="$PWD/$venv/bin/python" \
 
 echo "==> a simulated day of preemption: checkpoint-aware against suspend-now"
 cargo bench -p forge-gateway --bench preemption_day | tee -a "$out"
+
+echo "==> the gang fit on 10 000 nodes: one fleet against three"
+cargo bench -p forge-gateway --bench gang_fit | tee -a "$out"
 
 echo "==> dispatch at scale: 10 000 queued jobs, 10 000 nodes"
 cargo bench -p forge-gateway --features dev --bench dispatch | tee -a "$out"
@@ -136,6 +143,8 @@ awk '
     printf "| the same, forced to decide the whole queue (the periodic full pass, every 30 s when nothing changed) | %.1f ms | %.1f ms | skipped pass p50 %.3f× this | ≤ 50 ms | %s |\n", v["dispatch.full_idle_p50_ms"], v["dispatch.full_idle_p99_ms"], idle50 / v["dispatch.full_idle_p50_ms"], yes(v["dispatch.full_idle_p99_ms"] <= 50)
     printf "| dispatcher pass after one job of a team ended (%d times) | %.0f ms | max %.0f ms | the first %.0f ms (%d dispatched in all) | grows with what changed | |\n", v["dispatch.team_changes"], v["dispatch.team_p50_ms"], v["dispatch.team_max_ms"], v["dispatch.team_ms"], v["dispatch.team_dispatched"]
     printf "| dispatcher pass after a capacity change (every job asked again) | | | %.0f ms | baseline of a full pass | |\n", v["dispatch.capacity_ms"]
+    if (v["fit.one_p50_ms"] == "") { print "missing figures: the gang fit did not report" > "/dev/stderr"; exit 1 }
+    printf "| gang fit of a pass, %d queued on %d nodes, three fleets (any) / three fleets (each job pinned) | %.1f / %.1f ms | max %.1f / %.1f ms | %.2f× / %.2f× one fleet (%.1f ms); placed %d / %d / %d | | |\n", v["fit.queued"], v["fit.nodes"], v["fit.three_p50_ms"], v["fit.pinned_p50_ms"], v["fit.three_max_ms"], v["fit.pinned_max_ms"], v["fit.three_vs_one"], v["fit.pinned_vs_one"], v["fit.one_p50_ms"], v["fit.three_placed"], v["fit.pinned_placed"], v["fit.one_placed"]
     ckb = v["console.worst_kb"]; cms = v["console.worst_ms"]
     if (ckb == "") { print "missing figures: the console pages did not report" > "/dev/stderr"; exit 1 }
     printf "| console pages (admin) with 10 000 queued on 10 000 nodes: jobs, capacity, a job | %.0f / %.0f / %.0f ms | max %.0f ms | largest page + CSS + JS %.1f KB (jobs %.1f, capacity %.1f, job %.1f) | ≤ 100 KB and ≤ 300 ms | %s |\n", v["console.jobs_p50_ms"], v["console.capacity_p50_ms"], v["console.job_p50_ms"], cms, ckb, v["console.jobs_kb"], v["console.capacity_kb"], v["console.job_kb"], yes(ckb <= 100 && cms <= 300)

@@ -12,10 +12,7 @@
 //! long queue cheap).
 //!
 //! A job runs in exactly one fleet (cluster): every machine of a gang is placed on
-//! nodes of one fleet, never split. With several fleets the job may use (its
-//! placement's `fleets`, else all), each is tried and the best fit wins — the fleet
-//! left with the fewest free GPUs of the job's series, so large holes stay whole for
-//! large jobs; ties go to the fleet configured first.
+//! nodes of one fleet, never split; which one is `fit/fleets.rs`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -26,8 +23,10 @@ use crate::cluster::NodeRoom;
 use crate::domain::quantity;
 
 mod best_fit;
+mod fleets;
 mod free_totals;
 use best_fit::Candidates;
+use fleets::FleetIx;
 use free_totals::FreeTotals;
 
 /// What one pool of a job needs.
@@ -175,7 +174,7 @@ struct Shape {
 /// required affinity, tolerations): the same nodes for the whole pass.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Eligibility {
-    fleet: String,
+    fleet: FleetIx,
     series: String,
     node_selector: BTreeMap<String, String>,
     tolerations: Vec<Toleration>,
@@ -183,9 +182,9 @@ struct Eligibility {
 }
 
 impl Eligibility {
-    fn of(pool: &PoolDemand, fleet: &str) -> Self {
+    fn of(pool: &PoolDemand, fleet: FleetIx) -> Self {
         Eligibility {
-            fleet: fleet.to_string(),
+            fleet,
             series: pool.series.clone(),
             node_selector: pool.node_selector.clone(),
             tolerations: pool.tolerations.clone(),
@@ -195,7 +194,7 @@ impl Eligibility {
 }
 
 impl Shape {
-    fn of(pool: &PoolDemand, fleet: &str) -> Self {
+    fn of(pool: &PoolDemand, fleet: FleetIx) -> Self {
         Shape {
             gpus_per_node: pool.gpus_per_node,
             cpu_millis: pool.cpu_millis,
@@ -260,6 +259,8 @@ pub struct Rooms {
     left: Vec<Left>,
     /// The fleets the nodes are in, in the order they come (the configured order).
     fleets: Vec<String>,
+    /// Each node's fleet.
+    fleet_of: Vec<FleetIx>,
     by_series: HashMap<String, Vec<usize>>,
     /// Each kind of pool seen in the pass → its nodes in `candidates`.
     kinds: HashMap<Eligibility, usize>,
@@ -281,10 +282,15 @@ impl Rooms {
         let base: Arc<Vec<NodeRoom>> = nodes.into();
         let mut by_series: HashMap<String, Vec<usize>> = HashMap::new();
         let mut fleets: Vec<String> = Vec::new();
+        let mut fleet_of = Vec::with_capacity(base.len());
         for (i, n) in base.iter().enumerate() {
-            if !fleets.contains(&n.fleet) {
-                fleets.push(n.fleet.clone());
-            }
+            fleet_of.push(match fleets.iter().position(|f| *f == n.fleet) {
+                Some(f) => f,
+                None => {
+                    fleets.push(n.fleet.clone());
+                    fleets.len() - 1
+                }
+            });
             match by_series.get_mut(n.series.as_str()) {
                 Some(v) => v.push(i),
                 None => {
@@ -304,6 +310,7 @@ impl Rooms {
             base,
             left,
             fleets,
+            fleet_of,
             by_series,
             kinds: HashMap::new(),
             candidates: Vec::new(),
@@ -333,7 +340,7 @@ impl Rooms {
 
     /// The kind of `pool` in `fleet`: which nodes it may use at all (found once per
     /// kind).
-    fn kind(&mut self, pool: &PoolDemand, fleet: &str) -> usize {
+    fn kind(&mut self, pool: &PoolDemand, fleet: FleetIx) -> usize {
         let key = Eligibility::of(pool, fleet);
         if let Some(&kind) = self.kinds.get(&key) {
             return kind;
@@ -344,7 +351,7 @@ impl Rooms {
             .copied()
             .filter(|&i| {
                 let node = &self.base[i];
-                node.fleet == fleet && pool.selects(node) && pool.tolerates(node)
+                self.fleet_of[i] == fleet && pool.selects(node) && pool.tolerates(node)
             })
             .collect();
         self.candidates.push(Candidates::new(nodes));
@@ -368,95 +375,10 @@ impl Rooms {
         true
     }
 
-    /// Places every machine of `demands` in one fleet, subtracting what it takes, and
-    /// returns that fleet. On success the rooms are updated; on failure they are
-    /// unchanged and why the job does not fit is returned (of the fleets tried, the
-    /// one with the most room).
-    pub fn reserve(&mut self, demands: &[PoolDemand]) -> Result<String, NoFit> {
-        let allowed = self.allowed_fleets(demands);
-        let mut best: Option<(u64, usize, Taken)> = None;
-        let mut why: Option<NoFit> = None;
-        for (at, fleet) in allowed.iter().enumerate() {
-            match self.trial(demands, fleet) {
-                // One fleet to choose from (the common case): no comparison to make.
-                Ok(taken) if allowed.len() == 1 => best = Some((0, at, taken)),
-                Ok(taken) => {
-                    let left = self.left_after(demands, fleet, &taken);
-                    if best.as_ref().is_none_or(|(fewest, _, _)| left < *fewest) {
-                        best = Some((left, at, taken));
-                    }
-                }
-                Err(e) => {
-                    if why.as_ref().is_none_or(|w| e.free > w.free) {
-                        why = Some(e);
-                    }
-                }
-            }
-        }
-        match best {
-            Some((_, at, taken)) => {
-                self.take(&taken);
-                Ok(allowed[at].clone())
-            }
-            None => Err(why.unwrap_or_else(|| self.no_fleet(demands))),
-        }
-    }
-
-    /// The fleets every pool of `demands` may run in, in configured order.
-    fn allowed_fleets(&self, demands: &[PoolDemand]) -> Vec<String> {
-        self.fleets
-            .iter()
-            .filter(|f| {
-                demands
-                    .iter()
-                    .all(|d| d.fleets.is_empty() || d.fleets.contains(f))
-            })
-            .cloned()
-            .collect()
-    }
-
-    /// Why `demands` fit in no fleet when none is allowed: the rooms have no node at
-    /// all (no GPUs free), or the pools' fleets exclude each other.
-    fn no_fleet(&self, demands: &[PoolDemand]) -> NoFit {
-        let first = demands.first().cloned().unwrap_or_default();
-        if self.fleets.is_empty() {
-            return self.explain(demands, &first, "");
-        }
-        NoFit {
-            needed: demands
-                .iter()
-                .filter(|d| d.series == first.series)
-                .map(PoolDemand::gpus)
-                .sum(),
-            series: first.series,
-            free: 0,
-            cause: NoFitCause::Fleets {
-                known: self.fleets.clone(),
-            },
-        }
-    }
-
-    /// Free GPUs of the series of `demands` left in `fleet` once `taken` is taken: the
-    /// best fit across fleets is the fleet with the fewest.
-    fn left_after(&self, demands: &[PoolDemand], fleet: &str, taken: &Taken) -> u64 {
-        let mut series: Vec<&str> = demands.iter().map(|d| d.series.as_str()).collect();
-        series.sort_unstable();
-        series.dedup();
-        series
-            .iter()
-            .flat_map(|s| self.series_nodes(s))
-            .filter(|&&i| self.base[i].fleet == fleet)
-            .map(|&i| {
-                let took = taken.get(&i).map_or(0, |t| t.gpus);
-                u64::from(self.left[i].gpus - took)
-            })
-            .sum()
-    }
-
     /// Places every machine of `demands` in `fleet` as a trial: what it would take
     /// from each node, or why the first pool lacking room does not fit. Nothing is
     /// taken.
-    fn trial(&mut self, demands: &[PoolDemand], fleet: &str) -> Result<Taken, NoFit> {
+    fn trial(&mut self, demands: &[PoolDemand], fleet: FleetIx) -> Result<Taken, NoFit> {
         if let Some(why) = self.known_failure(demands, fleet) {
             return Err(why);
         }
@@ -485,7 +407,7 @@ impl Rooms {
 
     /// Why `demands` cannot fit, if a pool of theirs has the shape of one that did not
     /// fit with as many machines or fewer (re-explained when room was taken since).
-    fn known_failure(&mut self, demands: &[PoolDemand], fleet: &str) -> Option<NoFit> {
+    fn known_failure(&mut self, demands: &[PoolDemand], fleet: FleetIx) -> Option<NoFit> {
         if self.failed.is_empty() {
             return None;
         }
@@ -517,7 +439,7 @@ impl Rooms {
         Some(why)
     }
 
-    fn remember(&mut self, pool: &PoolDemand, fleet: &str, why: &NoFit) {
+    fn remember(&mut self, pool: &PoolDemand, fleet: FleetIx, why: &NoFit) {
         let shape = Shape::of(pool, fleet);
         let nodes = self
             .failed
@@ -550,27 +472,6 @@ impl Rooms {
         self.generation += 1;
     }
 
-    /// Places as many machines of `pool` as fit in `fleet` (a dispatched job's
-    /// machines the scheduler has not bound yet: they will take room, though where
-    /// exactly is its choice). `None`: a job recorded without its fleet, dispatched
-    /// before fleets were recorded, when the gateway drove one cluster — the first.
-    pub fn reserve_partially(&mut self, pool: &PoolDemand, fleet: Option<&str>) {
-        let Some(fleet) = fleet
-            .map(str::to_string)
-            .or_else(|| self.fleets.first().cloned())
-        else {
-            return; // no node at all
-        };
-        let kind = self.kind(pool, &fleet);
-        let mut taken = Taken::new();
-        for _ in 0..pool.nodes {
-            if !self.place_one(pool, kind, &mut taken) {
-                break;
-            }
-        }
-        self.take(&taken);
-    }
-
     /// Free GPUs per series on the nodes `tolerations` let Forge's pods use: (total,
     /// the most on one node).
     pub fn totals(&mut self, tolerations: &[Toleration]) -> BTreeMap<String, (u32, u32)> {
@@ -590,7 +491,7 @@ impl Rooms {
     }
 
     /// Why `pool` could not be placed in `fleet` (the rooms as before the attempt).
-    fn explain(&self, demands: &[PoolDemand], pool: &PoolDemand, fleet: &str) -> NoFit {
+    fn explain(&self, demands: &[PoolDemand], pool: &PoolDemand, fleet: FleetIx) -> NoFit {
         let series = pool.series.clone();
         let needed = demands
             .iter()
@@ -600,7 +501,7 @@ impl Rooms {
         let of_series = || {
             self.series_nodes(&pool.series)
                 .iter()
-                .filter(|&&i| self.base[i].fleet == fleet)
+                .filter(|&&i| self.fleet_of[i] == fleet)
                 .map(|&i| (&self.base[i], self.left[i]))
         };
         let usable = || of_series().filter(|(n, _)| pool.selects(n) && pool.tolerates(n));

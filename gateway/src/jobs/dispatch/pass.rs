@@ -46,9 +46,8 @@ use crate::policy::Evaluated;
 use crate::store::dispatch_journal::{Outcome, PassRecord, SeriesGpus};
 use crate::store::{AdmittedTerms, JobRecord, NewDecision, Transition, now_ms};
 
-/// An admitted job on its way to its create: the job, where it goes, and the decision
-/// stored with the dispatch.
-/// A job the decide step admitted, with the fleet its gang fits in.
+/// An admitted job on its way to its create: the job, the fleet its gang fits in, where
+/// it goes there, the decision stored with the dispatch, and its admitted terms.
 type Admitted = (
     Arc<JobRecord>,
     String,

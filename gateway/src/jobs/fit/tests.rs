@@ -332,3 +332,22 @@ fn unbound_machines_are_reserved_in_their_jobs_fleet() {
     f.reserve_partially(&pool("h100", 1, 8), None);
     assert_eq!(free_in(&f, "eu"), vec![0]);
 }
+
+#[test]
+fn a_fleet_without_nodes_here_takes_no_room_and_a_failure_is_remembered_per_fleet() {
+    let mut nodes = fleet_rooms("eu", "h100", &[4]);
+    nodes.extend(fleet_rooms("us", "h100", &[8]));
+    let mut f = Rooms::new(nodes);
+    // A dispatched job recorded in a fleet with no GPU nodes (gone, or none of the
+    // series): nothing here is its room.
+    f.reserve_partially(&pool("h100", 1, 4), Some("ap"));
+    assert_eq!((free_in(&f, "eu"), free_in(&f, "us")), (vec![4], vec![8]));
+    // Eight GPUs fit in `us` only: `eu` is tried first and fails, and that failure is
+    // remembered for `eu` alone, so the same shape is still tried, and fits, in `us`.
+    assert_eq!(f.reserve(&[pool("h100", 1, 8)]), Ok("us".to_string()));
+    let err = f
+        .reserve(&[pool("h100", 1, 8)])
+        .expect_err("both full for 8");
+    assert_eq!((err.code(), err.free), ("capacity.no-room", 4), "{err}");
+    assert_eq!(f.reserve(&[pool("h100", 1, 4)]), Ok("eu".to_string()));
+}
