@@ -261,6 +261,11 @@ pub struct Rooms {
     fleets: Vec<String>,
     /// Each node's fleet.
     fleet_of: Vec<FleetIx>,
+    /// Whether any node has a taint (only then does a reason look for them).
+    any_taints: bool,
+    /// Free GPUs of each fleet (by index) and series, kept up to date by every
+    /// reservation (what choosing among fleets compares).
+    fleet_free: Vec<HashMap<String, u64>>,
     by_series: HashMap<String, Vec<usize>>,
     /// Each kind of pool seen in the pass → its nodes in `candidates`.
     kinds: HashMap<Eligibility, usize>,
@@ -298,6 +303,11 @@ impl Rooms {
                 }
             }
         }
+        let any_taints = base.iter().any(|n| !n.taints.is_empty());
+        let mut fleet_free: Vec<HashMap<String, u64>> = vec![HashMap::new(); fleets.len()];
+        for (n, &f) in base.iter().zip(&fleet_of) {
+            *fleet_free[f].entry(n.series.clone()).or_default() += u64::from(n.gpus);
+        }
         let left = base
             .iter()
             .map(|n| Left {
@@ -311,6 +321,8 @@ impl Rooms {
             left,
             fleets,
             fleet_of,
+            any_taints,
+            fleet_free,
             by_series,
             kinds: HashMap::new(),
             candidates: Vec::new(),
@@ -467,6 +479,9 @@ impl Rooms {
             for kind in &mut self.candidates {
                 kind.moved(i, from, to);
             }
+            if let Some(free) = self.fleet_free[self.fleet_of[i]].get_mut(&self.base[i].series) {
+                *free -= u64::from(t.gpus);
+            }
             self.left[i] = to;
         }
         self.generation += 1;
@@ -491,29 +506,37 @@ impl Rooms {
     }
 
     /// Why `pool` could not be placed in `fleet` (the rooms as before the attempt).
-    fn explain(&self, demands: &[PoolDemand], pool: &PoolDemand, fleet: FleetIx) -> NoFit {
+    ///
+    /// A pass explains a shape again after every reservation (its numbers moved), so
+    /// this runs once per waiting job of a long queue: the nodes the pool may use are
+    /// its kind's, found once, and only rooms with tainted nodes look for taints.
+    fn explain(&mut self, demands: &[PoolDemand], pool: &PoolDemand, fleet: FleetIx) -> NoFit {
         let series = pool.series.clone();
         let needed = demands
             .iter()
             .filter(|d| d.series == series)
             .map(PoolDemand::gpus)
             .sum();
-        let of_series = || {
+        let kind = self.kind(pool, fleet);
+        let usable = || self.candidates[kind].nodes().iter().map(|&i| self.left[i]);
+        let free: u64 = usable().map(|l| u64::from(l.gpus)).sum();
+        let tainted: Vec<(&NodeRoom, Left)> = if self.any_taints {
             self.series_nodes(&pool.series)
                 .iter()
                 .filter(|&&i| self.fleet_of[i] == fleet)
                 .map(|&i| (&self.base[i], self.left[i]))
+                .filter(|(n, l)| {
+                    pool.selects(n) && !pool.tolerates(n) && l.gpus >= pool.gpus_per_node
+                })
+                .collect()
+        } else {
+            Vec::new()
         };
-        let usable = || of_series().filter(|(n, _)| pool.selects(n) && pool.tolerates(n));
-        let free: u64 = usable().map(|(_, l)| u64::from(l.gpus)).sum();
-        let tainted: Vec<(&NodeRoom, Left)> = of_series()
-            .filter(|(n, l)| pool.selects(n) && !pool.tolerates(n) && l.gpus >= pool.gpus_per_node)
-            .collect();
         // Whether the pool's machines would fit by their GPUs alone: then CPU or memory
         // is what keeps it out.
         let gpus_fit = pool.gpus_per_node == 0
             || usable()
-                .map(|(_, l)| u64::from(l.gpus / pool.gpus_per_node))
+                .map(|l| u64::from(l.gpus / pool.gpus_per_node))
                 .sum::<u64>()
                 >= u64::from(pool.nodes);
         let cause = if !tainted.is_empty() {

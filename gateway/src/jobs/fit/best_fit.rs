@@ -29,6 +29,11 @@ pub(super) struct Candidates {
 }
 
 impl Candidates {
+    /// The nodes, ascending.
+    pub(super) fn nodes(&self) -> &[usize] {
+        &self.nodes
+    }
+
     /// `nodes` in ascending order.
     pub(super) fn new(nodes: Vec<usize>) -> Self {
         debug_assert!(nodes.is_sorted());

@@ -87,7 +87,7 @@ impl Rooms {
 
     /// Why `demands` fit in no fleet when none is allowed: the rooms have no node at
     /// all (no GPUs free), or the pools' fleets exclude each other.
-    fn no_fleet(&self, demands: &[PoolDemand]) -> NoFit {
+    fn no_fleet(&mut self, demands: &[PoolDemand]) -> NoFit {
         let first = demands.first().cloned().unwrap_or_default();
         if self.fleets.is_empty() {
             return self.explain(demands, &first, 0);
@@ -106,20 +106,18 @@ impl Rooms {
         }
     }
 
-    /// Free GPUs of the series of `demands` left in `fleet` once `taken` is taken: the
-    /// best fit across fleets is the fleet with the fewest.
+    /// Free GPUs of the series of `demands` left in `fleet` once `taken` (a trial of
+    /// `demands` there: on nodes of those series only) is taken: the best fit across
+    /// fleets is the fleet with the fewest.
     fn left_after(&self, demands: &[PoolDemand], fleet: FleetIx, taken: &Taken) -> u64 {
         let mut series: Vec<&str> = demands.iter().map(|d| d.series.as_str()).collect();
         series.sort_unstable();
         series.dedup();
-        series
+        let free: u64 = series
             .iter()
-            .flat_map(|s| self.series_nodes(s))
-            .filter(|&&i| self.fleet_of[i] == fleet)
-            .map(|&i| {
-                let took = taken.get(&i).map_or(0, |t| t.gpus);
-                u64::from(self.left[i].gpus - took)
-            })
-            .sum()
+            .filter_map(|s| self.fleet_free[fleet].get(*s))
+            .sum();
+        let took: u64 = taken.values().map(|t| u64::from(t.gpus)).sum();
+        free - took
     }
 }
