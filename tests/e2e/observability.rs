@@ -349,12 +349,13 @@ fn exposed(text: &str) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_the_dashboard_and_the_alerts_query_is_exposed() {
     let gw = TestGateway::start("h100=1x8", &[]).await;
-    // What a working gateway has done: a job ran, one was refused, one waits.
+    // What a working gateway has done: a job runs, one was refused, one waits. The
+    // first runs until the test ends: had it ended, the 8-GPU job would not wait (a
+    // run on a fast machine once saw both succeed and no team's queue).
     let client = gw.client(&gw.token);
     let code = || zip_of(&[("job.py", "print(1)")]);
-    let ran = client
-        .submit_ok(&one_gpu_spec("ran", "python3 job.py"), code())
-        .await;
+    let runs = "python3 -c \"import time; print(1, flush=True); time.sleep(600)\"";
+    let ran = client.submit_ok(&one_gpu_spec("ran", runs), code()).await;
     client.wait_running(&ran, Duration::from_secs(60)).await;
     let mut refused = one_gpu_spec("refused", "python3 job.py");
     refused["pools"][0]["series"] = "a100".into();
