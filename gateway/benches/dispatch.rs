@@ -105,10 +105,11 @@ async fn main() -> anyhow::Result<()> {
         failing_images: Vec::new(),
         old_operator: false,
         ray_venv: None,
+        fleets: 1,
     };
     let dev = dev::start(&opts, &"http://127.0.0.1:9/".parse()?).await?;
     let jobs = dev.state.jobs.dispatcher.clone();
-    let cluster = dev.state.jobs.cluster.clone();
+    let cluster = dev.state.jobs.fleets.first().clone();
     cluster.capacity.synced().await;
     let store = dev.state.jobs.store();
 

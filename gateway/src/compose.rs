@@ -19,7 +19,7 @@ use url::Url;
 use crate::admission::Admission;
 use crate::admission::usage::UsageBoard;
 use crate::cluster::lease::LeaseMirror;
-use crate::cluster::{Capacity, Cluster, NodeConventions};
+use crate::cluster::{Capacity, Cluster, Fleets, NodeConventions};
 use crate::config::Config;
 use crate::jobs::capsule_links::{self as links, CapsuleLinks};
 use crate::jobs::job_access::{self, JobAccess};
@@ -116,37 +116,65 @@ fn local_url_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(key)
 }
 
-/// A client of the fleet the gateway drives: `FORGE_FLEETS_FILE`'s one fleet, or the
-/// `FORGE_K8S_*` settings'. Its namespace becomes the namespace of everything the
-/// gateway creates (`validate()` allows one fleet until dispatch chooses among several).
-pub async fn connect_fleet(
-    cfg: &mut Config,
-) -> anyhow::Result<(kube::Client, crate::cluster::connect::Source)> {
-    let fleet = cfg
-        .fleets()
-        .into_iter()
-        .next()
-        .context("no fleet is configured")?;
-    cfg.k8s.namespace = fleet.namespace_in(cfg).to_string();
-    let connected = crate::cluster::connect::fleet_client(&fleet, cfg).await?;
-    tracing::info!(fleet = %fleet.name, namespace = %cfg.k8s.namespace, "fleet");
-    Ok(connected)
+/// A client of each fleet the gateway drives, in [`Config::fleets`]' order:
+/// `FORGE_FLEETS_FILE`'s fleets, or the `FORGE_K8S_*` settings' one. The first fleet's
+/// namespace becomes the gateway's own (its leader Lease, its playgrounds).
+pub async fn connect_fleets(cfg: &mut Config) -> anyhow::Result<Vec<kube::Client>> {
+    let fleets = cfg.fleets();
+    let first = fleets.first().context("no fleet is configured")?;
+    cfg.k8s.namespace = first.namespace_in(cfg).to_string();
+    let mut clients = Vec::with_capacity(fleets.len());
+    for fleet in &fleets {
+        let (client, source) = crate::cluster::connect::fleet_client(fleet, cfg)
+            .await
+            .with_context(|| format!("connecting to fleet `{}`", fleet.name))?;
+        tracing::info!(fleet = %fleet.name, namespace = %fleet.namespace_in(cfg), "Kubernetes API: {}", source.as_str());
+        clients.push(client);
+    }
+    Ok(clients)
 }
 
-/// The fleet the gateway drives, as policies see it (its series are each capacity
-/// snapshot's): `validate()` allows one fleet (`connect_fleet` made its namespace the
-/// gateway's), and [`Config::fleets`] always names one.
-fn fleet_view(config: &Config) -> FleetView {
-    let mut view = FleetView {
-        name: crate::config::DEFAULT_FLEET.to_string(),
-        available: true,
-        ..FleetView::default()
-    };
-    if let Some(fleet) = config.fleets().into_iter().next() {
-        view.name = fleet.name;
-        view.labels = fleet.labels;
-    }
-    view
+/// Each fleet's cluster adapter, with its capacity caches started: `clients` are the
+/// fleets' of [`Config::fleets`], in its order.
+fn start_fleets(
+    config: &Config,
+    clients: Vec<kube::Client>,
+    instance: &str,
+) -> anyhow::Result<Fleets> {
+    let fleets = config.fleets();
+    anyhow::ensure!(
+        fleets.len() == clients.len(),
+        "{} fleets are configured and {} clients given",
+        fleets.len(),
+        clients.len()
+    );
+    let clusters = fleets
+        .into_iter()
+        .zip(clients)
+        .map(|(fleet, client)| {
+            let capacity = Capacity::start(
+                client.clone(),
+                NodeConventions {
+                    gpu_label: config.k8s.gpu_node_label.clone(),
+                    pods: config.pods.clone(),
+                },
+                FleetView {
+                    name: fleet.name.clone(),
+                    labels: fleet.labels.clone(),
+                    available: true,
+                    ..FleetView::default()
+                },
+            );
+            Cluster::new(
+                &fleet.name,
+                client,
+                fleet.namespace_in(config),
+                capacity,
+                instance,
+            )
+        })
+        .collect();
+    Ok(Fleets::new(clusters)?)
 }
 
 /// The database: PostgreSQL when `FORGE_DATABASE_URL` is set (retried for a while: a
@@ -186,7 +214,7 @@ const DATABASE_WAIT: Duration = Duration::from_secs(60);
 pub async fn build_state(
     config: Config,
     tokens: Arc<LiveTokens>,
-    client: kube::Client,
+    clients: Vec<kube::Client>,
     boot: Vec<BootLink>,
     capsules: CapsuleBackend,
 ) -> anyhow::Result<AppState> {
@@ -206,33 +234,20 @@ pub async fn build_state(
     let policies =
         start_policies(&config, &db, storage.objects.clone(), metrics.clone(), boot).await?;
     let config = Arc::new(config);
-    let fleet = fleet_view(&config);
-    let fleet_name = fleet.name.clone();
-    let capacity = Capacity::start(
-        client.clone(),
-        NodeConventions {
-            gpu_label: config.k8s.gpu_node_label.clone(),
-            pods: config.pods.clone(),
-        },
-        fleet,
-    );
+    let fleets = start_fleets(&config, clients, &instance)?;
     let leadership = Leadership::new(
         replica_identity(&config),
         Timings::from_config(&config.leader),
         db.coord.clone(),
-        Some(LeaseMirror::new(client.clone(), &config.k8s.namespace)),
+        Some(LeaseMirror::new(
+            fleets.first().client.clone(),
+            &config.k8s.namespace,
+        )),
         metrics.clone(),
-    );
-    let cluster = Cluster::new(
-        &fleet_name,
-        client,
-        &config.k8s.namespace,
-        capacity.clone(),
-        &instance,
     );
     let admission = Admission::new(
         config.clone(),
-        capacity,
+        fleets.capacity().clone(),
         UsageBoard::new(),
         policies.clone(),
     );
@@ -241,7 +256,7 @@ pub async fn build_state(
         config.clone(),
         db.playgrounds.clone(),
         admission.clone(),
-        cluster.playgrounds.clone(),
+        fleets.first().playgrounds.clone(),
         &instance,
         metrics.clone(),
     );
@@ -261,7 +276,7 @@ pub async fn build_state(
         metrics: metrics.clone(),
         queue: QueueBoard::new(),
         admission,
-        cluster,
+        fleets,
         objects: storage.objects,
         links,
     });

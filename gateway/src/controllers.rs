@@ -164,12 +164,20 @@ fn supervise(
                             jobs.dispatcher.for_term(term.clone()),
                             stopping.clone(),
                         ));
-                        running.replace(vec![
-                            jobs::lifecycle::spawn(jobs.lifecycle.for_term(term.clone())),
-                            jobs::lifecycle::release::spawn(jobs.lifecycle.for_term(term.clone())),
+                        // One lifecycle controller per fleet, each following its
+                        // cluster's RayJobs.
+                        let lifecycle = jobs.lifecycle.for_term(term.clone());
+                        let mut tasks: Vec<_> = lifecycle
+                            .fleets()
+                            .iter()
+                            .map(|fleet| jobs::lifecycle::spawn(lifecycle.following(fleet)))
+                            .collect();
+                        tasks.extend([
+                            jobs::lifecycle::release::spawn(lifecycle),
                             reclaim::spawn(playgrounds.clone(), term.clone()),
                             retention::spawn(retention.clone(), term),
                         ]);
+                        running.replace(tasks);
                     }
                     _ => {
                         if matches!(now, Some(Role::Leader { .. })) {

@@ -130,8 +130,7 @@ async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
         file: Some(cfg.gateway.tokens_path()),
         extra: Vec::new(),
     })?);
-    let (client, source) = compose::connect_fleet(&mut cfg).await?;
-    tracing::info!("Kubernetes API: {}", source.as_str());
+    let clients = compose::connect_fleets(&mut cfg).await?;
     let boot = boot_links_from_file(&policy_chain)?;
     let capsules = match compose::s3_backend(&cfg).await? {
         Some(s3) => s3,
@@ -146,7 +145,7 @@ async fn serve_cluster(policy_chain: Option<PathBuf>) -> anyhow::Result<()> {
         }
     };
     let listener = tokio::net::TcpListener::bind(cfg.gateway.listen).await?;
-    let state = compose::build_state(cfg, tokens, client, boot, capsules).await?;
+    let state = compose::build_state(cfg, tokens, clients, boot, capsules).await?;
     let controllers = spawn_controllers(&state);
     tracing::info!("forge-gateway listening on {}", listener.local_addr()?);
     let shutdown = state.shutdown.clone();

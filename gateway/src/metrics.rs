@@ -52,7 +52,7 @@
 //! | `forge_preemptions_total` | `series`, `reason` (`priority`) | open | running jobs given a preemption notice (SIGTERM), by the series of the GPUs freed |
 //! | `forge_preemption_releases_total` | `how` (`exited`, `checkpointed`, `grace-ended`, `rayjob-gone`) | open | preempted jobs released back to the queue, by what ended their notice |
 //! | `forge_preemption_lost_gpu_seconds_total` | | open | GPU-seconds of work preemption threw away: from each victim's last acknowledged checkpoint (or its start) to its release |
-//! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`) | open | managed RayJobs this installation did not create or does not know (reported, never deleted) |
+//! | `forge_foreign_rayjobs` | `reason` (`other-instance`, `no-instance`, `unknown-job`, `other-fleet`) | open | managed RayJobs this installation did not create or does not know (reported, never deleted) |
 
 use std::time::Duration;
 

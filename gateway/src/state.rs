@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::cluster::Capacity;
+use crate::cluster::Capacities;
 use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::leader::Leadership;
@@ -70,7 +70,7 @@ pub struct Shared {
 
 impl Shared {
     /// The live capacity caches.
-    pub fn capacity(&self) -> &Capacity {
-        &self.jobs.cluster.capacity
+    pub fn capacity(&self) -> &Capacities {
+        self.jobs.fleets.capacity()
     }
 }

@@ -18,6 +18,7 @@ mod crash;
 mod degrade;
 mod fair_share;
 mod faults;
+mod fleets;
 mod hostile;
 mod isolation;
 mod jobs;

@@ -433,7 +433,7 @@ async fn a_replica_sharing_the_store_picks_up_a_change_within_its_sync_interval(
     let replica = compose::build_state(
         (*gw.state.config).clone(),
         gw.state.tokens.clone(),
-        gw.sim.client().expect("client"),
+        vec![gw.sim.client().expect("client")],
         Vec::new(),
         CapsuleBackend::Local {
             base_url: gw.url.parse().expect("url"),

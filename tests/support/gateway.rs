@@ -34,6 +34,8 @@ pub struct TestGateway {
     pub url: String,
     pub token: String,
     pub sim: forge_kubesim::Sim,
+    /// The other fleets' emulated clusters (`DevOptions::fleets` > 1), in order.
+    pub other_fleets: Vec<forge_kubesim::Sim>,
     pub http: reqwest::Client,
     /// The app's state (store, queue board, metrics) for assertions.
     pub state: AppState,
@@ -93,6 +95,7 @@ impl TestGateway {
             failing_images: Vec::new(),
             old_operator: false,
             ray_venv: None,
+            fleets: 1,
         };
         tweak(&mut opts);
         let dev = dev::start(&opts, &url.parse().expect("url"))
@@ -108,6 +111,7 @@ impl TestGateway {
             url,
             token: dev.token,
             sim: dev.sim,
+            other_fleets: dev.other_fleets,
             http: reqwest::Client::new(),
             state,
             _controllers: controllers,

@@ -17,7 +17,7 @@ use forge_policy_host::model::{
 
 pub use decision::{decision_record, primary_series, rejecting_plugin, waiting_series};
 
-use crate::cluster::Capacity;
+use crate::cluster::Capacities;
 use crate::config::Config;
 use crate::jobspec::JobSpec;
 use crate::policy::{EvalError, Evaluated, PolicyManager};
@@ -79,7 +79,7 @@ fn with_playgrounds(
 #[derive(Clone, Debug)]
 pub struct Admission {
     config: Arc<Config>,
-    capacity: Capacity,
+    capacity: Capacities,
     usage: Arc<UsageBoard>,
     policies: Arc<PolicyManager>,
 }
@@ -88,7 +88,7 @@ impl Admission {
     /// Admission over these sources.
     pub fn new(
         config: Arc<Config>,
-        capacity: Capacity,
+        capacity: Capacities,
         usage: Arc<UsageBoard>,
         policies: Arc<PolicyManager>,
     ) -> Self {

@@ -8,9 +8,11 @@
 //! themselves.
 
 pub mod api_error;
+pub mod capacities;
 pub mod capacity;
 pub mod connect;
 pub mod events;
+pub mod fleets;
 pub mod labels;
 pub mod lease;
 pub mod network_policies;
@@ -22,7 +24,9 @@ pub mod ray_stop;
 pub mod rayjob_api;
 pub mod rayjob_crd;
 
+pub use capacities::Capacities;
 pub use capacity::Capacity;
+pub use fleets::Fleets;
 pub use network_policies::{Applied, NetworkPolicies};
 pub use nodes::{NodeConventions, NodeRoom};
 pub use playgrounds::PlaygroundObjects;

@@ -258,13 +258,6 @@ impl Config {
             }
             check_fleet_files(fleet, errors);
         }
-        if fleets.len() > 1 {
-            errors.push(fleets_invalid(format!(
-                "lists {} fleets: this gateway dispatches to one cluster (choosing among \
-                 fleets is not built yet)",
-                fleets.len()
-            )));
-        }
     }
 }
 

@@ -41,6 +41,10 @@ pub struct DevArgs {
     /// (`bash deploy/install-ray.sh` makes target/ray); without it Ray is simulated.
     #[arg(long, env = "FORGE_DEV_RAY_VENV")]
     ray_venv: Option<PathBuf>,
+    /// Emulated clusters the gateway drives as fleets `fleet-1`, `fleet-2`, … (each
+    /// with the node layout; a kubeconfig each in the data directory).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+    fleets: u8,
 }
 
 /// Runs `forge-gateway dev` with the process's `FORGE_*` environment until SIGINT or
@@ -57,6 +61,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         failing_images: args.failing_images,
         old_operator: args.old_operator,
         ray_venv: args.ray_venv,
+        fleets: usize::from(args.fleets),
     };
     let listen = opts
         .env
@@ -78,6 +83,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     serve(listener, crate::router(dev.state), shutdown).await?;
     controllers.shutdown().await;
     dev.sim.shutdown().await;
+    for sim in dev.other_fleets {
+        sim.shutdown().await;
+    }
     Ok(())
 }
 
@@ -96,6 +104,15 @@ fn print_welcome(dev: &super::DevGateway, url: &str) -> anyhow::Result<()> {
         "  kubeconfig: {0}  (kubectl --kubeconfig {0} get rayjobs,pods -w)",
         dev.kubeconfig.display()
     );
+    for i in 2..=dev.other_fleets.len() + 1 {
+        let file = dev
+            .state
+            .config
+            .gateway
+            .data_dir
+            .join(format!("kubeconfig-fleet-{i}"));
+        println!("  fleet-{i}:    {}", file.display());
+    }
     println!("  submit the sample job:");
     println!(
         "    curl -s -H 'Authorization: Bearer {token}' -F spec=@{} -F code=@{} {url}/v1/jobs",

@@ -63,6 +63,9 @@ pub struct DevOptions {
     /// `None`: Ray is simulated and the entrypoint runs as a plain local process
     /// (`import ray` fails). Process mode only.
     pub ray_venv: Option<PathBuf>,
+    /// How many fleets (emulated clusters, each with the node layout) the gateway
+    /// drives: 1, or more as `fleet-1`, `fleet-2`, ….
+    pub fleets: usize,
 }
 
 /// How the embedded cluster runs jobs.
@@ -80,7 +83,10 @@ pub enum SimMode {
 /// A running dev environment.
 pub struct DevGateway {
     pub state: AppState,
+    /// The first fleet's emulated cluster.
     pub sim: Sim,
+    /// The other fleets' (`--fleets N`), in order.
+    pub other_fleets: Vec<Sim>,
     /// The admin token printed for the user (also valid for `team-a`).
     pub token: String,
     pub kubeconfig: PathBuf,
@@ -132,51 +138,13 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
     env.entry("FORGE_IMAGE_NEMO_RL".into())
         .or_insert_with(|| "rayproject/ray:2.55.1".into());
     env.extend(opts.env.clone());
-    let cfg = Config::from_env_map(env).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut cfg = Config::from_env_map(env).map_err(|e| anyhow::anyhow!("{e}"))?;
     std::fs::create_dir_all(&cfg.gateway.data_dir)
         .with_context(|| format!("creating {}", cfg.gateway.data_dir.display()))?;
 
     let nodes = NodeSpec::parse_layout(&opts.nodes).context("--nodes")?;
-    let mut controllers = ControllerConfig {
-        failing_images: opts.failing_images.iter().cloned().collect(),
-        pre_running_deadline: !opts.old_operator,
-        // Playground pods (`FORGE_IMAGE_VLLM`, set by the dev defaults) run the
-        // emulator's OpenAI-compatible stand-in instead of vLLM.
-        inference_image: cfg.image_for("vllm").map(str::to_owned),
-        ..ControllerConfig::default()
-    };
-    if let Some(venv) = &opts.ray_venv {
-        let ray = RayInstall::from_venv(venv).context("--ray-venv")?;
-        controllers.ray = Some(ray);
-    }
-    if opts.sim == SimMode::Timed {
-        controllers.mode = RunMode::Timed(TimedModel {
-            run_secs: RunSecs::Fixed(30.0),
-            ..TimedModel::default()
-        });
-    }
-    let sim = Sim::start(SimConfig {
-        namespaces: vec![cfg.k8s.namespace.clone()],
-        nodes: nodes.clone(),
-        gpu_node_label: cfg.k8s.gpu_node_label.clone(),
-        controllers,
-        run_controllers: opts.sim != SimMode::ApiOnly,
-        // The embedded API server serves only the kubeconfig's (fresh) token: job
-        // processes and other local users cannot drive the cluster.
-        token: Some(hex::encode(rand::random::<[u8; 32]>())),
-        ..SimConfig::default()
-    })
-    .await
-    .context("starting the embedded Kubernetes emulator")?;
-    if !cfg.k8s.gpu_passthrough {
-        let client = sim.client().context("emulator client")?;
-        strip_gpus(&client, &nodes, &cfg.pods.gpu_count_label)
-            .await
-            .context("making the emulated nodes GPU-less (FORGE_K8S_GPU_PASSTHROUGH=0)")?;
-    }
+    let (sim, others) = start_fleets(opts, &mut cfg, &nodes).await?;
     let kubeconfig = cfg.gateway.data_dir.join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig)
-        .context("writing the kubeconfig")?;
 
     // A fresh admin token each start, plus the tokens file's entries if one is set
     // (the file is reloaded when it changes; the fresh token stays).
@@ -201,11 +169,14 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
             )
         })?,
     };
-    let client = {
-        let mut config = sim.config().context("emulator client")?;
-        crate::cluster::connect::identify(&mut config);
-        kube::Client::try_from(config).context("emulator client")?
-    };
+    let clients = std::iter::once(&sim)
+        .chain(&others)
+        .map(|sim| {
+            let mut config = sim.config().context("emulator client")?;
+            crate::cluster::connect::identify(&mut config);
+            kube::Client::try_from(config).context("emulator client")
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // With FORGE_S3_* set, capsules and logs go to that object storage and pods fetch
     // capsules by presigned URL, as with `serve`; otherwise the gateway's local store.
     let capsules = match compose::s3_backend(&cfg).await? {
@@ -215,13 +186,95 @@ pub async fn start(opts: &DevOptions, public_url: &Url) -> anyhow::Result<DevGat
         },
     };
     let state =
-        compose::build_state(cfg, std::sync::Arc::new(tokens), client, boot, capsules).await?;
+        compose::build_state(cfg, std::sync::Arc::new(tokens), clients, boot, capsules).await?;
     Ok(DevGateway {
         state,
         sim,
+        other_fleets: others,
         token,
         kubeconfig,
     })
+}
+
+/// The fleets' emulated clusters, each with the node layout `nodes`: the first fleet's,
+/// then the others' (`--fleets N`). Each writes its kubeconfig in the data directory
+/// (`kubeconfig`, then `kubeconfig-fleet-2`, …); with more than one, `cfg` gets them as
+/// its fleets (`fleet-1`, `fleet-2`, …), as `FORGE_FLEETS_FILE` would list them.
+async fn start_fleets(
+    opts: &DevOptions,
+    cfg: &mut Config,
+    nodes: &[NodeSpec],
+) -> anyhow::Result<(Sim, Vec<Sim>)> {
+    let count = opts.fleets.max(1);
+    let mut sims = Vec::with_capacity(count);
+    let mut fleets = Vec::with_capacity(count);
+    for i in 1..=count {
+        let sim = start_sim(opts, cfg, nodes).await?;
+        let file = if i == 1 {
+            cfg.gateway.data_dir.join("kubeconfig")
+        } else {
+            cfg.gateway.data_dir.join(format!("kubeconfig-fleet-{i}"))
+        };
+        sim.write_kubeconfig(&file)
+            .with_context(|| format!("writing {}", file.display()))?;
+        fleets.push(config::FleetConfig {
+            name: format!("fleet-{i}"),
+            connection: config::FleetConnection::Kubeconfig {
+                path: file,
+                context: None,
+            },
+            namespace: None,
+            labels: std::collections::BTreeMap::from([("dev".to_string(), i.to_string())]),
+        });
+        sims.push(sim);
+    }
+    if count > 1 {
+        cfg.fleets = Some(fleets);
+    }
+    let first = sims.remove(0);
+    Ok((first, sims))
+}
+
+/// One emulated cluster with the node layout `nodes`, running jobs as `opts.sim` says.
+async fn start_sim(opts: &DevOptions, cfg: &Config, nodes: &[NodeSpec]) -> anyhow::Result<Sim> {
+    let mut controllers = ControllerConfig {
+        failing_images: opts.failing_images.iter().cloned().collect(),
+        pre_running_deadline: !opts.old_operator,
+        // Playground pods (`FORGE_IMAGE_VLLM`, set by the dev defaults) run the
+        // emulator's OpenAI-compatible stand-in instead of vLLM.
+        inference_image: cfg.image_for("vllm").map(str::to_owned),
+        ..ControllerConfig::default()
+    };
+    if let Some(venv) = &opts.ray_venv {
+        let ray = RayInstall::from_venv(venv).context("--ray-venv")?;
+        controllers.ray = Some(ray);
+    }
+    if opts.sim == SimMode::Timed {
+        controllers.mode = RunMode::Timed(TimedModel {
+            run_secs: RunSecs::Fixed(30.0),
+            ..TimedModel::default()
+        });
+    }
+    let sim = Sim::start(SimConfig {
+        namespaces: vec![cfg.k8s.namespace.clone()],
+        nodes: nodes.to_vec(),
+        gpu_node_label: cfg.k8s.gpu_node_label.clone(),
+        controllers,
+        run_controllers: opts.sim != SimMode::ApiOnly,
+        // The embedded API server serves only the kubeconfig's (fresh) token: job
+        // processes and other local users cannot drive the cluster.
+        token: Some(hex::encode(rand::random::<[u8; 32]>())),
+        ..SimConfig::default()
+    })
+    .await
+    .context("starting the embedded Kubernetes emulator")?;
+    if !cfg.k8s.gpu_passthrough {
+        let client = sim.client().context("emulator client")?;
+        strip_gpus(&client, nodes, &cfg.pods.gpu_count_label)
+            .await
+            .context("making the emulated nodes GPU-less (FORGE_K8S_GPU_PASSTHROUGH=0)")?;
+    }
+    Ok(sim)
 }
 
 /// A GPU-less cluster: the GPU nodes lose `nvidia.com/gpu` and carry their GPU count

@@ -126,6 +126,9 @@ pub enum JobError {
         /// What was being read.
         what: &'static str,
     },
+    /// The job ran in a fleet no longer configured: its objects cannot be reached.
+    #[error("job {id} was dispatched to fleet {fleet:?}, which is no longer configured")]
+    FleetGone { id: String, fleet: String },
     /// The leadership term this controller acted under is over: nothing was done.
     #[error(transparent)]
     Deposed(#[from] crate::leader::Deposed),
@@ -203,6 +206,11 @@ impl Answers for JobError {
             JobError::NotReady(_) => {
                 Answer::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", message).retry_after(2)
             }
+            JobError::FleetGone { .. } => Answer::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "fleet-unavailable",
+                message,
+            ),
             JobError::ClusterSlow { .. } => Answer::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "cluster-unavailable",

@@ -17,6 +17,7 @@ pub mod feed;
 pub mod feed_tail;
 pub mod fit;
 pub mod job_access;
+pub(crate) mod job_fleet;
 pub mod last_day;
 pub mod lifecycle;
 pub mod logs;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::admission::Admission;
 use crate::auth::Caller;
-use crate::cluster::Cluster;
+use crate::cluster::Fleets;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::objects::ObjectStore;
@@ -36,8 +36,8 @@ pub struct Jobs {
     pub dispatcher: Dispatcher,
     pub lifecycle: Lifecycle,
     pub logs: JobLogs,
-    /// The cluster adapter.
-    pub cluster: Cluster,
+    /// The fleets' cluster adapters.
+    pub fleets: Fleets,
     /// Object storage (capsules, archived logs).
     pub objects: Arc<dyn ObjectStore>,
     /// How a job meets the policy (the dry-run review asks it too), and the teams'
@@ -55,7 +55,7 @@ pub struct JobParts {
     pub metrics: Arc<Metrics>,
     pub queue: Arc<QueueBoard>,
     pub admission: Admission,
-    pub cluster: Cluster,
+    pub fleets: Fleets,
     pub objects: Arc<dyn ObjectStore>,
     /// Capsule links for `working_dir` and the job's API access (`pod_links.rs`),
     /// when the gateway knows the URL pods reach it at; otherwise pods get the object
@@ -85,7 +85,7 @@ impl Jobs {
         // Dispatches whose RayJob create is in flight here: the lifecycle leaves them
         // to the create.
         let creating: Arc<Claims> = Arc::default();
-        let logs = JobLogs::new(core.clone(), parts.cluster.clone(), parts.objects.clone());
+        let logs = JobLogs::new(core.clone(), parts.fleets.clone(), parts.objects.clone());
         Jobs {
             submissions: Submissions::new(
                 core.clone(),
@@ -96,7 +96,7 @@ impl Jobs {
             dispatcher: Dispatcher::new(
                 core.clone(),
                 parts.admission.clone(),
-                parts.cluster.clone(),
+                parts.fleets.clone(),
                 parts.objects.clone(),
                 parts.links.map(Arc::new),
                 records.clone(),
@@ -104,7 +104,7 @@ impl Jobs {
             ),
             lifecycle: Lifecycle::new(
                 core.clone(),
-                parts.cluster.clone(),
+                parts.fleets.clone(),
                 parts.objects.clone(),
                 creating,
                 logs.clone(),
@@ -112,7 +112,7 @@ impl Jobs {
             logs,
             objects: parts.objects,
             admission: parts.admission,
-            cluster: parts.cluster,
+            fleets: parts.fleets,
             core,
         }
     }

@@ -314,11 +314,17 @@ fn rejects_fleets_with_the_local_fleet_kind() {
 }
 
 #[test]
-fn rejects_more_than_one_fleet_until_dispatch_chooses_among_them() {
-    Files::new().rejects(
-        "- {name: eu, kind: kuberay, apiServer: 'https://10.0.0.1'}
-- {name: us, kind: kuberay, apiServer: 'https://10.0.0.2'}
+fn several_fleets_are_read_in_their_order() {
+    let c = Files::new()
+        .load(
+            "- {name: eu, kind: kuberay, apiServer: 'https://10.0.0.1'}
+- {name: us, kind: kuberay, apiServer: 'https://10.0.0.2', namespace: forge-us}
 ",
-        "lists 2 fleets",
-    );
+            &[],
+        )
+        .expect("two fleets are valid");
+    let fleets = c.fleets();
+    let names: Vec<&str> = fleets.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["eu", "us"]);
+    assert_eq!(fleets[1].namespace_in(&c), "forge-us");
 }

@@ -171,12 +171,13 @@ fn operations() -> Value {
             "required": ["instance", "managed", "orphans"],
             "properties": {
                 "instance": {"type": "string", "description": "this installation's identity (label forge.dev/instance)"},
-                "managed": {"type": "integer", "description": "Forge-managed RayJobs in the namespace"},
-                "orphans": {"type": "array", "items": {"type": "object", "required": ["name", "reason"], "properties": {
+                "managed": {"type": "integer", "description": "Forge-managed RayJobs in the fleets' namespaces"},
+                "orphans": {"type": "array", "items": {"type": "object", "required": ["fleet", "name", "reason"], "properties": {
+                    "fleet": {"type": "string", "description": "the fleet (cluster) it is in"},
                     "name": {"type": "string"},
                     "instance": {"type": ["string", "null"]},
                     "jobId": {"type": ["string", "null"]},
-                    "reason": {"type": "string", "enum": ["other-instance", "no-instance", "unknown-job"]},
+                    "reason": {"type": "string", "enum": ["other-instance", "no-instance", "unknown-job", "other-fleet"]},
                     "created": {"type": ["string", "null"]}}}}
             }
         }

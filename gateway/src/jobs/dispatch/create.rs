@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use forge_policy_host::model::Placement;
 
 use super::Dispatcher;
-use crate::cluster::Created;
 use crate::cluster::api_error::{self, Failure};
+use crate::cluster::{Cluster, Created};
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
 use crate::manifests::{self, CapsuleRef, JobRef};
@@ -110,16 +110,16 @@ impl Dispatcher {
         terms: AdmittedTerms,
     ) -> Result<bool, JobError> {
         let started = Instant::now();
-        // The dispatcher creates in the one cluster the gateway drives (the
-        // configuration refuses more): a fit in any other fleet is a bug, not a job's.
-        if fleet != self.cluster.fleet {
+        // The fit chooses among the configured fleets' nodes only: a fit in any other
+        // fleet is a bug, not a job's.
+        let Some(cluster) = self.fleets.get(&fleet).cloned() else {
             return Err(JobError::Invariant(format!(
                 "job {} was fitted in fleet {fleet}, which this dispatcher does not drive",
                 job.id
             )));
-        }
+        };
         let capsule = self.capsule_ref(job).await?;
-        let manifest = self.manifest(job, &placement, &capsule).await?;
+        let manifest = self.manifest(job, &cluster, &placement, &capsule).await?;
         let name = manifests::rayjob_name_of(&job.id, job.attempt);
         // In flight from before the intent is stored until the create returns: the
         // lifecycle controller's reconcile leaves the job to this create meanwhile. A
@@ -137,7 +137,7 @@ impl Dispatcher {
         // lasts (a deposed leader's stored intent is reconciled by its successor).
         self.core.may_act("create")?;
         self.core.metrics.rayjob_write("create");
-        self.send(job, &name, &manifest)
+        self.send(job, &cluster, &name, &manifest)
             .instrument(JobTrace::span_of(job, LiveSpan::RayJobCreate))
             .await?;
         self.core.metrics.dispatched(started.elapsed());
@@ -149,6 +149,7 @@ impl Dispatcher {
     async fn manifest(
         &self,
         job: &JobRecord,
+        cluster: &Cluster,
         placement: &Placement,
         capsule: &CapsuleRef,
     ) -> Result<crate::cluster::RayJob, JobError> {
@@ -156,7 +157,7 @@ impl Dispatcher {
             id: &job.id,
             team: &job.team,
             spec: &job.spec,
-            instance: self.cluster.rayjobs.instance(),
+            instance: cluster.rayjobs.instance(),
             trace_parent: job.trace_parent.as_deref(),
             access: self.links.as_deref().map(|l| &l.jobs),
             resume_step: job.last_checkpoint.map(|c| c.step),
@@ -211,17 +212,18 @@ impl Dispatcher {
     async fn send(
         &self,
         job: &JobRecord,
+        cluster: &Cluster,
         name: &str,
         manifest: &crate::cluster::RayJob,
     ) -> Result<(), JobError> {
         let policy = manifests::network::network_policy(
             &job.id,
             &job.team,
-            self.cluster.rayjobs.instance(),
+            cluster.rayjobs.instance(),
             &self.core.config,
         );
-        let created = match self.cluster.network_policies.create_or_adopt(&policy).await {
-            Ok(_) => self.cluster.rayjobs.create_or_adopt(manifest).await,
+        let created = match cluster.network_policies.create_or_adopt(&policy).await {
+            Ok(_) => cluster.rayjobs.create_or_adopt(manifest).await,
             Err(e) => Err(e),
         };
         let e = match created {
@@ -232,6 +234,25 @@ impl Dispatcher {
             }
             Err(e) => e,
         };
+        if api_error::classify(&e) != Failure::Refused {
+            // The create may have taken effect (a timeout, a reset connection, a
+            // server error after the write): the fleet is asked by the RayJob's
+            // deterministic name before the job may go anywhere else.
+            match cluster.rayjobs.get(name).await {
+                Ok(Some(obj)) if cluster.rayjobs.is_own(&obj) => {
+                    tracing::info!(job = %job.id, rayjob = %name, fleet = %cluster.fleet, "the failed create had taken effect: adopted");
+                    return Ok(());
+                }
+                Ok(_) => {} // nothing of ours there: the job may be placed again
+                Err(e2) => {
+                    // Unknown: the job stays dispatched to this fleet, whose lifecycle
+                    // controller queues it again once the fleet answers that its
+                    // RayJob does not exist (`lifecycle::rayjob_events`).
+                    tracing::warn!(job = %job.id, rayjob = %name, fleet = %cluster.fleet, "creating the RayJob failed ({e}) and the fleet cannot tell whether it exists ({e2}): the job stays dispatched there until it can");
+                    return Err(e.into());
+                }
+            }
+        }
         let (to, reason) = if api_error::classify(&e) == Failure::Refused {
             // The API server refused this RayJob (invalid, too large, forbidden): the
             // same request would be refused again, so the job fails with the server's

@@ -149,7 +149,8 @@ pub(super) fn adjusted(
         s.largest_free_block = largest;
         s.in_use = s.allocatable.saturating_sub(f);
     }
-    // One fleet holds every series (the gateway drives one cluster).
+    // One fleet holds every series. With several, each fleet's own series stay as
+    // its caches show them (the pass's reservations are summed over the fleets).
     if let [fleet] = view.fleets.as_mut_slice() {
         fleet.series.clone_from(&view.series);
     }

@@ -41,7 +41,7 @@ impl Dispatcher {
         };
         let now = now_ms();
         let usage = Usage::of_rows(&rows, half_life, now);
-        let snapshot = self.cluster.capacity.snapshot();
+        let snapshot = self.fleets.capacity().snapshot();
         let weights = self.admission.fair_share();
         let shares = table(
             &snapshot,

@@ -61,7 +61,7 @@ use super::queue::{QueueEntry, Standings};
 use super::records::RecordCache;
 use crate::admission::Admission;
 use crate::admission::usage::Ledger;
-use crate::cluster::Cluster;
+use crate::cluster::Fleets;
 use crate::objects::ObjectStore;
 
 pub use demand::{demands, ledger_of};
@@ -78,7 +78,8 @@ const IDLE_PASS: Duration = Duration::from_secs(5);
 pub struct Dispatcher {
     core: JobCore,
     admission: Admission,
-    cluster: Cluster,
+    /// The fleets jobs are created in (a job's in the one its gang fit chose).
+    fleets: Fleets,
     objects: Arc<dyn ObjectStore>,
     /// Capsule links for `working_dir` and the job's API access (`pod_links.rs`), if
     /// the gateway hands them out.
@@ -105,7 +106,7 @@ impl Dispatcher {
     pub fn new(
         core: JobCore,
         admission: Admission,
-        cluster: Cluster,
+        fleets: Fleets,
         objects: Arc<dyn ObjectStore>,
         links: Option<Arc<PodLinks>>,
         records: Arc<RecordCache>,
@@ -118,7 +119,7 @@ impl Dispatcher {
             core,
             fair,
             admission,
-            cluster,
+            fleets,
             objects,
             links,
             decisions: Arc::default(),
@@ -178,10 +179,10 @@ impl Dispatcher {
 pub fn spawn(jobs: Dispatcher, mut stopping: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         tokio::select! {
-            () = jobs.cluster.capacity.synced() => {}
+            () = jobs.fleets.capacity().synced() => {}
             () = stopped(&mut stopping) => return,
         }
-        let mut changes = jobs.cluster.capacity.changes();
+        let mut changes = jobs.fleets.capacity().changes();
         // Jobs other replicas queue (PostgreSQL notifications), if the store tells.
         let mut remote = jobs.core.store.queue_changes();
         // A pass is never cut short by `stopping`: the dispatches it started (stored

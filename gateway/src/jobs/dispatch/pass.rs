@@ -104,7 +104,7 @@ impl Dispatcher {
         };
         Ok(Some(Inputs {
             store,
-            cluster: self.cluster.capacity.generation(),
+            cluster: self.fleets.capacity().generation(),
             policy: self.admission.policy_generation(),
         }))
     }
@@ -180,7 +180,7 @@ impl Dispatcher {
     async fn reserve(&self) -> Result<Reserved, JobError> {
         let unfinished = self.records.unfinished(self.core.store.as_ref()).await?;
         let cfg = &self.core.config;
-        let capacity = &self.cluster.capacity;
+        let capacity = self.fleets.capacity();
         let mut free = Rooms::new(capacity.rooms());
         let ledger = ledger_of(&unfinished.active, &unfinished.queued, cfg);
         let active = unfinished.active.iter().map(|j| &**j);

@@ -210,7 +210,7 @@ impl Dispatcher {
             (
                 j.and_then(|j| j.last_checkpoint).map(|c| c.step),
                 j.and_then(|j| j.fleet.clone())
-                    .unwrap_or_else(|| self.cluster.fleet.clone()),
+                    .unwrap_or_else(|| self.fleets.first().fleet.clone()),
             )
         };
         let candidates = planner.candidates(claim, &running);
@@ -352,7 +352,7 @@ impl Dispatcher {
     /// active jobs' unbound machines still reserved).
     fn fits_without(&self, st: &Preemptions<'_>, p: &Preemptor<'_>, victims: &[Victim]) -> bool {
         let cfg = &self.core.config;
-        let capacity = &self.cluster.capacity;
+        let capacity = self.fleets.capacity();
         let gone: BTreeSet<&str> = victims.iter().map(|v| v.job_id.as_str()).collect();
         let mut trial = Rooms::new(capacity.rooms_without(&gone));
         let others = st

@@ -36,8 +36,9 @@ impl Lifecycle {
             });
         }
         if let Some(name) = &cancelled.rayjob_name {
-            match self.cluster.rayjobs.get(name).await {
-                Ok(Some(rayjob)) if self.cluster.rayjobs.is_own(&rayjob) => {
+            let cluster = self.of(&cancelled)?;
+            match cluster.rayjobs.get(name).await {
+                Ok(Some(rayjob)) if cluster.rayjobs.is_own(&rayjob) => {
                     self.start_cleanup(cancelled.clone(), rayjob);
                 }
                 Ok(Some(_)) => {

@@ -80,10 +80,11 @@ impl Lifecycle {
         }
         self.core.may_act("delete")?;
         self.core.metrics.rayjob_write("delete");
+        let cluster = self.of(job)?;
         async {
-            self.cluster.rayjobs.delete(&name).await?;
+            cluster.rayjobs.delete(&name).await?;
             let policy = crate::manifests::network::policy_name(&job.id);
-            Ok(self.cluster.network_policies.delete(&policy).await?)
+            Ok(cluster.network_policies.delete(&policy).await?)
         }
         .instrument(JobTrace::span_of(job, LiveSpan::Delete))
         .await
@@ -97,8 +98,8 @@ impl Lifecycle {
         for policy in &policies {
             let name = policy.name_any();
             let job = job_id_of(policy).and_then(|id| jobs.get(id));
-            if job.is_some_and(|j| !j.state.is_terminal()) {
-                continue; // queued again for a retry, or running: still needed
+            if job.is_some_and(|j| !j.state.is_terminal() && self.follows(j)) {
+                continue; // queued again for a retry, or running here: still needed
             }
             if self.cluster.rayjobs.get(&name).await?.is_some() {
                 continue; // its clean-up deletes it
@@ -153,7 +154,8 @@ impl Lifecycle {
         if legacy || self.objects.object_len(&index_key).await?.is_some() {
             return Ok(()); // archived before (e.g. by a previous run of the controller)
         }
-        let pods = &self.cluster.pods;
+        let cluster = self.of(job)?;
+        let pods = &cluster.pods;
         let mut all = pods.of_job(&job.id, rayjob).await?;
         all.sort_by_key(|p| (role_rank(PodRole::of(p)), p.name_any()));
         let newest = |source: LogSource| async move {
@@ -164,7 +166,7 @@ impl Lifecycle {
         // Best effort, bounded: a job whose events cannot be read is still archived.
         let events = match crate::jobs::logs::within(
             "the job's events",
-            self.logs.events_of_job(rayjob, &all),
+            self.logs.events_of_job(cluster, rayjob, &all),
         )
         .await
         {
@@ -220,7 +222,7 @@ impl Lifecycle {
         container: &str,
     ) -> Result<Option<(u64, u64)>, JobError> {
         let mut reader = match self
-            .cluster
+            .of(job)?
             .pods
             .log_stream(pod, Some(container), false)
             .await

@@ -66,7 +66,8 @@ use super::claims::Claims;
 use super::core::JobCore;
 use super::error::JobError;
 use super::logs::JobLogs;
-use crate::cluster::{Cluster, RayJob};
+use crate::cluster::{Cluster, Fleets, RayJob};
+use crate::jobs::job_fleet::cluster_of;
 use crate::objects::ObjectStore;
 use crate::store::JobRecord;
 use inflight::InFlight;
@@ -96,6 +97,10 @@ const ARCHIVE_STRIPES: usize = 64;
 #[derive(Clone)]
 pub struct Lifecycle {
     core: JobCore,
+    /// Every fleet: a job's objects are in the one it records.
+    fleets: Fleets,
+    /// The fleet whose RayJobs this controller follows (one controller per fleet:
+    /// [`Lifecycle::following`]; the first for the service's own calls).
     cluster: Cluster,
     objects: Arc<dyn ObjectStore>,
     /// A job's logs (clean-up archives them).
@@ -121,14 +126,15 @@ impl std::fmt::Debug for Lifecycle {
 impl Lifecycle {
     pub fn new(
         core: JobCore,
-        cluster: Cluster,
+        fleets: Fleets,
         objects: Arc<dyn ObjectStore>,
         creating: Arc<Claims>,
         logs: JobLogs,
     ) -> Self {
         Lifecycle {
             core,
-            cluster,
+            cluster: fleets.first().clone(),
+            fleets,
             objects,
             logs,
             creating,
@@ -149,6 +155,31 @@ impl Lifecycle {
             core: self.core.for_term(term),
             ..self.clone()
         }
+    }
+
+    /// The same service following fleet `fleet`'s RayJobs (its controller and its
+    /// orphan scan).
+    pub fn following(&self, fleet: &Cluster) -> Lifecycle {
+        Lifecycle {
+            cluster: fleet.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// Every fleet.
+    pub fn fleets(&self) -> &Fleets {
+        &self.fleets
+    }
+
+    /// The cluster `job`'s objects are in.
+    fn of(&self, job: &JobRecord) -> Result<&Cluster, JobError> {
+        cluster_of(&self.fleets, job)
+    }
+
+    /// Whether `job` was dispatched to the fleet this controller follows (a RayJob
+    /// here of a job recorded in another fleet is not that job's).
+    fn follows(&self, job: &JobRecord) -> bool {
+        job.fleet.as_deref().unwrap_or(&self.fleets.first().fleet) == self.cluster.fleet
     }
 }
 

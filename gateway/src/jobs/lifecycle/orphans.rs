@@ -1,7 +1,9 @@
 //! Foreign RayJobs: Forge-managed RayJobs (`app.kubernetes.io/managed-by=forge-gateway`)
 //! that this installation cannot prove it created — of another installation, of no
-//! installation (created before identities existed, or by hand), or of its own identity
-//! but for a job its store does not know (a store restored from an old backup).
+//! installation (created before identities existed, or by hand), of its own identity
+//! but for a job its store does not know (a store restored from an old backup), or for
+//! a job the store records in another fleet. Every fleet is scanned; each orphan names
+//! its fleet.
 //!
 //! They are **reported, never deleted**: a warning when one is first seen, the gauge
 //! `forge_foreign_rayjobs{reason}`, and `GET /v1/admin/orphans` (admins; a fresh scan).
@@ -31,6 +33,8 @@ pub enum Reason {
     NoInstance,
     /// It carries this installation's identity, but no job of the store owns it.
     UnknownJob,
+    /// Its job is the store's, but was dispatched to another fleet.
+    OtherFleet,
 }
 
 impl Reason {
@@ -40,13 +44,15 @@ impl Reason {
             Reason::OtherInstance => "other-instance",
             Reason::NoInstance => "no-instance",
             Reason::UnknownJob => "unknown-job",
+            Reason::OtherFleet => "other-fleet",
         }
     }
 
-    const ALL: [Reason; 3] = [
+    const ALL: [Reason; 4] = [
         Reason::OtherInstance,
         Reason::NoInstance,
         Reason::UnknownJob,
+        Reason::OtherFleet,
     ];
 }
 
@@ -54,6 +60,8 @@ impl Reason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Orphan {
+    /// The fleet it is in.
+    pub fleet: String,
     /// The RayJob's name.
     pub name: String,
     /// Its installation label, if any.
@@ -72,15 +80,28 @@ pub struct Orphan {
 pub struct OrphanReport {
     /// This installation's identity.
     pub instance: String,
-    /// Forge-managed RayJobs seen in the namespace.
+    /// Forge-managed RayJobs seen in the fleets' namespaces.
     pub managed: usize,
     /// The ones this installation does not own.
     pub orphans: Vec<Orphan>,
 }
 
 impl Lifecycle {
-    /// Scans the namespace's Forge-managed RayJobs now.
+    /// Scans every fleet's Forge-managed RayJobs now.
     pub async fn orphans(&self) -> Result<OrphanReport, JobError> {
+        let mut report = OrphanReport {
+            instance: self.fleets.first().rayjobs.instance().to_string(),
+            managed: 0,
+            orphans: Vec::new(),
+        };
+        for fleet in self.fleets.iter() {
+            self.following(fleet).orphans_here(&mut report).await?;
+        }
+        Ok(report)
+    }
+
+    /// Adds the followed fleet's Forge-managed RayJobs to `report`.
+    async fn orphans_here(&self, report: &mut OrphanReport) -> Result<(), JobError> {
         let rayjobs = &self.cluster.rayjobs;
         let all = rayjobs.list_managed().await?;
         let own: Vec<_> = all
@@ -89,20 +110,21 @@ impl Lifecycle {
             .cloned()
             .collect();
         let known = self.owners_of(&own).await?;
-        let mut orphans = Vec::new();
         for obj in &all {
             let instance = instance_of(obj).map(str::to_string);
             let job_id = job_id_of(obj).map(str::to_string);
             let reason = match instance.as_deref() {
                 None => Some(Reason::NoInstance),
                 Some(i) if i != rayjobs.instance() => Some(Reason::OtherInstance),
-                Some(_) => {
-                    let known = job_id.as_ref().is_some_and(|id| known.contains_key(id));
-                    (!known).then_some(Reason::UnknownJob)
-                }
+                Some(_) => match job_id.as_ref().and_then(|id| known.get(id)) {
+                    None => Some(Reason::UnknownJob),
+                    Some(job) if !self.follows(job) => Some(Reason::OtherFleet),
+                    Some(_) => None,
+                },
             };
             if let Some(reason) = reason {
-                orphans.push(Orphan {
+                report.orphans.push(Orphan {
+                    fleet: self.cluster.fleet.clone(),
                     name: obj.name_any(),
                     instance,
                     job_id,
@@ -115,11 +137,8 @@ impl Lifecycle {
                 });
             }
         }
-        Ok(OrphanReport {
-            instance: rayjobs.instance().to_string(),
-            managed: all.len(),
-            orphans,
-        })
+        report.managed += all.len();
+        Ok(())
     }
 
     /// One scan: the gauge, and a warning for each RayJob seen for the first time.
@@ -137,8 +156,9 @@ impl Lifecycle {
             return Ok(());
         };
         for o in &report.orphans {
-            if logged.insert(o.name.clone()) {
+            if logged.insert(format!("{}/{}", o.fleet, o.name)) {
                 tracing::warn!(
+                    fleet = %o.fleet,
                     rayjob = %o.name,
                     instance = o.instance.as_deref().unwrap_or("-"),
                     job = o.job_id.as_deref().unwrap_or("-"),
@@ -148,7 +168,12 @@ impl Lifecycle {
                 );
             }
         }
-        logged.retain(|name| report.orphans.iter().any(|o| o.name == *name));
+        logged.retain(|key| {
+            report
+                .orphans
+                .iter()
+                .any(|o| *key == format!("{}/{}", o.fleet, o.name))
+        });
         Ok(())
     }
 }

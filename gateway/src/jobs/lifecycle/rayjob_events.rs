@@ -30,6 +30,10 @@ impl Lifecycle {
     /// the RayJobs are still looked at).
     pub(super) async fn resync_list(&self) -> Result<Listed, JobError> {
         let all = self.cluster.rayjobs.list_own().await?;
+        let names: BTreeSet<String> = all.iter().map(ResourceExt::name_any).collect();
+        if let Err(e) = self.requeue_never_created(&names).await {
+            tracing::warn!("lifecycle resync, dispatched jobs: {e}");
+        }
         let mut jobs = self.owners_of(&all).await?;
         let listed = all
             .into_iter()
@@ -75,6 +79,12 @@ impl Lifecycle {
         };
         if job.rayjob_name.as_deref().is_some_and(|n| n != name) {
             tracing::debug!(rayjob = %name, job = %job.id, "not the job's RayJob: left alone");
+            return Ok(());
+        }
+        if !self.follows(&job) {
+            // The job was dispatched to another fleet: this one is no RayJob of its
+            // (the orphan scan reports it).
+            tracing::warn!(rayjob = %name, job = %job.id, fleet = %self.cluster.fleet, "a RayJob of a job dispatched to another fleet: left alone");
             return Ok(());
         }
         if job.state.is_terminal() {
@@ -172,9 +182,10 @@ impl Lifecycle {
         let Some(job) = self.core.store.get(id).await? else {
             return Ok(());
         };
-        if job.rayjob_name.as_deref() != Some(obj.name_any().as_str()) {
+        if job.rayjob_name.as_deref() != Some(obj.name_any().as_str()) || !self.follows(&job) {
             // An earlier attempt's RayJob, deleted by its release while (or after) the
-            // job was dispatched again: the job runs on another one.
+            // job was dispatched again, or one in another fleet than the job's: the job
+            // runs on another one.
             return Ok(());
         }
         if job.state == JobState::Preempting {
@@ -184,6 +195,44 @@ impl Lifecycle {
             self.core.advance(job, JobState::Failed, reason).await?;
         }
         Ok(())
+    }
+
+    /// Queues again each job dispatched to this fleet whose RayJob the fleet says does
+    /// not exist (`listed`: the RayJobs a list just saw), and whose create is not in
+    /// flight here: a create whose outcome was unknown (`dispatch::create`) or that
+    /// a crashed leader never sent. Asked by name, so a create after the list counts.
+    async fn requeue_never_created(&self, listed: &BTreeSet<String>) -> Result<(), JobError> {
+        for job in self.core.store.active().await? {
+            if job.state != JobState::Dispatched
+                || !self.follows(&job)
+                || self.creating.contains(&job.id)
+            {
+                continue;
+            }
+            let Some(name) = job.rayjob_name.as_deref() else {
+                continue;
+            };
+            if listed.contains(name) || self.cluster.rayjobs.get(name).await?.is_some() {
+                continue;
+            }
+            self.queue_again_never_created(&job.id).await?;
+        }
+        Ok(())
+    }
+
+    /// Puts a dispatched job whose RayJob was never created back in the queue (a job
+    /// no longer dispatched is left as it is).
+    async fn queue_again_never_created(&self, job_id: &str) -> Result<(), JobError> {
+        let t = Transition::new(
+            job_id,
+            JobState::Dispatched,
+            JobState::Queued,
+            Some("dispatch.retry: the RayJob was never created; queued again".into()),
+        );
+        match self.core.transition(t).await {
+            Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// After a (re)list: fix jobs whose RayJob is missing (`seen`: the RayJobs listed;
@@ -197,6 +246,9 @@ impl Lifecycle {
             let Some(name) = job.rayjob_name.clone() else {
                 continue;
             };
+            if !self.follows(&job) {
+                continue; // its fleet's controller reconciles it
+            }
             // Seen in the list, or its create is in flight here (not reaching the API
             // server yet is not "never created": that create decides, see claims.rs).
             if seen.contains(&name)
@@ -214,16 +266,7 @@ impl Lifecycle {
                 }
                 Some(obj) => self.on_rayjob(&obj).await?,
                 None if job.state == JobState::Dispatched => {
-                    let t = Transition::new(
-                        &job.id,
-                        JobState::Dispatched,
-                        JobState::Queued,
-                        Some("dispatch.retry: the RayJob was never created; queued again".into()),
-                    );
-                    match self.core.transition(t).await {
-                        Ok(_) | Err(StoreError::Conflict { .. }) => {}
-                        Err(e) => return Err(e.into()),
-                    }
+                    self.queue_again_never_created(&job.id).await?;
                 }
                 None if job.state == JobState::Preempting => {
                     self.start_release(job, ReleaseCause::RayJobGone);

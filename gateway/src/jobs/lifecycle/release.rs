@@ -89,8 +89,9 @@ impl Lifecycle {
     /// Archives the attempt's logs, deletes its RayJob and queues the job again.
     async fn release(&self, job: &JobRecord, cause: ReleaseCause) -> Result<(), JobError> {
         let open = self.open_notice(&job.id).await?;
+        let cluster = self.of(job)?;
         if let Some(name) = job.rayjob_name.as_deref()
-            && let Some(rayjob) = self.cluster.rayjobs.get(name).await?
+            && let Some(rayjob) = cluster.rayjobs.get(name).await?
             && rayjob.metadata.deletion_timestamp.is_none()
         {
             if !self.archive_logs(job, name, Some(job.attempt)).await {
@@ -101,7 +102,7 @@ impl Lifecycle {
             }
             self.core.may_act("delete")?;
             self.core.metrics.rayjob_write("delete");
-            self.cluster.rayjobs.delete(name).await?;
+            cluster.rayjobs.delete(name).await?;
         }
         let released_ms = now_ms();
         let reason = format!(
@@ -198,11 +199,12 @@ impl Lifecycle {
                 return;
             };
             let result = async {
-                let Some(rayjob) = this.cluster.rayjobs.get(name).await? else {
+                let cluster = this.of(&job)?;
+                let Some(rayjob) = cluster.rayjobs.get(name).await? else {
                     return Ok(());
                 };
                 this.core.may_act("stop")?;
-                stop_ray_job(&this.cluster, &rayjob).await.map_err(|e| {
+                stop_ray_job(cluster, &rayjob).await.map_err(|e| {
                     JobError::Invariant(format!("stopping {}: {e}", rayjob.name_any()))
                 })
             }

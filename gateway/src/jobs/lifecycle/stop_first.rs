@@ -56,7 +56,10 @@ impl Lifecycle {
             return; // no longer the leader: its successor cleans up
         }
         let name = rayjob.name_any();
-        if let Err(e) = stop_ray_job(&self.cluster, rayjob).await {
+        let Ok(cluster) = self.of(job) else {
+            return; // its fleet is no longer configured: nothing to stop there
+        };
+        if let Err(e) = stop_ray_job(cluster, rayjob).await {
             tracing::info!(job = %job.id, rayjob = %name, "the Ray job was not stopped before archiving ({e}); deleting the RayJob stops it");
             return;
         }
@@ -64,7 +67,7 @@ impl Lifecycle {
         let until = tokio::time::Instant::now() + stop_wait(job);
         loop {
             tokio::time::sleep(LOOK_EVERY).await;
-            match self.cluster.rayjobs.get(&name).await {
+            match cluster.rayjobs.get(&name).await {
                 Ok(Some(now))
                     if now.metadata.deletion_timestamp.is_none()
                         && !ray_job_over(&now.status_or_default()) => {}

@@ -12,6 +12,7 @@ use super::JobLogs;
 use crate::cluster::RayJob;
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
+use crate::jobs::job_fleet::cluster_of;
 use crate::store::JobRecord;
 
 /// The dashboard port of a Ray head.
@@ -54,11 +55,12 @@ impl JobLogs {
         let Some(name) = &job.rayjob_name else {
             return Ok(None);
         };
+        let cluster = cluster_of(&self.fleets, job)?;
         let rayjob = super::within("the job's RayJob", async {
-            Ok(self.cluster.rayjobs.get(name).await?)
+            Ok(cluster.rayjobs.get(name).await?)
         })
         .await?;
-        Ok(rayjob.and_then(|r| dashboard_of(&r, &self.cluster.namespace)))
+        Ok(rayjob.and_then(|r| dashboard_of(&r, &cluster.namespace)))
     }
 }
 

@@ -19,9 +19,10 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use super::JobLogs;
-use crate::cluster::Pods;
 use crate::cluster::events::{ObjectEvent, events_of};
+use crate::cluster::{Cluster, Pods};
 use crate::jobs::error::JobError;
+use crate::jobs::job_fleet::cluster_of;
 use crate::store::JobRecord;
 
 /// Why a job is not running yet.
@@ -95,24 +96,25 @@ impl JobLogs {
                 events: index.events,
             });
         }
-        let pods = self.cluster.pods.of_job(&job.id, &rayjob).await?;
-        let events = self.events_of_job(&rayjob, &pods).await?;
+        let cluster = cluster_of(&self.fleets, job)?;
+        let pods = cluster.pods.of_job(&job.id, &rayjob).await?;
+        let events = self.events_of_job(cluster, &rayjob, &pods).await?;
         let mut pending = pending_reason(pods.iter(), &events);
         if let Some(p) = pending.as_mut() {
-            quote_last_lines(&self.cluster.pods, p).await;
+            quote_last_lines(&cluster.pods, p).await;
         }
         Ok(Diagnosis { pending, events })
     }
 
-    /// The Kubernetes events of a job's objects: its RayJob, the submitter Job, the
-    /// RayCluster and `pods`.
+    /// The Kubernetes events of a job's objects in `fleet`: its RayJob, the submitter
+    /// Job, the RayCluster and `pods`.
     pub(crate) async fn events_of_job(
         &self,
+        fleet: &Cluster,
         rayjob: &str,
         pods: &[Pod],
     ) -> Result<Vec<ObjectEvent>, JobError> {
-        let cluster = self
-            .cluster
+        let cluster = fleet
             .rayjobs
             .get(rayjob)
             .await?
@@ -125,7 +127,7 @@ impl JobLogs {
             objects.push(("RayCluster".into(), c));
         }
         objects.extend(pods.iter().map(|p| ("Pod".to_string(), p.name_any())));
-        Ok(events_of(&self.cluster.client, &self.cluster.namespace, &objects).await?)
+        Ok(events_of(&fleet.client, &fleet.namespace, &objects).await?)
     }
 }
 

@@ -30,7 +30,8 @@ use tokio::sync::mpsc;
 
 use super::core::JobCore;
 use super::error::JobError;
-use crate::cluster::{Cluster, LogSource};
+use super::job_fleet::cluster_of;
+use crate::cluster::{Fleets, LogSource};
 use crate::jobs::lifecycle::stop_first::stop_wait;
 use crate::objects::ObjectStore;
 use crate::store::JobRecord;
@@ -172,7 +173,8 @@ fn skip_bytes(
 #[derive(Clone)]
 pub struct JobLogs {
     core: JobCore,
-    cluster: Cluster,
+    /// The fleets (a job's pods and events are in its fleet's cluster).
+    fleets: Fleets,
     objects: Arc<dyn ObjectStore>,
     /// A preempted attempt's archived logs instead of the job's current ones
     /// ([`JobLogs::of_attempt`]).
@@ -186,10 +188,10 @@ impl std::fmt::Debug for JobLogs {
 }
 
 impl JobLogs {
-    pub fn new(core: JobCore, cluster: Cluster, objects: Arc<dyn ObjectStore>) -> Self {
+    pub fn new(core: JobCore, fleets: Fleets, objects: Arc<dyn ObjectStore>) -> Self {
         JobLogs {
             core,
-            cluster,
+            fleets,
             objects,
             attempt: None,
         }
@@ -343,8 +345,8 @@ impl JobLogs {
         start: LogStart,
     ) -> Option<LogStream> {
         let (pod, container) = self.live_pod(job, target).await?;
-        let reader = self
-            .cluster
+        let reader = cluster_of(&self.fleets, job)
+            .ok()?
             .pods
             .log_stream(&pod, container.as_deref(), false)
             .await
@@ -434,7 +436,7 @@ impl JobLogs {
         let Some((name, container)) = self.live_pod(job, target).await else {
             return Ok(Some(0));
         };
-        let pods = &self.cluster.pods;
+        let pods = &cluster_of(&self.fleets, job)?.pods;
         let Ok(mut reader) = pods.log_stream(&name, container.as_deref(), true).await else {
             return Ok(Some(0)); // not started yet
         };

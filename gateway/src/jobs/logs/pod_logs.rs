@@ -17,6 +17,7 @@ use super::JobLogs;
 use crate::cluster::LogSource;
 use crate::cluster::labels::{JOB_NAME, RAY_NODE_TYPE, SUBMITTER_CONTAINER};
 use crate::jobs::error::JobError;
+use crate::jobs::job_fleet::cluster_of;
 use crate::objects::{
     ObjectStoreError, attempt_log_index_key, log_index_key, log_key, pod_log_key,
 };
@@ -158,7 +159,10 @@ impl JobLogs {
         let Some(rayjob) = job.rayjob_name.as_deref() else {
             return Ok(Vec::new());
         };
-        let mut pods = self.cluster.pods.of_job(&job.id, rayjob).await?;
+        let mut pods = cluster_of(&self.fleets, job)?
+            .pods
+            .of_job(&job.id, rayjob)
+            .await?;
         pods.sort_by_key(|p| (role_rank(PodRole::of(p)), p.name_any()));
         Ok(pods
             .iter()
@@ -225,7 +229,7 @@ impl JobLogs {
             return None; // an earlier attempt's pods are gone
         }
         let rayjob = job.rayjob_name.as_deref()?;
-        let pods = &self.cluster.pods;
+        let pods = &cluster_of(&self.fleets, job).ok()?.pods;
         match target {
             LogTarget::Source(source) => {
                 let (pod, container) = pods.log_pod(&job.id, rayjob, *source).await.ok()??;
