@@ -42,6 +42,7 @@
 //! | `forge_retention_deleted_total` | `kind` (`rejected-jobs`, `job-logs`, `capsule-owners`, `capsules`) | open | what retention deleted (a job's logs count once for all its pods) |
 //! | `forge_retention_sweeps_total` | | open | retention sweeps finished (alert if the leader's stop increasing) |
 //! | `forge_capacity_gpus` | `series`, `state` (`total`, `allocatable`, `in_use`, `free`, `blocked`, `tainted`) | open | GPUs per series from Node objects (what `/v1/capacity` shows), read at scrape time |
+//! | `forge_fleet_available` | `fleet` | open | 1 while the fleet's API server answers its probes, 0 while it is marked unavailable (nothing is placed there) |
 //! | `forge_admission_rejections_total` | `path`, `code` | open | policy rejections by their code |
 //! | `forge_store_operation_seconds` | `op` | open | one job-store operation's latency (`store/metered.rs`) |
 //! | `forge_store_errors_total` | `op` | open | job-store operations that failed in the database (not conflicts) |
@@ -66,7 +67,7 @@ use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 
 use crate::domain::JobState;
-use forge_policy_host::model::SeriesCapacity;
+use forge_policy_host::model::{FleetView, SeriesCapacity};
 use forge_policy_host::{ChainError, ChainOutcome};
 
 type Labels = Vec<(&'static str, String)>;
@@ -198,6 +199,8 @@ metrics! {
         "Retention sweeps finished";
     open capacity: GaugeFamily = Family::default(), "forge_capacity_gpus",
         "GPUs per series by state, from Node objects";
+    open fleet_available: GaugeFamily = Family::default(), "forge_fleet_available",
+        "1 while a fleet's API server answers its probes, 0 while it is marked unavailable";
     open rejections: CounterFamily = Family::default(), "forge_admission_rejections",
         "Policy rejections by path and code";
     open store_seconds: HistogramFamily = Family::new_with_constructor(store_histogram), "forge_store_operation_seconds",
@@ -223,6 +226,8 @@ pub struct Scrape<'a> {
     pub team_depth: BTreeMap<String, u64>,
     /// GPUs per series.
     pub capacity: &'a [SeriesCapacity],
+    /// The fleets, each available or not.
+    pub fleets: &'a [FleetView],
     /// Version of the active global chain.
     pub policy_version: u64,
 }
@@ -738,6 +743,12 @@ impl Metrics {
                     ])
                     .set(i64::from(n));
             }
+        }
+        self.fleet_available.clear();
+        for f in scrape.fleets {
+            self.fleet_available
+                .get_or_create(&vec![("fleet", f.name.clone())])
+                .set(i64::from(f.available));
         }
         self.policy_version.set(gauge(scrape.policy_version));
         let mut out = String::new();

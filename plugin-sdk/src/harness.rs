@@ -77,6 +77,8 @@ pub struct RequestBuilder {
     usage: Vec<SeriesUsage>,
     shares: Vec<TeamShare>,
     placement: Option<Placement>,
+    /// The fleets, when not the one `default` fleet holding the whole capacity.
+    fleets: Option<Vec<Fleet>>,
 }
 
 impl Default for RequestBuilder {
@@ -106,7 +108,30 @@ impl RequestBuilder {
             usage: Vec::new(),
             shares: Vec::new(),
             placement: None,
+            fleets: None,
         }
+    }
+
+    /// Fleets named `names` behind the gateway (in that order, each available, the
+    /// first holding the whole capacity), instead of the one `default` fleet.
+    pub fn fleets(mut self, names: &[&str]) -> Self {
+        self.fleets = Some(
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| Fleet {
+                    name: (*name).into(),
+                    labels: Vec::new(),
+                    available: true,
+                    series: if i == 0 {
+                        self.cluster.series.clone()
+                    } else {
+                        Vec::new()
+                    },
+                })
+                .collect(),
+        );
+        self
     }
 
     pub fn team(mut self, team: &str) -> Self {
@@ -253,12 +278,14 @@ impl RequestBuilder {
         });
         // One cluster: one fleet named `default` with the whole capacity, as the host
         // shows it.
-        let fleets = vec![Fleet {
-            name: "default".into(),
-            labels: Vec::new(),
-            available: true,
-            series: self.cluster.series.clone(),
-        }];
+        let fleets = self.fleets.unwrap_or_else(|| {
+            vec![Fleet {
+                name: "default".into(),
+                labels: Vec::new(),
+                available: true,
+                series: self.cluster.series.clone(),
+            }]
+        });
         Request::from_parts(RequestParts {
             job: self.job,
             cluster: self.cluster,

@@ -34,7 +34,9 @@
 #   requests: the hot path) and on with every review traced, alternated twice;
 # - submit → RayJob on its own (`tests/load/drain.sh`): 12 000 jobs submitted, drained,
 #   and the gateway process's CPU per job; then again with the API server in its own
-#   process (`API=apart`), which splits that CPU between the gateway and the API server.
+#   process (`API=apart`), which splits that CPU between the gateway and the API server;
+#   then with three fleets (`FLEETS=3`: the same nodes as three emulated clusters),
+#   against the one-fleet run (issue 42: at least its rate).
 # - real Ray in dev (`tests/bench/ray_dev.sh`): submit -> the driver's first output line
 #   on a 2-machine gang, p50 over 5 rounds, against the same program on a bare 2-node
 #   Ray started by hand; each node's start and memory, a 3-machine gang's memory.
@@ -91,6 +93,9 @@ bash tests/load/drain.sh | tee -a "$out"
 echo "==> the same with the API server in its own process (forge-kubesim), as in a cluster"
 API=apart bash tests/load/drain.sh | tee -a "$out"
 
+echo "==> the same with three fleets (dev --fleets 3, the nodes split between them)"
+FLEETS=3 bash tests/load/drain.sh | tee -a "$out"
+
 echo "==> real Ray in dev: submit -> the driver's first line (2-machine gang, 5 rounds), node start and memory, bare Ray baseline"
 bash tests/bench/ray_dev.sh 5 | tee -a "$out"
 
@@ -134,6 +139,8 @@ awk '
     printf "| submit → RayJob created, during 15 s of submissions (wrk) | | | %.0f jobs/s (submits %.0f req/s) | ≥ 2 000 jobs/s | %s |\n", cps, subs, yes(cps >= 2000)
     dps = v["drain.created_per_s"]
     printf "| submit → RayJob created, %d jobs submitted then drained (oha) | | | %.0f jobs/s (submits %.0f req/s); %.0f µs of the process'"'"'s CPU a job, emulated API server included; every job initializing after %.1f s (%.0f µs a job through then) | ≥ 2 000 jobs/s | %s |\n", v["drain.jobs"], dps, v["drain.submit_rps"], v["drain.cpu_us_per_job"], v["drain.settled_s"], v["drain.cpu_settled_us_per_job"], yes(dps >= 2000)
+    fps = v["drain_fleets3.created_per_s"]
+    printf "| the same, three fleets (each RayJob created in the fleet its gang fit chose) | | | %.0f jobs/s = %.2f× one fleet; %.0f µs of CPU a job | ≥ the one-fleet rate | %s |\n", fps, fps / dps, v["drain_fleets3.cpu_us_per_job"], yes(fps >= dps)
     aps = v["drain_apart.created_per_s"]
     printf "| the same, API server in its own process (as in a cluster) | | | %.0f jobs/s; CPU a job: gateway %.0f µs, API server %.0f µs | ≥ 2 000 jobs/s | %s |\n", aps, v["drain_apart.cpu_us_per_job"], v["drain_apart.api_cpu_us_per_job"], yes(aps >= 2000)
     pf = v["preemption.forge_lost_gpu_h"]; ps = v["preemption.suspend_lost_gpu_h"]

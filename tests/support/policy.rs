@@ -13,6 +13,15 @@ pub const BOB: &str = "bob-team-b-member-token-0123456789";
 /// Start a gateway (dev composition) whose tokens file adds `ALICE` and `BOB`; the
 /// gateway's own token is an admin of team-a.
 pub async fn gateway(nodes: &str, extra: &[(&str, &str)]) -> TestGateway {
+    gateway_tweaked(nodes, extra, |_| {}).await
+}
+
+/// [`gateway`] with the dev options adjusted by `tweak` (more fleets, say).
+pub async fn gateway_tweaked(
+    nodes: &str,
+    extra: &[(&str, &str)],
+    tweak: impl FnOnce(&mut forge_gateway::dev::DevOptions),
+) -> TestGateway {
     let dir = tempfile::tempdir().expect("tempdir").keep();
     let tokens = dir.join("tokens.yaml");
     std::fs::write(
@@ -28,7 +37,7 @@ pub async fn gateway(nodes: &str, extra: &[(&str, &str)]) -> TestGateway {
     let tokens = tokens.display().to_string();
     let mut env = vec![("FORGE_TOKENS_FILE", tokens.as_str())];
     env.extend_from_slice(extra);
-    TestGateway::start(nodes, &env).await
+    TestGateway::start_tweaked(nodes, &env, tweak).await
 }
 
 /// A policy-API client acting with one token.

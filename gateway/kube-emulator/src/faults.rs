@@ -96,6 +96,20 @@ pub struct FailRule {
     pub matching: Matching,
 }
 
+/// A rule serving the next `count` requests that match it and then answering each
+/// with a 500 instead of its result: the request took effect (a create stored its
+/// object) but its client cannot tell — an API server failing after it committed, or
+/// a connection lost on the way back.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LoseAnswerRule {
+    /// How many answers to lose.
+    pub count: u32,
+    /// Which requests it applies to.
+    #[serde(flatten)]
+    pub matching: Matching,
+}
+
 /// A rule holding every request that matches it (before it is served) until the
 /// holds are released: the client sees a call in flight, not yet answered. It has no
 /// field of its own: which requests it holds is all there is to it.
@@ -134,6 +148,9 @@ pub struct FaultRequest {
     /// Add a hold rule.
     #[serde(default)]
     pub hold: Option<HoldRule>,
+    /// Add a rule losing answers of served requests.
+    #[serde(default)]
+    pub lose_answer: Option<LoseAnswerRule>,
     /// Remove every hold rule, letting the held requests through.
     #[serde(default)]
     pub release: bool,
@@ -159,6 +176,9 @@ pub struct FaultState {
     /// Requests held right now.
     #[serde(default)]
     pub held: u32,
+    /// Pending rules losing the answers of served requests.
+    #[serde(default)]
+    pub lost_answers: Vec<LoseAnswerRule>,
 }
 
 /// Handle to the emulator's fault injection.
@@ -197,6 +217,12 @@ impl Faults {
     /// Delays every API response by `delay` (zero disables).
     pub fn set_delay(&self, delay: Duration) {
         self.lock().delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+    }
+
+    /// Serves the next requests matching `rule` and answers each with a 500 (see
+    /// [`LoseAnswerRule`]).
+    pub fn lose_answers(&self, rule: LoseAnswerRule) {
+        self.lock().lost_answers.push(rule);
     }
 
     /// Holds every request matching `rule` until [`Faults::release`].
@@ -249,6 +275,9 @@ impl Faults {
         if let Some(rule) = req.hold {
             self.hold(rule);
         }
+        if let Some(rule) = req.lose_answer {
+            self.lose_answers(rule);
+        }
         if req.release {
             self.release();
         }
@@ -291,6 +320,25 @@ impl Faults {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FaultState> {
         self.state.lock().expect("faults lock poisoned")
+    }
+
+    /// After a request was served: whether a lose-answer rule takes its answer (the
+    /// rule's count goes down by one).
+    pub(crate) fn answer_lost(&self, req: &Request<'_>) -> Option<ApiError> {
+        let mut st = self.lock();
+        let idx = st
+            .lost_answers
+            .iter()
+            .position(|r| r.count > 0 && r.matching.matches(req))?;
+        let rule = &mut st.lost_answers[idx];
+        rule.count -= 1;
+        if rule.count == 0 {
+            st.lost_answers.remove(idx);
+        }
+        Some(ApiError::Internal(format!(
+            "injected fault after serving {} {}: the answer is lost",
+            req.verb, req.path
+        )))
     }
 
     /// Consumes one matching rule, returning the error to answer with.

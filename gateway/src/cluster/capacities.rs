@@ -43,15 +43,43 @@ impl Capacities {
         &self.each
     }
 
-    /// Whether every fleet's caches have listed (readiness).
+    /// Whether the caches are ready to decide on (readiness): every available fleet's
+    /// have listed, and at least one fleet's (an unavailable fleet does not hold the
+    /// others back).
     pub fn is_synced(&self) -> bool {
-        self.each.iter().all(Capacity::is_synced)
+        self.each.iter().any(Capacity::is_synced)
+            && self.each.iter().all(|c| c.is_synced() || !c.is_available())
     }
 
-    /// Waits until every fleet's caches have listed.
+    /// Whether fleet `name` answers (a fleet not configured does not).
+    pub fn is_available(&self, name: &str) -> bool {
+        self.each
+            .iter()
+            .any(|c| c.fleet() == name && c.is_available())
+    }
+
+    /// The fleets marked unavailable (their API servers do not answer).
+    pub fn unavailable(&self) -> Vec<&str> {
+        self.each
+            .iter()
+            .filter(|c| !c.is_available())
+            .map(Capacity::fleet)
+            .collect()
+    }
+
+    /// Waits until [`Capacities::is_synced`].
     pub async fn synced(&self) {
-        for c in self.each.iter() {
-            c.synced().await;
+        if let [one] = &*self.each {
+            return one.synced().await;
+        }
+        let mut changes = self.changes();
+        while !self.is_synced() {
+            // A cache's first list and a fleet marked unavailable both move the
+            // generation; the bound covers a synced flag set just after its last event.
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return },
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
         }
     }
 

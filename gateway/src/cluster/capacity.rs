@@ -7,6 +7,11 @@
 //! listed per request: kube-runtime watchers keep the caches current and relist after
 //! 410 Gone or a dropped watch.
 //!
+//! A fleet whose API server stops answering is marked unavailable
+//! ([`super::availability`]): its rooms read as empty until it answers again, so
+//! nothing is placed there meanwhile; its snapshot keeps the last known series, marked
+//! unavailable (a job that could run there is admitted and waits, not rejected).
+//!
 //! Starting does not wait for the first list: the gateway comes up (and answers
 //! `/readyz` with "caches not synced") while the caches fill. Whoever needs them whole
 //! waits for [`Capacity::synced`] — the dispatcher before its first pass, admission
@@ -24,6 +29,7 @@ use kube::{Api, Client};
 
 use forge_policy_host::model::{ClusterView, FleetView};
 
+use super::availability::Availability;
 use super::labels::{ANNOTATION_GPUS, LABEL_JOB_ID, LABEL_PLAYGROUND_ID, LABEL_TEAM, RAY_GROUP};
 use super::nodes::{NodeCell, NodeConventions, NodeRoom, holds_resources};
 
@@ -52,6 +58,8 @@ pub struct Capacity {
     rooms: Arc<arc_swap::ArcSwapOption<(u64, Arc<Vec<NodeRoom>>)>>,
     /// Becomes true once both caches have listed.
     synced: tokio::sync::watch::Receiver<bool>,
+    /// Whether the fleet's API server answers.
+    availability: Availability,
 }
 
 impl std::fmt::Debug for Capacity {
@@ -68,6 +76,7 @@ impl Capacity {
     pub fn start(client: Client, conventions: NodeConventions, fleet: FleetView) -> Self {
         let (tx, changes) = tokio::sync::watch::channel(0u64);
         let tx = Arc::new(tx);
+        let availability = Availability::probe(client.clone(), fleet.name.clone(), tx.clone());
         let nodes = spawn_reflector(Api::<Node>::all(client.clone()), tx.clone());
         let pods = spawn_reflector(Api::<Pod>::all(client), tx);
         let (synced_tx, synced) = tokio::sync::watch::channel(false);
@@ -89,7 +98,19 @@ impl Capacity {
             playgrounds: Arc::default(),
             rooms: Arc::default(),
             synced,
+            availability,
         }
+    }
+
+    /// Whether the fleet's API server answers its probes (otherwise its capacity reads
+    /// as unknown).
+    pub fn is_available(&self) -> bool {
+        self.availability.is_available()
+    }
+
+    /// The fleet's name.
+    pub fn fleet(&self) -> &str {
+        &self.fleet.name
     }
 
     /// Whether both caches have listed (readiness).
@@ -127,6 +148,9 @@ impl Capacity {
     /// Every schedulable node of a GPU series and what is free on it (the gang fit's
     /// input), computed once per Node/Pod change and shared.
     pub fn rooms(&self) -> Arc<Vec<NodeRoom>> {
+        if !self.is_available() {
+            return Arc::default();
+        }
         let generation = *self.changes.borrow();
         if let Some(hit) = self.rooms.load().as_ref()
             && hit.0 == generation
@@ -153,6 +177,9 @@ impl Capacity {
     /// The gang fit's rooms as they would be without the pods of `jobs` (a planned
     /// preemption's victims): computed afresh, never cached.
     pub fn rooms_without(&self, jobs: &std::collections::BTreeSet<&str>) -> Vec<NodeRoom> {
+        if !self.is_available() {
+            return Vec::new();
+        }
         let pods: Vec<Arc<Pod>> = self
             .pods
             .state()
@@ -247,6 +274,18 @@ impl Capacity {
     /// The cluster snapshot policies and users see, with this fleet as its one fleet
     /// (recomputed only after a Node or Pod event; otherwise the cached one).
     pub fn snapshot(&self) -> ClusterView {
+        let mut view = self.snapshot_cached();
+        // An unavailable fleet's series are its last known ones (admission still
+        // queues jobs for them: they wait rather than being rejected), marked so.
+        let available = self.is_available();
+        for f in &mut view.fleets {
+            f.available = available;
+        }
+        view
+    }
+
+    /// The snapshot as the caches last computed it.
+    fn snapshot_cached(&self) -> ClusterView {
         let generation = *self.changes.borrow();
         if let Some(hit) = self.cached.load().as_ref()
             && hit.0 == generation

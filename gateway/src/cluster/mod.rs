@@ -8,6 +8,7 @@
 //! themselves.
 
 pub mod api_error;
+pub mod availability;
 pub mod capacities;
 pub mod capacity;
 pub mod connect;

@@ -96,11 +96,19 @@ async fn store_check(state: &AppState) -> Check {
 /// `GET /readyz`.
 pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let store = store_check(&state).await;
-    let caches = if state.capacity().is_synced() {
+    let mut caches = if state.capacity().is_synced() {
         Check::new(true, "Node and Pod caches synced")
     } else {
         Check::new(false, "Node and Pod caches still syncing")
     };
+    let unavailable = state.capacity().unavailable();
+    if !unavailable.is_empty() {
+        // Not a readiness failure: the other fleets still take jobs.
+        caches.detail.push_str(&format!(
+            "; fleets unavailable (their API servers do not answer; nothing is placed there): {}",
+            unavailable.join(", ")
+        ));
+    }
     let policy = {
         let active = state.policies.current();
         let unavailable = active.unavailable_scopes();
@@ -152,6 +160,7 @@ pub async fn metrics(
             queue_depth: queue.depth_by_series(),
             team_depth: queue.depth_by_team(),
             capacity: &capacity.series,
+            fleets: &capacity.fleets,
             policy_version: state.policies.current().global().version,
         },
         detailed,

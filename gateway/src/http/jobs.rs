@@ -47,6 +47,10 @@ use tracing::Instrument as _;
 pub struct JobResponse {
     #[serde(flatten)]
     pub job: JobRecord,
+    /// `unknown` while the job holds a place in a fleet marked unavailable: its state
+    /// is the last one seen, not failed, until the fleet answers again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed: Option<&'static str>,
     /// Where it stands in the queue (queued jobs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueEntry>,
@@ -119,8 +123,14 @@ fn response(state: &AppState, job: JobRecord) -> JobResponse {
     let queue = (job.state == JobState::Queued)
         .then(|| state.jobs.queue().entry(&job.id))
         .flatten();
+    let out_of_sight = job.state.holds_gpus()
+        && job
+            .fleet
+            .as_deref()
+            .is_some_and(|f| !state.capacity().is_available(f));
     JobResponse {
         job,
+        observed: out_of_sight.then_some("unknown"),
         queue,
         admission: None,
         history: None,

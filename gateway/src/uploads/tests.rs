@@ -372,6 +372,7 @@ async fn a_whole_chunk_is_stored_though_its_client_goes_away() {
         queue_depth: Default::default(),
         team_depth: Default::default(),
         capacity: &[],
+        fleets: &[],
         policy_version: 0,
     };
     let counted = format!("forge_upload_bytes_total {}", range.len);

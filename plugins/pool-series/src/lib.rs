@@ -12,10 +12,17 @@
 //! `tolerations` (per series, `*` for every series) adds Kubernetes tolerations to the
 //! pools placed there — run it in the global chain: only global policies may add them.
 //!
+//! `fleets` (per team, `*` for every other team) pins a team's pools to those fleets
+//! (data residency): the pools may run only there, within what earlier links allowed.
+//! A job whose team may run in no fleet the gateway drives is rejected
+//! (`fleet.none-allowed`), never placed elsewhere; a pinned fleet that is unavailable
+//! is still the only one, so the job waits for it.
+//!
 //! Settings:
 //! ```json
 //! { "pools": { "rollout": "h100" }, "default_series": "h200", "allowed": ["h100", "h200"],
-//!   "tolerations": { "*": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}] } }
+//!   "tolerations": { "*": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}] },
+//!   "fleets": { "team-eu": ["eu-west"] } }
 //! ```
 
 use std::collections::BTreeMap;
@@ -38,6 +45,31 @@ pub struct Settings {
     /// Series (or `*`) → tolerations added to pools placed there.
     #[serde(default)]
     pub tolerations: BTreeMap<String, Vec<TolerationSetting>>,
+    /// Team (or `*`) → the only fleets its pools may run in; a team not listed (and no
+    /// `*`) may run in any.
+    #[serde(default)]
+    pub fleets: BTreeMap<String, Vec<String>>,
+}
+
+impl Settings {
+    /// The fleets `team`'s pools may run in, if pinned.
+    fn fleets_of(&self, team: &str) -> Option<&[String]> {
+        self.fleets
+            .get(team)
+            .or_else(|| self.fleets.get("*"))
+            .map(Vec::as_slice)
+    }
+}
+
+/// `pool`'s fleets narrowed to `pinned`: those of the pool's (empty: any) that are
+/// pinned and driven by the gateway (`known`).
+fn narrowed(pool: &[String], pinned: &[String], known: &[Fleet]) -> Vec<String> {
+    pinned
+        .iter()
+        .filter(|f| pool.is_empty() || pool.contains(f))
+        .filter(|f| known.iter().any(|k| k.name == **f))
+        .cloned()
+        .collect()
 }
 
 /// A toleration as the settings write it (Kubernetes field names and spellings).
@@ -107,6 +139,16 @@ impl Policy for PoolSeries {
                     .iter()
                     .map(|d| ("default_series".to_string(), d)),
             );
+        for (team, fleets) in &s.fleets {
+            if team.trim().is_empty() {
+                return Err("fleets: team names must not be empty".into());
+            }
+            if fleets.is_empty() || fleets.iter().any(|f| f.trim().is_empty()) {
+                return Err(format!(
+                    "fleets.{team}: list at least one fleet, none empty"
+                ));
+            }
+        }
         for (series, list) in &s.tolerations {
             for (i, t) in list.iter().enumerate() {
                 t.to_toleration()
@@ -197,6 +239,21 @@ impl Policy for PoolSeries {
                     Some(&format!("pools[{i}]")),
                 );
             };
+            if let Some(pinned) = s.fleets_of(&req.job().team) {
+                let fleets = narrowed(&pp.fleets, pinned, req.fleets());
+                if fleets.is_empty() {
+                    return Decision::reject(
+                        "fleet.none-allowed",
+                        format!(
+                            "team `{}` may run only in fleet(s) {}, and none of them is one this pool may use here",
+                            req.job().team,
+                            pinned.join(", ")
+                        ),
+                        Some(&format!("pools[{i}]")),
+                    );
+                }
+                pp.fleets = fleets;
+            }
             pp.series = Some(series.clone());
             pp.select(&req.cluster().gpu_node_label, series);
             let units = f64::from(pool.gpus_per_node.max(1));
@@ -356,6 +413,60 @@ mod tests {
             err.contains("tolerations.*[0]") && err.contains("key"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_pinned_team_runs_only_in_its_fleets_and_others_anywhere() {
+        let h = Harness::<PoolSeries>::new(
+            r#"{"default_series": "h100", "fleets": {"team-eu": ["eu", "eu-2"]}}"#,
+        )
+        .unwrap();
+        let req = |team: &str, fleets: &[&str]| {
+            RequestBuilder::new()
+                .series("h100", 16, 16, 2)
+                .fleets(fleets)
+                .team(team)
+                .pool("a", 1, 8, None)
+                .build()
+        };
+        let Ok(p) = h.placed(&req("team-eu", &["us", "eu"])) else {
+            panic!("admit")
+        };
+        assert_eq!(
+            p.pools[0].fleets,
+            vec!["eu".to_string()],
+            "only driven fleets"
+        );
+        let Ok(p) = h.placed(&req("team-us", &["us", "eu"])) else {
+            panic!("admit")
+        };
+        assert!(
+            p.pools[0].fleets.is_empty(),
+            "an unpinned team may run anywhere"
+        );
+        match h.evaluate(&req("team-eu", &["us"])) {
+            Decision::Reject(r) => {
+                assert_eq!(r.code, "fleet.none-allowed");
+                assert_eq!(r.field.as_deref(), Some("pools[0]"));
+            }
+            other => panic!("a team pinned to fleets not driven here: {other:?}"),
+        }
+        // Within what an earlier link allowed.
+        let mut earlier = req("team-eu", &["eu", "eu-2"]).placement().clone();
+        earlier.pools[0].fleets = vec!["eu-2".into()];
+        let narrowed = RequestBuilder::new()
+            .series("h100", 16, 16, 2)
+            .fleets(&["eu", "eu-2"])
+            .team("team-eu")
+            .pool("a", 1, 8, None)
+            .placement(earlier)
+            .build();
+        let Ok(p) = h.placed(&narrowed) else {
+            panic!("admit")
+        };
+        assert_eq!(p.pools[0].fleets, vec!["eu-2".to_string()]);
+        let err = validate::<PoolSeries>(r#"{"fleets": {"team-eu": []}}"#).unwrap_err();
+        assert!(err.contains("fleets.team-eu"), "{err}");
     }
 
     #[test]

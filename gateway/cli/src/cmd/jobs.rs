@@ -176,7 +176,14 @@ fn print_status(job: &Value) {
     println!("job       {}", field(job, "/id"));
     println!("name      {}", field(job, "/name"));
     println!("team      {}", field(job, "/team"));
-    println!("state     {}", field(job, "/state"));
+    if job["observed"] == "unknown" {
+        println!(
+            "state     unknown (last seen {}: its fleet does not answer)",
+            field(job, "/state")
+        );
+    } else {
+        println!("state     {}", field(job, "/state"));
+    }
     if let Some(f) = job["fleet"].as_str() {
         println!("fleet     {f}");
     }

@@ -1,6 +1,6 @@
 //! One resource request: parse its target, name its verb (`get`, `list`, `watch`,
 //! `create`, ...), apply fault injection (delay, any hold, then any matching failure
-//! rule) and run the verb.
+//! rule), run the verb, and lose its answer if a rule says so.
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Uri};
@@ -12,7 +12,8 @@ use super::verbs::handle;
 use crate::error::ApiError;
 use crate::faults::Request;
 
-/// Runs `fut` after the injected delay and any hold, unless a fault rule fails the request first.
+/// Runs `fut` after the injected delay and any hold, unless a fault rule fails the
+/// request first; a lose-answer rule then replaces what it answered.
 pub(super) async fn with_faults(
     st: &AppState,
     uri: &Uri,
@@ -37,7 +38,11 @@ pub(super) async fn with_faults(
     if let Some(err) = st.faults.check(&req) {
         return err.into_response();
     }
-    fut.await.unwrap_or_else(IntoResponse::into_response)
+    let served = fut.await.unwrap_or_else(IntoResponse::into_response);
+    match st.faults.answer_lost(&req) {
+        Some(err) => err.into_response(),
+        None => served,
+    }
 }
 
 fn verb_of(method: &Method, t: &Target, q: &Query) -> &'static str {

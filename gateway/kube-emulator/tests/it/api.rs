@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::support::{
     api_err, eventually, holds_for, pod, raw, raw_http, rayclusters, rayjob, rayjobs, start_bare,
 };
-use forge_kubesim::{FailRule, HoldRule, Matching};
+use forge_kubesim::{FailRule, HoldRule, LoseAnswerRule, Matching};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
@@ -1004,6 +1004,49 @@ async fn pod_logs_tail_and_follow() {
         .expect("read");
     assert_eq!(out, "three\nfour\n");
     sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_lost_answer_fails_a_create_that_took_effect() {
+    let sim = start_bare().await;
+    let client = sim.client().expect("client");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let p: Pod = serde_json::from_value(pod("lost", json!({"app": "lost"}))).expect("pod");
+    sim.faults().lose_answers(LoseAnswerRule {
+        count: 2,
+        matching: Matching::default().path_contains("/pods").verb("create"),
+    });
+    let e = api_err(
+        pods.create(&PostParams::default(), &p)
+            .await
+            .expect_err("the answer is lost"),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (500, "InternalError"));
+    assert!(
+        pods.get_opt("lost").await.expect("get").is_some(),
+        "the create took effect"
+    );
+    // A retry finds it (409), and that answer is lost too; then answers come back.
+    let e = api_err(
+        pods.create(&PostParams::default(), &p)
+            .await
+            .expect_err("lost again"),
+    );
+    assert_eq!(e.code, 500);
+    assert!(sim.faults().state().lost_answers.is_empty(), "rule used up");
+    let e = api_err(
+        pods.create(&PostParams::default(), &p)
+            .await
+            .expect_err("exists"),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(
+        sim.created("pods")
+            .iter()
+            .filter(|c| c.name == "lost")
+            .count(),
+        1
+    );
 }
 
 #[tokio::test]

@@ -115,6 +115,7 @@ fn job() -> Value {
             "capsuleSha256": {"type": ["string", "null"]},
             "rayjobName": {"type": ["string", "null"]},
             "fleet": {"type": "string", "description": "the fleet (cluster) it was dispatched to, committed before its RayJob is created there (absent: not dispatched yet, or dispatched before fleets were recorded)"},
+            "observed": {"type": "string", "enum": ["unknown"], "description": "present while the job holds a place in a fleet marked unavailable: its state is the last one seen (not failed) until the fleet answers again"},
             "queue": {"type": "object", "properties": {
                 "series": {"type": "string"}, "position": {"type": "integer"},
                 "code": {"type": "string"}, "reason": {"type": "string"},
