@@ -55,21 +55,52 @@ pub fn transient(e: &kube::Error) -> bool {
     classify(e) == Failure::Transient
 }
 
+/// Whether the API server refused the call before serving it (429: its in-flight
+/// limit or priority-and-fairness turned it away), so it certainly took no effect.
+pub fn throttled(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 429)
+}
+
+/// The attempts of one call: [`ATTEMPTS`] of them, the waits between them doubling
+/// from 100 ms up to 2 s.
+#[derive(Debug)]
+pub struct Backoff {
+    attempt: u32,
+    delay: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            attempt: 1,
+            delay: Duration::from_millis(100),
+        }
+    }
+}
+
+impl Backoff {
+    /// Waits before the next attempt; false (at once) when every attempt is spent.
+    pub async fn next(&mut self) -> bool {
+        if self.attempt >= ATTEMPTS {
+            return false;
+        }
+        tokio::time::sleep(self.delay).await;
+        self.delay = (self.delay * 2).min(Duration::from_secs(2));
+        self.attempt += 1;
+        true
+    }
+}
+
 /// Runs an API call, retrying transient failures with a doubling backoff.
 pub async fn with_retry<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
-    let mut delay = Duration::from_millis(100);
-    let mut attempt = 1;
+    let mut backoff = Backoff::default();
     loop {
         match call().await {
-            Err(e) if attempt < ATTEMPTS && transient(&e) => {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
-                attempt += 1;
-            }
+            Err(e) if transient(&e) && backoff.next().await => {}
             other => return other,
         }
     }
@@ -97,5 +128,20 @@ mod tests {
         assert_eq!(classify(&api(400)), Failure::Refused);
         assert_eq!(classify(&api(413)), Failure::Refused);
         assert_eq!(message(&api(413)), "x (Reason)");
+        assert!(throttled(&api(429)));
+        assert!(!throttled(&api(503)), "a 5xx may follow a write");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn backoff_allows_every_attempt_then_stops() {
+        let mut b = Backoff::default();
+        let started = tokio::time::Instant::now();
+        let mut retries = 0;
+        while b.next().await {
+            retries += 1;
+        }
+        assert_eq!(retries, ATTEMPTS - 1);
+        // 100 + 200 + 400 + 800 + 1600 ms.
+        assert_eq!(started.elapsed(), Duration::from_millis(3100));
     }
 }

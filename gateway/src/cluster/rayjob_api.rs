@@ -2,12 +2,14 @@
 //! exists — names are deterministic per job), delete, read, list this installation's
 //! own (`forge.dev/instance` = the store's identity) or every Forge-managed one (to
 //! report foreign ones; metadata only). Transient API failures are retried here, so callers only see
-//! lasting ones.
+//! lasting ones — but a create that may have taken effect is looked up, not resent
+//! blindly (`create_or_adopt`): a resent create of a RayJob that already ran and was
+//! deleted would run its job twice.
 
 use kube::api::{DeleteParams, ListParams, PartialObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use super::api_error::{Failure, classify, with_retry};
+use super::api_error::{Backoff, Failure, classify, throttled, with_retry};
 use super::labels;
 use super::rayjob_crd::RayJob;
 
@@ -63,12 +65,47 @@ impl RayJobs {
     }
 
     /// Creates `rayjob`, or adopts the one with its name (AlreadyExists).
-    pub async fn create_or_adopt(&self, rayjob: &RayJob) -> Result<Created, kube::Error> {
+    ///
+    /// A create that fails without proof of its outcome (a server error, a lost
+    /// connection) may have taken effect, so it is never simply sent again: the
+    /// RayJob is first looked up by name. Found: adopted. Absent: sent again only
+    /// while `unseen()` says no RayJob of the job has been seen — one an earlier
+    /// attempt created may have run and been deleted since, and a new one would run
+    /// the job twice (then it counts as adopted). A throttled create (429) took no
+    /// effect and is sent again as it is. Lasting failures are returned; a lookup
+    /// that cannot answer returns the create's error.
+    pub async fn create_or_adopt<F, Fut>(
+        &self,
+        rayjob: &RayJob,
+        mut unseen: F,
+    ) -> Result<Created, kube::Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
         let pp = PostParams::default();
-        match with_retry(|| self.api.create(&pp, rayjob)).await {
-            Ok(_) => Ok(Created::New),
-            Err(e) if classify(&e) == Failure::AlreadyExists => Ok(Created::Adopted),
-            Err(e) => Err(e),
+        let name = rayjob.metadata.name.clone().unwrap_or_default();
+        let mut backoff = Backoff::default();
+        loop {
+            let e = match self.api.create(&pp, rayjob).await {
+                Ok(_) => return Ok(Created::New),
+                Err(e) if classify(&e) == Failure::AlreadyExists => return Ok(Created::Adopted),
+                Err(e) => e,
+            };
+            if classify(&e) != Failure::Transient {
+                return Err(e);
+            }
+            if !throttled(&e) {
+                match self.get(&name).await {
+                    Ok(Some(_)) => return Ok(Created::Adopted),
+                    Ok(None) if !unseen().await => return Ok(Created::Adopted),
+                    Ok(None) => {}
+                    Err(_) => return Err(e),
+                }
+            }
+            if !backoff.next().await {
+                return Err(e);
+            }
         }
     }
 

@@ -206,6 +206,25 @@ impl Dispatcher {
         }
     }
 
+    /// Whether `job` is still dispatched as RayJob `name` with nothing seen of it: the
+    /// lifecycle controller moves the job on as soon as it sees its RayJob. Unknown
+    /// (the store cannot answer) counts as seen: no second create on a guess.
+    async fn no_rayjob_seen(&self, job: &str, name: &str) -> bool {
+        match self.core.store.get(job).await {
+            Ok(Some(rec)) => {
+                rec.state == JobState::Dispatched && rec.rayjob_name.as_deref() == Some(name)
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(
+                    job,
+                    "reading the job before sending its RayJob create again: {e}"
+                );
+                false
+            }
+        }
+    }
+
     /// The NetworkPolicy (first, so the RayJob's pods are never reachable by others),
     /// then the RayJob. A refusal fails the job; another failure puts it back in the
     /// queue.
@@ -223,7 +242,12 @@ impl Dispatcher {
             &self.core.config,
         );
         let created = match cluster.network_policies.create_or_adopt(&policy).await {
-            Ok(_) => cluster.rayjobs.create_or_adopt(manifest).await,
+            Ok(_) => {
+                cluster
+                    .rayjobs
+                    .create_or_adopt(manifest, || self.no_rayjob_seen(&job.id, name))
+                    .await
+            }
             Err(e) => Err(e),
         };
         let e = match created {
