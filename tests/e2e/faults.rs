@@ -30,7 +30,7 @@ const ROUNDS: u32 = 30;
 /// One round of faults: 500s and 429s on RayJob, pod and event calls. A rule is only
 /// re-armed once the previous one like it was used up, so failures keep coming at the
 /// rate the gateway makes calls instead of piling up into a permanent outage.
-fn inject(faults: &forge_kubesim::faults::Faults, round: u32) {
+pub(crate) fn inject(faults: &forge_kubesim::faults::Faults, round: u32) {
     let rule = |code: u16, path: &str, verb: Option<&str>, count: u32| FailRule {
         count,
         code,

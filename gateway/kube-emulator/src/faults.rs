@@ -110,6 +110,21 @@ pub struct LoseAnswerRule {
     pub matching: Matching,
 }
 
+/// A rule killing the API server right after it serves the next request that matches
+/// it, before it answers: the request took effect (a create is in the store, as in
+/// etcd), its connection and every other one close unanswered, and nothing listens on
+/// the address for `downMs`. Then the server listens again on the same address with
+/// its store intact, as a restarted kube-apiserver would. One crash per rule.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CrashRule {
+    /// How long the server stays down, in milliseconds.
+    pub down_ms: u64,
+    /// Which request it follows.
+    #[serde(flatten)]
+    pub matching: Matching,
+}
+
 /// A rule holding every request that matches it (before it is served) until the
 /// holds are released: the client sees a call in flight, not yet answered. It has no
 /// field of its own: which requests it holds is all there is to it.
@@ -151,6 +166,9 @@ pub struct FaultRequest {
     /// Add a rule losing answers of served requests.
     #[serde(default)]
     pub lose_answer: Option<LoseAnswerRule>,
+    /// Add a rule killing the server after a request it serves.
+    #[serde(default)]
+    pub crash: Option<CrashRule>,
     /// Remove every hold rule, letting the held requests through.
     #[serde(default)]
     pub release: bool,
@@ -179,6 +197,12 @@ pub struct FaultState {
     /// Pending rules losing the answers of served requests.
     #[serde(default)]
     pub lost_answers: Vec<LoseAnswerRule>,
+    /// Pending crash rules.
+    #[serde(default)]
+    pub crashes: Vec<CrashRule>,
+    /// How many times the server was killed by a crash rule.
+    #[serde(default)]
+    pub crashed: u32,
 }
 
 /// Handle to the emulator's fault injection.
@@ -187,6 +211,8 @@ pub struct Faults {
     state: Mutex<FaultState>,
     drop_tx: watch::Sender<u64>,
     release_tx: watch::Sender<u64>,
+    /// A crash's down time, sent to the server loop (`server::serve`).
+    crash_tx: watch::Sender<Duration>,
     store: Arc<Store>,
 }
 
@@ -196,6 +222,7 @@ impl Faults {
             state: Mutex::new(FaultState::default()),
             drop_tx: watch::channel(0).0,
             release_tx: watch::channel(0).0,
+            crash_tx: watch::channel(Duration::ZERO).0,
             store,
         }
     }
@@ -225,6 +252,11 @@ impl Faults {
         self.lock().lost_answers.push(rule);
     }
 
+    /// Kills the server after the next request matching `rule` (see [`CrashRule`]).
+    pub fn crash(&self, rule: CrashRule) {
+        self.lock().crashes.push(rule);
+    }
+
     /// Holds every request matching `rule` until [`Faults::release`].
     pub fn hold(&self, rule: HoldRule) {
         self.lock().holds.push(rule);
@@ -250,9 +282,10 @@ impl Faults {
     /// Removes all rules, holds (releasing what they held) and the delay.
     pub fn clear(&self) {
         let mut st = self.lock();
-        let held = st.held;
+        let (held, crashed) = (st.held, st.crashed);
         *st = FaultState {
             held,
+            crashed,
             ..FaultState::default()
         };
         drop(st);
@@ -278,6 +311,9 @@ impl Faults {
         if let Some(rule) = req.lose_answer {
             self.lose_answers(rule);
         }
+        if let Some(rule) = req.crash {
+            self.crash(rule);
+        }
         if req.release {
             self.release();
         }
@@ -287,6 +323,26 @@ impl Faults {
         if req.compact {
             self.compact();
         }
+    }
+
+    /// Changes with each crash, to its down time.
+    pub(crate) fn crash_signal(&self) -> watch::Receiver<Duration> {
+        self.crash_tx.subscribe()
+    }
+
+    /// After a request was served: whether a crash rule kills the server now (the
+    /// rule is used up and the server loop told).
+    pub(crate) fn crashes_after(&self, req: &Request<'_>) -> bool {
+        let mut st = self.lock();
+        let Some(idx) = st.crashes.iter().position(|r| r.matching.matches(req)) else {
+            return false;
+        };
+        let rule = st.crashes.remove(idx);
+        st.crashed += 1;
+        drop(st);
+        self.crash_tx
+            .send_replace(Duration::from_millis(rule.down_ms));
+        true
     }
 
     pub(crate) fn drop_signal(&self) -> watch::Receiver<u64> {

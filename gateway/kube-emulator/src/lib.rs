@@ -30,7 +30,7 @@ pub mod tls;
 
 pub use controllers::{ControllerConfig, RunMode, TimedModel};
 pub use error::{ApiError, Cause};
-pub use faults::{FailRule, FaultRequest, Faults, HoldRule, LoseAnswerRule, Matching};
+pub use faults::{CrashRule, FailRule, FaultRequest, Faults, HoldRule, LoseAnswerRule, Matching};
 pub use logs::{LogError, LogStore};
 pub use nodes::{LayoutError, NodeSpec, NodeTaint};
 pub use sim::{Sim, SimConfig, SimError, TOKEN};

@@ -236,8 +236,9 @@ impl Sim {
         let mut tasks = Vec::new();
         let stop = shutdown.clone();
         let server_tls = tls.as_ref().map(|t| t.server.clone());
+        let server_faults = faults.clone();
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = serve(listener, app, server_tls, stop).await {
+            if let Err(e) = serve(listener, app, server_tls, stop, server_faults).await {
                 tracing::error!(error = %e, "kubesim server stopped");
             }
         }));

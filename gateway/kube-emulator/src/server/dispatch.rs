@@ -1,6 +1,6 @@
 //! One resource request: parse its target, name its verb (`get`, `list`, `watch`,
 //! `create`, ...), apply fault injection (delay, any hold, then any matching failure
-//! rule), run the verb, and lose its answer if a rule says so.
+//! rule), run the verb, and lose its answer (or crash the server) if a rule says so.
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Uri};
@@ -39,6 +39,11 @@ pub(super) async fn with_faults(
         return err.into_response();
     }
     let served = fut.await.unwrap_or_else(IntoResponse::into_response);
+    if st.faults.crashes_after(&req) {
+        // Killed before answering: the server loop closes this connection with the
+        // others; this answer is never sent.
+        std::future::pending::<()>().await;
+    }
     match st.faults.answer_lost(&req) {
         Some(err) => err.into_response(),
         None => served,

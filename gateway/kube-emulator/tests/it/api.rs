@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::support::{
     api_err, eventually, holds_for, pod, raw, raw_http, rayclusters, rayjob, rayjobs, start_bare,
 };
-use forge_kubesim::{FailRule, HoldRule, LoseAnswerRule, Matching};
+use forge_kubesim::{CrashRule, FailRule, HoldRule, LoseAnswerRule, Matching};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
@@ -1044,6 +1044,66 @@ async fn a_lost_answer_fails_a_create_that_took_effect() {
         sim.created("pods")
             .iter()
             .filter(|c| c.name == "lost")
+            .count(),
+        1
+    );
+}
+
+/// A crash after a create: the create is stored, its client and an open watch lose
+/// their connections unanswered, nothing listens on the address for the down time,
+/// then the same address serves the same store again.
+#[tokio::test]
+async fn a_crash_after_a_create_keeps_it_and_the_server_comes_back_on_its_address() {
+    let sim = start_bare().await;
+    let client = sim.client().expect("client");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let mut watch = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    let p: Pod = serde_json::from_value(pod("crashed", json!({"app": "crashed"}))).expect("pod");
+    sim.faults().crash(CrashRule {
+        down_ms: 1_500,
+        matching: Matching::default().path_contains("/pods").verb("create"),
+    });
+    let e = pods
+        .create(&PostParams::default(), &p)
+        .await
+        .expect_err("killed before answering");
+    assert!(
+        !matches!(e, kube::Error::Api(_)),
+        "no answer, not an API error: {e:?}"
+    );
+    // The watch saw the create (served before the crash), then its stream ends.
+    let mut ended = false;
+    while let Ok(next) = tokio::time::timeout(Duration::from_secs(5), watch.next()).await {
+        match next {
+            None | Some(Err(_)) => {
+                ended = true;
+                break;
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+    assert!(ended, "the open watch was cut by the crash");
+    // Down: nothing listens on the address.
+    assert!(
+        tokio::net::TcpStream::connect(sim.addr()).await.is_err(),
+        "connection refused while down"
+    );
+    assert_eq!(sim.faults().state().crashed, 1);
+    assert!(sim.faults().state().crashes.is_empty(), "rule used up");
+    // Back on the same address, with the object the create stored.
+    eventually("the server listens again with its store", || {
+        let pods = pods.clone();
+        async move { matches!(pods.get_opt("crashed").await, Ok(Some(_))) }
+    })
+    .await;
+    assert_eq!(
+        sim.created("pods")
+            .iter()
+            .filter(|c| c.name == "crashed")
             .count(),
         1
     );

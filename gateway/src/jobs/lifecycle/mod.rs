@@ -179,7 +179,9 @@ impl Lifecycle {
     /// Whether `job` was dispatched to the fleet this controller follows (a RayJob
     /// here of a job recorded in another fleet is not that job's).
     fn follows(&self, job: &JobRecord) -> bool {
-        job.fleet.as_deref().unwrap_or(&self.fleets.first().fleet) == self.cluster.fleet
+        self.fleets
+            .of_job(job.fleet.as_deref())
+            .is_some_and(|c| c.fleet == self.cluster.fleet)
     }
 }
 
