@@ -33,6 +33,18 @@ pub enum StopError {
     Refused(http::StatusCode),
 }
 
+impl StopError {
+    /// Whether sending the stop again may succeed: the API server or the dashboard
+    /// failed for a moment (throttled, a server error, no answer).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StopError::Api(e) => super::api_error::transient(e),
+            StopError::Refused(code) => code.is_server_error() || code.as_u16() == 429,
+            StopError::NotSubmitted | StopError::NoHead(_) => false,
+        }
+    }
+}
+
 /// Asks the head of `rayjob`'s cluster to stop its Ray job.
 pub async fn stop_ray_job(cluster: &Cluster, rayjob: &RayJob) -> Result<(), StopError> {
     let status = rayjob.status_or_default();
@@ -64,5 +76,28 @@ pub async fn stop_ray_job(cluster: &Cluster, rayjob: &RayJob) -> Result<(), Stop
         Ok(())
     } else {
         Err(StopError::Refused(resp.status))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_moment_s_failure_is_worth_sending_the_stop_again() {
+        let api = |code: u16| {
+            StopError::Api(kube::Error::Api(
+                kube::core::Status::failure("x", "Reason")
+                    .with_code(code)
+                    .boxed(),
+            ))
+        };
+        assert!(api(503).is_transient());
+        assert!(api(429).is_transient());
+        assert!(!api(403).is_transient());
+        assert!(StopError::Refused(http::StatusCode::BAD_GATEWAY).is_transient());
+        assert!(!StopError::Refused(http::StatusCode::NOT_FOUND).is_transient());
+        assert!(!StopError::NotSubmitted.is_transient());
+        assert!(!StopError::NoHead("c".into()).is_transient());
     }
 }

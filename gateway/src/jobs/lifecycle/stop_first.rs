@@ -8,9 +8,10 @@
 //! So the clean-up first stops the Ray job the way `ray job stop` does (SIGTERM, then
 //! SIGKILL after the job's checkpoint grace: [`crate::cluster::ray_stop`]) and waits
 //! until the RayJob reports the Ray job ended — at most that grace plus
-//! [`STOP_MARGIN`] — then archives and deletes. A stop that cannot be sent (never
-//! submitted, no head, the dashboard down) is not waited for: the archive is taken as
-//! before and KubeRay's finalizer still stops what runs.
+//! [`STOP_MARGIN`] — then archives and deletes. A stop that fails for a moment (a
+//! 5xx, no answer) is sent again within that wait; one that cannot be sent (never
+//! submitted, no head, the dashboard refusing) is not waited for: the archive is
+//! taken as before and KubeRay's finalizer still stops what runs.
 
 use std::time::Duration;
 
@@ -59,12 +60,24 @@ impl Lifecycle {
         let Ok(cluster) = self.of(job) else {
             return; // its fleet is no longer configured: nothing to stop there
         };
-        if let Err(e) = stop_ray_job(cluster, rayjob).await {
-            tracing::info!(job = %job.id, rayjob = %name, "the Ray job was not stopped before archiving ({e}); deleting the RayJob stops it");
-            return;
+        let until = tokio::time::Instant::now() + stop_wait(job);
+        // A stop that failed for a moment (the API server or the dashboard busy) is
+        // sent again within the wait: deleting the RayJob instead kills the driver
+        // with no end line in its log.
+        loop {
+            match stop_ray_job(cluster, rayjob).await {
+                Ok(()) => break,
+                Err(e) if e.is_transient() && tokio::time::Instant::now() < until => {
+                    tracing::debug!(job = %job.id, rayjob = %name, "stopping the Ray job failed ({e}); again");
+                    tokio::time::sleep(LOOK_EVERY).await;
+                }
+                Err(e) => {
+                    tracing::info!(job = %job.id, rayjob = %name, "the Ray job was not stopped before archiving ({e}); deleting the RayJob stops it");
+                    return;
+                }
+            }
         }
         tracing::info!(job = %job.id, rayjob = %name, "Ray job stopped (ray job stop); archiving once it ended");
-        let until = tokio::time::Instant::now() + stop_wait(job);
         loop {
             tokio::time::sleep(LOOK_EVERY).await;
             match cluster.rayjobs.get(&name).await {
