@@ -23,7 +23,8 @@ build_gateway() {
 
 # start_gateway BIN: `BIN dev --sim api-only` on 5000 nodes x 8 GPUs (room for every
 # submission: the gateway is measured, not the cluster's size) — with FLEETS=N, as N
-# emulated clusters (fleets) of 5000/N nodes each — with tests/load/chain.yaml,
+# emulated clusters (fleets) of 5000/N nodes each (without FLEETS no `--fleets` is
+# passed, so a build from before fleets compares too) — with tests/load/chain.yaml,
 # the per-team submission rate and queue cap off (throughput is the measure). Sets
 # `gw` (its pid), `data`, `url`, and exports FORGE_TOKEN and FORGE_CAPSULE (the dev
 # sample's capsule, stored once by a multipart submission). Stopped on exit.
@@ -32,7 +33,7 @@ start_gateway() {
   local port=$((20000 + RANDOM % 20000)) log="$data/gateway.log"
   FORGE_DATA_DIR="$data" FORGE_LISTEN="127.0.0.1:$port" RUST_LOG=warn \
     FORGE_SUBMISSIONS_PER_MINUTE=0 FORGE_MAX_QUEUED_PER_TEAM=0 \
-    "$1" dev --sim api-only --fleets "${FLEETS:-1}" --nodes "h100=$((5000 / ${FLEETS:-1}))x8" \
+    "$1" dev --sim api-only ${FLEETS:+--fleets "$FLEETS"} --nodes "h100=$((5000 / ${FLEETS:-1}))x8" \
     --policy-chain tests/load/chain.yaml >"$log" 2>&1 &
   gw=$!
   trap 'kill $gw 2>/dev/null; wait $gw 2>/dev/null; rm -rf "$data"' EXIT
