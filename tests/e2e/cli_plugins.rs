@@ -146,7 +146,10 @@ async fn policy_commands_change_and_explain_the_global_chain() {
     assert!(refused.stderr.contains("admin-only"), "{}", refused.stderr);
 }
 
-/// Runs a command in `dir` with cargo's own variables removed (a nested build).
+/// Runs a command in `dir` with cargo's own variables removed (a nested build), but
+/// with this machine's cargo home: `forge` runs with a temporary `HOME`, and a cargo
+/// home under it would download the registry and rebuild every dependency again
+/// (minutes, past the test's bound for one command, in a loaded CI run).
 fn clean_cargo_env(cmd: &mut tokio::process::Command) {
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy().into_owned();
@@ -160,6 +163,15 @@ fn clean_cargo_env(cmd: &mut tokio::process::Command) {
             cmd.env_remove(&key);
         }
     }
+    cmd.env("CARGO_HOME", cargo_home());
+}
+
+/// The cargo home this test runs under: `CARGO_HOME`, else `$HOME/.cargo`.
+fn cargo_home() -> std::path::PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo")))
+        .expect("CARGO_HOME or HOME is set")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
