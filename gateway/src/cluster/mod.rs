@@ -32,7 +32,7 @@ pub use network_policies::{Applied, NetworkPolicies};
 pub use nodes::{NodeConventions, NodeRoom};
 pub use playgrounds::PlaygroundObjects;
 pub use pods::{LogSource, Pods};
-pub use rayjob_api::{Created, RayJobs};
+pub use rayjob_api::{CreateError, Created, RayJobs};
 pub use rayjob_crd::{RayJob, RayJobStatus};
 
 /// The cluster as the gateway uses it: one client, the gateway's namespace, its

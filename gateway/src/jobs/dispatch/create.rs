@@ -8,7 +8,7 @@ use forge_policy_host::model::Placement;
 
 use super::Dispatcher;
 use crate::cluster::api_error::{self, Failure};
-use crate::cluster::{Cluster, Created};
+use crate::cluster::{Cluster, CreateError, Created};
 use crate::domain::JobState;
 use crate::jobs::error::JobError;
 use crate::manifests::{self, CapsuleRef, JobRef};
@@ -226,8 +226,8 @@ impl Dispatcher {
     }
 
     /// The NetworkPolicy (first, so the RayJob's pods are never reachable by others),
-    /// then the RayJob. A refusal fails the job; another failure puts it back in the
-    /// queue.
+    /// then the RayJob. A refusal fails the job; a RayJob known not to exist puts it
+    /// back in the queue; one that may exist leaves it dispatched to this fleet.
     async fn send(
         &self,
         job: &JobRecord,
@@ -248,51 +248,39 @@ impl Dispatcher {
                     .create_or_adopt(manifest, || self.no_rayjob_seen(&job.id, name))
                     .await
             }
-            Err(e) => Err(e),
+            // No RayJob create was sent.
+            Err(e) if api_error::classify(&e) == Failure::Refused => Err(CreateError::Refused(e)),
+            Err(e) => Err(CreateError::NotCreated(e)),
         };
-        let e = match created {
+        let (to, reason, e) = match created {
             Ok(Created::New) => return Ok(()),
             Ok(Created::Adopted) => {
-                tracing::info!(job = %job.id, rayjob = %name, "RayJob exists: adopted");
+                tracing::info!(job = %job.id, rayjob = %name, fleet = %cluster.fleet, "RayJob exists: adopted");
                 return Ok(());
             }
-            Err(e) => e,
-        };
-        if api_error::classify(&e) != Failure::Refused {
-            // The create may have taken effect (a timeout, a reset connection, a
-            // server error after the write): the fleet is asked by the RayJob's
-            // deterministic name before the job may go anywhere else.
-            match cluster.rayjobs.get(name).await {
-                Ok(Some(obj)) if cluster.rayjobs.is_own(&obj) => {
-                    tracing::info!(job = %job.id, rayjob = %name, fleet = %cluster.fleet, "the failed create had taken effect: adopted");
-                    return Ok(());
-                }
-                Ok(_) => {} // nothing of ours there: the job may be placed again
-                Err(e2) => {
-                    // Unknown: the job stays dispatched to this fleet, whose lifecycle
-                    // controller queues it again once the fleet answers that its
-                    // RayJob does not exist (`lifecycle::rayjob_events`).
-                    tracing::warn!(job = %job.id, rayjob = %name, fleet = %cluster.fleet, "creating the RayJob failed ({e}) and the fleet cannot tell whether it exists ({e2}): the job stays dispatched there until it can");
-                    return Err(e.into());
-                }
+            Err(CreateError::Unknown(e)) => {
+                // The job stays dispatched to this fleet, whose lifecycle controller
+                // queues it again once the fleet answers that its RayJob does not
+                // exist (`lifecycle::rayjob_events`).
+                tracing::warn!(job = %job.id, rayjob = %name, fleet = %cluster.fleet, "creating the RayJob failed ({e}) and the fleet cannot tell whether it exists: the job stays dispatched there until it can");
+                return Err(e.into());
             }
-        }
-        let (to, reason) = if api_error::classify(&e) == Failure::Refused {
             // The API server refused this RayJob (invalid, too large, forbidden): the
             // same request would be refused again, so the job fails with the server's
             // message instead of holding its GPUs in every pass.
-            (
+            Err(CreateError::Refused(e)) => (
                 JobState::Failed,
                 format!(
                     "dispatch.refused: the Kubernetes API server refused the RayJob: {}",
                     api_error::message(&e)
                 ),
-            )
-        } else {
-            (
+                e,
+            ),
+            Err(CreateError::NotCreated(e)) => (
                 JobState::Queued,
                 format!("dispatch.retry: creating the RayJob failed ({e}); will retry"),
-            )
+                e,
+            ),
         };
         let t = Transition::new(&job.id, JobState::Dispatched, to, Some(reason));
         if let Err(e2) = self.core.transition(t).await {
