@@ -267,7 +267,9 @@ pub async fn build_state(
     let job_store = crate::store::metered::Metered::wrap(db.jobs.clone(), metrics.clone());
     // On PostgreSQL this starts the task that tails the stored feed (it ends with the
     // feed); on SQLite the feed is this process's own.
-    let feed = crate::jobs::feed_tail::feed_for(&job_store);
+    let feed = crate::jobs::feed_tail::feed_for(&job_store)
+        .await
+        .context("reading the stored job feed's head")?;
     let jobs = Jobs::new(JobParts {
         config: config.clone(),
         store: job_store,

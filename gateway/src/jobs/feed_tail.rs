@@ -3,14 +3,15 @@
 //! publishes it on this replica's [`JobFeed`], in the store's commit order. It wakes on
 //! the store's notification (`NOTIFY forge_jobs`) and, as the fallback for a missed
 //! one or a lost listener connection, every [`POLL`]. It starts at the feed's newest
-//! position (older changes are history, not news) and stops when the feed is gone.
+//! position when the gateway starts (older changes are history, not news) and stops
+//! when the feed is gone.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::feed::JobFeed;
-use crate::store::JobStore;
 use crate::store::job_feed::MAX_CHANGES_READ;
+use crate::store::{JobStore, StoreError};
 
 /// Longest a change waits when its notification was missed.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -19,13 +20,18 @@ const RETRY: Duration = Duration::from_millis(500);
 
 /// A shared feed for `store` with its tail running, or a local feed when the store has
 /// no shared change feed (SQLite: this process publishes its own changes).
-pub fn feed_for(store: &Arc<dyn JobStore>) -> JobFeed {
+///
+/// The feed's start is read here, before the feed is handed out: a watcher's snapshot
+/// (read after the gateway serves) is then never older than the feed's start, so no
+/// change can fall between the two.
+pub async fn feed_for(store: &Arc<dyn JobStore>) -> Result<JobFeed, StoreError> {
     let Some(changes) = store.state_changes() else {
-        return JobFeed::default();
+        return Ok(JobFeed::default());
     };
     let feed = JobFeed::shared();
+    feed.start_at(store.changes_head().await?);
     tokio::spawn(tail(store.clone(), feed.downgrade(), changes));
-    feed
+    Ok(feed)
 }
 
 async fn tail(
@@ -33,19 +39,6 @@ async fn tail(
     feed: std::sync::Weak<super::feed::Inner>,
     mut changes: tokio::sync::watch::Receiver<u64>,
 ) {
-    let start = loop {
-        match store.changes_head().await {
-            Ok(head) => break head,
-            Err(e) => {
-                tracing::warn!("job feed: reading the stored feed's head: {e}; retrying");
-                tokio::time::sleep(RETRY).await;
-            }
-        }
-    };
-    match JobFeed::upgrade(&feed) {
-        Some(f) => f.start_at(start),
-        None => return,
-    }
     loop {
         let Some(f) = JobFeed::upgrade(&feed) else {
             return;

@@ -179,7 +179,7 @@ impl Jobs {
         if changes.len() > REPLAY {
             return None;
         }
-        let up_to = changes.last().map_or(0, |c| seq_of_position(c.position));
+        let up_to = replayed_up_to(last, &changes);
         let events = changes
             .into_iter()
             .map(|c| WatchEvent::Change(Arc::new(Sequenced::stored(c))))
@@ -274,5 +274,49 @@ impl Jobs {
             }
         }
         Ok(())
+    }
+}
+
+/// The newest number a resume read from the store covers: its newest change's, or —
+/// none being newer — the number the listener named. This replica's tail may not have
+/// published that one yet (another replica did); when it does, it is skipped, not
+/// sent a second time.
+fn replayed_up_to(last: u64, changes: &[crate::store::StoredChange]) -> u64 {
+    changes
+        .last()
+        .map_or(last, |c| seq_of_position(c.position).max(last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{HistoryEntry, StoredChange};
+
+    fn change(position: i64) -> StoredChange {
+        StoredChange {
+            position,
+            job_id: "j".into(),
+            team: "t".into(),
+            entry: HistoryEntry {
+                from: None,
+                to: JobState::Queued,
+                reason: None,
+                at_ms: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn a_resume_covers_what_it_read_or_at_least_what_the_listener_saw() {
+        let seen = seq_of_position(7);
+        // Nothing newer in the store: the change the listener saw (published by another
+        // replica) is still covered when this replica's tail publishes it.
+        assert_eq!(replayed_up_to(seen, &[]), seen);
+        assert_eq!(replayed_up_to(seen + 3, &[]), seen + 3);
+        // Newer changes: up to the newest read.
+        assert_eq!(
+            replayed_up_to(seen, &[change(8), change(9)]),
+            seq_of_position(9)
+        );
     }
 }
