@@ -98,7 +98,14 @@ fn malformed_decisions_fail_closed() {
 #[test]
 fn log_flood_is_capped_and_the_call_completes() {
     let e = engine();
-    let out = hostile(&e, "log-flood")
+    // 10 000 lines of 4 KiB, each formatted in the guest: the longest deadline a
+    // plugin may have (1 s), as the call took 220 ms in a loaded CI run, past the
+    // default 200 ms.
+    let patient = PluginLimits {
+        deadline: Duration::from_millis(1_000),
+        ..e.limits().plugin_defaults()
+    };
+    let out = hostile_with(&e, "log-flood", patient)
         .evaluate(&request())
         .expect("admits after logging");
     assert!(matches!(out.decision, Decision::Admit { .. }));
