@@ -11,7 +11,9 @@
 //! the dispatcher). Three layouts of the same nodes:
 //! - `one`: one fleet;
 //! - `three`: three fleets of a third each, every job free to go to any;
-//! - `pinned`: three fleets, each job's pools pinned to one of them (data residency).
+//! - `pinned`: three fleets, each job's pools pinned to one of them (data residency);
+//! - `submitters`: one fleet, each job's gang with its submitter pod, as the dispatcher
+//!   asks since stop 65 (a 0-GPU, 1-CPU pod on any node: a kind of every node).
 //!
 //! Timed over `FORGE_BENCH_FIT_PASSES` passes (default 20) after one warm-up; prints
 //! `BENCH fit key=value…` with each layout's median and slowest pass, the jobs placed,
@@ -23,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forge_gateway::cluster::NodeRoom;
+use forge_gateway::jobs::dispatch::demand::submitter;
 use forge_gateway::jobs::fit::{PoolDemand, Rooms};
 
 /// As the gateway: the fit allocates per attempt, so the allocator is measured too.
@@ -90,6 +93,18 @@ fn jobs(count: usize, pinned: bool) -> Vec<Vec<PoolDemand>> {
         .collect()
 }
 
+/// `queue` with each job's submitter pod after its pools, as the dispatcher asks.
+fn with_submitters(queue: &[Vec<PoolDemand>]) -> Vec<Vec<PoolDemand>> {
+    queue
+        .iter()
+        .map(|job| {
+            let mut gang = job.clone();
+            gang.extend(submitter(job));
+            gang
+        })
+        .collect()
+}
+
 /// One pass: the rooms of `nodes`, every job of `queue` reserved in order; returns the
 /// jobs placed.
 fn pass(nodes: &Arc<Vec<NodeRoom>>, queue: &[Vec<PoolDemand>]) -> usize {
@@ -131,13 +146,17 @@ fn main() {
     let (one_p50, one_max, one_placed) = time(&one, &free, passes);
     let (three_p50, three_max, three_placed) = time(&three, &free, passes);
     let (pinned_p50, pinned_max, pinned_placed) = time(&three, &pinned, passes);
+    let (sub_p50, sub_max, sub_placed) = time(&one, &with_submitters(&free), passes);
     println!(
         "BENCH fit nodes={count} queued={queued} passes={passes} \
          one_p50_ms={one_p50:.2} one_max_ms={one_max:.2} one_placed={one_placed} \
          three_p50_ms={three_p50:.2} three_max_ms={three_max:.2} three_placed={three_placed} \
          pinned_p50_ms={pinned_p50:.2} pinned_max_ms={pinned_max:.2} pinned_placed={pinned_placed} \
-         three_vs_one={:.2} pinned_vs_one={:.2}",
+         submitters_p50_ms={sub_p50:.2} submitters_max_ms={sub_max:.2} \
+         submitters_placed={sub_placed} \
+         three_vs_one={:.2} pinned_vs_one={:.2} submitters_vs_one={:.2}",
         three_p50 / one_p50,
-        pinned_p50 / one_p50
+        pinned_p50 / one_p50,
+        sub_p50 / one_p50
     );
 }

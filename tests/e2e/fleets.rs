@@ -227,11 +227,9 @@ const FAULT_JOBS: usize = 40;
 async fn under_faults_on_both_fleets_every_job_is_launched_exactly_once() {
     forge_tests::gateway::init_tracing("error,kube_client=off");
     // Two 4-GPU nodes per fleet and the team's quota of 16: both fleets run jobs, at
-    // most 4 on a node. (With one 8-GPU node per fleet, 8 one-GPU jobs fill a node's
-    // 64 CPUs with their heads, 8 CPUs each, the default machine size; their submitter
-    // pods, 1 CPU each, are then unschedulable and the jobs stay `running` with no
-    // driver. The gang fit counts each machine's CPU and memory but not the submitter
-    // pod's (`jobs/dispatch/demand.rs`): an open defect, not a fault of this test.)
+    // most 4 on a node. (One 8-GPU node per fleet once stalled this test: 8 heads of
+    // 8 CPUs filled a node's 64 and left no room for the submitters. The gang now
+    // counts its submitter pod; `jobs::heads_never_take_the_cpu_their_drivers_need`.)
     let gw =
         std::sync::Arc::new(TestGateway::start_tweaked("h100=2x4", &[], |o| o.fleets = 2).await);
     let client = JobClient::new(&gw.url, &gw.token);

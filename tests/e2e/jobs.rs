@@ -928,3 +928,72 @@ async fn another_teams_job_is_404_to_a_member_and_left_alone() {
     assert_eq!(cancelled["state"], "cancelled");
     jobs::wait_no_rayjobs(&rayjobs(&gw), Duration::from_secs(20)).await;
 }
+
+/// Eight one-GPU jobs on one 8-GPU node of 64 CPUs. Each head asks 8 CPUs (the
+/// default machine) and each submitter pod, which runs the driver, 1 CPU: seven jobs
+/// fit whole, and the eighth waits for room, its reason naming the CPU, until one of
+/// them ends. Before the gang fit counted the submitter, all eight were dispatched,
+/// the heads took all 64 CPUs, and no submitter could be scheduled: eight jobs
+/// `running` with no driver, for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heads_never_take_the_cpu_their_drivers_need() {
+    let gw = gateway("h100=1x8", &[]).await;
+    let admin = gw.client(&gw.token);
+    let gate = tempfile::tempdir().expect("gate dir");
+    let go = gate.path().join("go");
+    let script = format!(
+        "import os, time\n\
+         print('driver up', flush=True)\n\
+         deadline = time.time() + 300\n\
+         while not os.path.exists({go:?}) and time.time() < deadline:\n    time.sleep(0.2)\n\
+         print('driver done', flush=True)\n",
+        go = go.display().to_string(),
+    );
+    let code = zip_of(&[("job.py", &script)]);
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        let spec = jobs::one_gpu_spec(&format!("fill-{i}"), "python3 job.py");
+        ids.push(admin.submit_ok(&spec, code.clone()).await);
+    }
+    // Seven drivers run; one job waits for room, with the CPU as the reason.
+    let waiting = forge_tests::wait::eventually(
+        "seven jobs running and one waiting",
+        Duration::from_secs(120),
+        || async {
+            let mut running = Vec::new();
+            let mut queued = Vec::new();
+            for id in &ids {
+                let j = job(&gw, id).await;
+                match j["state"].as_str() {
+                    Some("running") => running.push(id.clone()),
+                    Some("queued") if j["queue"]["code"] == "capacity.no-room" => {
+                        queued.push(j);
+                    }
+                    _ => {}
+                }
+            }
+            if running.len() == 7 && queued.len() == 1 {
+                Ok((running, queued.remove(0)))
+            } else {
+                Err(forge_tests::wait::not_yet((running, queued)))
+            }
+        },
+    )
+    .await;
+    let (running, queued) = waiting;
+    let reason = queued["queue"]["reason"].as_str().expect("reason");
+    assert!(reason.contains("CPU"), "{queued:#}");
+    for id in &running {
+        admin.wait_log(id, "driver up").await;
+    }
+    // Released, all eight end well: the eighth ran once room was freed.
+    std::fs::write(&go, b"").expect("open the gate");
+    let done = admin.wait_terminal(&ids, Duration::from_secs(240)).await;
+    for (id, j) in &done {
+        assert_eq!(j["state"], "succeeded", "{id}: {j:#}");
+    }
+    let last = queued["id"].as_str().expect("id");
+    let (status, log) = admin.logs(last).await;
+    assert_eq!(status, 200, "{log}");
+    assert!(log.contains("driver done"), "{log}");
+}

@@ -30,7 +30,10 @@ use kube::{Api, Client};
 use forge_policy_host::model::{ClusterView, FleetView};
 
 use super::availability::Availability;
-use super::labels::{ANNOTATION_GPUS, LABEL_JOB_ID, LABEL_PLAYGROUND_ID, LABEL_TEAM, RAY_GROUP};
+use super::labels::{
+    ANNOTATION_GPUS, JOB_NAME, LABEL_JOB_ID, LABEL_PLAYGROUND_ID, LABEL_TEAM, RAY_GROUP,
+    SUBMITTER_GROUP,
+};
 use super::nodes::{NodeCell, NodeConventions, NodeRoom, holds_resources};
 
 /// Team → series → playground GPUs `(running, pending)`.
@@ -196,17 +199,22 @@ impl Capacity {
             .rooms(&self.fleet.name, &self.nodes.state(), &pods)
     }
 
-    /// Bound, unfinished Ray pods of each Forge job, per group (`ray.io/group`:
-    /// `headgroup` or the pool's name): the machines the scheduler has placed.
+    /// Bound, unfinished pods of each Forge job, per group (`ray.io/group`:
+    /// `headgroup` or the pool's name; the submitter Job's pod: [`SUBMITTER_GROUP`]):
+    /// the machines the scheduler has placed.
     pub fn bound_machines(&self) -> BTreeMap<(String, String), u32> {
         let mut out = BTreeMap::new();
         for pod in self.pods.state().iter().filter(|p| holds_resources(p)) {
-            let labels = pod.metadata.labels.as_ref();
-            if let (Some(id), Some(group)) = (
-                labels.and_then(|l| l.get(LABEL_JOB_ID)),
-                labels.and_then(|l| l.get(RAY_GROUP)),
-            ) {
-                *out.entry((id.clone(), group.clone())).or_default() += 1;
+            let Some(labels) = pod.metadata.labels.as_ref() else {
+                continue;
+            };
+            let group = match labels.get(RAY_GROUP) {
+                Some(group) => group.as_str(),
+                None if labels.contains_key(JOB_NAME) => SUBMITTER_GROUP,
+                None => continue,
+            };
+            if let Some(id) = labels.get(LABEL_JOB_ID) {
+                *out.entry((id.clone(), group.to_string())).or_default() += 1;
             }
         }
         out

@@ -39,6 +39,9 @@ pub const HEAD_GROUP: &str = "headgroup";
 /// Kubernetes Jobs: the Job a pod belongs to (the RayJob's submitter Job is named
 /// after the RayJob).
 pub const JOB_NAME: &str = "batch.kubernetes.io/job-name";
+/// The group a job's submitter pod is counted under where machines are counted per
+/// group (it has no `ray.io/group`; KubeRay's Kueue integration names its PodSet so).
+pub const SUBMITTER_GROUP: &str = "submitter";
 /// Container of the KubeRay submitter pod that holds the driver log.
 pub const SUBMITTER_CONTAINER: &str = "ray-job-submitter";
 

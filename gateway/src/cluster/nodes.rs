@@ -35,7 +35,10 @@ pub struct NodeConventions {
     pub pods: PodsConfig,
 }
 
-/// One schedulable node of a GPU series and what is free on it.
+/// The series of a node without the GPU series label (a CPU node) in its room.
+pub const NO_SERIES: &str = "";
+
+/// One schedulable node and what is free on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRoom {
     /// The fleet (cluster) the node is in.
@@ -242,19 +245,20 @@ impl NodeConventions {
         get(allocatable, key).and_then(parse).unwrap_or(0)
     }
 
-    /// Every schedulable (Ready, uncordoned) node of a series of fleet `fleet`, with
-    /// what is free on it. Tainted nodes are included: whether a pod may use them
-    /// depends on its tolerations ([`untolerated`]).
+    /// Every schedulable (Ready, uncordoned) node of fleet `fleet`, with what is free
+    /// on it: the nodes of a GPU series, and the others as of series [`NO_SERIES`] (a
+    /// job's submitter pod may run there). Tainted nodes are included: whether a pod
+    /// may use them depends on its tolerations ([`untolerated`]).
     pub fn rooms(&self, fleet: &str, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) -> Vec<NodeRoom> {
         let held = held_by_node(pods);
         nodes
             .iter()
             .filter(|n| schedulable(n))
-            .filter_map(|node| {
-                let series = node_series(node, &self.gpu_label)?;
+            .map(|node| {
+                let series = node_series(node, &self.gpu_label).unwrap_or(NO_SERIES);
                 let name = node.metadata.name.clone().unwrap_or_default();
                 let used = held.get(name.as_str()).copied().unwrap_or_default();
-                Some(NodeRoom {
+                NodeRoom {
                     fleet: fleet.to_string(),
                     series: series.to_string(),
                     labels: node.metadata.labels.clone().unwrap_or_default(),
@@ -265,7 +269,7 @@ impl NodeConventions {
                     memory_bytes: Self::node_resource(node, "memory", quantity::bytes)
                         .saturating_sub(used.memory_bytes),
                     name,
-                })
+                }
             })
             .collect()
     }

@@ -6,7 +6,9 @@
 //! The check is node-level and asks what the scheduler will: each machine of a pool
 //! needs, on one node of the pool's series that matches its node selector and required
 //! node affinity and whose `NoSchedule`/`NoExecute` taints its tolerations cover,
-//! `gpus_per_node` free GPUs and its CPU and memory free. Machines are placed best-fit
+//! `gpus_per_node` free GPUs and its CPU and memory free; the job's submitter pod
+//! (which selects no node) needs its CPU and memory on any node, of a series or not,
+//! its tolerations allow, once the machines are placed. Machines are placed best-fit
 //! (the node with the fewest free GPUs that still fits), largest requests first, as a
 //! trial; only a complete fit is committed ([`Rooms`], which also keeps a pass over a
 //! long queue cheap).
@@ -14,10 +16,11 @@
 //! A job runs in exactly one fleet (cluster): every machine of a gang is placed on
 //! nodes of one fleet, never split; which one is `fit/fleets.rs`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use forge_policy_host::model::{NodeAffinity, Toleration, untolerated};
+use rustc_hash::FxHashMap;
 
 use crate::cluster::NodeRoom;
 use crate::domain::quantity;
@@ -29,11 +32,15 @@ use best_fit::Candidates;
 use fleets::FleetIx;
 use free_totals::FreeTotals;
 
-/// What one pool of a job needs.
+/// What one pool of a job needs (or its submitter pod: `any_series`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PoolDemand {
     /// GPU series the pool runs on.
     pub series: String,
+    /// The pods may run on a node of any series or of none, not only on `series`'s
+    /// (a job's submitter pod, which selects no node); `series` then names the job's
+    /// series in a reason only.
+    pub any_series: bool,
     /// Machines.
     pub nodes: u32,
     /// GPUs per machine.
@@ -60,7 +67,7 @@ impl PoolDemand {
 
     /// Whether the pool's pods may run on `node` at all (series, selector, affinity).
     fn selects(&self, node: &NodeRoom) -> bool {
-        node.series == self.series
+        (self.any_series || node.series == self.series)
             && self
                 .node_selector
                 .iter()
@@ -106,6 +113,14 @@ pub enum NoFitCause {
         /// The fleets with GPU nodes.
         known: Vec<String>,
     },
+    /// The job's machines fit, but then no node its submitter pod may use has the
+    /// submitter's CPU and memory free.
+    Submitter {
+        /// The submitter's CPU, millicores.
+        cpu_millis: u64,
+        /// The submitter's memory, bytes.
+        memory_bytes: u64,
+    },
     /// The room is on nodes whose taints the job does not tolerate.
     Taints {
         /// Free GPUs on those nodes.
@@ -144,6 +159,16 @@ impl std::fmt::Display for NoFit {
                 quantity::cpu_quantity(*cpu_millis),
                 quantity::bytes_quantity(*memory_bytes)
             ),
+            NoFitCause::Submitter {
+                cpu_millis,
+                memory_bytes,
+            } => write!(
+                f,
+                "; the job's machines fit, but no node its submitter pod (the driver) may \
+                 use also has {} CPU and {} memory free",
+                quantity::cpu_quantity(*cpu_millis),
+                quantity::bytes_quantity(*memory_bytes)
+            ),
             NoFitCause::Fleets { known } => write!(
                 f,
                 "; no fleet with GPU nodes ({}) is allowed for every pool of the job by its \
@@ -176,6 +201,7 @@ struct Shape {
 struct Eligibility {
     fleet: FleetIx,
     series: String,
+    any_series: bool,
     node_selector: BTreeMap<String, String>,
     tolerations: Vec<Toleration>,
     required: Vec<forge_policy_host::model::NodeSelectorTerm>,
@@ -186,6 +212,7 @@ impl Eligibility {
         Eligibility {
             fleet,
             series: pool.series.clone(),
+            any_series: pool.any_series,
             node_selector: pool.node_selector.clone(),
             tolerations: pool.tolerations.clone(),
             required: pool.affinity.required.clone(),
@@ -265,27 +292,27 @@ pub struct Rooms {
     any_taints: bool,
     /// Free GPUs of each fleet (by index) and series, kept up to date by every
     /// reservation (what choosing among fleets compares).
-    fleet_free: Vec<HashMap<String, u64>>,
-    by_series: HashMap<String, Vec<usize>>,
+    fleet_free: Vec<FxHashMap<String, u64>>,
+    by_series: FxHashMap<String, Vec<usize>>,
     /// Each kind of pool seen in the pass → its nodes in `candidates`.
-    kinds: HashMap<Eligibility, usize>,
+    kinds: FxHashMap<Eligibility, usize>,
     candidates: Vec<Candidates>,
     /// Free GPUs per series on the nodes a set of tolerations covers (for
     /// [`Rooms::totals`]), kept up to date by every reservation.
-    usable: HashMap<Vec<Toleration>, FreeTotals>,
+    usable: FxHashMap<Vec<Toleration>, FreeTotals>,
     /// Bumped by every reservation.
     generation: u64,
-    failed: HashMap<Shape, Failure>,
+    failed: FxHashMap<Shape, Failure>,
 }
 
 /// What a trial would take from each node, by index.
-type Taken = HashMap<usize, Left>;
+type Taken = FxHashMap<usize, Left>;
 
 impl Rooms {
     /// The rooms of `nodes`.
     pub fn new(nodes: impl Into<Arc<Vec<NodeRoom>>>) -> Self {
         let base: Arc<Vec<NodeRoom>> = nodes.into();
-        let mut by_series: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_series: FxHashMap<String, Vec<usize>> = FxHashMap::default();
         let mut fleets: Vec<String> = Vec::new();
         let mut fleet_of = Vec::with_capacity(base.len());
         for (i, n) in base.iter().enumerate() {
@@ -304,7 +331,7 @@ impl Rooms {
             }
         }
         let any_taints = base.iter().any(|n| !n.taints.is_empty());
-        let mut fleet_free: Vec<HashMap<String, u64>> = vec![HashMap::new(); fleets.len()];
+        let mut fleet_free: Vec<FxHashMap<String, u64>> = vec![FxHashMap::default(); fleets.len()];
         for (n, &f) in base.iter().zip(&fleet_of) {
             *fleet_free[f].entry(n.series.clone()).or_default() += u64::from(n.gpus);
         }
@@ -324,11 +351,11 @@ impl Rooms {
             any_taints,
             fleet_free,
             by_series,
-            kinds: HashMap::new(),
+            kinds: FxHashMap::default(),
             candidates: Vec::new(),
-            usable: HashMap::new(),
+            usable: FxHashMap::default(),
             generation: 0,
-            failed: HashMap::new(),
+            failed: FxHashMap::default(),
         }
     }
 
@@ -357,8 +384,14 @@ impl Rooms {
         if let Some(&kind) = self.kinds.get(&key) {
             return kind;
         }
-        let nodes: Vec<usize> = self
-            .series_nodes(&pool.series)
+        let every: Vec<usize>;
+        let from = if pool.any_series {
+            every = (0..self.base.len()).collect();
+            &every
+        } else {
+            self.series_nodes(&pool.series)
+        };
+        let nodes: Vec<usize> = from
             .iter()
             .copied()
             .filter(|&i| {
@@ -394,20 +427,25 @@ impl Rooms {
         if let Some(why) = self.known_failure(demands, fleet) {
             return Err(why);
         }
-        let mut taken = Taken::new();
+        let mut taken = Taken::default();
         let mut order: Vec<&PoolDemand> = demands.iter().collect();
-        order.sort_by_key(|d| std::cmp::Reverse((d.gpus_per_node, d.cpu_millis, d.memory_bytes)));
+        // Largest first; pods of any series (which may take from any node) last.
+        order.sort_by_key(|d| {
+            std::cmp::Reverse((!d.any_series, d.gpus_per_node, d.cpu_millis, d.memory_bytes))
+        });
         let mut seen_series: Vec<&str> = Vec::new();
         for pool in order {
             // The first pool of its series sees the rooms as they are (the job's other
             // pools took nothing there yet): its failure holds for the shape.
-            let first_of_series = !seen_series.contains(&pool.series.as_str());
+            let first_of_series = !pool.any_series && !seen_series.contains(&pool.series.as_str());
             seen_series.push(&pool.series);
             let kind = self.kind(pool, fleet);
             for _ in 0..pool.nodes {
                 if !self.place_one(pool, kind, &mut taken) {
                     let why = self.explain(demands, pool, fleet);
-                    if first_of_series {
+                    // A pod of any series saw the room the job's pools took: its
+                    // failure holds for the shape only if it fails on its own.
+                    if first_of_series || (pool.any_series && !self.fits_alone(pool, kind)) {
                         self.remember(pool, fleet, &why);
                     }
                     return Err(why);
@@ -415,6 +453,12 @@ impl Rooms {
             }
         }
         Ok(taken)
+    }
+
+    /// Whether every machine of `pool` (of `kind`) fits with nothing else taken.
+    fn fits_alone(&mut self, pool: &PoolDemand, kind: usize) -> bool {
+        let mut taken = Taken::default();
+        (0..pool.nodes).all(|_| self.place_one(pool, kind, &mut taken))
     }
 
     /// Why `demands` cannot fit, if a pool of theirs has the shape of one that did not
@@ -517,6 +561,22 @@ impl Rooms {
             .filter(|d| d.series == series)
             .map(PoolDemand::gpus)
             .sum();
+        if pool.any_series {
+            return NoFit {
+                free: self
+                    .fleet_free
+                    .get(fleet)
+                    .and_then(|f| f.get(&series))
+                    .copied()
+                    .unwrap_or(0),
+                series,
+                needed,
+                cause: NoFitCause::Submitter {
+                    cpu_millis: pool.cpu_millis,
+                    memory_bytes: pool.memory_bytes,
+                },
+            };
+        }
         let kind = self.kind(pool, fleet);
         let usable = || self.candidates[kind].nodes().iter().map(|&i| self.left[i]);
         let free: u64 = usable().map(|l| u64::from(l.gpus)).sum();

@@ -61,7 +61,7 @@ mod pod;
 pub mod resources;
 pub mod scheduling;
 pub mod security;
-mod submitter;
+pub mod submitter;
 
 use std::collections::BTreeMap;
 

@@ -16,11 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::cluster::labels::{SUBMITTER_CONTAINER, job_labels};
 use crate::cluster::rayjob_crd::SubmitterConfig;
+use crate::domain::quantity;
 
-/// CPU of the submitter (requests = limits; KubeRay's default limit).
-const SUBMITTER_CPU: &str = "1";
-/// Memory of the submitter (requests = limits; KubeRay's default limit).
-const SUBMITTER_MEMORY: &str = "1Gi";
+/// CPU of the submitter, millicores (requests = limits; KubeRay's default limit). The
+/// gang fit counts it: a job is dispatched only where its submitter fits too.
+pub const CPU_MILLIS: u64 = 1000;
+/// Memory of the submitter, bytes (requests = limits; KubeRay's default limit).
+pub const MEMORY_BYTES: u64 = 1 << 30;
 
 /// The submitter pod template for a job.
 pub fn pod_template(
@@ -31,8 +33,14 @@ pub fn pod_template(
     tolerations: Option<Vec<Toleration>>,
 ) -> PodTemplateSpec {
     let amounts = BTreeMap::from([
-        ("cpu".to_string(), Quantity(SUBMITTER_CPU.into())),
-        ("memory".to_string(), Quantity(SUBMITTER_MEMORY.into())),
+        (
+            "cpu".to_string(),
+            Quantity(quantity::cpu_quantity(CPU_MILLIS)),
+        ),
+        (
+            "memory".to_string(),
+            Quantity(quantity::bytes_quantity(MEMORY_BYTES)),
+        ),
     ]);
     PodTemplateSpec {
         metadata: Some(ObjectMeta {

@@ -160,9 +160,19 @@ fn rooms_have_free_gpus_cpu_and_memory_of_schedulable_nodes() {
         node("b1", "h200", 8, true, true),
     ];
     let pods = vec![pod("a1", 6, "Running"), pod("a1", 8, "Succeeded")];
+    let mut nodes = nodes;
+    let mut cpu_node = (*node("c1", "h100", 0, true, false)).clone();
+    cpu_node.metadata.labels = None;
+    nodes.push(Arc::new(cpu_node));
     let rooms = conventions(&[]).rooms("default", &nodes, &pods);
-    assert_eq!(rooms.len(), 1, "NotReady and cordoned nodes have no room");
+    assert_eq!(rooms.len(), 2, "NotReady and cordoned nodes have no room");
     let r = &rooms[0];
+    let cpu = &rooms[1];
+    assert_eq!(
+        (cpu.name.as_str(), cpu.series.as_str(), cpu.gpus),
+        ("c1", NO_SERIES, 0),
+        "a node of no series has room (for submitter pods)"
+    );
     assert_eq!((r.name.as_str(), r.series.as_str()), ("a1", "h100"));
     assert_eq!(r.gpus, 2);
     assert_eq!(r.cpu_millis, 16_000 - 4_500, "limits stand in for requests");

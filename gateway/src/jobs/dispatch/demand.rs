@@ -1,15 +1,16 @@
 //! What a job asks of the cluster, and how usage is counted: each pool's demand as
-//! placed (series, machines, CPU, memory, where its pods may go), the machines of a
-//! dispatched job the scheduler has not bound yet, the cluster view with a pass's
-//! reservations, and the GPUs each team holds and wants (the ledger admission reads)
-//! — in all, and as a queued job's request carries them (its team's jobs ahead of it).
+//! placed (series, machines, CPU, memory, where its pods may go) and its submitter
+//! pod's (the gang the fit places at once), the machines of a dispatched job the
+//! scheduler has not bound yet, the cluster view with a pass's reservations, and the
+//! GPUs each team holds and wants (the ledger admission reads) — in all, and as a
+//! queued job's request carries them (its team's jobs ahead of it).
 
 use std::collections::BTreeMap;
 
 use forge_policy_host::model::{ClusterView, Placement, SeriesUsage};
 
 use crate::admission::usage::{self, Ledger};
-use crate::cluster::labels::HEAD_GROUP;
+use crate::cluster::labels::{HEAD_GROUP, SUBMITTER_GROUP};
 use crate::config::Config;
 use crate::jobs::fit::{PoolDemand, Rooms};
 use crate::manifests;
@@ -44,9 +45,44 @@ pub fn demands(job: &JobRecord, placement: Option<&Placement>, cfg: &Config) -> 
                 affinity: placed.map(|p| p.affinity.clone()).unwrap_or_default(),
                 fleets: placed.map(|p| p.fleets.clone()).unwrap_or_default(),
                 series,
+                any_series: false,
             }
         })
         .collect()
+}
+
+/// Everything a job's gang needs at once in one fleet: its pools' machines
+/// ([`demands`]) and, last, its submitter pod ([`submitter`]). A job dispatched
+/// whose submitter fits nowhere would hold its GPUs with no driver to use them
+/// (KubeRay reports it `Running` once its cluster is ready), so the gang fit counts
+/// it, as KubeRay's Kueue and Volcano integrations count it in a gang.
+pub fn gang(job: &JobRecord, placement: Option<&Placement>, cfg: &Config) -> Vec<PoolDemand> {
+    let mut gang = demands(job, placement, cfg);
+    if let Some(s) = submitter(&gang) {
+        gang.push(s);
+    }
+    gang
+}
+
+/// The submitter pod of a job whose pools ask `pools`: one machine of no GPUs and
+/// the submitter's CPU and memory, on any node of the job's fleet its tolerations
+/// (the head's: the first pool's) allow, of any series or none — it has no node
+/// selector. Its `series` is the first pool's, for the reason shown when it does
+/// not fit.
+pub fn submitter(pools: &[PoolDemand]) -> Option<PoolDemand> {
+    let head = pools.first()?;
+    Some(PoolDemand {
+        series: head.series.clone(),
+        any_series: true,
+        nodes: 1,
+        gpus_per_node: 0,
+        cpu_millis: manifests::submitter::CPU_MILLIS,
+        memory_bytes: manifests::submitter::MEMORY_BYTES,
+        node_selector: BTreeMap::new(),
+        tolerations: head.tolerations.clone(),
+        affinity: Default::default(),
+        fleets: head.fleets.clone(),
+    })
 }
 
 /// The GPUs each pool of a job takes, and on which series (as [`demands`] places
@@ -92,25 +128,26 @@ pub fn ledger_of<J: std::borrow::Borrow<JobRecord>>(
     ledger
 }
 
-/// The machines of a dispatched job the scheduler has not bound yet, per pool
-/// (`bound` counts its bound pods per KubeRay group; the head is the primary pool's).
+/// The machines of a dispatched job the scheduler has not bound yet, per entry of
+/// its [`gang`] (`bound` counts its bound pods per KubeRay group; the head is the
+/// primary pool's; the entry after the pools is the submitter).
 pub(super) fn unbound(
     job: &JobRecord,
     demand: &PoolDemand,
-    pool_index: usize,
+    index: usize,
     bound: &BTreeMap<(String, String), u32>,
 ) -> u32 {
-    let pool = &job.spec.pools[pool_index].name;
     let of = |group: &str| {
         bound
             .get(&(job.id.clone(), group.to_string()))
             .copied()
             .unwrap_or(0)
     };
-    let mut placed = of(pool);
-    if pool_index == 0 {
-        placed += of(HEAD_GROUP);
-    }
+    let placed = match job.spec.pools.get(index) {
+        Some(pool) if index == 0 => of(&pool.name) + of(HEAD_GROUP),
+        Some(pool) => of(&pool.name),
+        None => of(SUBMITTER_GROUP),
+    };
     demand.nodes.saturating_sub(placed)
 }
 
@@ -124,7 +161,7 @@ pub(super) fn reserve_unbound<'a>(
     cfg: &Config,
 ) {
     for job in active {
-        for (i, d) in demands(job, job.placement.as_ref(), cfg)
+        for (i, d) in gang(job, job.placement.as_ref(), cfg)
             .into_iter()
             .enumerate()
         {
@@ -194,4 +231,62 @@ pub(super) fn usage_ahead(
             queued,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::conformance::jobs::queued_record;
+
+    fn cfg() -> Config {
+        Config::from_env_map(crate::config::dev_defaults()).expect("config")
+    }
+
+    #[test]
+    fn a_gang_is_its_pools_then_its_submitter_on_any_node_of_the_heads_fleets() {
+        let job = queued_record("team-a", 1, 0);
+        let mut placement = Placement::default();
+        placement.pools.push(Default::default());
+        placement.pools[0].fleets = vec!["west".into()];
+        placement.pools[0].tolerations = vec![forge_policy_host::model::Toleration {
+            key: Some("dedicated".into()),
+            operator: forge_policy_host::model::TolerationOperator::Exists,
+            value: None,
+            effect: None,
+        }];
+        let gang = gang(&job, Some(&placement), &cfg());
+        assert_eq!(gang.len(), 2);
+        let (pool, submitter) = (&gang[0], &gang[1]);
+        assert!(!pool.any_series);
+        assert_eq!((pool.series.as_str(), pool.gpus()), ("h200", 8));
+        assert!(submitter.any_series);
+        assert_eq!(
+            (submitter.nodes, submitter.gpus(), submitter.cpu_millis),
+            (1, 0, 1_000)
+        );
+        assert_eq!(submitter.memory_bytes, 1 << 30);
+        assert_eq!(submitter.fleets, ["west"]);
+        assert_eq!(submitter.tolerations, pool.tolerations, "the head's");
+        assert!(
+            submitter
+                .tolerations
+                .iter()
+                .any(|t| t.key.as_deref() == Some("dedicated"))
+        );
+        assert!(submitter.node_selector.is_empty());
+    }
+
+    #[test]
+    fn a_dispatched_jobs_submitter_is_unbound_until_its_pod_is() {
+        let job = queued_record("team-a", 1, 0);
+        let gang = gang(&job, None, &cfg());
+        let mut bound = BTreeMap::new();
+        assert_eq!(unbound(&job, &gang[0], 0, &bound), 1);
+        assert_eq!(unbound(&job, &gang[1], 1, &bound), 1);
+        bound.insert((job.id.clone(), HEAD_GROUP.to_string()), 1);
+        assert_eq!(unbound(&job, &gang[0], 0, &bound), 0, "the head");
+        assert_eq!(unbound(&job, &gang[1], 1, &bound), 1, "not the submitter");
+        bound.insert((job.id.clone(), SUBMITTER_GROUP.to_string()), 1);
+        assert_eq!(unbound(&job, &gang[1], 1, &bound), 0);
+    }
 }

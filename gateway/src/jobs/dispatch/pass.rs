@@ -27,7 +27,9 @@ use futures::{SinkExt, StreamExt};
 
 use super::book::Book;
 use super::decision_memo::{Remembered, Table};
-use super::demand::{add_ahead, adjusted, demands, ledger_of, reserve_unbound, usage_ahead};
+use super::demand::{
+    add_ahead, adjusted, gang, ledger_of, reserve_unbound, series_gpus, usage_ahead,
+};
 use super::fair_order::{Class, FairOrder};
 use super::fair_share::Usage;
 use super::journal::PassJournal;
@@ -509,10 +511,9 @@ impl<'q> Decide<'q> {
         series: String,
     ) {
         let cfg = &self.dispatcher.core.config;
-        let wanted = demands(job, Some(&placement), cfg);
-        let gpus: Vec<SeriesGpus> = wanted
-            .iter()
-            .map(|d| SeriesGpus::new(&d.series, u32::try_from(d.gpus()).unwrap_or(u32::MAX)))
+        let wanted = gang(job, Some(&placement), cfg);
+        let gpus: Vec<SeriesGpus> = series_gpus(job, Some(&placement))
+            .map(|(series, n)| SeriesGpus::new(series, u32::try_from(n).unwrap_or(u32::MAX)))
             .collect();
         match self.free.reserve(&wanted) {
             Ok(fleet) => {
@@ -520,8 +521,8 @@ impl<'q> Decide<'q> {
                 self.journal.decided(job, Outcome::Dispatched { gpus });
                 let decision = self.record(job, &keep);
                 let terms = admitted_terms(job.spec.priority, &keep.evaluated.outcome.decision);
-                for d in &wanted {
-                    usage::add(&mut self.ledger, &job.team, &d.series, d.gpus(), true);
+                for (series, n) in series_gpus(job, Some(&placement)) {
+                    usage::add(&mut self.ledger, &job.team, series, n, true);
                 }
                 // What this job takes changes the view (and its team's usage) for every
                 // job after it.

@@ -139,10 +139,16 @@ mod tests {
         let left = vec![left(8, 8, 8); 4];
         let mut c = Candidates::new(vec![0, 2, 3]);
         for _ in 0..ORDER_AFTER {
-            assert_eq!(c.best(&left, self::left(1, 1, 1), &Taken::new()), Some(0));
+            assert_eq!(
+                c.best(&left, self::left(1, 1, 1), &Taken::default()),
+                Some(0)
+            );
         }
         assert!(c.by_room.is_none(), "a few asks scan");
-        assert_eq!(c.best(&left, self::left(1, 1, 1), &Taken::new()), Some(0));
+        assert_eq!(
+            c.best(&left, self::left(1, 1, 1), &Taken::default()),
+            Some(0)
+        );
         assert_eq!(c.by_room.as_ref().map(BTreeSet::len), Some(3));
     }
 
@@ -154,9 +160,9 @@ mod tests {
         let mut c = Candidates::new(vec![0, 1, 2]);
         c.asked = ORDER_AFTER;
         let need = self::left(2, 8, 8);
-        assert_eq!(c.best(&left, need, &Taken::new()), Some(2));
+        assert_eq!(c.best(&left, need, &Taken::default()), Some(2));
         // The trial took 2 GPUs from node 0: 6 left, still more than node 2's 4.
-        let mut taken = Taken::new();
+        let mut taken = Taken::default();
         taken.insert(0, self::left(2, 8, 8));
         assert_eq!(c.best(&left, need, &taken), Some(2));
         // It took 4 from node 0: 4 left, as node 2; the lower index wins.
@@ -188,7 +194,7 @@ mod tests {
             ordered.asked = ORDER_AFTER;
             for (need, machines, commit, elsewhere, room) in steps {
                 // One trial of `machines` machines, as `Rooms::reserve` makes.
-                let mut taken = Taken::new();
+                let mut taken = Taken::default();
                 for _ in 0..machines {
                     let want = scanned(&nodes, &rooms, need, &taken);
                     prop_assert_eq!(ordered.best(&rooms, need, &taken), want);

@@ -68,7 +68,7 @@ impl Rooms {
             return;
         };
         let kind = self.kind(pool, fleet);
-        let mut taken = Taken::new();
+        let mut taken = Taken::default();
         for _ in 0..pool.nodes {
             if !self.place_one(pool, kind, &mut taken) {
                 break;

@@ -351,3 +351,141 @@ fn a_fleet_without_nodes_here_takes_no_room_and_a_failure_is_remembered_per_flee
     assert_eq!((err.code(), err.free), ("capacity.no-room", 4), "{err}");
     assert_eq!(f.reserve(&[pool("h100", 1, 4)]), Ok("eu".to_string()));
 }
+
+/// A job's submitter pod, as `dispatch::demand::submitter` makes it: 1 CPU, 1 GiB, no
+/// GPUs, any node.
+fn submitter_of(series: &str) -> PoolDemand {
+    PoolDemand {
+        series: series.into(),
+        any_series: true,
+        nodes: 1,
+        cpu_millis: 1_000,
+        memory_bytes: 1 << 30,
+        ..PoolDemand::default()
+    }
+}
+
+/// The stall stop 64 found: eight one-GPU jobs whose heads take 8 CPUs each fill a
+/// 64-CPU node, and their submitters (the drivers) then fit nowhere. With the
+/// submitter in the gang, seven jobs run and the eighth waits for room.
+#[test]
+fn a_gang_includes_its_submitter_so_heads_never_starve_their_drivers() {
+    let mut f = Rooms::new(rooms(&[("h100", &[8])]));
+    for i in 0..7 {
+        assert!(
+            f.reserve(&[pool("h100", 1, 1), submitter_of("h100")])
+                .is_ok(),
+            "job {i}"
+        );
+    }
+    let left = f.nodes()[0].clone();
+    assert_eq!((left.gpus, left.cpu_millis), (1, CPU - 7 * 9_000));
+    let err = f
+        .reserve(&[pool("h100", 1, 1), submitter_of("h100")])
+        .expect_err("1 CPU left: the eighth head does not fit");
+    assert!(
+        matches!(err.cause, NoFitCause::CpuOrMemory { .. }),
+        "{err:?}"
+    );
+    assert_eq!(f.nodes()[0], left, "a failed fit changes nothing");
+}
+
+#[test]
+fn a_gang_whose_machines_fit_waits_when_its_submitter_does_not() {
+    let mut nodes = rooms(&[("h100", &[8])]);
+    nodes[0].cpu_millis = 8_000;
+    let mut f = Rooms::new(nodes);
+    let err = f
+        .reserve(&[pool("h100", 1, 8), submitter_of("h100")])
+        .expect_err("the head takes every CPU");
+    assert_eq!(err.code(), "capacity.no-room");
+    assert!(
+        matches!(
+            err.cause,
+            NoFitCause::Submitter {
+                cpu_millis: 1_000,
+                memory_bytes: 1_073_741_824
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "waiting for room: needs 8 h100 GPUs on whole machines, 8 free; the job's machines \
+         fit, but no node its submitter pod (the driver) may use also has 1 CPU and 1Gi \
+         memory free"
+    );
+    assert_eq!(f.nodes()[0].gpus, 8, "a failed fit changes nothing");
+    // The head alone fits: that was the stall.
+    assert!(f.reserve(&[pool("h100", 1, 8)]).is_ok());
+}
+
+/// An 8-GPU h100 node with `gpu_node_cpu` free, and a CPU node (no series label)
+/// with `taints`.
+fn gpu_and_cpu_nodes(gpu_node_cpu: u64, taints: Vec<Taint>) -> Vec<NodeRoom> {
+    let mut nodes = rooms(&[("h100", &[8])]);
+    nodes[0].cpu_millis = gpu_node_cpu;
+    let mut cpu = room("cpu-0", crate::cluster::nodes::NO_SERIES, 0);
+    cpu.labels.clear();
+    cpu.taints = taints;
+    nodes.push(cpu);
+    nodes
+}
+
+#[test]
+fn a_submitter_may_run_on_a_node_of_no_series() {
+    let mut f = Rooms::new(gpu_and_cpu_nodes(8_000, Vec::new()));
+    assert!(
+        f.reserve(&[pool("h100", 1, 8), submitter_of("h100")])
+            .is_ok()
+    );
+    let after = f.nodes();
+    assert_eq!(
+        (after[0].gpus, after[0].cpu_millis),
+        (0, 0),
+        "the head takes the GPU node's CPU"
+    );
+    assert_eq!(
+        after[1].cpu_millis,
+        CPU - 1_000,
+        "the submitter the CPU node's"
+    );
+    // A GPU pool never goes to a node of no series.
+    let err = f.reserve(&[pool("h100", 1, 1)]).expect_err("no GPU left");
+    assert_eq!(err.free, 0);
+}
+
+#[test]
+fn a_submitter_keeps_to_the_nodes_its_tolerations_allow_and_to_the_gangs_fleet() {
+    let mut nodes = gpu_and_cpu_nodes(8_000, vec![gpu_taint()]);
+    let mut other = room("h100-far", "h100", 0);
+    other.fleet = "far".into();
+    nodes.push(other);
+    let mut f = Rooms::new(nodes.clone());
+    let err = f
+        .reserve(&[pool("h100", 1, 8), submitter_of("h100")])
+        .expect_err("the CPU node is tainted, and the far fleet's room is not the gang's");
+    assert!(matches!(err.cause, NoFitCause::Submitter { .. }), "{err:?}");
+    // Asked again, the same answer (alone it would fit on the GPU node: nothing is
+    // remembered).
+    let again = f
+        .reserve(&[pool("h100", 1, 8), submitter_of("h100")])
+        .expect_err("still");
+    assert_eq!(again.cause, err.cause);
+
+    let tolerant = |mut d: PoolDemand| {
+        d.tolerations = vec![Toleration {
+            key: Some("nvidia.com/gpu".into()),
+            operator: TolerationOperator::Exists,
+            value: None,
+            effect: None,
+        }];
+        d
+    };
+    let mut f = Rooms::new(nodes);
+    assert!(
+        f.reserve(&[tolerant(pool("h100", 1, 8)), tolerant(submitter_of("h100"))])
+            .is_ok()
+    );
+    assert_eq!(f.nodes()[1].cpu_millis, CPU - 1_000);
+}
