@@ -154,13 +154,12 @@ fn untolerated_taints_are_reported_apart_and_tolerations_lift_them() {
 
 #[test]
 fn rooms_have_free_gpus_cpu_and_memory_of_schedulable_nodes() {
-    let nodes = vec![
+    let mut nodes = vec![
         node("a1", "h100", 8, true, false),
         node("a2", "h100", 8, false, false),
         node("b1", "h200", 8, true, true),
     ];
     let pods = vec![pod("a1", 6, "Running"), pod("a1", 8, "Succeeded")];
-    let mut nodes = nodes;
     let mut cpu_node = (*node("c1", "h100", 0, true, false)).clone();
     cpu_node.metadata.labels = None;
     nodes.push(Arc::new(cpu_node));

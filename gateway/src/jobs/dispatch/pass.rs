@@ -512,8 +512,10 @@ impl<'q> Decide<'q> {
     ) {
         let cfg = &self.dispatcher.core.config;
         let wanted = gang(job, Some(&placement), cfg);
-        let gpus: Vec<SeriesGpus> = series_gpus(job, Some(&placement))
-            .map(|(series, n)| SeriesGpus::new(series, u32::try_from(n).unwrap_or(u32::MAX)))
+        let per_series: Vec<(&str, u64)> = series_gpus(job, Some(&placement)).collect();
+        let gpus: Vec<SeriesGpus> = per_series
+            .iter()
+            .map(|&(series, n)| SeriesGpus::new(series, u32::try_from(n).unwrap_or(u32::MAX)))
             .collect();
         match self.free.reserve(&wanted) {
             Ok(fleet) => {
@@ -521,7 +523,7 @@ impl<'q> Decide<'q> {
                 self.journal.decided(job, Outcome::Dispatched { gpus });
                 let decision = self.record(job, &keep);
                 let terms = admitted_terms(job.spec.priority, &keep.evaluated.outcome.decision);
-                for (series, n) in series_gpus(job, Some(&placement)) {
+                for &(series, n) in &per_series {
                     usage::add(&mut self.ledger, &job.team, series, n, true);
                 }
                 // What this job takes changes the view (and its team's usage) for every

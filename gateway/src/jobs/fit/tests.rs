@@ -489,3 +489,35 @@ fn a_submitter_keeps_to_the_nodes_its_tolerations_allow_and_to_the_gangs_fleet()
     );
     assert_eq!(f.nodes()[1].cpu_millis, CPU - 1_000);
 }
+
+/// A submitter that fits nowhere even with nothing else taken stays refused for the
+/// rest of the pass (remembered like a pool's shape); one that failed only beside
+/// its job's machines is not remembered.
+#[test]
+fn a_submitter_that_fails_on_its_own_is_remembered_for_the_pass() {
+    let mut nodes = gpu_and_cpu_nodes(8_000, vec![gpu_taint()]);
+    nodes[0].cpu_millis = 500;
+    let mut small = pool("h100", 1, 8);
+    small.cpu_millis = 500;
+    let mut f = Rooms::new(nodes);
+    let err = f
+        .reserve(&[small.clone(), submitter_of("h100")])
+        .expect_err("500m left on the GPU node, the CPU node tainted");
+    assert!(matches!(err.cause, NoFitCause::Submitter { .. }), "{err:?}");
+    assert!(
+        f.failed.keys().any(|s| s.eligible.any_series),
+        "remembered: it fits on no node alone"
+    );
+    let again = f
+        .reserve(&[small, submitter_of("h100")])
+        .expect_err("still");
+    assert_eq!(again.cause, err.cause);
+
+    let mut f = Rooms::new(gpu_and_cpu_nodes(8_000, vec![gpu_taint()]));
+    f.reserve(&[pool("h100", 1, 8), submitter_of("h100")])
+        .expect_err("the head takes the GPU node's CPU");
+    assert!(
+        !f.failed.keys().any(|s| s.eligible.any_series),
+        "alone it would fit on the GPU node: not remembered"
+    );
+}
